@@ -1,0 +1,24 @@
+"""b2store: Blosc2 chunks, frames and b2nd arrays for numcodecs, Zarr and xarray.
+
+Pure Python and small Cython kernels over numpy, lz4, zstandard and msgpack; no C-Blosc.
+"""
+
+from .chunk.decoder import chunk_info, decode_chunk
+from .chunk.header import ChunkInfo
+from .constants import Codec, Filter, SpecialValue, SplitMode
+from .errors import B2StoreError, FormatError, UnsupportedError
+
+__all__ = [
+    "decode_chunk",
+    "chunk_info",
+    "ChunkInfo",
+    "Codec",
+    "Filter",
+    "SplitMode",
+    "SpecialValue",
+    "B2StoreError",
+    "FormatError",
+    "UnsupportedError",
+]
+
+__version__ = "0.1.0.dev0"

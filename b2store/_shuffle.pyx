@@ -1,0 +1,336 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: initializedcheck=False, nonecheck=False
+"""Byte loops of the Blosc2 filters: shuffle, bitshuffle, delta, bytedelta, truncation.
+
+Every kernel is a ``nogil`` loop over raw pointers with no Python objects inside. The ``def``
+wrappers at the bottom check only what keeps the loops in bounds (lengths and element
+sizes); the format rules (which filter, which element size, leftover policy) live in
+``b2store.chunk.filters``.
+"""
+
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int64_t
+from libc.string cimport memcpy
+from libc.stdlib cimport malloc, free
+
+
+# --- byte shuffle -------------------------------------------------------------------------
+# Element sizes 2, 4, 8 and 16 get their own copy of the loop with a constant inner trip
+# count, which the C compiler unrolls and vectorises; every other size takes the generic loop.
+
+cdef inline void _shuffle_es(const uint8_t* src, uint8_t* dst, Py_ssize_t n,
+                             const Py_ssize_t es) noexcept nogil:
+    cdef Py_ssize_t i, j
+    for j in range(es):
+        for i in range(n):
+            dst[j * n + i] = src[i * es + j]
+
+
+cdef inline void _unshuffle_es(const uint8_t* src, uint8_t* dst, Py_ssize_t n,
+                               const Py_ssize_t es) noexcept nogil:
+    cdef Py_ssize_t i, j
+    for i in range(n):
+        for j in range(es):
+            dst[i * es + j] = src[j * n + i]
+
+
+cdef void c_shuffle(const uint8_t* src, uint8_t* dst, Py_ssize_t size,
+                    Py_ssize_t es) noexcept nogil:
+    """Byte-transpose ``size // es`` elements; copy the ``size % es`` trailing bytes."""
+    cdef Py_ssize_t n = size // es
+    if es == 2:
+        _shuffle_es(src, dst, n, 2)
+    elif es == 4:
+        _shuffle_es(src, dst, n, 4)
+    elif es == 8:
+        _shuffle_es(src, dst, n, 8)
+    elif es == 16:
+        _shuffle_es(src, dst, n, 16)
+    else:
+        _shuffle_es(src, dst, n, es)
+    memcpy(dst + n * es, src + n * es, size - n * es)
+
+
+cdef void c_unshuffle(const uint8_t* src, uint8_t* dst, Py_ssize_t size,
+                      Py_ssize_t es) noexcept nogil:
+    cdef Py_ssize_t n = size // es
+    if es == 2:
+        _unshuffle_es(src, dst, n, 2)
+    elif es == 4:
+        _unshuffle_es(src, dst, n, 4)
+    elif es == 8:
+        _unshuffle_es(src, dst, n, 8)
+    elif es == 16:
+        _unshuffle_es(src, dst, n, 16)
+    else:
+        _unshuffle_es(src, dst, n, es)
+    memcpy(dst + n * es, src + n * es, size - n * es)
+
+
+# --- bit shuffle --------------------------------------------------------------------------
+# The bitshuffle layout: with N elements of es bytes (N a multiple of 8) the output is 8*es
+# rows of N/8 bytes; row 8*b + k holds bit k of byte b of every element, element e at bit
+# e % 8 of byte e // 8. It is a byte shuffle followed by an 8x8 bit transpose of every 8
+# consecutive bytes of a byte row, scattered to the 8 bit rows.
+
+cdef inline uint64_t _transpose8x8(uint64_t x) noexcept nogil:
+    # Transpose the 8x8 bit matrix whose row k is byte k of x (little-endian); an involution.
+    cdef uint64_t t
+    t = (x ^ (x >> 7)) & 0x00AA00AA00AA00AAULL
+    x = x ^ t ^ (t << 7)
+    t = (x ^ (x >> 14)) & 0x0000CCCC0000CCCCULL
+    x = x ^ t ^ (t << 14)
+    t = (x ^ (x >> 28)) & 0x00000000F0F0F0F0ULL
+    x = x ^ t ^ (t << 28)
+    return x
+
+
+cdef inline uint64_t _load64(const uint8_t* p) noexcept nogil:
+    cdef uint64_t x
+    memcpy(&x, p, 8)
+    return x
+
+
+cdef inline void _store64(uint8_t* p, uint64_t x) noexcept nogil:
+    memcpy(p, &x, 8)
+
+
+cdef int c_bitshuffle(const uint8_t* src, uint8_t* dst, Py_ssize_t n,
+                      Py_ssize_t es) noexcept nogil:
+    """Bit-transpose ``n`` elements (``n % 8 == 0``); returns -1 if out of memory."""
+    cdef Py_ssize_t nrow = n // 8, b, g, k
+    cdef uint64_t x
+    cdef uint8_t* tmp = <uint8_t*>malloc(n * es if n * es > 0 else 1)
+    if tmp == NULL:
+        return -1
+    c_shuffle(src, tmp, n * es, es)
+    for b in range(es):
+        for g in range(nrow):
+            x = _transpose8x8(_load64(tmp + b * n + 8 * g))
+            for k in range(8):
+                dst[(8 * b + k) * nrow + g] = <uint8_t>(x >> (8 * k))
+    free(tmp)
+    return 0
+
+
+cdef int c_bitunshuffle(const uint8_t* src, uint8_t* dst, Py_ssize_t n,
+                        Py_ssize_t es) noexcept nogil:
+    cdef Py_ssize_t nrow = n // 8, b, g, k
+    cdef uint64_t x
+    cdef const uint8_t* rows
+    cdef uint8_t* tmp = <uint8_t*>malloc(n * es if n * es > 0 else 1)
+    if tmp == NULL:
+        return -1
+    for b in range(es):
+        rows = src + 8 * b * nrow
+        for g in range(nrow):
+            x = 0
+            for k in range(8):
+                x |= (<uint64_t>rows[k * nrow + g]) << (8 * k)
+            _store64(tmp + b * n + 8 * g, _transpose8x8(x))
+    c_unshuffle(tmp, dst, n * es, es)
+    free(tmp)
+    return 0
+
+
+# --- delta (XOR) --------------------------------------------------------------------------
+# Words are w bytes wide (1, 2, 4 or 8); XOR is bytewise, so only the running XOR of the
+# reference block depends on w. The ``size % w`` tail bytes are left as they are.
+
+cdef void c_delta_decode_first(uint8_t* buf, Py_ssize_t size, Py_ssize_t w) noexcept nogil:
+    cdef Py_ssize_t i, j, n = size // w
+    for i in range(1, n):
+        for j in range(w):
+            buf[i * w + j] ^= buf[(i - 1) * w + j]
+
+
+cdef void c_delta_encode_first(const uint8_t* src, uint8_t* dst, const uint8_t* ref,
+                               Py_ssize_t size, Py_ssize_t w) noexcept nogil:
+    cdef Py_ssize_t i, j, n = size // w
+    if n > 0:
+        memcpy(dst, ref, w)
+    for i in range(1, n):
+        for j in range(w):
+            dst[i * w + j] = src[i * w + j] ^ ref[(i - 1) * w + j]
+
+
+cdef void c_xor(const uint8_t* src, const uint8_t* ref, uint8_t* dst,
+                Py_ssize_t size) noexcept nogil:
+    cdef Py_ssize_t i, n8 = size // 8
+    for i in range(n8):
+        _store64(dst + 8 * i, _load64(src + 8 * i) ^ _load64(ref + 8 * i))
+    for i in range(8 * n8, size):
+        dst[i] = src[i] ^ ref[i]
+
+
+# --- bytedelta ----------------------------------------------------------------------------
+# Each of the es byte channels (L = size // es bytes each, the layout after a shuffle) is
+# delta coded mod 256. The flawed SIMD variant (filter id 34) restarts the running value at
+# index 16 * (L // 16) of every channel.
+
+cdef void c_bytedelta_encode(const uint8_t* src, uint8_t* dst, Py_ssize_t size,
+                             Py_ssize_t es, bint buggy) noexcept nogil:
+    cdef Py_ssize_t L = size // es, k, i, restart = (L // 16) * 16 if buggy else -1
+    cdef uint8_t prev
+    for k in range(es):
+        prev = 0
+        for i in range(L):
+            if i == restart:
+                prev = 0
+            dst[k * L + i] = <uint8_t>(src[k * L + i] - prev)
+            prev = src[k * L + i]
+    memcpy(dst + L * es, src + L * es, size - L * es)
+
+
+cdef void c_bytedelta_decode(const uint8_t* src, uint8_t* dst, Py_ssize_t size,
+                             Py_ssize_t es, bint buggy) noexcept nogil:
+    cdef Py_ssize_t L = size // es, k, i, restart = (L // 16) * 16 if buggy else -1
+    cdef uint8_t acc
+    for k in range(es):
+        acc = 0
+        for i in range(L):
+            if i == restart:
+                acc = 0
+            acc = <uint8_t>(acc + src[k * L + i])
+            dst[k * L + i] = acc
+    memcpy(dst + L * es, src + L * es, size - L * es)
+
+
+# --- truncation (lossy, applied on compression only) -------------------------------------
+
+cdef void c_zero_low_bits(uint8_t* buf, Py_ssize_t size, Py_ssize_t width,
+                          int zeroed) noexcept nogil:
+    """Clear the ``zeroed`` low bits of every little-endian ``width``-byte word."""
+    cdef Py_ssize_t i, n = size // width
+    cdef uint64_t mask = ~((<uint64_t>1 << zeroed) - 1) if zeroed < 64 else 0
+    cdef uint64_t v
+    if width == 1:
+        for i in range(n):
+            buf[i] = <uint8_t>(buf[i] & mask)
+    elif width == 2:
+        for i in range(n):
+            (<uint16_t*>buf)[i] = <uint16_t>((<uint16_t*>buf)[i] & mask)
+    elif width == 4:
+        for i in range(n):
+            (<uint32_t*>buf)[i] = <uint32_t>((<uint32_t*>buf)[i] & mask)
+    else:
+        for i in range(n):
+            (<uint64_t*>buf)[i] = (<uint64_t*>buf)[i] & mask
+
+
+# --- Python entry points ------------------------------------------------------------------
+
+cdef inline void _check_pair(Py_ssize_t nsrc, Py_ssize_t ndst, Py_ssize_t es) except *:
+    if es < 1:
+        raise ValueError(f"element size must be >= 1, got {es}")
+    if ndst != nsrc:
+        raise ValueError(f"destination has {ndst} bytes, source {nsrc}")
+
+
+def shuffle(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es):
+    """Byte-shuffle ``src`` into ``dst`` with element size ``es`` (trailing bytes copied)."""
+    _check_pair(src.shape[0], dst.shape[0], es)
+    if src.shape[0]:
+        with nogil:
+            c_shuffle(&src[0], &dst[0], src.shape[0], es)
+
+
+def unshuffle(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es):
+    """Inverse of :func:`shuffle`."""
+    _check_pair(src.shape[0], dst.shape[0], es)
+    if src.shape[0]:
+        with nogil:
+            c_unshuffle(&src[0], &dst[0], src.shape[0], es)
+
+
+def bitshuffle(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es):
+    """Bit-shuffle the first ``8 * (n // 8)`` elements; copy the remaining bytes."""
+    _check_pair(src.shape[0], dst.shape[0], es)
+    cdef Py_ssize_t n = src.shape[0] // es
+    cdef int rc = 0
+    n -= n % 8
+    if n:
+        with nogil:
+            rc = c_bitshuffle(&src[0], &dst[0], n, es)
+        if rc:
+            raise MemoryError()
+    if n * es < src.shape[0]:
+        dst[n * es:] = src[n * es:]
+
+
+def bitunshuffle(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es):
+    """Inverse of :func:`bitshuffle`."""
+    _check_pair(src.shape[0], dst.shape[0], es)
+    cdef Py_ssize_t n = src.shape[0] // es
+    cdef int rc = 0
+    n -= n % 8
+    if n:
+        with nogil:
+            rc = c_bitunshuffle(&src[0], &dst[0], n, es)
+        if rc:
+            raise MemoryError()
+    if n * es < src.shape[0]:
+        dst[n * es:] = src[n * es:]
+
+
+def delta_decode_first(uint8_t[::1] buf, Py_ssize_t width):
+    """Undo the delta of a chunk's first block in place: running XOR of ``width``-byte words."""
+    if width not in (1, 2, 4, 8):
+        raise ValueError(f"delta word width must be 1, 2, 4 or 8, got {width}")
+    if buf.shape[0]:
+        with nogil:
+            c_delta_decode_first(&buf[0], buf.shape[0], width)
+
+
+def delta_encode_first(const uint8_t[::1] src, uint8_t[::1] dst, const uint8_t[::1] ref,
+                       Py_ssize_t width):
+    """Delta-code a chunk's first block: word i becomes ``src[i] ^ ref[i-1]``."""
+    if width not in (1, 2, 4, 8):
+        raise ValueError(f"delta word width must be 1, 2, 4 or 8, got {width}")
+    _check_pair(src.shape[0], dst.shape[0], 1)
+    if ref.shape[0] < src.shape[0]:
+        raise ValueError("reference block is shorter than the block")
+    cdef Py_ssize_t body = (src.shape[0] // width) * width
+    if body:
+        with nogil:
+            c_delta_encode_first(&src[0], &dst[0], &ref[0], body, width)
+    if body < src.shape[0]:
+        dst[body:] = src[body:]
+
+
+def xor_into(const uint8_t[::1] src, const uint8_t[::1] ref, uint8_t[::1] dst):
+    """``dst = src ^ ref[:len(src)]`` bytewise (``dst`` may be ``src``)."""
+    _check_pair(src.shape[0], dst.shape[0], 1)
+    if ref.shape[0] < src.shape[0]:
+        raise ValueError("reference block is shorter than the block")
+    if src.shape[0]:
+        with nogil:
+            c_xor(&src[0], &ref[0], &dst[0], src.shape[0])
+
+
+def bytedelta_encode(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es, bint buggy=False):
+    """Delta-code each of the ``es`` byte channels mod 256."""
+    _check_pair(src.shape[0], dst.shape[0], es)
+    if src.shape[0]:
+        with nogil:
+            c_bytedelta_encode(&src[0], &dst[0], src.shape[0], es, buggy)
+
+
+def bytedelta_decode(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es, bint buggy=False):
+    """Inverse of :func:`bytedelta_encode`: a running sum mod 256 per channel."""
+    _check_pair(src.shape[0], dst.shape[0], es)
+    if src.shape[0]:
+        with nogil:
+            c_bytedelta_decode(&src[0], &dst[0], src.shape[0], es, buggy)
+
+
+def zero_low_bits(uint8_t[::1] buf, Py_ssize_t width, int zeroed):
+    """Clear the ``zeroed`` low bits of every little-endian ``width``-byte word, in place."""
+    if width not in (1, 2, 4, 8):
+        raise ValueError(f"word width must be 1, 2, 4 or 8, got {width}")
+    if not 0 <= zeroed <= 8 * width:
+        raise ValueError(f"cannot zero {zeroed} bits of a {width}-byte word")
+    if buf.shape[0] % width:
+        raise ValueError(f"buffer of {buf.shape[0]} bytes is not whole {width}-byte words")
+    if buf.shape[0]:
+        with nogil:
+            c_zero_low_bits(&buf[0], buf.shape[0], width, zeroed)

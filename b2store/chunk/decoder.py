@@ -1,0 +1,292 @@
+"""Decoding a chunk: header, then block starts, then each block's streams, codec and filters.
+
+:class:`ChunkDecoder` checks the whole layout (block starts, dictionary, special and memcpyed
+sizes) before it allocates or inflates anything, and can decode single blocks, which is what
+partial reads of arrays build on.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from ..constants import MAX_DICT_SIZE, SpecialValue
+from ..errors import FormatError
+from .compressors import stream_decoder
+from .filters import Pipeline
+from .header import ChunkHeader, ChunkInfo
+
+__all__ = ["decode_chunk", "chunk_info", "ChunkDecoder", "as_uint8"]
+
+_I32 = struct.Struct("<i")
+_NAN_BYTES = {4: np.float32("nan").tobytes(), 8: np.float64("nan").tobytes()}
+
+
+def as_uint8(buf, *, writable: bool = False, name: str = "buffer") -> np.ndarray:
+    """A flat uint8 view of any contiguous buffer (bytes, memoryview, numpy array, ...)."""
+    if isinstance(buf, np.ndarray):
+        if not buf.flags.c_contiguous:
+            raise ValueError(f"{name} must be C-contiguous")
+        arr = buf.reshape(-1).view(np.uint8)
+    else:
+        mv = memoryview(buf)
+        if not mv.c_contiguous:
+            raise ValueError(f"{name} must be C-contiguous")
+        arr = np.frombuffer(mv.cast("B") if mv.ndim != 1 or mv.format != "B" else mv, np.uint8)
+    if writable and not arr.flags.writeable:
+        raise ValueError(f"{name} must be writable")
+    return arr
+
+
+def chunk_info(buf) -> ChunkInfo:
+    """Everything the header of the chunk in ``buf`` says.
+
+    >>> info = chunk_info(bytes([2, 1, 0x13, 1]) + (4).to_bytes(4, "little") * 2
+    ...                   + (20).to_bytes(4, "little") + b"abcd")
+    >>> info.version, info.nbytes, info.memcpyed, info.codec.name
+    (2, 4, True, 'BLOSCLZ')
+    """
+    return ChunkHeader.from_bytes(buf).info()
+
+
+def decode_chunk(buf, out=None) -> np.ndarray:
+    """Decode one Blosc1 or Blosc2 chunk.
+
+    Parameters
+    ----------
+    buf
+        The chunk: any contiguous buffer holding at least ``cbytes`` bytes.
+    out
+        Optional writable contiguous buffer of exactly ``nbytes`` bytes to decode into.
+
+    Returns
+    -------
+    numpy.ndarray
+        The decoded bytes as a 1-d uint8 array (a view of ``out`` when given).
+
+    Raises
+    ------
+    FormatError
+        The bytes break the format (truncated, corrupt, inconsistent header).
+    UnsupportedError
+        A valid feature b2store does not implement, such as a plugin codec.
+    """
+    decoder = ChunkDecoder(buf)
+    nbytes = decoder.header.nbytes
+    if out is None:
+        dest = np.empty(nbytes, np.uint8)
+    else:
+        dest = as_uint8(out, writable=True, name="out")
+        if len(dest) != nbytes:
+            raise ValueError(f"out has {len(dest)} bytes, the chunk decodes to {nbytes}")
+    decoder.decode_into(dest)
+    return dest
+
+
+class ChunkDecoder:
+    """A parsed chunk whose layout has been checked, ready to decode whole or block by block."""
+
+    def __init__(self, buf):
+        src = as_uint8(buf)
+        self.header = header = ChunkHeader.from_bytes(src)
+        self.src = src[: header.cbytes]
+        self._bytes = memoryview(self.src)
+        self.special = header.special
+        if self.special:
+            self._check_special()
+        elif header.memcpyed or header.nbytes == 0:
+            if header.memcpyed and header.cbytes != header.nbytes + header.header_size:
+                raise FormatError(
+                    "cbytes", f"nbytes + {header.header_size} = "
+                    f"{header.nbytes + header.header_size} for a memcpyed chunk", header.cbytes, 12,
+                )  # fmt: skip
+        else:
+            self._read_layout()
+
+    # --- layout -------------------------------------------------------------------------------
+
+    def _check_special(self) -> None:
+        h = self.header
+        if self.special == SpecialValue.VALUE:
+            # The header typesize may be capped at 1; the stored value's length is the truth.
+            self.value_size = h.cbytes - h.header_size
+            if self.value_size <= 0:
+                raise FormatError("cbytes", "32 + typesize for a repeated-value chunk", h.cbytes, 12)
+            if h.nbytes % self.value_size:
+                raise FormatError("nbytes", f"a multiple of the value size {self.value_size}",
+                                  h.nbytes, 4)  # fmt: skip
+        elif self.special == SpecialValue.NAN and h.typesize not in _NAN_BYTES:
+            raise FormatError("typesize", "4 or 8 for a NaN chunk", h.typesize, 3)
+        elif self.special == SpecialValue.NAN and h.nbytes % h.typesize:
+            raise FormatError("nbytes", f"a multiple of typesize {h.typesize}", h.nbytes, 4)
+
+    def _read_layout(self) -> None:
+        h = self.header
+        nblocks = h.nblocks
+        if nblocks <= 0:
+            raise FormatError("blocksize", "at least one block", h.blocksize, 8)
+        if not h.vl_blocks and h.splits(h.effective_blocksize) and h.blocksize % h.typesize:
+            # Each stream holds blocksize // typesize bytes, so the rest of every block was
+            # never stored (c-blosc2 writes such chunks when asked for an odd blocksize).
+            raise FormatError("blocksize", f"a multiple of typesize {h.typesize} in a chunk with "
+                              "split blocks", h.blocksize, 8)  # fmt: skip
+        starts_end = h.header_size + 4 * nblocks
+        if starts_end > h.cbytes:
+            raise FormatError(
+                "bstarts", f"{nblocks} block starts within cbytes={h.cbytes}",
+                f"{starts_end} bytes needed (nbytes={h.nbytes}, blocksize={h.blocksize})",
+                h.header_size,
+            )  # fmt: skip
+        self.bstarts = np.frombuffer(self.src, "<i4", nblocks, h.header_size).astype(np.int64)
+        data_start = starts_end
+        dictionary = None
+        if h.use_dict:
+            if data_start + 4 > h.cbytes:
+                raise FormatError("dict size", "4 bytes after the block starts", "end of chunk",
+                                  data_start)  # fmt: skip
+            dsize = _I32.unpack_from(self._bytes, data_start)[0]
+            if not 0 < dsize <= MAX_DICT_SIZE or data_start + 4 + dsize > h.cbytes:
+                raise FormatError("dict size", f"1..{MAX_DICT_SIZE} bytes inside the chunk", dsize,
+                                  data_start)  # fmt: skip
+            dictionary = bytes(self._bytes[data_start + 4 : data_start + 4 + dsize])
+            data_start += 4 + dsize
+        bad = np.flatnonzero((self.bstarts < data_start) | (self.bstarts >= h.cbytes))
+        if len(bad):
+            j = int(bad[0])
+            raise FormatError(
+                f"bstarts[{j}]", f"an offset in [{data_start}, {h.cbytes})",
+                int(self.bstarts[j]), h.header_size + 4 * j,
+            )  # fmt: skip
+        if h.vl_blocks:
+            self._read_vl_layout()
+        self.decode_stream = stream_decoder(h.codec_format, h.udcodec, dictionary)
+        self.pipeline = Pipeline(h)
+
+    def _read_vl_layout(self) -> None:
+        # VL blocks are written in order, each `i32 block_nbytes` then one stream that runs
+        # to the next block's start.
+        h = self.header
+        ends = np.append(self.bstarts[1:], h.cbytes)
+        if np.any(ends - self.bstarts < 4):
+            j = int(np.flatnonzero(ends - self.bstarts < 4)[0])
+            raise FormatError(f"bstarts[{j + 1}]", "increasing block starts in a VL-block chunk",
+                              int(ends[j]), h.header_size + 4 * (j + 1))  # fmt: skip
+        sizes = np.array([_I32.unpack_from(self._bytes, int(s))[0] for s in self.bstarts], np.int64)
+        if np.any(sizes <= 0) or sizes.sum() != h.nbytes:
+            raise FormatError("block_nbytes", f"positive sizes adding up to nbytes={h.nbytes}",
+                              sizes.tolist()[:8], int(self.bstarts[0]))  # fmt: skip
+        self.vl_sizes = sizes
+        self.vl_offsets = np.concatenate(([0], np.cumsum(sizes)))
+        self.vl_ends = ends
+
+    # --- decoding -------------------------------------------------------------------------------
+
+    @property
+    def nblocks(self) -> int:
+        return len(self.bstarts) if hasattr(self, "bstarts") else 0
+
+    def block_span(self, j: int) -> tuple[int, int]:
+        """Where block ``j`` lands in the decoded chunk: ``(offset, size)``."""
+        h = self.header
+        if h.vl_blocks:
+            return int(self.vl_offsets[j]), int(self.vl_sizes[j])
+        bs = h.effective_blocksize
+        return j * bs, min(bs, h.nbytes - j * bs)
+
+    def decode_into(self, dest: np.ndarray) -> None:
+        """Decode the whole chunk into ``dest`` (uint8, exactly ``nbytes`` long)."""
+        h = self.header
+        if self.special:
+            self._fill_special(dest)
+        elif h.memcpyed:
+            dest[:] = self.src[h.header_size : h.header_size + h.nbytes]
+        elif h.nbytes:
+            work, spare = self._scratch()
+            for j in range(self.nblocks):
+                offset, size = self.block_span(j)
+                self._decode_block(j, dest[offset : offset + size], work, spare, dest)
+
+    def decode_block(self, j: int, dest: np.ndarray, first_block: np.ndarray | None = None):
+        """Decode block ``j`` alone into ``dest``; DELTA chunks need ``first_block`` decoded."""
+        work, spare = self._scratch()
+        self._decode_block(j, dest, work, spare, first_block)
+
+    def _scratch(self) -> tuple[np.ndarray, np.ndarray]:
+        h = self.header
+        size = int(self.vl_sizes.max()) if h.vl_blocks else h.effective_blocksize
+        return np.empty(size, np.uint8), np.empty(size, np.uint8)
+
+    def _decode_block(self, j, dest, work, spare, first_block) -> None:
+        size = len(dest)
+        pipeline = self.pipeline
+        target = work[:size] if pipeline else dest
+        if self.header.vl_blocks:
+            self._decode_vl_stream(j, target)
+        else:
+            self._decode_streams(j, target)
+        if pipeline:
+            pipeline.undo(target, dest, spare, first_block, j)
+
+    def _decode_streams(self, j: int, target: np.ndarray) -> None:
+        h = self.header
+        nstreams = h.typesize if h.splits(len(target)) else 1
+        neblock = len(target) // nstreams
+        src, end = self._bytes, h.cbytes
+        pos = int(self.bstarts[j])
+        for s in range(nstreams):
+            if pos + 4 > end:
+                raise FormatError(f"csize of stream {s} of block {j}", "4 bytes inside the chunk",
+                                  "end of chunk", pos)  # fmt: skip
+            csize = _I32.unpack_from(src, pos)[0]
+            out = target[s * neblock : (s + 1) * neblock]
+            if csize <= 0:
+                pos = self._decode_run(csize, out, pos, s, j)
+                continue
+            pos += 4
+            if csize > end - pos:
+                raise FormatError(f"csize of stream {s} of block {j}",
+                                  f"at most the {end - pos} bytes left in the chunk", csize, pos - 4)
+            if csize == neblock:
+                out[:] = self.src[pos : pos + csize]
+            elif csize > neblock:
+                raise FormatError(f"csize of stream {s} of block {j}",
+                                  f"at most the stream's {neblock} bytes", csize, pos - 4)
+            else:
+                self.decode_stream(src[pos : pos + csize], out)
+            pos += csize
+
+    def _decode_run(self, csize: int, out: np.ndarray, pos: int, s: int, j: int) -> int:
+        # A stream of one repeated byte: csize 0 for zeros, or -value and a token byte.
+        if csize == 0:
+            out[:] = 0
+            return pos + 4
+        if pos + 5 > self.header.cbytes:
+            raise FormatError(f"run token of stream {s} of block {j}", "1 byte inside the chunk",
+                              "end of chunk", pos + 4)  # fmt: skip
+        token = self.src[pos + 4]
+        if not token & 1 or csize < -255:
+            raise FormatError(f"csize of stream {s} of block {j}",
+                              "a run of one byte (-255..-1 and an odd token)",
+                              f"csize {csize}, token {token}", pos)  # fmt: skip
+        out[:] = -csize
+        return pos + 5
+
+    def _decode_vl_stream(self, j: int, target: np.ndarray) -> None:
+        start, end = int(self.bstarts[j]) + 4, int(self.vl_ends[j])
+        if end - start == len(target):
+            target[:] = self.src[start:end]
+        else:
+            self.decode_stream(self._bytes[start:end], target)
+
+    def _fill_special(self, dest: np.ndarray) -> None:
+        if self.special == SpecialValue.NAN:
+            value = _NAN_BYTES[self.header.typesize]
+        elif self.special == SpecialValue.VALUE:
+            value = bytes(self._bytes[self.header.header_size :])
+        else:
+            # ZERO, and UNINIT, whose bytes are undefined: zeros are as good as any and safer.
+            dest[:] = 0
+            return
+        pattern = np.frombuffer(value, np.uint8)
+        dest.reshape(-1, len(pattern))[:] = pattern

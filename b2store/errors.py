@@ -1,0 +1,43 @@
+"""The exception hierarchy every b2store module raises from."""
+
+from __future__ import annotations
+
+__all__ = ["B2StoreError", "FormatError", "UnsupportedError"]
+
+
+class B2StoreError(Exception):
+    """Root of every error b2store raises on purpose."""
+
+
+class FormatError(B2StoreError, ValueError):
+    """Bytes that break the Blosc format: truncated, corrupt or lying.
+
+    The message names the field, the offset it was read at, what was expected and what was
+    found, so that a user can tell a damaged file from a bug.
+
+    Parameters
+    ----------
+    field
+        The format field (as the spec names it) that is wrong, e.g. ``"cbytes"``.
+    expected, found
+        What the format requires and what the bytes hold.
+    offset
+        Byte offset of the field in the buffer being read, if it has one.
+    """
+
+    def __init__(self, field: str, expected: str, found: object, offset: int | None = None):
+        self.field = field
+        self.expected = expected
+        self.found = found
+        self.offset = offset
+        where = f" at offset {offset}" if offset is not None else ""
+        super().__init__(f"{field}{where}: expected {expected}, found {found}")
+
+
+class UnsupportedError(B2StoreError, NotImplementedError):
+    """A valid Blosc feature that b2store does not implement (a plugin codec, say)."""
+
+    def __init__(self, feature: str, ident: int | str):
+        self.feature = feature
+        self.ident = ident
+        super().__init__(f"unsupported {feature} {ident!r}: b2store does not implement it")

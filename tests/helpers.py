@@ -1,0 +1,113 @@
+"""Helpers the tests share: where the reference corpus is, and NumPy references of the kernels.
+
+The references are written from the format's definitions, as plainly as NumPy allows, so that
+the Cython kernels have something independent to be compared against.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+CORPUS = SHARED / "corpus"
+
+
+def corpus_dir(name: str) -> Path:
+    """``../shared/corpus/<name>``, or skip: the corpus lives beside the checkout, not in it."""
+    path = CORPUS / name
+    if not (path / "manifest.json").is_file():
+        pytest.skip(f"reference corpus not found at {path} (it sits beside the checkout in CI)")
+    return path
+
+
+def corpus_cases(name: str, kinds: set[str]) -> list[dict]:
+    """The manifest cases of one corpus folder whose kind is in ``kinds`` (empty if absent)."""
+    manifest = CORPUS / name / "manifest.json"
+    if not manifest.is_file():
+        return []
+    return [c for c in json.loads(manifest.read_text())["cases"] if c["kind"] in kinds]
+
+
+def case_id(case: dict) -> str:
+    return case["name"]
+
+
+# --- NumPy references of the filter kernels ------------------------------------------------
+
+
+def ref_shuffle(buf: np.ndarray, es: int) -> np.ndarray:
+    n = len(buf) // es
+    body = buf[: n * es].reshape(n, es).T.reshape(-1)
+    return np.concatenate([body, buf[n * es :]])
+
+
+def ref_unshuffle(buf: np.ndarray, es: int) -> np.ndarray:
+    n = len(buf) // es
+    body = buf[: n * es].reshape(es, n).T.reshape(-1)
+    return np.concatenate([body, buf[n * es :]])
+
+
+def ref_bitshuffle(buf: np.ndarray, es: int) -> np.ndarray:
+    """Row 8*b + k holds bit k of byte b of every element, element e at bit e % 8 of byte e // 8."""
+    n = len(buf) // es
+    n -= n % 8
+    items = buf[: n * es].reshape(n, es)
+    bits = np.unpackbits(items, axis=1, bitorder="little")  # (n, 8*es): column 8*b + k
+    rows = np.packbits(bits.T, axis=1, bitorder="little")  # (8*es, n/8)
+    return np.concatenate([rows.reshape(-1), buf[n * es :]])
+
+
+def ref_bitunshuffle(buf: np.ndarray, es: int) -> np.ndarray:
+    n = len(buf) // es
+    n -= n % 8
+    rows = buf[: n * es].reshape(8 * es, n // 8)
+    bits = np.unpackbits(rows, axis=1, bitorder="little")  # (8*es, n)
+    items = np.packbits(bits.T, axis=1, bitorder="little")  # (n, es)
+    return np.concatenate([items.reshape(-1), buf[n * es :]])
+
+
+def _words(buf: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    n = len(buf) // width
+    dtype = {1: np.uint8, 2: "<u2", 4: "<u4", 8: "<u8"}[width]
+    return buf[: n * width].view(dtype), buf[n * width :]
+
+
+def ref_delta_decode_first(buf: np.ndarray, width: int) -> np.ndarray:
+    words, tail = _words(buf, width)
+    return np.concatenate([np.bitwise_xor.accumulate(words).view(np.uint8), tail])
+
+
+def ref_delta_encode_first(buf: np.ndarray, width: int) -> np.ndarray:
+    words, tail = _words(buf, width)
+    out = words.copy()
+    out[1:] ^= words[:-1]
+    return np.concatenate([out.view(np.uint8), tail])
+
+
+def ref_bytedelta_encode(buf: np.ndarray, es: int, buggy: bool = False) -> np.ndarray:
+    n = len(buf) // es
+    chans = buf[: n * es].reshape(es, n).astype(np.int64)
+    prev = np.zeros_like(chans)
+    prev[:, 1:] = chans[:, :-1]
+    restart = (n // 16) * 16
+    if buggy and restart < n:
+        prev[:, restart] = 0
+    out = ((chans - prev) % 256).astype(np.uint8)
+    return np.concatenate([out.reshape(-1), buf[n * es :]])
+
+
+def ref_bytedelta_decode(buf: np.ndarray, es: int, buggy: bool = False) -> np.ndarray:
+    n = len(buf) // es
+    chans = buf[: n * es].reshape(es, n).astype(np.int64)
+    if buggy and (n // 16) * 16 < n:
+        r = (n // 16) * 16
+        out = np.concatenate(
+            [np.cumsum(chans[:, :r], axis=1), np.cumsum(chans[:, r:], axis=1)], axis=1
+        )
+    else:
+        out = np.cumsum(chans, axis=1)
+    return np.concatenate([(out % 256).astype(np.uint8).reshape(-1), buf[n * es :]])
