@@ -20,7 +20,7 @@ cdef Py_ssize_t c_blosclz_decompress(const uint8_t* ip, Py_ssize_t ilen,
     cdef uint8_t* out = op
     cdef uint8_t* op_end = op + olen
     cdef const uint8_t* ref
-    cdef Py_ssize_t length, dist, i
+    cdef Py_ssize_t length, dist, i, step
     cdef unsigned int ctrl, code
     cdef uint64_t word
     if ilen <= 0:
@@ -61,29 +61,38 @@ cdef Py_ssize_t c_blosclz_decompress(const uint8_t* ip, Py_ssize_t ilen,
             ctrl = ip[0]
             ip += 1
             ref = op - dist
-            if dist == 1:
-                memset(op, ref[0], length)
-            elif dist >= length:
-                memcpy(op, ref, length)
-            elif dist >= 8:
-                # Overlapping, but 8-byte steps never read a byte before it is written.
+            if dist >= 8 and op_end - op >= length + 8:
+                # 8-byte steps never read a byte before it is written when dist >= 8; the
+                # last step may spill up to 7 bytes past the match, inside the buffer, and
+                # later output overwrites them.
                 i = 0
-                while i + 8 <= length:
+                while i < length:
                     memcpy(&word, ref + i, 8)
                     memcpy(op + i, &word, 8)
                     i += 8
-                while i < length:
-                    op[i] = ref[i]
-                    i += 1
+            elif dist == 1:
+                memset(op, ref[0], length)
+            elif dist >= length:
+                memcpy(op, ref, length)
             else:
-                for i in range(length):
-                    op[i] = ref[i]
+                # A short period: the bytes from ref on repeat every dist, so copy the
+                # pattern in doubling, non-overlapping pieces that start on a period.
+                i = 0
+                while i < length:
+                    step = min(i + dist, length - i)
+                    memcpy(op + i, ref, step)
+                    i += step
             op += length
         else:
             ctrl += 1
             if ctrl > op_end - op or ctrl > ip_end - ip:
                 return -1
-            memcpy(op, ip, ctrl)
+            if op_end - op >= 32 and ip_end - ip >= 32:
+                # A fixed-size copy compiles to a few moves; the bytes past ctrl are
+                # overwritten by what follows.
+                memcpy(op, ip, 32)
+            else:
+                memcpy(op, ip, ctrl)
             op += ctrl
             ip += ctrl
             if ip >= ip_end:
