@@ -115,12 +115,16 @@ _BY_CODEC = {
 }
 
 
-def stream_decoder(codec_format: int, udcodec: int, dictionary: bytes | None) -> StreamDecoder:
-    """The decoder for a chunk's streams, from the flags' codec format (and byte 22)."""
+def stream_decoder(codec_format: int, udcodec: int) -> Callable[[bytes | None], StreamDecoder]:
+    """The factory of a chunk's stream decoder, from the flags' codec format (and byte 22).
+
+    Raises at once for a codec b2store does not have; call the factory with the chunk's
+    dictionary (or None) to get the decoder.
+    """
     if codec_format == CodecFormat.USER:
         # A built-in id here is legal (c-blosc2 maps unknown formats through byte 22).
         if udcodec in _BY_CODEC:
-            return _BY_CODEC[udcodec](dictionary)
+            return _BY_CODEC[udcodec]
         try:
             name = Codec(udcodec).name
         except ValueError:
@@ -130,4 +134,4 @@ def stream_decoder(codec_format: int, udcodec: int, dictionary: bytes | None) ->
         raise UnsupportedError("codec", "snappy (codec format 2)")
     if codec_format not in _BY_FORMAT:
         raise FormatError("flags", "a codec format of 0, 1, 3, 4 or 6 in bits 5-7", codec_format, 2)
-    return _BY_FORMAT[codec_format](dictionary)
+    return _BY_FORMAT[codec_format]

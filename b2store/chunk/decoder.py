@@ -123,6 +123,9 @@ class ChunkDecoder:
 
     def _read_layout(self) -> None:
         h = self.header
+        # Unsupported codecs and filters are named before any layout check can fail.
+        make_decoder = stream_decoder(h.codec_format, h.udcodec)
+        self.pipeline = Pipeline(h)
         nblocks = h.nblocks
         if nblocks <= 0:
             raise FormatError("blocksize", "at least one block", h.blocksize, 8)
@@ -160,8 +163,7 @@ class ChunkDecoder:
             )  # fmt: skip
         if h.vl_blocks:
             self._read_vl_layout()
-        self.decode_stream = stream_decoder(h.codec_format, h.udcodec, dictionary)
-        self.pipeline = Pipeline(h)
+        self.decode_stream = make_decoder(dictionary)
 
     def _read_vl_layout(self) -> None:
         # VL blocks are written in order, each `i32 block_nbytes` then one stream that runs

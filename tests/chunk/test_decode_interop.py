@@ -32,7 +32,10 @@ PIPELINES = [
     (Filter.SHUFFLE, Filter.DELTA),
     (Filter.BITSHUFFLE, Filter.DELTA),
     (Filter.SHUFFLE, Filter.SHUFFLE),
+    (Filter.INT_TRUNC, Filter.SHUFFLE),
+    (Filter.SHUFFLE, Filter.BYTEDELTA_BUGGY),
 ]
+LOSSY = {Filter.TRUNC_PREC, Filter.INT_TRUNC}
 SPLITS = list(blosc2.SplitMode)
 
 
@@ -55,8 +58,13 @@ def compress(data, typesize, codec, clevel, pipeline, splitmode, use_dict=False,
         if typesize not in (4, 8):
             return None
         meta[filters.index(Filter.TRUNC_PREC)] = 13
-    if Filter.BYTEDELTA in pipeline:
-        meta[filters.index(Filter.BYTEDELTA)] = typesize if typesize < 256 else 0
+    if Filter.INT_TRUNC in pipeline:
+        if typesize not in (1, 2, 4, 8):
+            return None
+        meta[filters.index(Filter.INT_TRUNC)] = 3
+    for bytedelta in (Filter.BYTEDELTA, Filter.BYTEDELTA_BUGGY):
+        if bytedelta in pipeline:
+            meta[filters.index(bytedelta)] = typesize if typesize < 256 else 0
     try:
         return blosc2.compress2(
             data, typesize=typesize, clevel=clevel, codec=blosc2.Codec(int(codec)),
@@ -81,7 +89,7 @@ def check(chunk: bytes, data: np.ndarray, pipeline, typesize: int) -> None:
             return
         assert not np.array_equal(back, data)
         return
-    if Filter.TRUNC_PREC in pipeline:
+    if LOSSY.intersection(pipeline):
         np.testing.assert_array_equal(got, np.frombuffer(blosc2.decompress2(chunk), np.uint8))
     else:
         np.testing.assert_array_equal(got, data)
