@@ -13,6 +13,100 @@ from libc.string cimport memcpy
 from libc.stdlib cimport malloc, free
 
 
+cdef extern from *:
+    """
+    /* SSE2 (the x86-64 baseline) paths of the hot loops; elsewhere the scalar loops do it.
+       Bit-unshuffle takes 16 groups (128 items) of one byte index at a time: gather byte g
+       of the 8 bit rows with three rounds of unpacks, then transpose each 64-bit lane as an
+       8x8 bit matrix. Unshuffle interleaves 16 items at a time with the same unpacks. */
+    #include <stdint.h>
+    #include <string.h>
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    #define B2S_HAVE_SSE2 1
+    static inline __m128i b2s_transpose_lanes(__m128i x) {
+        const __m128i m1 = _mm_set1_epi64x(0x00AA00AA00AA00AALL);
+        const __m128i m2 = _mm_set1_epi64x(0x0000CCCC0000CCCCLL);
+        const __m128i m3 = _mm_set1_epi64x(0x00000000F0F0F0F0LL);
+        __m128i t;
+        t = _mm_and_si128(_mm_xor_si128(x, _mm_srli_epi64(x, 7)), m1);
+        x = _mm_xor_si128(_mm_xor_si128(x, t), _mm_slli_epi64(t, 7));
+        t = _mm_and_si128(_mm_xor_si128(x, _mm_srli_epi64(x, 14)), m2);
+        x = _mm_xor_si128(_mm_xor_si128(x, t), _mm_slli_epi64(t, 14));
+        t = _mm_and_si128(_mm_xor_si128(x, _mm_srli_epi64(x, 28)), m3);
+        x = _mm_xor_si128(_mm_xor_si128(x, t), _mm_slli_epi64(t, 28));
+        return x;
+    }
+    #define B2S_LOAD(p) _mm_loadu_si128((const __m128i*)(p))
+    #define B2S_STORE(p, v) _mm_storeu_si128((__m128i*)(p), (v))
+    /* Interleave 16 bytes of 8 planes (stride apart) into 16 items of 8 bytes, in order. */
+    static inline void b2s_gather8(const uint8_t* p, ptrdiff_t stride, __m128i out[8]) {
+        __m128i v0 = B2S_LOAD(p), v1 = B2S_LOAD(p + stride);
+        __m128i v2 = B2S_LOAD(p + 2 * stride), v3 = B2S_LOAD(p + 3 * stride);
+        __m128i v4 = B2S_LOAD(p + 4 * stride), v5 = B2S_LOAD(p + 5 * stride);
+        __m128i v6 = B2S_LOAD(p + 6 * stride), v7 = B2S_LOAD(p + 7 * stride);
+        __m128i a0 = _mm_unpacklo_epi8(v0, v1), a1 = _mm_unpackhi_epi8(v0, v1);
+        __m128i a2 = _mm_unpacklo_epi8(v2, v3), a3 = _mm_unpackhi_epi8(v2, v3);
+        __m128i a4 = _mm_unpacklo_epi8(v4, v5), a5 = _mm_unpackhi_epi8(v4, v5);
+        __m128i a6 = _mm_unpacklo_epi8(v6, v7), a7 = _mm_unpackhi_epi8(v6, v7);
+        __m128i b0 = _mm_unpacklo_epi16(a0, a2), b1 = _mm_unpackhi_epi16(a0, a2);
+        __m128i b2 = _mm_unpacklo_epi16(a1, a3), b3 = _mm_unpackhi_epi16(a1, a3);
+        __m128i b4 = _mm_unpacklo_epi16(a4, a6), b5 = _mm_unpackhi_epi16(a4, a6);
+        __m128i b6 = _mm_unpacklo_epi16(a5, a7), b7 = _mm_unpackhi_epi16(a5, a7);
+        out[0] = _mm_unpacklo_epi32(b0, b4); out[1] = _mm_unpackhi_epi32(b0, b4);
+        out[2] = _mm_unpacklo_epi32(b1, b5); out[3] = _mm_unpackhi_epi32(b1, b5);
+        out[4] = _mm_unpacklo_epi32(b2, b6); out[5] = _mm_unpackhi_epi32(b2, b6);
+        out[6] = _mm_unpacklo_epi32(b3, b7); out[7] = _mm_unpackhi_epi32(b3, b7);
+    }
+    /* rows: the 8 bit rows of one byte index, nrow bytes apart; out: 128 item bytes. */
+    static inline void b2s_bitrows_to_bytes16(const uint8_t* rows, ptrdiff_t nrow, uint8_t* out) {
+        __m128i w[8];
+        b2s_gather8(rows, nrow, w);
+        for (int k = 0; k < 8; k++) B2S_STORE(out + 16 * k, b2s_transpose_lanes(w[k]));
+    }
+    /* Unshuffle the first items of n (es = 2, 4 or 8) 16 at a time; returns how many. */
+    static inline ptrdiff_t b2s_unshuffle_sse2(const uint8_t* src, uint8_t* dst, ptrdiff_t n,
+                                               int es) {
+        ptrdiff_t i = 0;
+        if (es == 2) {
+            for (; i + 16 <= n; i += 16) {
+                __m128i p0 = B2S_LOAD(src + i), p1 = B2S_LOAD(src + n + i);
+                B2S_STORE(dst + 2 * i, _mm_unpacklo_epi8(p0, p1));
+                B2S_STORE(dst + 2 * i + 16, _mm_unpackhi_epi8(p0, p1));
+            }
+        } else if (es == 4) {
+            for (; i + 16 <= n; i += 16) {
+                __m128i p0 = B2S_LOAD(src + i), p1 = B2S_LOAD(src + n + i);
+                __m128i p2 = B2S_LOAD(src + 2 * n + i), p3 = B2S_LOAD(src + 3 * n + i);
+                __m128i a0 = _mm_unpacklo_epi8(p0, p1), a1 = _mm_unpackhi_epi8(p0, p1);
+                __m128i a2 = _mm_unpacklo_epi8(p2, p3), a3 = _mm_unpackhi_epi8(p2, p3);
+                B2S_STORE(dst + 4 * i, _mm_unpacklo_epi16(a0, a2));
+                B2S_STORE(dst + 4 * i + 16, _mm_unpackhi_epi16(a0, a2));
+                B2S_STORE(dst + 4 * i + 32, _mm_unpacklo_epi16(a1, a3));
+                B2S_STORE(dst + 4 * i + 48, _mm_unpackhi_epi16(a1, a3));
+            }
+        } else if (es == 8) {
+            __m128i w[8];
+            for (; i + 16 <= n; i += 16) {
+                b2s_gather8(src + i, n, w);
+                for (int k = 0; k < 8; k++) B2S_STORE(dst + 8 * i + 16 * k, w[k]);
+            }
+        }
+        return i;
+    }
+    #else
+    #define B2S_HAVE_SSE2 0
+    static inline void b2s_bitrows_to_bytes16(const uint8_t* rows, ptrdiff_t nrow, uint8_t* out) {}
+    static inline ptrdiff_t b2s_unshuffle_sse2(const uint8_t* src, uint8_t* dst, ptrdiff_t n,
+                                               int es) { return 0; }
+    #endif
+    """
+    const bint B2S_HAVE_SSE2
+    void b2s_bitrows_to_bytes16(const uint8_t* rows, Py_ssize_t nrow, uint8_t* out) noexcept nogil
+    Py_ssize_t b2s_unshuffle_sse2(const uint8_t* src, uint8_t* dst, Py_ssize_t n, int es) noexcept nogil
+
+
+
 # --- byte shuffle -------------------------------------------------------------------------
 # Element sizes 2, 4, 8 and 16 get their own copy of the loop with a constant inner trip
 # count, which the C compiler unrolls and vectorises; every other size takes the generic loop.
@@ -26,9 +120,9 @@ cdef inline void _shuffle_es(const uint8_t* src, uint8_t* dst, Py_ssize_t n,
 
 
 cdef inline void _unshuffle_es(const uint8_t* src, uint8_t* dst, Py_ssize_t n,
-                               const Py_ssize_t es) noexcept nogil:
+                               const Py_ssize_t es, Py_ssize_t start) noexcept nogil:
     cdef Py_ssize_t i, j
-    for i in range(n):
+    for i in range(start, n):
         for j in range(es):
             dst[i * es + j] = src[j * n + i]
 
@@ -52,17 +146,19 @@ cdef void c_shuffle(const uint8_t* src, uint8_t* dst, Py_ssize_t size,
 
 cdef void c_unshuffle(const uint8_t* src, uint8_t* dst, Py_ssize_t size,
                       Py_ssize_t es) noexcept nogil:
-    cdef Py_ssize_t n = size // es
+    cdef Py_ssize_t n = size // es, done = 0
+    if B2S_HAVE_SSE2 and (es == 2 or es == 4 or es == 8):
+        done = b2s_unshuffle_sse2(src, dst, n, <int>es)
     if es == 2:
-        _unshuffle_es(src, dst, n, 2)
+        _unshuffle_es(src, dst, n, 2, done)
     elif es == 4:
-        _unshuffle_es(src, dst, n, 4)
+        _unshuffle_es(src, dst, n, 4, done)
     elif es == 8:
-        _unshuffle_es(src, dst, n, 8)
+        _unshuffle_es(src, dst, n, 8, done)
     elif es == 16:
-        _unshuffle_es(src, dst, n, 16)
+        _unshuffle_es(src, dst, n, 16, 0)
     else:
-        _unshuffle_es(src, dst, n, es)
+        _unshuffle_es(src, dst, n, es, 0)
     memcpy(dst + n * es, src + n * es, size - n * es)
 
 
@@ -110,65 +206,6 @@ cdef int c_bitshuffle(const uint8_t* src, uint8_t* dst, Py_ssize_t n,
                 dst[(8 * b + k) * nrow + g] = <uint8_t>(x >> (8 * k))
     free(tmp)
     return 0
-
-
-cdef extern from *:
-    """
-    /* Bit-unshuffle of 16 groups (128 items) of one byte index at a time with SSE2, the
-       x86-64 baseline: gather byte g of the 8 bit rows with three rounds of unpacks, then
-       transpose each 64-bit lane as an 8x8 bit matrix. Elsewhere the scalar loop does it. */
-    #include <stdint.h>
-    #include <string.h>
-    #if defined(__SSE2__)
-    #include <emmintrin.h>
-    #define B2S_HAVE_SSE2 1
-    static inline __m128i b2s_transpose_lanes(__m128i x) {
-        const __m128i m1 = _mm_set1_epi64x(0x00AA00AA00AA00AALL);
-        const __m128i m2 = _mm_set1_epi64x(0x0000CCCC0000CCCCLL);
-        const __m128i m3 = _mm_set1_epi64x(0x00000000F0F0F0F0LL);
-        __m128i t;
-        t = _mm_and_si128(_mm_xor_si128(x, _mm_srli_epi64(x, 7)), m1);
-        x = _mm_xor_si128(_mm_xor_si128(x, t), _mm_slli_epi64(t, 7));
-        t = _mm_and_si128(_mm_xor_si128(x, _mm_srli_epi64(x, 14)), m2);
-        x = _mm_xor_si128(_mm_xor_si128(x, t), _mm_slli_epi64(t, 14));
-        t = _mm_and_si128(_mm_xor_si128(x, _mm_srli_epi64(x, 28)), m3);
-        x = _mm_xor_si128(_mm_xor_si128(x, t), _mm_slli_epi64(t, 28));
-        return x;
-    }
-    /* rows: the 8 bit rows of one byte index, nrow bytes apart; out: 128 item bytes. */
-    static inline void b2s_bitrows_to_bytes16(const uint8_t* rows, ptrdiff_t nrow, uint8_t* out) {
-        __m128i v0 = _mm_loadu_si128((const __m128i*)(rows));
-        __m128i v1 = _mm_loadu_si128((const __m128i*)(rows + nrow));
-        __m128i v2 = _mm_loadu_si128((const __m128i*)(rows + 2 * nrow));
-        __m128i v3 = _mm_loadu_si128((const __m128i*)(rows + 3 * nrow));
-        __m128i v4 = _mm_loadu_si128((const __m128i*)(rows + 4 * nrow));
-        __m128i v5 = _mm_loadu_si128((const __m128i*)(rows + 5 * nrow));
-        __m128i v6 = _mm_loadu_si128((const __m128i*)(rows + 6 * nrow));
-        __m128i v7 = _mm_loadu_si128((const __m128i*)(rows + 7 * nrow));
-        __m128i a0 = _mm_unpacklo_epi8(v0, v1), a1 = _mm_unpackhi_epi8(v0, v1);
-        __m128i a2 = _mm_unpacklo_epi8(v2, v3), a3 = _mm_unpackhi_epi8(v2, v3);
-        __m128i a4 = _mm_unpacklo_epi8(v4, v5), a5 = _mm_unpackhi_epi8(v4, v5);
-        __m128i a6 = _mm_unpacklo_epi8(v6, v7), a7 = _mm_unpackhi_epi8(v6, v7);
-        __m128i b0 = _mm_unpacklo_epi16(a0, a2), b1 = _mm_unpackhi_epi16(a0, a2);
-        __m128i b2 = _mm_unpacklo_epi16(a1, a3), b3 = _mm_unpackhi_epi16(a1, a3);
-        __m128i b4 = _mm_unpacklo_epi16(a4, a6), b5 = _mm_unpackhi_epi16(a4, a6);
-        __m128i b6 = _mm_unpacklo_epi16(a5, a7), b7 = _mm_unpackhi_epi16(a5, a7);
-        _mm_storeu_si128((__m128i*)(out), b2s_transpose_lanes(_mm_unpacklo_epi32(b0, b4)));
-        _mm_storeu_si128((__m128i*)(out + 16), b2s_transpose_lanes(_mm_unpackhi_epi32(b0, b4)));
-        _mm_storeu_si128((__m128i*)(out + 32), b2s_transpose_lanes(_mm_unpacklo_epi32(b1, b5)));
-        _mm_storeu_si128((__m128i*)(out + 48), b2s_transpose_lanes(_mm_unpackhi_epi32(b1, b5)));
-        _mm_storeu_si128((__m128i*)(out + 64), b2s_transpose_lanes(_mm_unpacklo_epi32(b2, b6)));
-        _mm_storeu_si128((__m128i*)(out + 80), b2s_transpose_lanes(_mm_unpackhi_epi32(b2, b6)));
-        _mm_storeu_si128((__m128i*)(out + 96), b2s_transpose_lanes(_mm_unpacklo_epi32(b3, b7)));
-        _mm_storeu_si128((__m128i*)(out + 112), b2s_transpose_lanes(_mm_unpackhi_epi32(b3, b7)));
-    }
-    #else
-    #define B2S_HAVE_SSE2 0
-    static inline void b2s_bitrows_to_bytes16(const uint8_t* rows, ptrdiff_t nrow, uint8_t* out) {}
-    #endif
-    """
-    const bint B2S_HAVE_SSE2
-    void b2s_bitrows_to_bytes16(const uint8_t* rows, Py_ssize_t nrow, uint8_t* out) noexcept nogil
 
 
 cdef int c_bitunshuffle(const uint8_t* src, uint8_t* dst, Py_ssize_t n,

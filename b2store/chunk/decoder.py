@@ -163,6 +163,10 @@ class ChunkDecoder:
             )  # fmt: skip
         if h.vl_blocks:
             self._read_vl_layout()
+            self._blocksize = -1
+        else:
+            self._blocksize = h.effective_blocksize
+            self._full_nstreams = h.typesize if h.splits(self._blocksize) else 1
         self.decode_stream = make_decoder(dictionary)
 
     def _read_vl_layout(self) -> None:
@@ -232,7 +236,10 @@ class ChunkDecoder:
 
     def _decode_streams(self, j: int, target: np.ndarray) -> None:
         h = self.header
-        nstreams = h.typesize if h.splits(len(target)) else 1
+        if len(target) == self._blocksize:
+            nstreams = self._full_nstreams
+        else:
+            nstreams = h.typesize if h.splits(len(target)) else 1
         neblock = len(target) // nstreams
         src, end = self._bytes, h.cbytes
         pos = int(self.bstarts[j])

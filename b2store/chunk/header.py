@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from functools import cached_property
 
 from ..constants import (
     EXTENDED_HEADER_LENGTH,
@@ -174,23 +175,23 @@ class ChunkHeader:
 
     # --- what the fields mean ----------------------------------------------------------------
 
-    @property
+    @cached_property
     def extended(self) -> bool:
         return self.flags & FLAGS.EXTENDED == FLAGS.EXTENDED
 
-    @property
+    @cached_property
     def header_size(self) -> int:
         return EXTENDED_HEADER_LENGTH if self.extended else MIN_HEADER_LENGTH
 
-    @property
+    @cached_property
     def memcpyed(self) -> bool:
         return bool(self.flags & FLAGS.MEMCPYED)
 
-    @property
+    @cached_property
     def dont_split(self) -> bool:
         return bool(self.flags & FLAGS.DONT_SPLIT)
 
-    @property
+    @cached_property
     def vl_blocks(self) -> bool:
         return self.extended and bool(self.blosc2_flags2 & VL_BLOCKS)
 
@@ -202,7 +203,7 @@ class ChunkHeader:
     def big_endian(self) -> bool:
         return self.extended and bool(self.blosc2_flags & BLOSC2_FLAGS.BIG_ENDIAN)
 
-    @property
+    @cached_property
     def special(self) -> SpecialValue:
         if not self.extended:
             return SpecialValue.NOT_SPECIAL
@@ -249,14 +250,14 @@ class ChunkHeader:
             return self.filters_meta[:5] + (0,)
         return self.filters_meta
 
-    @property
+    @cached_property
     def effective_blocksize(self) -> int:
         """Block size in bytes; a header blocksize beyond nbytes means one short block."""
         if self.vl_blocks:
             raise AttributeError("VL-block chunks have no fixed block size")
         return min(self.blocksize, self.nbytes) if self.nbytes else 0
 
-    @property
+    @cached_property
     def nblocks(self) -> int:
         if self.vl_blocks:
             return self.blocksize
