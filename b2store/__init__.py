@@ -4,12 +4,14 @@ Pure Python and small Cython kernels over numpy, lz4, zstandard and msgpack; no 
 """
 
 from .chunk.decoder import chunk_info, decode_chunk
+from .chunk.encoder import encode_chunk
 from .chunk.header import ChunkInfo
 from .constants import Codec, Filter, SpecialValue, SplitMode
 from .errors import B2StoreError, FormatError, UnsupportedError
 
 __all__ = [
     "decode_chunk",
+    "encode_chunk",
     "chunk_info",
     "ChunkInfo",
     "Codec",

@@ -15,11 +15,18 @@ import lz4.block
 import numpy as np
 import zstandard
 
+try:
+    # c-blosc2 deflates with zlib-ng, whose output differs from zlib's; with the optional
+    # zlib-ng package installed, b2store writes the same zlib streams c-blosc2 writes.
+    from zlib_ng import zlib_ng as _zlib_ng
+except ImportError:  # pragma: no cover - optional
+    _zlib_ng = None
+
 from .. import _blosclz
 from ..constants import Codec, CodecFormat
 from ..errors import FormatError, UnsupportedError
 
-__all__ = ["StreamDecoder", "stream_decoder"]
+__all__ = ["StreamDecoder", "stream_decoder", "check_inflatable"]
 
 StreamDecoder = Callable[[memoryview, np.ndarray], None]
 
@@ -78,10 +85,14 @@ def _zlib_decoder(dictionary: bytes | None) -> StreamDecoder:
 
 
 def _zstd_decoder(dictionary: bytes | None) -> StreamDecoder:
-    if dictionary is not None:
-        dctx = zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(dictionary))
-    else:
-        dctx = zstandard.ZstdDecompressor()
+    try:
+        if dictionary is not None:
+            dictionary = zstandard.ZstdCompressionDict(dictionary)
+            dctx = zstandard.ZstdDecompressor(dict_data=dictionary)
+        else:
+            dctx = zstandard.ZstdDecompressor()
+    except zstandard.ZstdError as exc:
+        raise FormatError("dict", "a valid Zstd dictionary", exc) from None
 
     def decode(payload: memoryview, target: np.ndarray) -> None:
         size = len(target)
@@ -98,6 +109,36 @@ def _zstd_decoder(dictionary: bytes | None) -> StreamDecoder:
         target[:] = np.frombuffer(out, np.uint8)
 
     return decode
+
+
+# The most a payload of n bytes can inflate to, per codec format: LZ4 and BloscLZ spend at
+# least one byte per 255 bytes of match, deflate one per 1032 (plus framing). Zstd frames
+# declare their content size, which is checked instead.
+_INFLATE_RATIO = {CodecFormat.BLOSCLZ: 256, CodecFormat.LZ4: 256, CodecFormat.ZLIB: 1040}
+_ZSTD_MAX_RATIO = 1 << 17
+
+
+def check_inflatable(codec_format: int, udcodec: int, payload, size: int, where: str) -> None:
+    """Refuse a stream that cannot inflate to ``size`` bytes, before anything is allocated."""
+    if codec_format == CodecFormat.USER:
+        codec_format = {Codec.BLOSCLZ: CodecFormat.BLOSCLZ, Codec.LZ4: CodecFormat.LZ4,
+                        Codec.LZ4HC: CodecFormat.LZ4, Codec.ZLIB: CodecFormat.ZLIB,
+                        Codec.ZSTD: CodecFormat.ZSTD}.get(udcodec, codec_format)  # fmt: skip
+    n = len(payload)
+    if codec_format == CodecFormat.ZSTD:
+        try:
+            declared = zstandard.frame_content_size(payload)
+        except zstandard.ZstdError as exc:
+            raise FormatError(f"Zstd frame of {where}", "a valid frame header", exc) from None
+        if declared == -1:
+            declared = size if size <= _ZSTD_MAX_RATIO * n else -1
+        if declared != size:
+            raise FormatError(f"Zstd frame content size of {where}", str(size), declared)
+        return
+    ratio = _INFLATE_RATIO.get(codec_format)
+    if ratio is not None and size > ratio * (n + 1):
+        raise FormatError(f"csize of {where}", f"enough bytes to inflate to {size}",
+                          f"{n} bytes of {CodecFormat(codec_format).name}")  # fmt: skip
 
 
 _BY_FORMAT = {
@@ -135,3 +176,72 @@ def stream_decoder(codec_format: int, udcodec: int) -> Callable[[bytes | None], 
     if codec_format not in _BY_FORMAT:
         raise FormatError("flags", "a codec format of 0, 1, 3, 4 or 6 in bits 5-7", codec_format, 2)
     return _BY_FORMAT[codec_format]
+
+
+# --- encoding ---------------------------------------------------------------------------------
+
+StreamEncoder = Callable[[np.ndarray], "bytes | None"]
+
+# c-blosc2's Zstd levels for clevel 1..9: 2*clevel - 1, then max - 2 and max.
+ZSTD_LEVELS = {1: 1, 2: 3, 3: 5, 4: 7, 5: 9, 6: 11, 7: 13, 8: 20, 9: 22}
+# The level c-blosc2 builds its Zstd dictionaries' compression tables at, whatever clevel.
+ZSTD_DICT_LEVEL = 1
+
+
+def stream_encoder(codec: Codec, clevel: int, dictionary: bytes | None = None) -> StreamEncoder:
+    """A function compressing one stream; it returns None when the result would not be
+    smaller than the stream (the caller then stores it raw), as c-blosc2's codecs do."""
+    if codec == Codec.BLOSCLZ:
+        def encode(stream: np.ndarray) -> bytes | None:
+            out = np.empty(len(stream), np.uint8)
+            n = _blosclz.compress(stream, out, clevel)
+            return out[:n].tobytes() if 0 < n < len(stream) else None
+        return encode
+    if codec in (Codec.LZ4, Codec.LZ4HC):
+        if codec == Codec.LZ4:
+            # c-blosc2 trades ratio for speed at low levels through LZ4's acceleration.
+            opts = {"mode": "fast", "acceleration": 10 - clevel}
+        else:
+            opts = {"mode": "high_compression", "compression": clevel}
+        if dictionary is not None:
+            opts["dict"] = dictionary
+
+        def encode(stream: np.ndarray) -> bytes | None:
+            out = lz4.block.compress(stream, store_size=False, **opts)
+            return out if len(out) < len(stream) else None
+        return encode
+    if codec == Codec.ZLIB:
+        deflate = _zlib_ng.compress if _zlib_ng is not None else zlib.compress
+
+        def encode(stream: np.ndarray) -> bytes | None:
+            out = deflate(stream, clevel)
+            return out if len(out) < len(stream) else None
+        return encode
+    if codec == Codec.ZSTD:
+        if dictionary is not None:
+            cctx = zstandard.ZstdCompressor(
+                level=ZSTD_DICT_LEVEL, dict_data=zstandard.ZstdCompressionDict(dictionary))
+        else:
+            cctx = zstandard.ZstdCompressor(level=ZSTD_LEVELS[clevel])
+
+        def encode(stream: np.ndarray) -> bytes | None:
+            out = cctx.compress(stream)
+            return out if len(out) < len(stream) else None
+        return encode
+    raise UnsupportedError("codec for encoding", getattr(codec, "name", codec))
+
+
+def train_dictionary(codec: Codec, samples: np.ndarray, nsamples: int, sample_size: int,
+                     maxsize: int) -> bytes | None:
+    """A dictionary from ``nsamples`` samples of ``sample_size`` bytes at the start of
+    ``samples`` (the filtered chunk), as c-blosc2 builds them; None if training fails."""
+    if codec in (Codec.LZ4, Codec.LZ4HC):
+        # LZ4 has no training: the samples themselves are the dictionary.
+        return samples[: min(nsamples * sample_size, maxsize)].tobytes()
+    pieces = [samples[i * sample_size : (i + 1) * sample_size].tobytes() for i in range(nsamples)]
+    try:
+        # ZDICT_trainFromBuffer's own settings: fastCover with d=8, 4 steps, level 3.
+        trained = zstandard.train_dictionary(maxsize, pieces, d=8, steps=4, level=3)
+    except zstandard.ZstdError:
+        return None
+    return trained.as_bytes()

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..constants import MAX_DICT_SIZE, SpecialValue
 from ..errors import FormatError
-from .compressors import stream_decoder
+from .compressors import check_inflatable, stream_decoder
 from .filters import Pipeline
 from .header import ChunkHeader, ChunkInfo
 
@@ -125,11 +125,11 @@ class ChunkDecoder:
         h = self.header
         # Unsupported codecs and filters are named before any layout check can fail.
         make_decoder = stream_decoder(h.codec_format, h.udcodec)
-        self.pipeline = Pipeline(h)
+        self.pipeline = Pipeline.for_header(h)
         nblocks = h.nblocks
         if nblocks <= 0:
             raise FormatError("blocksize", "at least one block", h.blocksize, 8)
-        if not h.vl_blocks and h.splits(h.effective_blocksize) and h.blocksize % h.typesize:
+        if not h.vl_blocks and h.splits(h.effective_blocksize) and h.effective_blocksize % h.typesize:
             # Each stream holds blocksize // typesize bytes, so the rest of every block was
             # never stored (c-blosc2 writes such chunks when asked for an odd blocksize).
             raise FormatError("blocksize", f"a multiple of typesize {h.typesize} in a chunk with "
@@ -163,11 +163,55 @@ class ChunkDecoder:
             )  # fmt: skip
         if h.vl_blocks:
             self._read_vl_layout()
-            self._blocksize = -1
         else:
-            self._blocksize = h.effective_blocksize
-            self._full_nstreams = h.typesize if h.splits(self._blocksize) else 1
+            self._read_streams()
         self.decode_stream = make_decoder(dictionary)
+
+    def _read_streams(self) -> None:
+        """Walk every stream header of every block, so that nothing is allocated or inflated
+        for a chunk whose streams cannot hold what its header says."""
+        h = self.header
+        src, end = self._bytes, h.cbytes
+        full = h.effective_blocksize
+        full_nstreams = h.typesize if h.splits(full) else 1
+        self.streams = table = []
+        for j in range(self.nblocks):
+            size = min(full, h.nbytes - j * full)
+            nstreams = full_nstreams if size == full else 1
+            neblock = size // nstreams
+            pos = int(self.bstarts[j])
+            entries = []
+            for s in range(nstreams):
+                where = f"stream {s} of block {j}"
+                if pos + 4 > end:
+                    raise FormatError(f"csize of {where}", "4 bytes inside the chunk", "end of chunk",
+                                      pos)  # fmt: skip
+                csize = _I32.unpack_from(src, pos)[0]
+                if csize < 0:
+                    # A run of one byte: -value, then a token whose bit 0 marks it.
+                    if pos + 5 > end:
+                        raise FormatError(f"run token of {where}", "1 byte inside the chunk",
+                                          "end of chunk", pos + 4)  # fmt: skip
+                    token = src[pos + 4]
+                    if not token & 1 or csize < -255:
+                        raise FormatError(f"csize of {where}",
+                                          "a run of one byte (-255..-1 and an odd token)",
+                                          f"csize {csize}, token {token}", pos)  # fmt: skip
+                    entries.append((pos + 5, csize))
+                    pos += 5
+                    continue
+                pos += 4
+                if csize > end - pos:
+                    raise FormatError(f"csize of {where}",
+                                      f"at most the {end - pos} bytes left in the chunk", csize, pos - 4)
+                if csize > neblock:
+                    raise FormatError(f"csize of {where}", f"at most the stream's {neblock} bytes",
+                                      csize, pos - 4)  # fmt: skip
+                if 0 < csize < neblock:
+                    check_inflatable(h.codec_format, h.udcodec, src[pos : pos + csize], neblock, where)
+                entries.append((pos, csize))
+                pos += csize
+            table.append(entries)
 
     def _read_vl_layout(self) -> None:
         # VL blocks are written in order, each `i32 block_nbytes` then one stream that runs
@@ -185,6 +229,14 @@ class ChunkDecoder:
         self.vl_sizes = sizes
         self.vl_offsets = np.concatenate(([0], np.cumsum(sizes)))
         self.vl_ends = ends
+        for j, (start, stop, size) in enumerate(zip(self.bstarts, ends, sizes)):
+            clen = int(stop - start - 4)
+            if clen > size:
+                raise FormatError(f"block {j}", f"at most its {size} bytes compressed", clen,
+                                  int(start))  # fmt: skip
+            if clen < size:
+                payload = self._bytes[int(start) + 4 : int(stop)]
+                check_inflatable(h.codec_format, h.udcodec, payload, int(size), f"block {j}")
 
     # --- decoding -------------------------------------------------------------------------------
 
@@ -209,9 +261,10 @@ class ChunkDecoder:
             dest[:] = self.src[h.header_size : h.header_size + h.nbytes]
         elif h.nbytes:
             work, spare = self._scratch()
+            first = dest[: self.block_span(0)[1]]
             for j in range(self.nblocks):
                 offset, size = self.block_span(j)
-                self._decode_block(j, dest[offset : offset + size], work, spare, dest)
+                self._decode_block(j, dest[offset : offset + size], work, spare, first)
 
     def decode_block(self, j: int, dest: np.ndarray, first_block: np.ndarray | None = None):
         """Decode block ``j`` alone into ``dest``; DELTA chunks need ``first_block`` decoded."""
@@ -235,51 +288,16 @@ class ChunkDecoder:
             pipeline.undo(target, dest, spare, first_block, j)
 
     def _decode_streams(self, j: int, target: np.ndarray) -> None:
-        h = self.header
-        if len(target) == self._blocksize:
-            nstreams = self._full_nstreams
-        else:
-            nstreams = h.typesize if h.splits(len(target)) else 1
-        neblock = len(target) // nstreams
-        src, end = self._bytes, h.cbytes
-        pos = int(self.bstarts[j])
-        for s in range(nstreams):
-            if pos + 4 > end:
-                raise FormatError(f"csize of stream {s} of block {j}", "4 bytes inside the chunk",
-                                  "end of chunk", pos)  # fmt: skip
-            csize = _I32.unpack_from(src, pos)[0]
+        entries = self.streams[j]
+        neblock = len(target) // len(entries)
+        for s, (pos, csize) in enumerate(entries):
             out = target[s * neblock : (s + 1) * neblock]
-            if csize <= 0:
-                pos = self._decode_run(csize, out, pos, s, j)
-                continue
-            pos += 4
-            if csize > end - pos:
-                raise FormatError(f"csize of stream {s} of block {j}",
-                                  f"at most the {end - pos} bytes left in the chunk", csize, pos - 4)
             if csize == neblock:
                 out[:] = self.src[pos : pos + csize]
-            elif csize > neblock:
-                raise FormatError(f"csize of stream {s} of block {j}",
-                                  f"at most the stream's {neblock} bytes", csize, pos - 4)
+            elif csize > 0:
+                self.decode_stream(self._bytes[pos : pos + csize], out)
             else:
-                self.decode_stream(src[pos : pos + csize], out)
-            pos += csize
-
-    def _decode_run(self, csize: int, out: np.ndarray, pos: int, s: int, j: int) -> int:
-        # A stream of one repeated byte: csize 0 for zeros, or -value and a token byte.
-        if csize == 0:
-            out[:] = 0
-            return pos + 4
-        if pos + 5 > self.header.cbytes:
-            raise FormatError(f"run token of stream {s} of block {j}", "1 byte inside the chunk",
-                              "end of chunk", pos + 4)  # fmt: skip
-        token = self.src[pos + 4]
-        if not token & 1 or csize < -255:
-            raise FormatError(f"csize of stream {s} of block {j}",
-                              "a run of one byte (-255..-1 and an odd token)",
-                              f"csize {csize}, token {token}", pos)  # fmt: skip
-        out[:] = -csize
-        return pos + 5
+                out[:] = -csize  # a run: zeros, or -csize repeated
 
     def _decode_vl_stream(self, j: int, target: np.ndarray) -> None:
         start, end = int(self.bstarts[j]) + 4, int(self.vl_ends[j])

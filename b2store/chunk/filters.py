@@ -14,7 +14,7 @@ from ..constants import Filter
 from ..errors import FormatError, UnsupportedError
 from .header import LAST_BLOSC1_VERSION, ChunkHeader
 
-__all__ = ["Pipeline", "delta_word_width"]
+__all__ = ["Pipeline", "delta_word_width", "truncated_bits"]
 
 # Filters with nothing to undo on decompression (lossy truncations).
 _NOT_UNDONE = frozenset({Filter.NOFILTER, Filter.TRUNC_PREC, Filter.INT_TRUNC})
@@ -26,6 +26,28 @@ _DECODABLE = frozenset(
 _FIRST_PLUGIN_ID = 32
 
 
+def truncated_bits(fid: int, meta: int, typesize: int) -> int:
+    """How many low bits TRUNC_PREC or INT_TRUNC clears; ValueError if c-blosc2 refuses."""
+    prec = meta - 256 if meta > 127 else meta  # filters_meta is an int8 here
+    if fid == Filter.TRUNC_PREC:
+        if typesize not in (4, 8):
+            raise ValueError(f"TRUNC_PREC needs 4- or 8-byte floats, not typesize {typesize}")
+        width = 23 if typesize == 4 else 52  # mantissa bits
+    else:
+        if typesize not in (1, 2, 4, 8):
+            raise ValueError(f"INT_TRUNC needs 1-, 2-, 4- or 8-byte integers, not {typesize}")
+        width = 8 * typesize
+    zeroed = width - prec if prec >= 0 else -prec
+    if abs(prec) > width or zeroed >= width:
+        raise ValueError(f"filters_meta {prec} would clear {zeroed} of {width} bits")
+    return zeroed
+
+
+def _check_encodable(fid: int, meta: int, typesize: int) -> None:
+    if fid in (Filter.TRUNC_PREC, Filter.INT_TRUNC):
+        truncated_bits(fid, meta, typesize)
+
+
 def delta_word_width(typesize: int) -> int:
     """The word width DELTA XORs in: the typesize if 1, 2, 4 or 8, else 8 or 1."""
     if typesize in (1, 2, 4, 8):
@@ -34,26 +56,77 @@ def delta_word_width(typesize: int) -> int:
 
 
 class Pipeline:
-    """The filters to undo for one chunk, last slot first, ready to run block by block."""
+    """The filters of one chunk, ready to run block by block in either direction.
 
-    def __init__(self, header: ChunkHeader):
-        self.typesize = header.typesize
-        self.blosc1 = header.version <= LAST_BLOSC1_VERSION
+    Decoding undoes the slots last first and skips the lossy truncations; encoding runs them
+    all, first slot first.
+    """
+
+    def __init__(self, filters, filters_meta, typesize: int, *, blosc1: bool = False,
+                 encoding: bool = False):
+        self.typesize = typesize
+        self.blosc1 = blosc1
         steps = []
-        for slot in range(5, -1, -1):
-            fid, meta = header.pipeline[slot], header.pipeline_meta[slot]
-            if fid in _NOT_UNDONE:
+        for slot, (fid, meta) in enumerate(zip(filters, filters_meta)):
+            if fid == Filter.NOFILTER or (not encoding and fid in _NOT_UNDONE):
                 continue
-            if fid not in _DECODABLE:
+            if fid not in _DECODABLE and fid not in _NOT_UNDONE:
                 if fid < _FIRST_PLUGIN_ID:
                     raise FormatError("filters", "a known filter id", fid, 16 + slot)
                 raise UnsupportedError("filter", fid)
+            if encoding:
+                _check_encodable(fid, meta, typesize)
             steps.append((fid, meta))
-        self.steps = tuple(steps)
+        self.steps = tuple(steps) if encoding else tuple(reversed(steps))
         self.has_delta = any(fid == Filter.DELTA for fid, _ in steps)
+
+    @classmethod
+    def for_header(cls, header: ChunkHeader) -> Pipeline:
+        """The pipeline a decoder undoes for the chunk with this header."""
+        return cls(header.pipeline, header.pipeline_meta, header.typesize,
+                   blosc1=header.version <= LAST_BLOSC1_VERSION)  # fmt: skip
 
     def __bool__(self) -> bool:
         return bool(self.steps)
+
+    def apply(self, block: np.ndarray, work: np.ndarray, spare: np.ndarray,
+              first_block: np.ndarray, block_index: int) -> np.ndarray:
+        """Run the filters over ``block`` (left intact); returns the filtered bytes.
+
+        ``work`` and ``spare`` are scratch of at least the block's size; the result is a
+        view of one of them. ``first_block`` is the chunk's *unfiltered* block 0, the
+        reference DELTA codes every other block against.
+        """
+        size = len(block)
+        bufs = (work[:size], spare[:size])
+        cur = block
+        for k, (fid, meta) in enumerate(self.steps):
+            out = bufs[k % 2]
+            self._apply_one(fid, meta, cur, out, first_block, block_index)
+            cur = out
+        return cur
+
+    def _apply_one(self, fid, meta, src, dst, first_block, block_index) -> None:
+        ts = self.typesize
+        if fid == Filter.SHUFFLE:
+            _shuffle.shuffle(src, dst, meta or ts)
+        elif fid == Filter.BITSHUFFLE:
+            _shuffle.bitshuffle(src, dst, ts)
+        elif fid == Filter.DELTA:
+            width = delta_word_width(ts)
+            if block_index == 0:
+                # Block 0 is coded against itself as it enters this stage.
+                _shuffle.delta_encode_first(src, dst, src, width)
+            else:
+                body = len(src) // width * width
+                _shuffle.xor_into(src[:body], first_block[:body], dst[:body])
+                dst[body:] = src[body:]
+        elif fid in (Filter.BYTEDELTA, Filter.BYTEDELTA_BUGGY):
+            _shuffle.bytedelta_encode(src, dst, meta or ts, fid == Filter.BYTEDELTA_BUGGY)
+        else:  # TRUNC_PREC, INT_TRUNC: clear low bits of every whole item
+            dst[:] = src
+            body = len(src) // ts * ts
+            _shuffle.zero_low_bits(dst[:body], ts, truncated_bits(fid, meta, ts))
 
     def undo(self, data: np.ndarray, dest: np.ndarray, spare: np.ndarray, first_block,
              block_index: int) -> None:

@@ -157,10 +157,6 @@ class ChunkHeader:
             raise FormatError(
                 "cbytes", f"at most the {buflen} bytes available (truncated chunk?)", self.cbytes, 12
             )
-        if self.blocksize <= 0 and (self.nbytes > 0 and not self.special):
-            raise FormatError("blocksize", "a size > 0", self.blocksize, 8)
-        if self.blocksize > MAX_BLOCKSIZE:
-            raise FormatError("blocksize", f"at most {MAX_BLOCKSIZE}", self.blocksize, 8)
         if self.extended:
             if self.blosc2_flags & BLOSC2_FLAGS.INSTR_CODEC:
                 raise UnsupportedError("instrumented chunk (blosc2_flags bit 7)", self.blosc2_flags)
@@ -172,6 +168,10 @@ class ChunkHeader:
                     "blosc2_flags2", "no VL blocks in a memcpyed or special chunk",
                     hex(self.blosc2_flags2), 30,
                 )  # fmt: skip
+        if self.blocksize <= 0 and (self.nbytes > 0 and not self.special):
+            raise FormatError("blocksize", "a size > 0", self.blocksize, 8)
+        if self.blocksize > MAX_BLOCKSIZE:
+            raise FormatError("blocksize", f"at most {MAX_BLOCKSIZE}", self.blocksize, 8)
 
     # --- what the fields mean ----------------------------------------------------------------
 
