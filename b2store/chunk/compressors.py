@@ -182,8 +182,9 @@ def stream_decoder(codec_format: int, udcodec: int) -> Callable[[bytes | None], 
 
 StreamEncoder = Callable[[np.ndarray], "bytes | None"]
 
-# c-blosc2's Zstd levels for clevel 1..9: 2*clevel - 1, then max - 2 and max.
-ZSTD_LEVELS = {1: 1, 2: 3, 3: 5, 4: 7, 5: 9, 6: 11, 7: 13, 8: 20, 9: 22}
+# c-blosc2's Zstd levels for clevel 1..9: 2*clevel - 1, and the maximum for 9. (Its code
+# means to give 8 the maximum - 2, but tests the level after doubling, so 8 gets 15.)
+ZSTD_LEVELS = {1: 1, 2: 3, 3: 5, 4: 7, 5: 9, 6: 11, 7: 13, 8: 15, 9: 22}
 # The level c-blosc2 builds its Zstd dictionaries' compression tables at, whatever clevel.
 ZSTD_DICT_LEVEL = 1
 
