@@ -11,6 +11,7 @@ from .errors import B2StoreError, FormatError, UnsupportedError
 
 __all__ = [
     "decode_chunk",
+    "Blosc2",
     "encode_chunk",
     "chunk_info",
     "ChunkInfo",
@@ -24,3 +25,12 @@ __all__ = [
 ]
 
 __version__ = "0.1.0.dev0"
+
+
+def __getattr__(name: str):
+    # The numcodecs codec is imported on first use: importing b2store stays cheap.
+    if name == "Blosc2":
+        from .numcodecs_codec import Blosc2
+
+        return Blosc2
+    raise AttributeError(f"module 'b2store' has no attribute {name!r}")

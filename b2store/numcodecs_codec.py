@@ -1,0 +1,127 @@
+"""The numcodecs ``blosc2`` codec: Blosc2 chunks for Zarr v2 arrays and any numcodecs user.
+
+Registered through the ``numcodecs.codecs`` entry point (nothing happens at import time). It
+also reads the configurations that ``ocf_blosc2`` wrote into public Zarr datasets, such as
+``{"id": "blosc2", "cname": "blosc2", "clevel": 9}`` where ``"blosc2"`` meant BloscLZ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numcodecs.abc import Codec
+from numcodecs.compat import ensure_contiguous_ndarray
+
+from .chunk.decoder import decode_chunk
+from .chunk.encoder import (
+    MAX_BUFFERSIZE,
+    encode_chunk,
+    resolve_codec,
+    resolve_filters,
+    resolve_splitmode,
+)
+from .constants import Filter
+
+__all__ = ["Blosc2"]
+
+# ocf_blosc2 offered cname "blosc2" for c-blosc2's own codec, BloscLZ.
+_CNAME_ALIASES = {"blosc2": "blosclz"}
+
+
+class Blosc2(Codec):
+    """Blosc2 compression of whole buffers, one Blosc2 chunk each.
+
+    Parameters
+    ----------
+    cname : str
+        ``"blosclz"``, ``"lz4"``, ``"lz4hc"``, ``"zlib"`` or ``"zstd"`` (``"blosc2"`` is read
+        as ``"blosclz"``, as ocf_blosc2 meant it).
+    clevel : int
+        Compression level, 0 (none) to 9.
+    filters : sequence of str
+        The filter pipeline, applied in order: ``"shuffle"``, ``"bitshuffle"``, ``"delta"``,
+        ``"trunc_prec"``, ``"bytedelta"``, ``"int_trunc"``.
+    filters_meta : sequence of int, optional
+        One parameter per filter (0 where the filter takes none).
+    blocksize : int
+        Bytes per block; 0 lets c-blosc2's rules pick.
+    splitmode : str
+        ``"auto"``, ``"always"``, ``"never"`` or ``"forward_compat"``.
+    typesize : int, optional
+        Bytes per item; by default the itemsize of the array being encoded.
+    use_dict : bool
+        Train a dictionary per chunk (zstd, lz4 and lz4hc).
+    nthreads : int
+        Blocks compressed in parallel (not part of the configuration).
+
+    Decoding reads any Blosc1 or Blosc2 chunk, whatever the configuration.
+    """
+
+    codec_id = "blosc2"
+    max_buffer_size = MAX_BUFFERSIZE
+
+    def __init__(
+        self,
+        cname: str = "zstd",
+        clevel: int = 5,
+        filters: Sequence[str] = ("shuffle",),
+        filters_meta: Sequence[int] | None = None,
+        blocksize: int = 0,
+        splitmode: str = "auto",
+        typesize: int | None = None,
+        use_dict: bool = False,
+        nthreads: int = 1,
+    ):
+        cname = _CNAME_ALIASES.get(str(cname).lower(), str(cname).lower())
+        slots, metas = resolve_filters(filters, filters_meta)
+        active = [(f, m) for f, m in zip(slots, metas) if f]
+        if not 0 <= int(clevel) <= 9:
+            raise ValueError(f"clevel must be 0..9, got {clevel}")
+        if typesize is not None and typesize < 1:
+            raise ValueError(f"typesize must be >= 1, got {typesize}")
+        self.cname = resolve_codec(cname).name.lower()
+        self.clevel = int(clevel)
+        self.filters = [Filter(f).name.lower() for f, _ in active]
+        self.filters_meta = [m - 256 if m > 127 else m for _, m in active]
+        self.blocksize = int(blocksize)
+        self.splitmode = resolve_splitmode(splitmode).name.lower().removesuffix("_split")
+        self.typesize = typesize
+        self.use_dict = bool(use_dict)
+        self._nthreads = nthreads
+
+    def encode(self, buf) -> bytes:
+        arr = ensure_contiguous_ndarray(buf, self.max_buffer_size)
+        typesize = self.typesize or (arr.dtype.itemsize if isinstance(buf, np.ndarray) else 1)
+        return encode_chunk(
+            arr, typesize=typesize, codec=self.cname, clevel=self.clevel, filters=self.filters,
+            filters_meta=self.filters_meta, blocksize=self.blocksize, splitmode=self.splitmode,
+            use_dict=self.use_dict, nthreads=self._nthreads,
+        )  # fmt: skip
+
+    def decode(self, buf, out=None):
+        src = ensure_contiguous_ndarray(buf, self.max_buffer_size)
+        if out is None:
+            return decode_chunk(src)
+        # Any writable buffer of the decoded size in bytes, whatever its dtype or shape.
+        decode_chunk(src, out=ensure_contiguous_ndarray(out, self.max_buffer_size))
+        return out
+
+    def get_config(self) -> dict:
+        config = {
+            "id": self.codec_id,
+            "cname": self.cname,
+            "clevel": self.clevel,
+            "filters": list(self.filters),
+            "filters_meta": list(self.filters_meta),
+            "blocksize": self.blocksize,
+            "splitmode": self.splitmode,
+            "use_dict": self.use_dict,
+        }
+        if self.typesize is not None:
+            config["typesize"] = self.typesize
+        return config
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items() if k != "id")
+        return f"Blosc2({params})"

@@ -1,0 +1,108 @@
+"""The numcodecs ``blosc2`` codec passes numcodecs' own codec checks and reads ocf_blosc2 data."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numcodecs import get_codec
+from numcodecs.tests import common
+
+import b2store
+from b2store.numcodecs_codec import Blosc2
+
+blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 is the interop oracle")
+
+CODECS = [
+    Blosc2(),
+    Blosc2(cname="lz4", clevel=1, filters=["bitshuffle"]),
+    Blosc2(cname="lz4hc", clevel=9, filters=["delta", "shuffle"], splitmode="always"),
+    Blosc2(cname="zlib", clevel=3, filters=[]),
+    Blosc2(cname="blosclz", clevel=5, blocksize=2048),
+    Blosc2(cname="zstd", clevel=0),
+    Blosc2(cname="zstd", clevel=7, filters=["shuffle", "bytedelta"], filters_meta=[0, 0],
+           use_dict=True),
+]
+
+# numcodecs' own Blosc test arrays, smaller.
+ARRAYS = [
+    np.arange(1000, dtype="i4"),
+    np.linspace(1000, 1001, 1000, dtype="f8"),
+    np.random.default_rng(42).normal(loc=1000, scale=1, size=(100, 10)),
+    np.random.default_rng(42).integers(0, 2, size=1000, dtype=bool).reshape(100, 10, order="F"),
+    np.random.default_rng(42).choice([b"a", b"bb", b"ccc"], size=1000).astype("S3"),
+    np.random.default_rng(42).integers(0, 2**60, size=1000, dtype="u8").view("M8[ns]"),
+    np.random.default_rng(42).integers(0, 2**25, size=1000, dtype="u8").view("m8[m]"),
+    np.array([np.iinfo("i8").min, np.iinfo("i8").max] * 500, dtype="M8[ns]"),
+]
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=repr)
+@pytest.mark.parametrize("arr", ARRAYS, ids=lambda a: a.dtype.str)
+def test_encode_decode(codec, arr):
+    common.check_encode_decode(arr, codec)
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=repr)
+def test_config_round_trips_through_json_and_the_entry_point(codec):
+    common.check_config(codec)
+    assert get_codec(json.loads(json.dumps(codec.get_config()))) == codec
+
+
+def test_repr(monkeypatch):
+    # check_repr evaluates in numcodecs.tests.common's namespace, which lacks our class.
+    monkeypatch.setitem(common.__dict__, "Blosc2", Blosc2)
+    common.check_repr("Blosc2(cname='lz4', clevel=3, filters=['bitshuffle'], filters_meta=[0], "
+                      "blocksize=0, splitmode='auto', use_dict=False)")  # fmt: skip
+
+
+def test_object_buffers_and_the_size_limit():
+    codec = Blosc2()
+    common.check_err_decode_object_buffer(codec)
+    common.check_err_encode_object_buffer(codec)
+    common.check_max_buffer_size(codec)
+
+
+def test_backwards_compatibility(monkeypatch):
+    # Golden files under tests/fixture/blosc2/, written once and committed.
+    monkeypatch.chdir(Path(__file__).parents[1])
+    common.check_backwards_compatibility(Blosc2.codec_id, ARRAYS, CODECS)
+
+
+def test_top_level_name_and_registration():
+    assert b2store.Blosc2 is Blosc2
+    assert isinstance(get_codec({"id": "blosc2"}), Blosc2)
+
+
+@pytest.mark.parametrize("config", [
+    {"id": "blosc2", "cname": "zstd", "clevel": 5},
+    {"id": "blosc2", "cname": "blosc2", "clevel": 9},
+])  # fmt: skip
+def test_ocf_blosc2_configs_and_chunks(config):
+    # ocf_blosc2 encoded with plain blosc2.compress; "blosc2" named BloscLZ.
+    codec = get_codec(dict(config))
+    assert codec.cname == ("blosclz" if config["cname"] == "blosc2" else "zstd")
+    data = np.random.default_rng(1).normal(size=(50, 40)).astype("f4")
+    chunk = blosc2.compress(data, codec=blosc2.Codec[codec.cname.upper()], clevel=config["clevel"])
+    np.testing.assert_array_equal(np.frombuffer(codec.decode(chunk), "f4").reshape(50, 40), data)
+    # And what the codec writes, python-blosc2 reads.
+    np.testing.assert_array_equal(np.frombuffer(blosc2.decompress(codec.encode(data)), "f4"),
+                                  data.ravel())  # fmt: skip
+
+
+def test_decode_reads_blosc1_chunks_too():
+    from numcodecs import Blosc
+
+    data = np.arange(5000, dtype="<i8")
+    np.testing.assert_array_equal(np.frombuffer(Blosc2().decode(Blosc().encode(data)), "<i8"), data)
+
+
+def test_bad_configs_are_refused():
+    with pytest.raises(ValueError, match="clevel"):
+        Blosc2(clevel=11)
+    with pytest.raises(ValueError, match="unknown codec"):
+        Blosc2(cname="snappy")
+    with pytest.raises(ValueError, match="unknown filter"):
+        Blosc2(filters=["sharpen"])
+    with pytest.raises(ValueError, match="typesize"):
+        Blosc2(typesize=0)
