@@ -31,9 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import statistics
-import time
 
 import blosc2
 import numcodecs
@@ -41,23 +38,13 @@ import numcodecs.blosc
 import numpy as np
 
 import b2store
+from _common import gmean, make_datasets, run_case
 
 CODECS = {"lz4": blosc2.Codec.LZ4, "zstd": blosc2.Codec.ZSTD, "blosclz": blosc2.Codec.BLOSCLZ}
 FILTERS = {
     "shuffle": (blosc2.Filter.SHUFFLE, numcodecs.Blosc.SHUFFLE),
     "bitshuffle": (blosc2.Filter.BITSHUFFLE, numcodecs.Blosc.BITSHUFFLE),
 }
-
-
-def make_datasets() -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(20240601)
-    y, x = np.mgrid[0:1024, 0:1024] / 1024.0  # 1,048,576 float64 values
-    field = np.sin(6.0 * x) * np.cos(4.0 * y) + 0.5 * x * y
-    field += rng.normal(0.0, 1e-3, field.shape)
-    rng = np.random.default_rng(20240602)
-    steps = rng.integers(-3, 4, 2_097_152)  # 2,097,152 int32 values
-    walk = (10_000 + np.cumsum(steps)).astype(np.int32)
-    return {"float64": field.ravel(), "int32": walk}
 
 
 def contenders(data: np.ndarray, codec: str, filt: str):
@@ -81,24 +68,6 @@ def contenders(data: np.ndarray, codec: str, filt: str):
         got = f()
         assert bytes(memoryview(got)) == raw, f"{name} mismatch for {codec}/{filt}"
     return len(raw) / len(c2), len(raw) / len(c1), funcs
-
-
-def run_case(funcs: dict, nbytes: int, repeat: int) -> dict[str, float]:
-    """Median GB/s per contender; one call each per round, order rotated each round."""
-    names = list(funcs)
-    times: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(repeat):
-        k = r % len(names)
-        for name in names[k:] + names[:k]:
-            f = funcs[name]
-            t0 = time.perf_counter()
-            f()
-            times[name].append(time.perf_counter() - t0)
-    return {n: nbytes / statistics.median(ts) / 1e9 for n, ts in times.items()}
-
-
-def gmean(xs: list[float]) -> float:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def main() -> None:
