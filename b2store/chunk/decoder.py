@@ -132,8 +132,9 @@ class ChunkDecoder:
         if not h.vl_blocks and h.splits(h.effective_blocksize) and h.effective_blocksize % h.typesize:
             # Each stream holds blocksize // typesize bytes, so the rest of every block was
             # never stored (c-blosc2 writes such chunks when asked for an odd blocksize).
-            raise FormatError("blocksize", f"a multiple of typesize {h.typesize} in a chunk with "
-                              "split blocks", h.blocksize, 8)  # fmt: skip
+            raise FormatError("blocksize", f"blocks of a multiple of typesize {h.typesize} in a "
+                              "chunk with split blocks", f"{h.effective_blocksize} bytes per block",
+                              8)  # fmt: skip
         starts_end = h.header_size + 4 * nblocks
         if starts_end > h.cbytes:
             raise FormatError(

@@ -147,6 +147,10 @@ class ChunkHeader:
         ):
             # c-blosc2 reads newer versions only while they add no unknown flags.
             raise UnsupportedError("chunk format version", self.version)
+        if self.codec_format in (5, CodecFormat.IN_SCHUNK):
+            # 5 was never assigned; 7 ("codec in super-chunk") only ever lives in memory.
+            raise FormatError("flags", "a codec format of 0-4 or 6 in bits 5-7",
+                              self.codec_format, 2)  # fmt: skip
         if self.typesize == 0:
             raise FormatError("typesize", "1..255", 0, 3)
         if self.nbytes < 0:
