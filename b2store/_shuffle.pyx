@@ -435,3 +435,20 @@ def zero_low_bits(uint8_t[::1] buf, Py_ssize_t width, int zeroed):
     if buf.shape[0]:
         with nogil:
             c_zero_low_bits(&buf[0], buf.shape[0], width, zeroed)
+
+
+def is_run(const uint8_t[::1] buf):
+    """Whether every byte of ``buf`` (non-empty) equals its first: c-blosc2 stores such
+    streams as runs. Returns at the first differing byte."""
+    cdef Py_ssize_t i, n = buf.shape[0]
+    cdef uint8_t first
+    cdef bint same = True
+    if n == 0:
+        return False
+    with nogil:
+        first = buf[0]
+        for i in range(1, n):
+            if buf[i] != first:
+                same = False
+                break
+    return same

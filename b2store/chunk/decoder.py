@@ -7,7 +7,9 @@ partial reads of arrays build on.
 
 from __future__ import annotations
 
+import os
 import struct
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -50,7 +52,7 @@ def chunk_info(buf) -> ChunkInfo:
     return ChunkHeader.from_bytes(buf).info()
 
 
-def decode_chunk(buf, out=None) -> np.ndarray:
+def decode_chunk(buf, out=None, *, nthreads: int | None = None) -> np.ndarray:
     """Decode one Blosc1 or Blosc2 chunk.
 
     Parameters
@@ -59,6 +61,8 @@ def decode_chunk(buf, out=None) -> np.ndarray:
         The chunk: any contiguous buffer holding at least ``cbytes`` bytes.
     out
         Optional writable contiguous buffer of exactly ``nbytes`` bytes to decode into.
+    nthreads
+        Blocks decoded at once (default 1); the codecs and kernels release the GIL.
 
     Returns
     -------
@@ -80,7 +84,7 @@ def decode_chunk(buf, out=None) -> np.ndarray:
         dest = as_uint8(out, writable=True, name="out")
         if len(dest) != nbytes:
             raise ValueError(f"out has {len(dest)} bytes, the chunk decodes to {nbytes}")
-    decoder.decode_into(dest)
+    decoder.decode_into(dest, nthreads=nthreads)
     return dest
 
 
@@ -166,7 +170,9 @@ class ChunkDecoder:
             self._read_vl_layout()
         else:
             self._read_streams()
-        self.decode_stream = make_decoder(dictionary)
+        # Codec contexts are not shared between threads: each thread makes its own.
+        self._make_stream_decoder = lambda: make_decoder(dictionary)
+        self.decode_stream = self._make_stream_decoder()
 
     def _read_streams(self) -> None:
         """Walk every stream header of every block, so that nothing is allocated or inflated
@@ -253,7 +259,7 @@ class ChunkDecoder:
         bs = h.effective_blocksize
         return j * bs, min(bs, h.nbytes - j * bs)
 
-    def decode_into(self, dest: np.ndarray) -> None:
+    def decode_into(self, dest: np.ndarray, *, nthreads: int | None = None) -> None:
         """Decode the whole chunk into ``dest`` (uint8, exactly ``nbytes`` long)."""
         h = self.header
         if self.special:
@@ -261,34 +267,48 @@ class ChunkDecoder:
         elif h.memcpyed:
             dest[:] = self.src[h.header_size : h.header_size + h.nbytes]
         elif h.nbytes:
-            work, spare = self._scratch()
             first = dest[: self.block_span(0)[1]]
-            for j in range(self.nblocks):
-                offset, size = self.block_span(j)
-                self._decode_block(j, dest[offset : offset + size], work, spare, first)
+            nthreads = max(1, min(nthreads or 1, self.nblocks, os.cpu_count() or 1))
+            if nthreads == 1:
+                self._decode_blocks(range(self.nblocks), dest, first, self.decode_stream)
+                return
+            # Block 0 first: DELTA codes every other block against it.
+            self._decode_blocks([0], dest, first, self.decode_stream)
+            groups = [range(k, self.nblocks, nthreads) for k in range(1, nthreads + 1)]
+            with ThreadPoolExecutor(nthreads) as pool:
+                jobs = [pool.submit(self._decode_blocks, g, dest, first, None) for g in groups]
+                for job in jobs:
+                    job.result()
+
+    def _decode_blocks(self, blocks, dest, first, decode_stream) -> None:
+        work, spare = self._scratch()
+        decode_stream = decode_stream or self._make_stream_decoder()
+        for j in blocks:
+            offset, size = self.block_span(j)
+            self._decode_block(j, dest[offset : offset + size], work, spare, first, decode_stream)
 
     def decode_block(self, j: int, dest: np.ndarray, first_block: np.ndarray | None = None):
         """Decode block ``j`` alone into ``dest``; DELTA chunks need ``first_block`` decoded."""
         work, spare = self._scratch()
-        self._decode_block(j, dest, work, spare, first_block)
+        self._decode_block(j, dest, work, spare, first_block, self.decode_stream)
 
     def _scratch(self) -> tuple[np.ndarray, np.ndarray]:
         h = self.header
         size = int(self.vl_sizes.max()) if h.vl_blocks else h.effective_blocksize
         return np.empty(size, np.uint8), np.empty(size, np.uint8)
 
-    def _decode_block(self, j, dest, work, spare, first_block) -> None:
+    def _decode_block(self, j, dest, work, spare, first_block, decode_stream) -> None:
         size = len(dest)
         pipeline = self.pipeline
         target = work[:size] if pipeline else dest
         if self.header.vl_blocks:
-            self._decode_vl_stream(j, target)
+            self._decode_vl_stream(j, target, decode_stream)
         else:
-            self._decode_streams(j, target)
+            self._decode_streams(j, target, decode_stream)
         if pipeline:
             pipeline.undo(target, dest, spare, first_block, j)
 
-    def _decode_streams(self, j: int, target: np.ndarray) -> None:
+    def _decode_streams(self, j: int, target: np.ndarray, decode_stream) -> None:
         entries = self.streams[j]
         neblock = len(target) // len(entries)
         for s, (pos, csize) in enumerate(entries):
@@ -296,16 +316,16 @@ class ChunkDecoder:
             if csize == neblock:
                 out[:] = self.src[pos : pos + csize]
             elif csize > 0:
-                self.decode_stream(self._bytes[pos : pos + csize], out)
+                decode_stream(self._bytes[pos : pos + csize], out)
             else:
                 out[:] = -csize  # a run: zeros, or -csize repeated
 
-    def _decode_vl_stream(self, j: int, target: np.ndarray) -> None:
+    def _decode_vl_stream(self, j: int, target: np.ndarray, decode_stream) -> None:
         start, end = int(self.bstarts[j]) + 4, int(self.vl_ends[j])
         if end - start == len(target):
             target[:] = self.src[start:end]
         else:
-            self.decode_stream(self._bytes[start:end], target)
+            decode_stream(self._bytes[start:end], target)
 
     def _fill_special(self, dest: np.ndarray) -> None:
         if self.special == SpecialValue.NAN:

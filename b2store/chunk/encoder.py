@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .. import _shuffle
 from ..constants import (
     EXTENDED_HEADER_LENGTH,
     MAX_BLOCKSIZE,
@@ -169,8 +170,10 @@ def encode_chunk(
     dictionary = job.train(nbytes, ts, split) if use_dict else None
     blocks = job.run(nthreads, dictionary)
 
+    # Each block is a list of its streams' pieces; the chunk is joined once, at the end.
+    sizes = [sum(len(p) for p in block) for block in blocks]
     prefix = 4 * job.nblocks + (0 if dictionary is None else 4 + len(dictionary))
-    body_size = prefix + sum(len(b) for b in blocks)
+    body_size = prefix + sum(sizes)
     # python-blosc2 gives c-blosc2 room for nbytes plus one header: past that, memcpy.
     if body_size > nbytes:
         return _memcpyed(header, src, flags | FLAGS.MEMCPYED)
@@ -179,23 +182,16 @@ def encode_chunk(
         return _replace(header, flags=flags, blosc2_flags=special,
                         cbytes=EXTENDED_HEADER_LENGTH).to_bytes()  # fmt: skip
 
-    out = bytearray(EXTENDED_HEADER_LENGTH + body_size)
-    starts = np.empty(job.nblocks, "<i4")
-    pos = EXTENDED_HEADER_LENGTH + prefix
-    for j, block in enumerate(blocks):
-        starts[j] = pos
-        out[pos : pos + len(block)] = block
-        pos += len(block)
-    out[EXTENDED_HEADER_LENGTH : EXTENDED_HEADER_LENGTH + 4 * job.nblocks] = starts.tobytes()
-    bflags = 0
+    starts = EXTENDED_HEADER_LENGTH + prefix + np.concatenate(([0], np.cumsum(sizes[:-1])))
+    bflags = 0 if dictionary is None else BLOSC2_FLAGS.USE_DICT
+    head = _replace(header, flags=flags, cbytes=EXTENDED_HEADER_LENGTH + body_size,
+                    blosc2_flags=bflags)  # fmt: skip
+    pieces = [head.to_bytes(), starts.astype("<i4").tobytes()]
     if dictionary is not None:
-        at = EXTENDED_HEADER_LENGTH + 4 * job.nblocks
-        out[at : at + 4] = len(dictionary).to_bytes(4, "little")
-        out[at + 4 : at + 4 + len(dictionary)] = dictionary
-        bflags = BLOSC2_FLAGS.USE_DICT
-    head = _replace(header, flags=flags, cbytes=len(out), blosc2_flags=bflags)
-    out[:EXTENDED_HEADER_LENGTH] = head.to_bytes()
-    return bytes(out)
+        pieces += [len(dictionary).to_bytes(4, "little"), dictionary]
+    for block in blocks:
+        pieces += block
+    return b"".join(pieces)
 
 
 def _check_parameters(nbytes, typesize, codec, clevel, blocksize, use_dict) -> None:
@@ -260,7 +256,7 @@ class _Job:
         self._filtered = filtered
         return train_dictionary(self.codec, filtered, nsamples, sample_size, maxsize)
 
-    def run(self, nthreads: int | None, dictionary: bytes | None) -> list[bytes]:
+    def run(self, nthreads: int | None, dictionary: bytes | None) -> list[list[bytes]]:
         nthreads = max(1, min(nthreads or 1, self.nblocks, os.cpu_count() or 1))
         if nthreads == 1:
             encode = stream_encoder(self.codec, self.clevel, dictionary)
@@ -276,13 +272,13 @@ class _Job:
         groups = [range(k, self.nblocks, nthreads) for k in range(nthreads)]
         with ThreadPoolExecutor(nthreads) as pool:
             results = list(pool.map(task, groups))
-        blocks = [b""] * self.nblocks
+        blocks: list[list[bytes]] = [[] for _ in range(self.nblocks)]
         for group, encoded in zip(groups, results):
             for j, block in zip(group, encoded):
                 blocks[j] = block
         return blocks
 
-    def _compress(self, j: int, encode, work, spare) -> bytes:
+    def _compress(self, j: int, encode, work, spare) -> list[bytes]:
         filtered = self._filter(j, work, spare)
         size = len(filtered)
         # A short last block is never split.
@@ -291,8 +287,8 @@ class _Job:
         parts = []
         for s in range(nstreams):
             stream = filtered[s * neblock : (s + 1) * neblock]
-            first = int(stream[0])
-            if not np.any(stream != first):
+            if _shuffle.is_run(stream):
+                first = int(stream[0])
                 # One repeated byte: csize 0 for zeros, else -value and a run token.
                 parts.append(b"\0\0\0\0" if first == 0 else (-first).to_bytes(4, "little",
                              signed=True) + b"\x01")  # fmt: skip
@@ -300,9 +296,9 @@ class _Job:
             packed = encode(stream)
             if packed is None:
                 packed = stream.tobytes()
-            parts.append(len(packed).to_bytes(4, "little") + packed)
-        return b"".join(parts)
+            parts += [len(packed).to_bytes(4, "little"), packed]
+        return parts
 
-    def all_zero_runs(self, blocks: list[bytes]) -> bool:
+    def all_zero_runs(self, blocks: list[list[bytes]]) -> bool:
         """Whether every stream is a run of zeros (the chunk is then a zeros special)."""
-        return all(not any(b) for b in blocks)
+        return all(part == b"\0\0\0\0" for block in blocks for part in block)

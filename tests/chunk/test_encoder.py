@@ -224,6 +224,9 @@ def test_threads_give_the_same_bytes():
     one = b2store.encode_chunk(data, typesize=8, codec="lz4", blocksize=65536, nthreads=1)
     two = b2store.encode_chunk(data, typesize=8, codec="lz4", blocksize=65536, nthreads=2)
     assert one == two and b2store.chunk_info(one).nblocks == 62
+    delta = b2store.encode_chunk(data, typesize=8, filters=["delta", "bitshuffle"], blocksize=65536)
+    for chunk in (one, delta):
+        np.testing.assert_array_equal(b2store.decode_chunk(chunk, nthreads=2), data)
 
 
 def test_names_and_enums_are_accepted():
