@@ -1,0 +1,1 @@
+"""The frame layer: contiguous and sparse frames, their metalayers, vlmeta and chunk index."""

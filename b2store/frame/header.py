@@ -1,0 +1,314 @@
+"""The frame header: its fixed fields (one offset table), the fixed metalayers, and the
+older 2.0-beta layouts (11, 12 or 13 fields) that current c-blosc2 no longer reads.
+
+All integers are msgpack with fixed-width markers, big-endian, at fixed offsets: c-blosc2
+reads and rewrites them in place, so b2store does too.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field, replace
+
+from ..constants import MAX_FILTERS
+from ..errors import FormatError, UnsupportedError
+
+__all__ = ["FrameHeader", "MAGIC", "HEADER_FIXED_LEN", "MAX_METALAYERS"]
+
+MAGIC = b"\xa8b2frame\x00"
+# The 14-field header (every c-blosc2 since 2.0.0-rc1) has 87 fixed bytes.
+HEADER_FIXED_LEN = 87
+MAX_METALAYERS = 16
+MAX_METALAYER_NAME = 31
+# frame_type byte
+CONTIGUOUS, SPARSE = 0, 1
+# general_flags bits
+VERSION_MASK = 0x0F
+OFFSETS_64BIT = 0x10
+VARIABLE_CHUNKS = 0x40
+VL_BLOCKS = 0x80
+LAST_FRAME_VERSION = 3
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where each fixed field sits: (offset of its msgpack marker, marker, struct format)."""
+
+    nfields: int
+    fields: dict[str, tuple[int, int, str]]
+    filters_at: int | None  # offset of the 16-byte filter pipeline extension, if any
+    metalayers_at: int
+
+
+_MODERN = _Layout(
+    nfields=14,
+    fields={
+        "header_len": (10, 0xD2, ">i"),
+        "frame_len": (15, 0xCF, ">Q"),
+        "nbytes": (29, 0xD3, ">q"),
+        "cbytes": (38, 0xD3, ">q"),
+        "typesize": (47, 0xD2, ">i"),
+        "blocksize": (52, 0xD2, ">i"),
+        "chunksize": (57, 0xD2, ">i"),
+        "nthreads_comp": (62, 0xD1, ">h"),
+        "nthreads_decomp": (65, 0xD1, ">h"),
+    },
+    filters_at=69,
+    metalayers_at=HEADER_FIXED_LEN,
+)
+# 2.0.0 betas: no blocksize, so everything from typesize on sits 5 bytes earlier.
+_BETA = {
+    "header_len": (10, 0xD2, ">i"),
+    "frame_len": (15, 0xCF, ">Q"),
+    "nbytes": (29, 0xD3, ">q"),
+    "cbytes": (38, 0xD3, ">q"),
+    "typesize": (47, 0xD2, ">i"),
+    "chunksize": (52, 0xD2, ">i"),
+    "nthreads_comp": (57, 0xD1, ">h"),
+    "nthreads_decomp": (60, 0xD1, ">h"),
+}
+_LAYOUTS = {
+    0x90 + 14: _MODERN,
+    0x90 + 13: _Layout(13, _BETA, filters_at=64, metalayers_at=82),
+    0x90 + 12: _Layout(12, _BETA, filters_at=None, metalayers_at=64),
+    0x90 + 11: _Layout(11, _BETA, filters_at=None, metalayers_at=64),
+}
+_HAS_VLMETA_AT = {14: 68, 13: 63, 12: 63, 11: 63}
+
+
+def _need(buf, end: int, what: str, at: int) -> None:
+    if len(buf) < end:
+        raise FormatError(what, f"{end} bytes of frame header", f"{len(buf)} bytes", at)
+
+
+@dataclass(frozen=True)
+class FrameHeader:
+    """The fixed fields of a frame header, and its metalayers (name -> content bytes)."""
+
+    header_len: int
+    frame_len: int
+    general_flags: int
+    frame_type: int
+    codec_flags: int
+    other_flags: int
+    nbytes: int
+    cbytes: int
+    typesize: int
+    blocksize: int
+    chunksize: int
+    nthreads_comp: int = 1
+    nthreads_decomp: int = 1
+    has_vlmeta: bool = False
+    filters: tuple[int, ...] = (0,) * MAX_FILTERS
+    udcodec: int = 0
+    compcode_meta: int = 0
+    filters_meta: tuple[int, ...] = (0,) * MAX_FILTERS
+    other_flags2: int = 0
+    metalayers: dict[str, bytes] = field(default_factory=dict, compare=False)
+    nfields: int = 14
+
+    # --- reading -----------------------------------------------------------------------------
+
+    @classmethod
+    def peek_len(cls, buf) -> tuple[int, int]:
+        """``(header_len, frame_len)`` from the first bytes of a frame (24 suffice)."""
+        mv = memoryview(buf)
+        _need(mv, 24, "frame header", 0)
+        layout = cls._layout(mv)
+        return cls._read(mv, layout, "header_len"), cls._read(mv, layout, "frame_len")
+
+    @staticmethod
+    def _layout(mv) -> _Layout:
+        if bytes(mv[1:10]) != MAGIC:
+            raise FormatError("frame magic", repr(MAGIC), bytes(mv[1:10]), 1)
+        layout = _LAYOUTS.get(mv[0])
+        if layout is None:
+            raise FormatError("frame header", "a msgpack array of 11 to 14 fields",
+                              hex(mv[0]), 0)  # fmt: skip
+        return layout
+
+    @staticmethod
+    def _read(mv, layout: _Layout, name: str) -> int:
+        at, marker, fmt = layout.fields[name]
+        if mv[at] != marker:
+            raise FormatError(f"{name} marker", hex(marker), hex(mv[at]), at)
+        return struct.unpack_from(fmt, mv, at + 1)[0]
+
+    @classmethod
+    def from_bytes(cls, buf) -> FrameHeader:
+        """Parse and check a whole header (``header_len`` bytes, or more)."""
+        mv = memoryview(buf).cast("B")
+        _need(mv, 24, "frame header", 0)
+        layout = cls._layout(mv)
+        _need(mv, layout.metalayers_at, "frame header", 0)
+        values = {name: cls._read(mv, layout, name) for name in layout.fields}
+        values.setdefault("blocksize", 0)
+        if mv[24] != 0xA4:
+            raise FormatError("flags marker", "0xa4 (a 4-byte string)", hex(mv[24]), 24)
+        general_flags, frame_type, codec_flags, other_flags = mv[25:29]
+        vl_at = _HAS_VLMETA_AT[layout.nfields]
+        if mv[vl_at] not in (0xC2, 0xC3):
+            raise FormatError("has_vlmeta", "a msgpack bool", hex(mv[vl_at]), vl_at)
+        extra = {}
+        if layout.nfields == 14:
+            ext = bytes(mv[71:87])
+            extra = dict(filters=tuple(ext[0:6]), udcodec=ext[6], compcode_meta=ext[7],
+                         filters_meta=tuple(ext[8:14]), other_flags2=ext[14])  # fmt: skip
+        elif layout.nfields == 13:
+            frame_type = 0  # byte 26 held filter flags then; sparse frames came later
+        header = cls(
+            general_flags=general_flags, frame_type=frame_type, codec_flags=codec_flags,
+            other_flags=other_flags, has_vlmeta=mv[vl_at] == 0xC3, nfields=layout.nfields,
+            **values, **extra,
+        )  # fmt: skip
+        header._check(len(mv))
+        _need(mv, header.header_len, "frame header", 0)
+        metalayers = _read_metalayers(mv, layout.metalayers_at, header.header_len)
+        object.__setattr__(header, "metalayers", metalayers)
+        return header
+
+    def _check(self, available: int) -> None:
+        version = self.general_flags & VERSION_MASK
+        if self.nfields == 14 and not 1 <= version <= LAST_FRAME_VERSION:
+            raise UnsupportedError("frame format version", version)
+        fixed = _LAYOUTS[0x90 + self.nfields].metalayers_at
+        if not fixed <= self.header_len <= self.frame_len:
+            raise FormatError("header_len", f"{fixed}..frame_len={self.frame_len}",
+                              self.header_len, 11)  # fmt: skip
+        if self.frame_type not in (CONTIGUOUS, SPARSE):
+            raise UnsupportedError("frame type", self.frame_type)
+        if self.nbytes < 0 or self.cbytes < 0:
+            raise FormatError("nbytes/cbytes", "sizes >= 0", (self.nbytes, self.cbytes), 30)
+        if self.frame_type == CONTIGUOUS and self.header_len + self.cbytes > self.frame_len:
+            raise FormatError("cbytes", f"chunks inside the frame (frame_len {self.frame_len})",
+                              self.cbytes, 39)  # fmt: skip
+        if self.typesize < 1:
+            raise FormatError("typesize", "a size >= 1", self.typesize, 48)
+        if self.chunksize < -1:
+            raise FormatError("chunksize", "-1 (no chunk yet), 0 (variable) or a size",
+                              self.chunksize, 58)  # fmt: skip
+
+    # --- what the fields mean --------------------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        return self.general_flags & VERSION_MASK
+
+    @property
+    def contiguous(self) -> bool:
+        return self.frame_type == CONTIGUOUS
+
+    @property
+    def compcode(self) -> int:
+        code = self.codec_flags & 0x0F
+        # Codes past the nibble's built-ins are in the udcodec byte.
+        return self.udcodec if code >= 6 and self.nfields == 14 else code
+
+    @property
+    def clevel(self) -> int:
+        return self.codec_flags >> 4
+
+    @property
+    def splitmode(self) -> int:
+        return (self.other_flags & 0x03) + 1
+
+    @property
+    def use_dict(self) -> bool:
+        return bool(self.other_flags2 & 0x01)
+
+    def with_fields(self, **changes) -> FrameHeader:
+        new = replace(self, **changes)
+        object.__setattr__(new, "metalayers", changes.get("metalayers", self.metalayers))
+        return new
+
+    # --- writing -----------------------------------------------------------------------------
+
+    def to_bytes(self) -> bytes:
+        """The 14-field header with its metalayers, as c-blosc2 writes it."""
+        if self.nfields != 14:
+            raise UnsupportedError("writing a frame header of", f"{self.nfields} fields")
+        meta_block = _metalayers_bytes(self.metalayers, HEADER_FIXED_LEN)
+        header_len = HEADER_FIXED_LEN + len(meta_block)
+        out = bytearray(HEADER_FIXED_LEN)
+        out[0] = 0x90 + 14
+        out[1:10] = MAGIC
+        values = {f.name: getattr(self, f.name) for f in self.__dataclass_fields__.values()}
+        values["header_len"] = header_len
+        for name, (at, marker, fmt) in _MODERN.fields.items():
+            out[at] = marker
+            struct.pack_into(fmt, out, at + 1, values[name])
+        out[24] = 0xA4
+        out[25:29] = bytes([self.general_flags, self.frame_type, self.codec_flags,
+                            self.other_flags])  # fmt: skip
+        out[68] = 0xC3 if self.has_vlmeta else 0xC2
+        out[69], out[70] = 0xD8, MAX_FILTERS
+        out[71:77] = bytes(self.filters)
+        out[77], out[78] = self.udcodec, self.compcode_meta
+        out[79:85] = bytes(self.filters_meta)
+        out[85], out[86] = self.other_flags2, 0
+        return bytes(out) + meta_block
+
+
+def _read_metalayers(mv, at: int, header_len: int) -> dict[str, bytes]:
+    """The fixed metalayers: a map of names to absolute offsets of bin32 values."""
+    if header_len <= at:
+        return {}
+    _need(mv, at + 6, "metalayers index", at)
+    if mv[at] != 0x93 or mv[at + 1] != 0xCD or mv[at + 4] != 0xDE:
+        raise FormatError("metalayers index", "93 cd .. .. de", bytes(mv[at : at + 5]).hex(" "), at)
+    count = struct.unpack_from(">H", mv, at + 5)[0]
+    if count > MAX_METALAYERS:
+        raise FormatError("metalayers count", f"at most {MAX_METALAYERS}", count, at + 5)
+    pos = at + 7
+    metalayers: dict[str, bytes] = {}
+    for k in range(count):
+        name, pos = _read_name(mv, pos, header_len, f"metalayer {k} name")
+        if pos + 5 > header_len or mv[pos] != 0xD2:
+            raise FormatError(f"metalayer {name!r} offset", "0xd2 and an int32", "end of header",
+                              pos)  # fmt: skip
+        offset = struct.unpack_from(">i", mv, pos + 1)[0]
+        pos += 5
+        metalayers[name] = _read_bin32(mv, offset, header_len, f"metalayer {name!r}")
+    return metalayers
+
+
+def _read_name(mv, pos: int, end: int, what: str) -> tuple[str, int]:
+    if pos >= end or not 0xA0 <= mv[pos] <= 0xBF:
+        raise FormatError(what, "a msgpack fixstr", hex(mv[pos]) if pos < end else "end", pos)
+    n = mv[pos] - 0xA0
+    if pos + 1 + n > end:
+        raise FormatError(what, f"{n} bytes of name", "end of header", pos)
+    try:
+        name = bytes(mv[pos + 1 : pos + 1 + n]).decode("utf-8")
+    except UnicodeDecodeError:
+        raise FormatError(what, "UTF-8", bytes(mv[pos + 1 : pos + 1 + n]), pos) from None
+    return name, pos + 1 + n
+
+
+def _read_bin32(mv, offset: int, end: int, what: str) -> bytes:
+    if not 0 <= offset <= end - 5 or mv[offset] != 0xC6:
+        raise FormatError(f"{what} value", f"a bin32 inside [0, {end})", offset, offset)
+    n = struct.unpack_from(">I", mv, offset + 1)[0]
+    if offset + 5 + n > end:
+        raise FormatError(f"{what} length", f"at most {end - offset - 5} bytes", n, offset + 1)
+    return bytes(mv[offset + 5 : offset + 5 + n])
+
+
+def _metalayers_bytes(metalayers: dict[str, bytes], at: int) -> bytes:
+    """The metalayers index and values starting at absolute offset ``at`` (c-blosc2 writes
+    the empty index too when there are none)."""
+    if len(metalayers) > MAX_METALAYERS:
+        raise ValueError(f"at most {MAX_METALAYERS} metalayers, got {len(metalayers)}")
+    names = [n.encode() for n in metalayers]
+    for n in names:
+        if len(n) > MAX_METALAYER_NAME:
+            raise ValueError(f"metalayer names are at most {MAX_METALAYER_NAME} bytes: {n!r}")
+    index_len = 7 + sum(1 + len(n) + 5 for n in names)
+    values_at = at + index_len + 3
+    index = bytearray(b"\x93\xcd" + struct.pack(">H", index_len) + b"\xde" +
+                      struct.pack(">H", len(names)))  # fmt: skip
+    values = bytearray(b"\xdc" + struct.pack(">H", len(names)))
+    for name, content in zip(names, metalayers.values()):
+        index += bytes([0xA0 + len(name)]) + name + b"\xd2" + struct.pack(">i", values_at + len(values) - 3)
+        values += b"\xc6" + struct.pack(">I", len(content)) + bytes(content)
+    return bytes(index) + bytes(values)

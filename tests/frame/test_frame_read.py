@@ -1,0 +1,126 @@
+"""Reading frames: headers and trailers of every corpus frame, and every schunk case bit-exact."""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from b2store.errors import FormatError
+from b2store.frame.header import FrameHeader
+from b2store.frame.schunk import SChunk
+from b2store.frame.trailer import TRAILER_TAIL_LEN, read_trailer, trailer_bytes, trailer_span
+from helpers import CORPUS, case_id, corpus_cases, corpus_dir
+
+FRAME_KINDS = {"schunk", "b2nd", "caterva"}
+ALL_FRAMES = [("compat", c) for c in corpus_cases("compat", FRAME_KINDS)] + [
+    ("generated", c) for c in corpus_cases("generated", FRAME_KINDS)]
+SCHUNKS = [(f, c) for f, c in ALL_FRAMES if c["kind"] == "schunk"]
+
+
+def ids(value):
+    return case_id(value) if isinstance(value, dict) else value
+
+
+def frame_file(folder: str, case: dict) -> Path:
+    path = corpus_dir(folder) / case["path"]
+    return path / "chunks.b2frame" if path.is_dir() else path
+
+
+def recipe(expected: dict) -> np.ndarray:
+    parts = [(np.arange(expected["n"], dtype="<i4") * k).tobytes()
+             for k in expected.get("factors", [1])]  # fmt: skip
+    data = b"".join(parts)
+    return np.frombuffer(data[: expected.get("nbytes", len(data))], np.uint8)
+
+
+@pytest.mark.parametrize("folder,case", ALL_FRAMES, ids=ids)
+def test_header_and_trailer_round_trip(folder, case):
+    data = frame_file(folder, case).read_bytes()
+    header = FrameHeader.from_bytes(data)
+    frame = memoryview(data)[: header.frame_len]
+    start, length = trailer_span(bytes(frame[-TRAILER_TAIL_LEN:]), header.frame_len,
+                                 header.header_len)  # fmt: skip
+    vlmeta = read_trailer(frame[start:])
+    if header.nfields == 14:
+        # What b2store writes back is byte for byte what c-blosc2 wrote.
+        assert header.to_bytes() == bytes(frame[: header.header_len])
+        assert trailer_bytes(vlmeta) == bytes(frame[start:])
+    else:
+        assert case.get("legacy_header")
+
+
+@pytest.mark.parametrize("folder,case", SCHUNKS, ids=ids)
+def test_schunk_cases_read_bit_exact(folder, case):
+    root = corpus_dir(folder)
+    if isinstance(case.get("expected"), dict):
+        expected = recipe(case["expected"])
+    else:
+        expected = np.load(root / (case.get("expected_npy") or case["expected"])).view(np.uint8)
+    with SChunk.open(root / case["path"]) as schunk:
+        assert schunk.contiguous == case.get("contiguous", True)
+        data = np.concatenate([schunk.decompress_chunk(i) for i in range(schunk.nchunks)])
+        assert schunk.nbytes == len(data)
+    np.testing.assert_array_equal(data, expected.reshape(-1))
+
+
+def test_sparse_and_contiguous_frames_read_alike():
+    root = corpus_dir("generated")
+    with SChunk.open(root / "f8_2d_sframe.b2nd") as sparse:
+        assert not sparse.contiguous and sparse.nchunks == 3
+        assert sparse.meta.keys() == {"b2nd"}
+        chunks = [bytes(sparse.get_chunk(i)) for i in range(3)]
+    assert chunks[0] == (root / "f8_2d_sframe.b2nd" / "00000000.chunk").read_bytes()
+
+
+def test_frames_from_bytes_and_with_trailing_garbage(tmp_path):
+    data = (corpus_dir("generated") / "schunk_u2.b2frame").read_bytes()
+    with SChunk.open(data) as in_memory:
+        first = in_memory.decompress_chunk(0)
+    path = tmp_path / "padded.b2frame"
+    path.write_bytes(data + b"\xcd" * 100)
+    with SChunk.open(path) as padded:
+        np.testing.assert_array_equal(padded.decompress_chunk(0), first)
+        assert padded.nchunks == 6
+
+
+def test_legacy_2020_frame_with_usermeta():
+    case = [c for c in corpus_cases("compat", {"schunk"}) if c.get("legacy_header")][0]
+    with SChunk.open(corpus_dir("compat") / case["path"]) as schunk:
+        assert schunk.header.nfields == 13 and schunk.nchunks == 10
+        np.testing.assert_array_equal(schunk.decompress_chunk(3).view("<i4"),
+                                      np.arange(64000, dtype="<i4") * 3)  # fmt: skip
+
+
+def test_truncated_frames_raise_format_error():
+    data = (corpus_dir("generated") / "f8_2d_vlmeta.b2nd").read_bytes()
+    for cut in list(range(0, 200)) + list(range(len(data) - 300, len(data))):
+        with pytest.raises((FormatError, ValueError)):
+            with SChunk.open(data[:cut]) as schunk:
+                for i in range(schunk.nchunks):
+                    schunk.decompress_chunk(i)
+
+
+def test_corrupt_offsets_raise_format_error():
+    data = bytearray((corpus_dir("generated") / "schunk_u2.b2frame").read_bytes())
+    header = FrameHeader.from_bytes(data)
+    with SChunk.open(bytes(data)) as schunk:
+        index_at = header.header_len + header.cbytes
+    # A memcpyed index of int64 offsets: point chunk 0 past the chunks section.
+    assert data[index_at + 2] & 0x02, "expected a memcpyed offsets chunk"
+    data[index_at + 32 : index_at + 40] = (10**9).to_bytes(8, "little")
+    with SChunk.open(bytes(data)) as schunk:
+        with pytest.raises(FormatError, match=r"offsets\[0\]"):
+            schunk.get_chunk(0)
+
+
+def test_missing_sparse_chunk_file(tmp_path):
+    import shutil
+
+    src = corpus_dir("generated") / "schunk_sframe.b2frame"
+    copy = tmp_path / "s.b2frame"
+    shutil.copytree(src, copy)
+    os.remove(copy / "00000003.chunk")
+    with SChunk.open(copy) as schunk:
+        with pytest.raises(FormatError, match="00000003.chunk"):
+            schunk.get_chunk(3)
