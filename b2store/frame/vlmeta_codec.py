@@ -1,0 +1,318 @@
+"""Encode and decode vlmeta values as python-blosc2 does: msgpack plus its ext types."""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Hashable
+
+import msgpack
+import numpy as np
+
+from ..errors import FormatError
+
+__all__ = [
+    "EXT_BLOSC2",
+    "EXT_COMPLEX",
+    "EXT_NDARRAY",
+    "EXT_REFERENCE",
+    "EXT_SET",
+    "pack_value",
+    "unpack_value",
+]
+
+# python-blosc2 packs each value with msgpack.packb(value, default=hook, strict_types=True,
+# use_bin_type=True). The hook turns tuples into ["__tuple__", *items], NumPy scalars into
+# Python scalars, and these types into msgpack ext types:
+#   42  a Blosc2 container: its cframe bytes;
+#   43  a reference or lazy expression: a msgpack map {"kind", "version", ...};
+#   44  a complex: struct ">dd" (real, imag);
+#   45  a set or frozenset: a msgpack list of its items, packed with the same hook;
+#   46  a NumPy array: a msgpack map {"dtype": {"str": dtype.str} or {"descr": dtype.descr},
+#       "shape": [...], "data": C-order bytes}, or {"values": [...], "shape": [...]} for
+#       object dtypes.
+# Decoding is passive: 42, 43 and unknown codes stay msgpack.ExtType; nothing is unpickled,
+# imported or evaluated.
+EXT_BLOSC2 = 42
+EXT_REFERENCE = 43
+EXT_COMPLEX = 44
+EXT_SET = 45
+EXT_NDARRAY = 46
+
+_TUPLE_TAG = "__tuple__"
+_COMPLEX = struct.Struct(">dd")
+# Ext payloads are decoded by nested unpack calls; a hostile value could nest them (or a
+# structured dtype) thousands deep and exhaust the Python stack. Real values nest a few levels.
+_MAX_DEPTH = 32
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def unpack_value(data: bytes) -> object:
+    """Decode one vlmeta payload (already decompressed from its chunk).
+
+    Returns the value python-blosc2 would return, with these differences, all made for
+    safety or fidelity: ext 42/43 and unknown ext codes come back as ``msgpack.ExtType``
+    (never reconstructed); arrays are writable copies; maps may have non-string keys;
+    unhashable items of a set are made hashable (lists -> tuples, sets -> frozensets); a set
+    holding the string ``"__tuple__"`` keeps it (python-blosc2 may drop it).
+
+    A payload that is not one complete msgpack object (C programs store raw bytes, e.g.
+    c-blosc2's fuzz corpus) is returned unchanged as ``bytes``. A payload that is msgpack but
+    whose ext contents are inconsistent raises :class:`~b2store.errors.FormatError`, as does
+    an ext code below 0 other than msgpack's timestamp (-1, returned as msgpack.Timestamp).
+    """
+    data = bytes(data)
+    # First pass, structure only: hooks run while parsing, before msgpack notices trailing
+    # bytes, so raw bytes that merely start like an ext 46 must be told apart up front.
+    try:
+        _unpack(data, 0, check_only=True)
+    except (ValueError, TypeError, msgpack.UnpackException):
+        # Truncated, trailing bytes, bad type byte, declared length beyond the buffer, a
+        # malformed timestamp: not a msgpack value, so it is the raw bytes a C writer stored.
+        return data
+    try:
+        return _unpack(data, 0)
+    except FormatError:
+        raise
+    except (ValueError, TypeError) as exc:
+        # Complete msgpack that Python cannot hold, e.g. a list or map used as a map key.
+        found = f"{type(exc).__name__}: {exc}"
+        raise FormatError("vlmeta", "a value Python can represent", found) from None
+
+
+def _discard(*_: object) -> None:
+    return None
+
+
+def _unpack(data: bytes, depth: int, check_only: bool = False) -> object:
+    """One msgpack object, with python-blosc2's hooks and limits no larger than ``data``.
+
+    ``check_only`` parses without building containers or decoding ext payloads.
+    """
+    limit = len(data)
+    if check_only:
+        # Without containers the first pass cannot fail on unhashable map keys either.
+        hooks = {"list_hook": _discard, "object_pairs_hook": _discard, "ext_hook": _discard}
+    else:
+        ext_hook = lambda code, raw: _ext_hook(code, raw, depth)  # noqa: E731
+        hooks = {"list_hook": _list_hook, "ext_hook": ext_hook}
+    return msgpack.unpackb(
+        data,
+        raw=False,
+        strict_map_key=False,  # python-blosc2 writes any hashable key; keep what is there
+        use_list=True,
+        **hooks,
+        # A declared length can never exceed the bytes that hold it; with these limits a
+        # 5-byte "4 GiB bin" header is rejected before anything is allocated.
+        max_str_len=limit,
+        max_bin_len=limit,
+        max_array_len=limit,
+        max_map_len=limit // 2,
+        max_ext_len=limit,
+    )
+
+
+def _list_hook(items: list) -> list | tuple:
+    # python-blosc2 tags tuples as ["__tuple__", *items]; a genuine list starting with that
+    # string is indistinguishable and becomes a tuple there too.
+    if items and isinstance(items[0], str) and items[0] == _TUPLE_TAG:
+        return tuple(items[1:])
+    return items
+
+
+def _unpack_nested(payload: bytes, field: str, depth: int) -> object:
+    """Decode an ext payload: here invalid msgpack is a broken value, not raw bytes."""
+    if depth > _MAX_DEPTH:
+        raise FormatError(field, f"ext nesting depth <= {_MAX_DEPTH}", depth)
+    try:
+        return _unpack(payload, depth)
+    except FormatError:
+        raise
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise FormatError(field, "a msgpack payload", f"{type(exc).__name__}: {exc}") from None
+
+
+def _ext_hook(code: int, payload: bytes, depth: int) -> object:
+    if code == EXT_COMPLEX:
+        if len(payload) != _COMPLEX.size:
+            found = f"{len(payload)} bytes"
+            raise FormatError("vlmeta complex", f"{_COMPLEX.size} bytes", found)
+        real, imag = _COMPLEX.unpack(payload)
+        return complex(real, imag)
+    if code == EXT_SET:
+        return _decode_set(_unpack_nested(payload, "vlmeta set", depth + 1), depth)
+    if code == EXT_NDARRAY:
+        return _decode_ndarray(_unpack_nested(payload, "vlmeta ndarray", depth + 1), depth)
+    if code < 0:
+        # Reserved by the msgpack spec (-1, the timestamp, never reaches this hook);
+        # msgpack.ExtType cannot even hold them.
+        raise FormatError("vlmeta ext", "a type code 0..127", code)
+    # 42 (cframe), 43 (reference / lazy expression) and codes we do not know: hand them back
+    # untouched. Rebuilding them would mean opening files, URLs or evaluating expressions.
+    return msgpack.ExtType(code, payload)
+
+
+def _decode_set(items: object, depth: int) -> set:
+    if isinstance(items, tuple):
+        # The set held the string "__tuple__" and iteration put it first, so the tuple hook
+        # ate it (python-blosc2 then loses it); a set payload is always a list, so restore it.
+        items = (_TUPLE_TAG, *items)
+    if not isinstance(items, list | tuple):
+        raise FormatError("vlmeta set", "a msgpack list of items", type(items).__name__)
+    return {_hashable(item, depth) for item in items}
+
+
+def _hashable(item: object, depth: int) -> Hashable:
+    """Items python-blosc2 writes are hashable; lists and sets from elsewhere are made so."""
+    if depth > _MAX_DEPTH:
+        raise FormatError("vlmeta set", f"item nesting depth <= {_MAX_DEPTH}", depth)
+    if isinstance(item, list | tuple):
+        return tuple(_hashable(x, depth + 1) for x in item)
+    if isinstance(item, set):
+        return frozenset(item)
+    if not isinstance(item, Hashable) or isinstance(item, np.ndarray):
+        raise FormatError("vlmeta set", "hashable items", type(item).__name__)
+    return item
+
+
+def _decode_ndarray(payload: object, depth: int) -> np.ndarray:
+    if not isinstance(payload, dict):
+        raise FormatError("vlmeta ndarray", "a msgpack map", type(payload).__name__)
+    shape = _shape(payload.get("shape"), "vlmeta ndarray shape")
+    count = math.prod(shape)
+    if "values" in payload:
+        values = payload["values"]
+        if not isinstance(values, list | tuple) or len(values) != count:
+            found = len(values) if isinstance(values, list | tuple) else type(values).__name__
+            raise FormatError("vlmeta ndarray", f"{count} values for shape {shape}", found)
+        # np.array(values) would turn list items into extra dimensions; fill one by one.
+        result = np.empty(count, dtype=object)
+        for index, item in enumerate(values):
+            result[index] = item
+        try:
+            return result.reshape(shape)
+        except ValueError as exc:  # more than NumPy's 64 dimensions, a dimension beyond intp
+            raise FormatError("vlmeta ndarray", "a valid shape", f"{shape}: {exc}") from None
+    dtype = _dtype(payload.get("dtype"), depth)
+    data = payload.get("data")
+    if not isinstance(data, bytes):
+        raise FormatError("vlmeta ndarray", "bin data", type(data).__name__)
+    if len(data) != count * dtype.itemsize:
+        expected = f"{count * dtype.itemsize} bytes for shape {shape} of {dtype.str}"
+        raise FormatError("vlmeta ndarray", expected, f"{len(data)} bytes")
+    try:
+        if count == 0:
+            return np.empty(shape, dtype=dtype)
+        if dtype.itemsize == 0:
+            # np.frombuffer refuses these; python-blosc2 never writes them (NumPy makes S0 S1).
+            raise FormatError("vlmeta ndarray", "a dtype with itemsize > 0", dtype.str)
+        return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
+    except (ValueError, TypeError, OverflowError, MemoryError) as exc:
+        raise FormatError("vlmeta ndarray", "a valid shape", f"{shape}: {exc}") from None
+
+
+def _shape(value: object, field: str) -> tuple[int, ...]:
+    if not isinstance(value, list | tuple) or not all(
+        type(size) is int and size >= 0 for size in value
+    ):
+        raise FormatError(field, "a list of non-negative ints", repr(value)[:80])
+    return tuple(value)
+
+
+def _dtype(value: object, depth: int) -> np.dtype:
+    """``{"str": ...}`` or ``{"descr": ...}`` to a dtype, refusing object dtypes."""
+    field = "vlmeta ndarray dtype"
+    if isinstance(value, dict) and len(value) == 1 and isinstance(value.get("str"), str):
+        spec: object = value["str"]
+    elif isinstance(value, dict) and len(value) == 1 and "descr" in value:
+        spec = _descr(value["descr"], depth)
+    else:
+        raise FormatError(field, '{"str": ...} or {"descr": ...}', repr(value)[:80])
+    try:
+        dtype = np.dtype(spec)  # type: ignore[call-overload]
+    except Exception as exc:  # NumPy raises many kinds for nonsense specs; all mean "bad dtype"
+        raise FormatError(field, "a NumPy dtype", f"{spec!r}"[:80] + f": {exc}") from None
+    # Object pointers cannot come from bytes; a top-level subarray dtype would add dimensions
+    # that the stored shape does not list (dtype.str never produces one).
+    if dtype.hasobject or dtype.subdtype is not None:
+        raise FormatError(field, "a plain-data dtype", dtype.str)
+    return dtype
+
+
+def _descr(fields: object, depth: int) -> list[tuple]:
+    """Validate a ``dtype.descr`` list (its tuples came back through the tuple hook)."""
+    where = "vlmeta ndarray dtype"
+    if depth > _MAX_DEPTH:
+        raise FormatError(where, f"descr nesting depth <= {_MAX_DEPTH}", depth)
+    if not isinstance(fields, list):
+        raise FormatError(where, "a descr list", type(fields).__name__)
+    out = []
+    for field in fields:
+        if not isinstance(field, list | tuple) or len(field) not in (2, 3):
+            raise FormatError(where, "(name, spec[, shape]) fields", repr(field)[:80])
+        name, spec = field[0], field[1]
+        if isinstance(name, list | tuple) and len(name) == 2 and all(type(n) is str for n in name):
+            name = tuple(name)  # a titled field: (title, name)
+        elif not isinstance(name, str):
+            raise FormatError(where, "a field name", repr(name)[:80])
+        if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[1], dict):
+            spec = spec[0]  # h5py's (dtype, metadata) pair; the metadata does not change bytes
+        if isinstance(spec, list):
+            spec = _descr(spec, depth + 1)
+        elif not isinstance(spec, str):
+            raise FormatError(where, "a field spec", repr(spec)[:80])
+        if len(field) == 3:
+            out.append((name, spec, _shape(field[2], where)))
+        else:
+            out.append((name, spec))
+    return out
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def pack_value(value: object) -> bytes:
+    """Encode ``value`` as python-blosc2 does, byte for byte.
+
+    Accepts None, bool, int, float, str, bytes, list, tuple, dict, complex, set, frozenset,
+    NumPy scalars (stored as the Python scalar), NumPy arrays (ext 46), ``msgpack.ExtType``
+    (stored as is). As in python-blosc2, subclasses of the msgpack types (an OrderedDict, an
+    IntEnum) are refused with :class:`TypeError`; ints beyond 64 bits raise OverflowError.
+    Note that python-blosc2 decodes map keys only if they are str or bytes.
+    """
+    return msgpack.packb(value, default=_encode_default, strict_types=True, use_bin_type=True)
+
+
+def _encode_default(obj: object) -> object:
+    # The same order of checks as python-blosc2, so ambiguous objects encode the same way.
+    if isinstance(obj, np.ndarray):
+        return msgpack.ExtType(EXT_NDARRAY, pack_value(_ndarray_payload(obj)))
+    if isinstance(obj, complex | np.complexfloating):
+        return msgpack.ExtType(EXT_COMPLEX, _COMPLEX.pack(float(obj.real), float(obj.imag)))
+    if isinstance(obj, set | frozenset):
+        # Iteration order, like python-blosc2: same set object, same bytes.
+        return msgpack.ExtType(EXT_SET, pack_value(list(obj)))
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.bytes_):
+        return bytes(obj)
+    if isinstance(obj, np.str_):
+        return str(obj)
+    if isinstance(obj, tuple):
+        # msgpack has no tuple; strict_types sends tuples here instead of packing them as lists.
+        return [_TUPLE_TAG, *obj]
+    raise TypeError(f"can not serialize {type(obj).__name__!r} object as vlmeta")
+
+
+def _ndarray_payload(array: np.ndarray) -> dict:
+    if array.dtype.hasobject:
+        return {"values": array.ravel().tolist(), "shape": list(array.shape)}
+    dtype = array.dtype
+    dtype_value = {"descr": dtype.descr} if dtype.fields is not None else {"str": dtype.str}
+    return {"dtype": dtype_value, "shape": list(array.shape), "data": array.tobytes()}
