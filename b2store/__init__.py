@@ -5,6 +5,9 @@ Pure Python and small Cython kernels over numpy, lz4, zstandard and msgpack; no 
 
 from .chunk.decoder import chunk_info, decode_chunk
 from .chunk.encoder import encode_chunk
+from .api import open
+from .frame.schunk import SChunk
+from .nd.array import B2ndArray
 from .chunk.header import ChunkInfo
 from .constants import Codec, Filter, SpecialValue, SplitMode
 from .errors import B2StoreError, FormatError, UnsupportedError
@@ -13,6 +16,9 @@ __all__ = [
     "decode_chunk",
     "Blosc2",
     "encode_chunk",
+    "open",
+    "SChunk",
+    "B2ndArray",
     "chunk_info",
     "ChunkInfo",
     "Codec",

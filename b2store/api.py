@@ -1,0 +1,34 @@
+"""Opening Blosc2 frames: an array when the frame has the b2nd (or caterva) metalayer, else a
+super-chunk."""
+
+from __future__ import annotations
+
+from .frame.schunk import SChunk
+from .nd.array import B2ndArray
+from .nd.meta import B2ndMeta
+
+__all__ = ["open"]
+
+
+def open(urlpath, mode: str = "r", *, dtype=None):  # noqa: A001 - mirrors blosc2.open
+    """Open the frame at ``urlpath`` (a ``.b2nd``/``.b2frame`` file, a sparse-frame
+    directory, or the frame's bytes).
+
+    Returns a :class:`B2ndArray` for frames with a ``b2nd`` or legacy ``caterva``
+    metalayer (``dtype`` supplies the item type caterva does not store) and an
+    :class:`SChunk` otherwise.
+    """
+    if mode != "r":
+        raise ValueError(f"mode {mode!r}: this version of b2store opens frames for reading ('r')")
+    schunk = SChunk.open(urlpath)
+    try:
+        meta = schunk.meta
+        if "b2nd" in meta:
+            return B2ndArray(schunk, B2ndMeta.from_bytes(meta["b2nd"]), dtype=dtype)
+        if "caterva" in meta:
+            return B2ndArray(schunk, B2ndMeta.from_bytes(meta["caterva"], caterva=True),
+                             dtype=dtype)  # fmt: skip
+        return schunk
+    except BaseException:
+        schunk.close()
+        raise

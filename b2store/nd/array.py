@@ -1,0 +1,261 @@
+"""An n-dimensional array over a frame with the ``b2nd`` (or legacy ``caterva``) metalayer.
+
+Reads decode only the chunks a selection touches and, inside each chunk, only the blocks it
+touches: the block starts of a chunk say where each block's streams are.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import operator
+
+import numpy as np
+
+from ..chunk.decoder import ChunkDecoder
+from ..errors import FormatError
+from ..frame.schunk import SChunk
+from .geometry import (
+    blocks_touched,
+    chunk_grid,
+    chunk_nitems,
+    chunk_to_array,
+)
+from .meta import B2ndMeta
+
+__all__ = ["B2ndArray"]
+
+
+class B2ndArray:
+    """A b2nd array, read lazily: indexing decodes what the selection needs.
+
+    Supports numpy basic indexing (integers, slices with steps, Ellipsis) and
+    ``np.asarray(arr)``.
+    """
+
+    def __init__(self, schunk: SChunk, meta: B2ndMeta, dtype=None):
+        self.schunk = schunk
+        self._meta = meta
+        dtype = np.dtype(dtype) if dtype is not None else meta.dtype
+        if dtype is None:
+            # The caterva layer stores no dtype: raw items of the frame's typesize.
+            dtype = np.dtype(f"V{schunk.typesize}")
+        self.dtype = dtype
+        self._check_consistency()
+
+    def _check_consistency(self) -> None:
+        s, m = self.schunk, self._meta
+        if self.dtype.itemsize != s.typesize:
+            raise FormatError(
+                "b2nd dtype", f"items of the frame's typesize ({s.typesize} bytes)",
+                f"{self.dtype.str} ({self.dtype.itemsize}-byte items)",
+            )  # fmt: skip
+        if self.size == 0:
+            return
+        per_chunk = chunk_nitems(m.chunkshape, m.blockshape) * self.dtype.itemsize
+        if s.chunksize > 0 and s.chunksize != per_chunk:
+            raise FormatError(
+                "chunksize", f"{per_chunk} bytes (chunks {m.chunkshape}, blocks {m.blockshape}, "
+                f"{self.dtype.itemsize}-byte items)", s.chunksize,
+            )  # fmt: skip
+        expected = math.prod(chunk_grid(m.shape, m.chunkshape))
+        if s.nchunks != expected:
+            raise FormatError("nchunks", f"{expected} for shape {m.shape} and chunks "
+                              f"{m.chunkshape}", s.nchunks)  # fmt: skip
+
+    # --- what the array is -----------------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._meta.shape
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        return self._meta.chunkshape
+
+    @property
+    def blocks(self) -> tuple[int, ...]:
+        return self._meta.blockshape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def cbytes(self) -> int:
+        return self.schunk.cbytes
+
+    @property
+    def cratio(self) -> float:
+        return self.nbytes / self.cbytes if self.cbytes else math.inf
+
+    @property
+    def meta(self):
+        return self.schunk.meta
+
+    @property
+    def vlmeta(self):
+        return self.schunk.vlmeta
+
+    @property
+    def info(self) -> dict:
+        return {
+            "type": type(self).__name__, "shape": self.shape, "chunks": self.chunks,
+            "blocks": self.blocks, "dtype": self.dtype.str, "nbytes": self.nbytes,
+            "cbytes": self.cbytes, "cratio": self.cratio, "codec": self.schunk.codec,
+            "clevel": self.schunk.clevel, "filters": self.schunk.filters,
+            "contiguous": self.schunk.contiguous, "meta": list(self.meta),
+            "vlmeta": list(self.schunk._raw_vlmeta),
+        }  # fmt: skip
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return (f"B2ndArray(shape={self.shape}, dtype={self.dtype}, chunks={self.chunks}, "
+                f"blocks={self.blocks})")  # fmt: skip
+
+    def __array__(self, dtype=None, copy=None):
+        data = self[...]
+        return data.astype(dtype, copy=False) if dtype is not None else data
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def __getitem__(self, key) -> np.ndarray:
+        dims, final = _normalize(key, self.shape)
+        out = np.empty(tuple(len(d) for d in dims), self.dtype)
+        if out.size:
+            for coords, parts in _chunks_touched(dims, self.chunks):
+                self._read_chunk(coords, parts, out)
+        return out[final]
+
+    def _read_chunk(self, coords, parts, out: np.ndarray) -> None:
+        """Copy what ``parts`` selects of chunk ``coords`` into ``out``."""
+        grid = chunk_grid(self.shape, self.chunks)
+        nchunk = 0
+        for c, g in zip(coords, grid):
+            nchunk = nchunk * g + c
+        region = [(local[0], local[-1] + 1) for local, _ in parts]
+        buf = self._decode_blocks(nchunk, region)
+        ext = chunk_to_array(buf, self.chunks, self.blocks, self.dtype)
+        src = tuple(_as_index(local) for local, _ in parts)
+        dst = tuple(_as_index(pos) for _, pos in parts)
+        if all(isinstance(i, slice) for i in src + dst):
+            out[dst] = ext[src]
+        else:
+            out[np.ix_(*map(_as_array, dst))] = ext[np.ix_(*map(_as_array, src))]
+
+    def _decode_blocks(self, nchunk: int, region) -> np.ndarray:
+        """The decoded chunk, with at least the blocks ``region`` touches filled in."""
+        decoder = ChunkDecoder(self.schunk.get_chunk(nchunk))
+        nitems = chunk_nitems(self.chunks, self.blocks)
+        if decoder.header.nbytes != nitems * self.dtype.itemsize:
+            raise FormatError(f"chunk {nchunk} nbytes", str(nitems * self.dtype.itemsize),
+                              decoder.header.nbytes)  # fmt: skip
+        buf = np.zeros(decoder.header.nbytes, np.uint8)
+        wanted = blocks_touched(region, self.chunks, self.blocks) if self.ndim else [0]
+        if decoder.special or decoder.header.memcpyed or len(wanted) == decoder.nblocks:
+            decoder.decode_into(buf)
+            return buf
+        first = None
+        if decoder.pipeline.has_delta:
+            # DELTA codes every block against block 0, which must be decoded first.
+            offset, size = decoder.block_span(0)
+            first = buf[offset : offset + size]
+            decoder.decode_block(0, first)
+        for j in wanted:
+            offset, size = decoder.block_span(j)
+            if j or first is None:
+                decoder.decode_block(j, buf[offset : offset + size], first)
+        return buf
+
+
+def _normalize(key, shape):
+    """Per-dimension selected indices (ascending ranges or arrays), and the final indexing
+    that drops integer dimensions and undoes negative steps."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    if sum(k is Ellipsis for k in key) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    ellipsis = any(k is Ellipsis for k in key)
+    if ellipsis:
+        at = next(i for i, k in enumerate(key) if k is Ellipsis)
+        fill = len(shape) - (len(key) - 1)
+        key = key[:at] + (slice(None),) * fill + key[at + 1 :]
+    if len(key) > len(shape):
+        raise IndexError(f"too many indices: array is {len(shape)}-dimensional, "
+                         f"but {len(key)} were indexed")  # fmt: skip
+    key = key + (slice(None),) * (len(shape) - len(key))
+    dims, final = [], []
+    for k, n in zip(key, shape):
+        if isinstance(k, slice):
+            r = range(n)[k]
+            if r.step < 0:
+                dims.append(r[::-1])
+                final.append(slice(None, None, -1))
+            else:
+                dims.append(r)
+                final.append(slice(None))
+        else:
+            try:
+                i = operator.index(k)
+            except TypeError:
+                raise IndexError(f"only integers, slices and Ellipsis are valid indices, "
+                                 f"not {type(k).__name__}") from None  # fmt: skip
+            if not -n <= i < n:
+                raise IndexError(f"index {i} is out of bounds for axis with size {n}")
+            dims.append(range(i % n, i % n + 1))
+            final.append(0)
+    # As in numpy, an Ellipsis keeps a 0-d result an array instead of a scalar.
+    return dims, tuple(final) + ((Ellipsis,) if ellipsis else ())
+
+
+def _chunks_touched(dims, chunks):
+    """For each chunk a selection touches: its coordinates, and per dimension the selected
+    positions inside the chunk with their positions in the output."""
+    per_dim = []
+    for r, c in zip(dims, chunks):
+        entries = []
+        if len(r) == 0:
+            return
+        first, last = r[0] // c, r[-1] // c
+        for k in range(first, last + 1):
+            lo, hi = k * c, (k + 1) * c
+            sub = _subrange(r, lo, hi)
+            if len(sub[0]):
+                entries.append((k, sub))
+        per_dim.append(entries)
+    for combo in itertools.product(*per_dim):
+        yield tuple(k for k, _ in combo), [sub for _, sub in combo]
+
+
+def _subrange(r: range, lo: int, hi: int):
+    """The items of ascending range ``r`` inside [lo, hi): as chunk-local and output ranges."""
+    step = r.step
+    start_pos = max(0, -(-(lo - r.start) // step))
+    stop_pos = min(len(r), -(-(hi - r.start) // step))
+    if stop_pos <= start_pos:
+        return range(0), range(0)
+    local = range(r[start_pos] - lo, r[stop_pos - 1] - lo + 1, step)
+    return local, range(start_pos, stop_pos)
+
+
+def _as_index(r: range):
+    return slice(r.start, r.stop, r.step) if len(r) else slice(0, 0)
+
+
+def _as_array(i):
+    if isinstance(i, slice):
+        return np.arange(i.start, i.stop, i.step)
+    return np.asarray(i)
+

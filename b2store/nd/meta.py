@@ -1,0 +1,419 @@
+"""The ``b2nd`` metalayer (and the legacy ``caterva`` one): an array's shape, chunks, blocks, dtype.
+
+The metalayer is msgpack with fixed-width markers, always written the same way, so it is read
+and written by position (spec: b2nd-metalayer.txt)::
+
+    97                      fixarray of 7 (95, of 5, in the legacy caterva metalayer)
+    00                      version (0 is the only one)
+    nd                      ndim, a positive fixint (0..16)
+    9n (d3 i64 BE) * nd     shape
+    9n (d2 i32 BE) * nd     chunkshape
+    9n (d2 i32 BE) * nd     blockshape
+    00                      dtype_format (0: NumPy) -- not in caterva
+    db u32 BE + bytes       dtype string (str32)    -- not in caterva
+
+``9n`` is ``0x90 + ndim`` even for ndim 16, where it reads as a fixstr marker (``a0``): a
+generic msgpack parser cannot read these bytes, so none is used.
+
+The dtype string is ``dtype.str`` (``'<f8'``, ``'|S3'``, ``'<M8[s]'``) except for void dtypes
+(structured, subarray, plain ``V``), which are ``str(dtype)``: ``"[('a', '<i4'), ('b', '<f8')]"``,
+``"('<i4', (2,))"``, ``'|V300'``. Reading tries ``np.dtype(s)`` and then
+``np.dtype(ast.literal_eval(s))``; nothing is ever evaluated, and object dtypes are refused.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import FormatError, UnsupportedError
+from .geometry import extchunkshape
+
+__all__ = [
+    "B2ndMeta",
+    "dtype_string",
+    "dtype_from_string",
+    "B2ND_METALAYER_VERSION",
+    "MAX_DIM",
+    "MAX_BUFFERSIZE",
+]
+
+B2ND_METALAYER_VERSION = 0
+CATERVA_METALAYER_VERSION = 0
+MAX_DIM = 16  # B2ND_MAX_DIM
+# BLOSC2_MAX_BUFFERSIZE: INT32_MAX minus the 32-byte maximum overhead; the most one chunk holds.
+MAX_BUFFERSIZE = 2**31 - 1 - 32
+NUMPY_DTYPE_FORMAT = 0
+
+_B2ND_ARRAY = 0x90 + 7
+_CATERVA_ARRAY = 0x90 + 5
+_FIXARRAY = 0x90
+_INT64 = 0xD3
+_INT32 = 0xD2
+_STR32 = 0xDB
+_BIN = {0xC4: ">B", 0xC5: ">H", 0xC6: ">I"}
+_FIXED_INTS = {
+    0xCC: ">B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q",
+    0xD0: ">b", 0xD1: ">h", 0xD2: ">i", 0xD3: ">q",
+}  # fmt: skip
+_SECTIONS = (("shape", _INT64, ">q"), ("chunkshape", _INT32, ">i"), ("blockshape", _INT32, ">i"))
+
+
+def dtype_string(dtype) -> str:
+    """The metalayer's dtype string: ``str(dtype)`` for void dtypes, else ``dtype.str``.
+
+    >>> dtype_string(np.float64), dtype_string(">i4"), dtype_string("V300")
+    ('<f8', '>i4', '|V300')
+    >>> dtype_string([("a", "<i4"), ("b", "<f8", (2,))])
+    "[('a', '<i4'), ('b', '<f8', (2,))]"
+    """
+    dtype = np.dtype(dtype)
+    return str(dtype) if dtype.kind == "V" else dtype.str
+
+
+def dtype_from_string(text: str, offset: int | None = None) -> np.dtype:
+    """The dtype a metalayer's dtype string names; FormatError if NumPy cannot build it.
+
+    Object dtypes (at any depth) and empty items are refused: neither can be stored.
+
+    >>> dtype_from_string("[('a', '<i4'), ('b', '<f8')]")
+    dtype([('a', '<i4'), ('b', '<f8')])
+    """
+    try:
+        dtype = np.dtype(text)
+    except Exception:
+        try:
+            dtype = np.dtype(ast.literal_eval(text))
+        except Exception as exc:  # SyntaxError, ValueError, TypeError, RecursionError, ...
+            raise FormatError("dtype", "a NumPy dtype string", repr(text[:200]), offset) from exc
+    _check_dtype(dtype, text, offset)
+    return dtype
+
+
+def _check_dtype(dtype: np.dtype, text: object, offset: int | None) -> None:
+    if dtype.hasobject:
+        raise FormatError("dtype", "a dtype without Python objects", repr(text), offset)
+    if not 1 <= dtype.itemsize <= MAX_BUFFERSIZE:
+        raise FormatError(
+            "dtype", f"an itemsize of 1 to {MAX_BUFFERSIZE} bytes", dtype.itemsize, offset
+        )
+
+
+def _check_geometry(
+    shape: tuple[int, ...],
+    chunkshape: tuple[int, ...],
+    blockshape: tuple[int, ...],
+    itemsize: int | None,
+    offsets: dict[str, list[int]] | None = None,
+) -> None:
+    """Raise FormatError unless the three shapes describe a valid b2nd geometry."""
+
+    def where(name: str, i: int) -> int | None:
+        return offsets[name][i] if offsets else None
+
+    ndim = len(shape)
+    if ndim > MAX_DIM:
+        raise FormatError("ndim", f"0 to {MAX_DIM}", ndim)
+    if len(chunkshape) != ndim or len(blockshape) != ndim:
+        raise FormatError(
+            "ndim", f"{ndim} chunk and block dimensions", (len(chunkshape), len(blockshape))
+        )
+    for i, (s, c, b) in enumerate(zip(shape, chunkshape, blockshape)):
+        if not 0 <= s < 2**63:
+            raise FormatError(f"shape[{i}]", "a length >= 0 (an int64)", s, where("shape", i))
+        if c >= 2**31 or b >= 2**31:
+            name, value = ("chunkshape", c) if c >= 2**31 else ("blockshape", b)
+            raise FormatError(f"{name}[{i}]", "an int32", value, where(name, i))
+        low = 1 if s > 0 else 0
+        if c < low:
+            why = f"a length >= {low}" + (f" (shape[{i}] is {s})" if s else "")
+            raise FormatError(f"chunkshape[{i}]", why, c, where("chunkshape", i))
+        if b < (1 if c > 0 else 0):
+            why = f"a length >= 1 (chunkshape[{i}] is {c})" if c else "a length >= 0"
+            raise FormatError(f"blockshape[{i}]", why, b, where("blockshape", i))
+        if b > c:
+            raise FormatError(
+                f"blockshape[{i}]", f"at most chunkshape[{i}] = {c}", b, where("blockshape", i)
+            )
+    if itemsize is not None:
+        nbytes = math.prod(extchunkshape(chunkshape, blockshape)) * itemsize
+        if nbytes > MAX_BUFFERSIZE:
+            raise FormatError(
+                "chunkshape",
+                f"chunks of at most {MAX_BUFFERSIZE} bytes"
+                f" (rounded up to whole blocks, {itemsize}-byte items)",
+                f"{nbytes} bytes",
+                where("chunkshape", 0) if ndim else None,
+            )
+
+
+class _Reader:
+    """A cursor over the metalayer that raises FormatError at its end instead of reading on."""
+
+    def __init__(self, content: bytes, start: int = 0, end: int | None = None):
+        self.buf = content
+        self.pos = start
+        self.end = len(content) if end is None else end
+
+    def take(self, n: int, field: str) -> bytes:
+        if n > self.end - self.pos:
+            raise FormatError(
+                field, f"{n} bytes", f"{self.end - self.pos} (the metalayer ends)", self.pos
+            )
+        out = self.buf[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+    def byte(self, field: str) -> int:
+        return self.take(1, field)[0]
+
+    def marker(self, field: str, expected: int) -> None:
+        found = self.byte(field)
+        if found != expected:
+            raise FormatError(field, f"marker {expected:#04x}", f"{found:#04x}", self.pos - 1)
+
+    def unpack(self, fmt: str, field: str) -> int:
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt), field))[0]
+
+    def fixint(self, field: str, limit: int) -> int:
+        value = self.byte(field)
+        if value > 0x7F:
+            raise FormatError(field, "a positive fixint (0 to 127)", f"{value:#04x}", self.pos - 1)
+        if value > limit:
+            raise FormatError(field, f"0 to {limit}", value, self.pos - 1)
+        return value
+
+    def finish(self) -> None:
+        if self.pos != self.end:
+            raise FormatError(
+                "metalayer length",
+                f"{self.pos} bytes",
+                f"{self.end} ({self.end - self.pos} trailing bytes)",
+                self.pos,
+            )
+
+
+def _check_version(version: int, caterva: bool, offset: int | None) -> None:
+    known = CATERVA_METALAYER_VERSION if caterva else B2ND_METALAYER_VERSION
+    if version != known:
+        name = "caterva" if caterva else "b2nd"
+        expected = f"{known} (the only {name} metalayer version)"
+        raise FormatError("version", expected, version, offset)
+
+
+def _read_positional(reader: _Reader, caterva: bool) -> B2ndMeta:
+    reader.marker("metalayer array", _CATERVA_ARRAY if caterva else _B2ND_ARRAY)
+    version = reader.fixint("version", 127)
+    _check_version(version, caterva, reader.pos - 1)
+    ndim = reader.fixint("ndim", MAX_DIM)
+    values: dict[str, list[int]] = {}
+    offsets: dict[str, list[int]] = {}
+    for name, marker, fmt in _SECTIONS:
+        reader.marker(f"{name} array", _FIXARRAY + ndim)  # 0xa0 for 16 dims: still expected
+        values[name], offsets[name] = [], []
+        for i in range(ndim):
+            reader.marker(f"{name}[{i}] marker", marker)
+            offsets[name].append(reader.pos)
+            values[name].append(reader.unpack(fmt, f"{name}[{i}]"))
+    shape, chunks, blocks = (tuple(values[name]) for name, _, _ in _SECTIONS)
+    dtype = None
+    if not caterva:
+        dtype_format = reader.fixint("dtype_format", 127)
+        if dtype_format != NUMPY_DTYPE_FORMAT:
+            raise UnsupportedError("b2nd dtype_format", dtype_format)
+        reader.marker("dtype marker", _STR32)
+        length = reader.unpack(">I", "dtype length")
+        start = reader.pos
+        raw = reader.take(length, "dtype")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FormatError("dtype", "a UTF-8 string", repr(raw[:200]), start) from exc
+        dtype = dtype_from_string(text, start)
+    reader.finish()
+    _check_geometry(shape, chunks, blocks, None if dtype is None else dtype.itemsize, offsets)
+    return B2ndMeta(shape, chunks, blocks, dtype, legacy_caterva=caterva)
+
+
+def _read_int(reader: _Reader, field: str) -> tuple[int, int]:
+    offset = reader.pos
+    first = reader.byte(field)
+    if first <= 0x7F:
+        return first, offset
+    if first >= 0xE0:
+        return first - 0x100, offset
+    if first in _FIXED_INTS:
+        return reader.unpack(_FIXED_INTS[first], field), offset
+    raise FormatError(field, "a msgpack integer", f"{first:#04x}", offset)
+
+
+def _read_array_len(reader: _Reader, field: str) -> int:
+    first = reader.byte(field)
+    if _FIXARRAY <= first <= _FIXARRAY + 15:
+        return first - _FIXARRAY
+    if first == 0xDC:
+        return reader.unpack(">H", field)
+    if first == 0xDD:
+        return reader.unpack(">I", field)
+    raise FormatError(field, "a msgpack array", f"{first:#04x}", reader.pos - 1)
+
+
+def _read_caterva_compact(reader: _Reader) -> B2ndMeta:
+    """``[version, ndim, shape, chunkshape, blockshape]`` in any msgpack integer encoding."""
+    n = _read_array_len(reader, "metalayer array")
+    if n != 5:
+        raise FormatError("metalayer array", "5 entries", n, reader.pos - 1)
+    version, offset = _read_int(reader, "version")
+    _check_version(version, True, offset)
+    ndim, offset = _read_int(reader, "ndim")
+    if not 0 <= ndim <= MAX_DIM:
+        raise FormatError("ndim", f"0 to {MAX_DIM}", ndim, offset)
+    values: dict[str, list[int]] = {}
+    offsets: dict[str, list[int]] = {}
+    for name, _, _ in _SECTIONS:
+        n = _read_array_len(reader, f"{name} array")
+        if n != ndim:
+            raise FormatError(f"{name} array", f"{ndim} entries", n, reader.pos - 1)
+        pairs = [_read_int(reader, f"{name}[{i}]") for i in range(ndim)]
+        values[name] = [v for v, _ in pairs]
+        offsets[name] = [o for _, o in pairs]
+    reader.finish()
+    shape, chunks, blocks = (tuple(values[name]) for name, _, _ in _SECTIONS)
+    _check_geometry(shape, chunks, blocks, None, offsets)
+    return B2ndMeta(shape, chunks, blocks, None, legacy_caterva=True)
+
+
+def _read_caterva(content: bytes) -> B2ndMeta:
+    """The legacy layout, or the same list as python-blosc2 writes a user metalayer.
+
+    A ``caterva`` metalayer written through python-blosc2's ``meta=`` argument (as a
+    re-creation of an old file) is compact msgpack, wrapped in a msgpack bin when it was given
+    as bytes; c-blosc2 cannot read it, but its content is unambiguous, so it is accepted.
+    """
+    start, end = 0, len(content)
+    if content and content[0] in _BIN:
+        reader = _Reader(content)
+        reader.byte("metalayer bin")
+        length = reader.unpack(_BIN[content[0]], "metalayer bin length")
+        start = reader.pos
+        if length != end - start:
+            raise FormatError("metalayer bin length", f"{end - start}", length, 1)
+    try:
+        return _read_positional(_Reader(content, start, end), caterva=True)
+    except FormatError as positional:
+        try:
+            return _read_caterva_compact(_Reader(content, start, end))
+        except FormatError:
+            raise positional from None
+
+
+@dataclass(frozen=True)
+class B2ndMeta:
+    """The content of a ``b2nd`` metalayer (or of a legacy ``caterva`` one).
+
+    ``dtype`` is None only for ``caterva`` metalayers, which store none (the frame's typesize
+    is all there is). Construction validates the geometry: a shape dimension of 0 may have
+    chunk and block dimensions of 0, any other needs ``1 <= blockshape <= chunkshape``; a
+    chunk, padded to whole blocks, must fit a Blosc chunk (``MAX_BUFFERSIZE`` bytes).
+
+    >>> meta = B2ndMeta((10, 7), (4, 5), (2, 3), np.dtype("<i4"))
+    >>> B2ndMeta.from_bytes(meta.to_bytes()) == meta
+    True
+    >>> meta.extchunkshape, meta.nchunks
+    ((4, 6), 6)
+    """
+
+    shape: tuple[int, ...]
+    chunkshape: tuple[int, ...]
+    blockshape: tuple[int, ...]
+    dtype: np.dtype | None
+    version: int = B2ND_METALAYER_VERSION
+    dtype_format: int = NUMPY_DTYPE_FORMAT
+    legacy_caterva: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("shape", "chunkshape", "blockshape"):
+            object.__setattr__(self, name, tuple(int(v) for v in getattr(self, name)))
+        _check_version(self.version, self.legacy_caterva, None)
+        if self.dtype_format != NUMPY_DTYPE_FORMAT:
+            raise UnsupportedError("b2nd dtype_format", self.dtype_format)
+        if self.dtype is None:
+            if not self.legacy_caterva:
+                expected = "a NumPy dtype (only caterva metalayers have none)"
+                raise FormatError("dtype", expected, None)
+        else:
+            dtype = np.dtype(self.dtype)
+            _check_dtype(dtype, dtype, None)
+            object.__setattr__(self, "dtype", dtype)
+        itemsize = None if self.dtype is None else self.dtype.itemsize
+        _check_geometry(self.shape, self.chunkshape, self.blockshape, itemsize)
+
+    @classmethod
+    def from_bytes(cls, content: bytes, *, caterva: bool = False) -> B2ndMeta:
+        """Parse a ``b2nd`` metalayer's content (``caterva=True``: a legacy ``caterva`` one).
+
+        Raises FormatError for anything that breaks the format (naming the field and its
+        offset in ``content``) and UnsupportedError for a dtype_format other than NumPy's.
+        """
+        content = bytes(content)
+        if caterva:
+            return _read_caterva(content)
+        return _read_positional(_Reader(content), caterva=False)
+
+    def to_bytes(self) -> bytes:
+        """The metalayer content, byte for byte as c-blosc2 writes it.
+
+        A ``legacy_caterva`` meta is written in the caterva layout, which has no dtype.
+        """
+        ndim = len(self.shape)
+        out = bytearray(
+            (_CATERVA_ARRAY if self.legacy_caterva else _B2ND_ARRAY, self.version, ndim)
+        )
+        for name, marker, fmt in _SECTIONS:
+            out.append(_FIXARRAY + ndim)
+            for value in getattr(self, name):
+                out.append(marker)
+                out += struct.pack(fmt, value)
+        if not self.legacy_caterva:
+            text = dtype_string(self.dtype).encode("utf-8")
+            out.append(self.dtype_format)
+            out.append(_STR32)
+            out += struct.pack(">I", len(text))
+            out += text
+        return bytes(out)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def itemsize(self) -> int | None:
+        """Bytes per item, or None when the metalayer has no dtype (caterva)."""
+        return None if self.dtype is None else self.dtype.itemsize
+
+    @property
+    def extchunkshape(self) -> tuple[int, ...]:
+        """The chunk shape rounded up to whole blocks: the shape of every decoded chunk."""
+        return extchunkshape(self.chunkshape, self.blockshape)
+
+    @property
+    def chunk_nitems(self) -> int:
+        """Items in every decoded chunk, padding included."""
+        return math.prod(self.extchunkshape)
+
+    @property
+    def block_nitems(self) -> int:
+        return math.prod(self.blockshape)
+
+    @property
+    def chunk_grid(self) -> tuple[int, ...]:
+        """Chunks per dimension: ``ceil(shape / chunkshape)``."""
+        return tuple(-(-s // c) if c else 0 for s, c in zip(self.shape, self.chunkshape))
+
+    @property
+    def nchunks(self) -> int:
+        return math.prod(self.chunk_grid)
