@@ -7,17 +7,21 @@ value (zeros, NaN, uninitialized) for which no bytes are stored.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import shutil
+from collections.abc import Iterator, Mapping, MutableMapping
 
 import numpy as np
 
 from ..chunk.decoder import decode_chunk
+from ..chunk.encoder import encode_chunk, resolve_codec, resolve_filters, resolve_splitmode
 from ..chunk.header import ChunkHeader
-from ..constants import Codec, SpecialValue
+from ..constants import Codec, Filter, SpecialValue
 from ..errors import FormatError
+from . import writer
 from .header import FrameHeader
-from .storage import FrameSource, SparseFrame, open_source
-from .trailer import MIN_TRAILER_LEN, TRAILER_TAIL_LEN, read_trailer, trailer_span
+from .storage import FileFrame, FrameSource, MemoryFrame, SparseFrame, local_path, open_source
+from .trailer import MIN_TRAILER_LEN, TRAILER_TAIL_LEN, read_trailer, trailer_bytes, trailer_span
+from .vlmeta_codec import pack_value, unpack_value
 
 __all__ = ["SChunk"]
 
@@ -49,16 +53,62 @@ class SChunk:
         self._trailer_start = trailer_start
         self._raw_vlmeta = read_trailer(memoryview(self._trailer))
         self.offsets = self._read_offsets()
+        # Where the next invisible write goes (contiguous frames: past everything).
+        self._end = frame_len
+        self._stored_bytes = header.cbytes
+        self._cparams = {
+            "typesize": header.typesize, "codec": self.codec, "clevel": header.clevel,
+            "filters": header.filters, "filters_meta": header.filters_meta,
+            "splitmode": header.splitmode, "blocksize": header.blocksize,
+        }  # fmt: skip
 
     @classmethod
-    def open(cls, urlpath) -> SChunk:
-        """Read the frame at ``urlpath``: a file, a sparse-frame directory, or bytes."""
-        source, header = open_source(urlpath)
+    def open(cls, urlpath, mode: str = "r") -> SChunk:
+        """Open the frame at ``urlpath`` (a file, a sparse-frame directory, or bytes):
+        ``mode="r"`` to read, ``"a"`` to change it too (one writer at a time)."""
+        if mode not in ("r", "a"):
+            raise ValueError(f"mode must be 'r' or 'a' here (use SChunk.create for 'w'), not {mode!r}")
+        source, header = open_source(urlpath, writable=mode == "a")
         try:
             return cls(source, header)
         except BaseException:
             source.close()
             raise
+
+    @classmethod
+    def create(cls, urlpath=None, *, contiguous: bool = True, typesize: int = 1,
+               chunksize: int = -1, codec="zstd", clevel: int = 5, filters=None,
+               filters_meta=None, splitmode="auto", blocksize: int = 0,
+               meta: Mapping[str, bytes] | None = None) -> SChunk:
+        """A new empty frame, in memory (``urlpath=None``) or replacing what is at
+        ``urlpath``: a contiguous file, or a sparse-frame directory with ``contiguous=False``.
+
+        The compression parameters are stored in the header and used by :meth:`append_data`.
+        """
+        codec = resolve_codec(codec)
+        if filters is None:
+            slots, metas = (0, 0, 0, 0, 0, int(Filter.SHUFFLE)), (0,) * 6
+        else:
+            slots, metas = resolve_filters(filters, filters_meta)
+        header, frame = writer.empty_frame(
+            contiguous=contiguous or urlpath is None, typesize=typesize, codec=codec,
+            clevel=clevel, filters=slots, filters_meta=metas,
+            splitmode=resolve_splitmode(splitmode), blocksize=blocksize, chunksize=chunksize,
+            metalayers={k: bytes(v) for k, v in (meta or {}).items()},
+        )  # fmt: skip
+        if urlpath is None:
+            return cls(MemoryFrame(frame, writable=True), header)
+        path = local_path(urlpath)
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+        if contiguous:
+            path.write_bytes(frame)
+            return cls(FileFrame(path, writable=True), header)
+        path.mkdir(parents=True)
+        (path / "chunks.b2frame").write_bytes(frame)
+        return cls(SparseFrame(path, writable=True), header)
 
     def close(self) -> None:
         self._source.close()
@@ -142,14 +192,14 @@ class SChunk:
         return self.header.filters_meta
 
     @property
-    def meta(self) -> Mapping[str, bytes]:
-        return dict(self.header.metalayers)
+    def meta(self) -> MutableMapping[str, bytes]:
+        """The fixed metalayers (raw content); an update must keep the content's size."""
+        return _Meta(self)
 
     @property
-    def vlmeta(self) -> Mapping[str, object]:
-        from .vlmeta_codec import unpack_value
-
-        return {name: unpack_value(bytes(decode_chunk(raw))) for name, raw in self._raw_vlmeta.items()}
+    def vlmeta(self) -> MutableMapping[str, object]:
+        """The variable-length metalayers, decoded (msgpack only, never unpickled)."""
+        return _VLMeta(self)
 
     # --- chunks ----------------------------------------------------------------------------
 
@@ -186,6 +236,155 @@ class SChunk:
         """Chunk ``i`` decoded: a 1-d uint8 array (or written into ``out``)."""
         return decode_chunk(self.get_chunk(i), out=out)
 
+    # --- changing the frame -------------------------------------------------------------------
+
+    @property
+    def writable(self) -> bool:
+        return getattr(self._source, "writable", False)
+
+    def _check_writable(self) -> None:
+        if not self.writable:
+            raise PermissionError("the frame is open for reading; open it with mode='a'")
+
+    def append_data(self, data) -> int:
+        """Compress ``data`` with the frame's parameters and append it as a chunk."""
+        return self.append_chunk(encode_chunk(data, **self._cparams))
+
+    def append_chunk(self, chunk) -> int:
+        """Append a compressed chunk; returns the new number of chunks."""
+        return self.insert_chunk(self.nchunks, chunk, _op="append")
+
+    def insert_chunk(self, i: int, chunk, *, _op: str = "insert") -> int:
+        """Insert a compressed chunk before chunk ``i``; returns the new number of chunks."""
+        self._check_writable()
+        if not 0 <= i <= self.nchunks:
+            raise IndexError(f"cannot insert at {i} in {self.nchunks} chunks")
+        chunk, nbytes = _checked(chunk)
+        chunksize = writer.chunksize_after(self.chunksize, self.nchunks, self.nbytes, _op, i,
+                                           nbytes)  # fmt: skip
+        entry = self._store(chunk, chunksize)
+        offsets = np.insert(self.offsets, i, entry)
+        self._publish(offsets, self.nbytes + nbytes, chunksize)
+        return self.nchunks
+
+    def update_chunk(self, i: int, chunk) -> int:
+        """Replace chunk ``i``; returns the number of chunks."""
+        self._check_writable()
+        i = self._index(i)
+        chunk, nbytes = _checked(chunk)
+        old_chunk = self.get_chunk(i)
+        old_nbytes = ChunkHeader.from_bytes(old_chunk).nbytes
+        chunksize = writer.chunksize_after(self.chunksize, self.nchunks, self.nbytes, "update", i,
+                                           nbytes)  # fmt: skip
+        old = int(self.offsets[i])
+        offsets = self.offsets.copy()
+        offsets[i] = self._store(chunk, chunksize)
+        self._stored_bytes -= len(old_chunk) if old >= 0 else 0
+        self._publish(offsets, self.nbytes - old_nbytes + nbytes, chunksize)
+        self._forget(old)
+        return self.nchunks
+
+    def delete_chunk(self, i: int) -> int:
+        """Remove chunk ``i``; returns the new number of chunks."""
+        self._check_writable()
+        i = self._index(i)
+        old_chunk = self.get_chunk(i)
+        old_nbytes = ChunkHeader.from_bytes(old_chunk).nbytes
+        old = int(self.offsets[i])
+        self._stored_bytes -= len(old_chunk) if old >= 0 else 0
+        offsets = np.delete(self.offsets, i)
+        chunksize = self.chunksize if len(offsets) else -1
+        self._publish(offsets, self.nbytes - old_nbytes, chunksize)
+        self._forget(old)
+        return self.nchunks
+
+    def _store(self, chunk: bytes, chunksize: int) -> int:
+        """Write a chunk where no reader looks yet; returns its index entry."""
+        kind = writer.special_kind_of(chunk)
+        if kind and chunksize > 0:
+            return writer.special_offset(kind)  # no bytes: the index entry says it all
+        if isinstance(self._source, SparseFrame):
+            ids = self.offsets[self.offsets >= 0]
+            new_id = int(ids.max()) + 1 if len(ids) else 0
+            self._source.write_chunk_file(new_id, chunk)
+            self._stored_bytes += len(chunk)
+            return new_id
+        at = self._end
+        self._source.write(at, chunk)
+        self._end = at + len(chunk)
+        return at - self.header.header_len
+
+    def _forget(self, entry: int) -> None:
+        # A sparse frame's replaced or deleted chunk file goes once the index no longer has it.
+        if isinstance(self._source, SparseFrame) and entry >= 0 and entry not in self.offsets:
+            self._source.remove_chunk_file(entry)
+
+    def _publish(self, offsets: np.ndarray, nbytes: int, chunksize: int,
+                 vlmeta: dict[str, bytes] | None = None, index: bool = True) -> None:
+        """Make a change visible in one write (see :mod:`b2store.frame.writer`)."""
+        vlmeta = self._raw_vlmeta if vlmeta is None else vlmeta
+        h = self.header
+        trailer = trailer_bytes(vlmeta)
+        index_bytes = writer.encode_index(offsets) if index else b""
+        if isinstance(self._source, SparseFrame):
+            frame_len = h.header_len + len(index_bytes) + len(trailer)
+            # A sparse frame's cbytes is the size of its chunk files (c-blosc2 reads 0 as
+            # "no chunks").
+            new = writer.published_header(h, nbytes=nbytes, cbytes=self._stored_bytes,
+                                          chunksize=chunksize,
+                                          frame_len=frame_len, has_vlmeta=bool(vlmeta))
+            self._source.replace_index(new.to_bytes() + index_bytes + trailer)
+            trailer_at = frame_len - len(trailer)
+        else:
+            at = self._end
+            cbytes = (at if index else h.header_len + h.cbytes) - h.header_len
+            self._source.write(at, index_bytes + trailer)
+            trailer_at = at + len(index_bytes)
+            frame_len = trailer_at + len(trailer)
+            new = writer.published_header(h, nbytes=nbytes, cbytes=cbytes, chunksize=chunksize,
+                                          frame_len=frame_len, has_vlmeta=bool(vlmeta))
+            self._source.write(0, writer.fixed_header_bytes(new))  # the commit point
+            self._source.set_frame_len(frame_len)
+            self._end = frame_len
+        self.header, self.offsets = new, np.asarray(offsets, np.int64)
+        self._raw_vlmeta, self._trailer_start = dict(vlmeta), trailer_at
+
+    def _set_vlmeta(self, vlmeta: dict[str, bytes]) -> None:
+        self._check_writable()
+        # Only the trailer changes; the index stays where it is.
+        self._publish(self.offsets, self.nbytes, self.chunksize, vlmeta,
+                      index=isinstance(self._source, SparseFrame))  # fmt: skip
+
+    def _set_meta(self, name: str, content: bytes) -> None:
+        self._check_writable()
+        old = self.header.metalayers.get(name)
+        if old is None or len(old) != len(content):
+            raise ValueError(f"metalayer {name!r} can only be updated in place, with content of "
+                             f"the same size ({None if old is None else len(old)} bytes)")
+        metalayers = dict(self.header.metalayers)
+        metalayers[name] = bytes(content)
+        new = self.header.with_fields(metalayers=metalayers)
+        data = new.to_bytes()
+        if isinstance(self._source, SparseFrame):
+            index_and_trailer = self._source.read(self.header.header_len,
+                                                  self._source.frame_len - self.header.header_len)
+            self._source.replace_index(data + index_and_trailer)
+        else:
+            self._source.write(0, data)  # same length: one write of the whole header
+        self.header = new
+
+    def to_cframe(self) -> bytes:
+        """The whole frame as one contiguous frame's bytes."""
+        if self.contiguous:
+            return self._source.read(0, self._source.frame_len)
+        out = SChunk.create(None, typesize=self.typesize, codec=self.codec, clevel=self.clevel,
+                            filters=self.filters, filters_meta=self.filters_meta,
+                            blocksize=self.blocksize, meta=self.header.metalayers,
+                            chunksize=self.chunksize if self.nchunks else -1)  # fmt: skip
+        chunks = [out._store(self.get_chunk(i), self.chunksize) for i in range(self.nchunks)]
+        out._publish(np.array(chunks, np.int64), self.nbytes, self.chunksize, self._raw_vlmeta)
+        return out._source.getvalue()
+
     def _index(self, i: int) -> int:
         n = self.nchunks
         if not -n <= i < n:
@@ -203,3 +402,67 @@ class SChunk:
         kind = "contiguous" if self.contiguous else "sparse"
         return (f"SChunk({kind}, nchunks={self.nchunks}, chunksize={self.chunksize}, "
                 f"typesize={self.typesize}, nbytes={self.nbytes}, cbytes={self.cbytes})")
+
+
+def _checked(chunk) -> tuple[bytes, int]:
+    """A chunk's bytes (exactly cbytes of them) and its nbytes, after checking its header."""
+    data = bytes(memoryview(chunk).cast("B"))
+    header = ChunkHeader.from_bytes(data)
+    return data[: header.cbytes], header.nbytes
+
+
+class _VLMeta(MutableMapping):
+    """The vlmetalayers of a frame, decoded on access; changes rewrite the trailer."""
+
+    def __init__(self, schunk: SChunk):
+        self._schunk = schunk
+
+    def __getitem__(self, name: str):
+        return unpack_value(bytes(decode_chunk(self._schunk._raw_vlmeta[name])))
+
+    def __setitem__(self, name: str, value) -> None:
+        # python-blosc2 stores each value compressed with its defaults for typesize 1.
+        packed = encode_chunk(pack_value(value), typesize=1, codec=Codec.ZSTD, clevel=5,
+                              filters=[Filter.SHUFFLE])  # fmt: skip
+        raw = dict(self._schunk._raw_vlmeta)
+        raw[name] = packed
+        self._schunk._set_vlmeta(raw)
+
+    def __delitem__(self, name: str) -> None:
+        raw = dict(self._schunk._raw_vlmeta)
+        del raw[name]
+        self._schunk._set_vlmeta(raw)
+
+    def __iter__(self):
+        return iter(list(self._schunk._raw_vlmeta))
+
+    def __len__(self) -> int:
+        return len(self._schunk._raw_vlmeta)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+class _Meta(MutableMapping):
+    """The fixed metalayers (raw bytes); updated in place when the size does not change."""
+
+    def __init__(self, schunk: SChunk):
+        self._schunk = schunk
+
+    def __getitem__(self, name: str) -> bytes:
+        return self._schunk.header.metalayers[name]
+
+    def __setitem__(self, name: str, content: bytes) -> None:
+        self._schunk._set_meta(name, content)
+
+    def __delitem__(self, name: str) -> None:
+        raise ValueError("fixed metalayers cannot be deleted")
+
+    def __iter__(self):
+        return iter(list(self._schunk.header.metalayers))
+
+    def __len__(self) -> int:
+        return len(self._schunk.header.metalayers)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))

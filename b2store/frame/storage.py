@@ -7,18 +7,25 @@ chunk i), so that :class:`~b2store.frame.schunk.SChunk` does not care which it r
 
 from __future__ import annotations
 
+import fcntl
 import os
+import tempfile
 from pathlib import Path
 
 from ..chunk.header import ChunkHeader
 from ..constants import EXTENDED_HEADER_LENGTH, MIN_HEADER_LENGTH
-from ..errors import FormatError
+from ..errors import B2StoreError, FormatError
 from .header import FrameHeader
 
 __all__ = ["FrameSource", "MemoryFrame", "FileFrame", "SparseFrame", "open_source",
-           "INDEX_NAME"]  # fmt: skip
+           "INDEX_NAME", "WriterLockedError"]  # fmt: skip
+
+
+class WriterLockedError(B2StoreError):
+    """Another writer has the frame open: two writers would corrupt it."""
 
 INDEX_NAME = "chunks.b2frame"
+LOCK_NAME = ".b2store-lock"
 _PEEK = 128
 
 
@@ -50,8 +57,31 @@ class FrameSource:
 
 
 class MemoryFrame(FrameSource):
-    def __init__(self, data):
-        self._data = memoryview(data).cast("B")
+    def __init__(self, data, writable: bool = False):
+        if writable:
+            self._buf = bytearray(data)
+            self._data = memoryview(self._buf)
+        else:
+            self._buf = None
+            self._data = memoryview(data).cast("B")
+        self.writable = writable
+
+    def write(self, offset: int, data: bytes) -> None:
+        end = offset + len(data)
+        if end > len(self._buf):
+            self._data.release()
+            self._buf.extend(bytes(end - len(self._buf)))
+            self._data = memoryview(self._buf)
+        self._data[offset:end] = data
+
+    def set_frame_len(self, frame_len: int) -> None:
+        if frame_len < len(self._buf):
+            self._data.release()
+            del self._buf[frame_len:]
+            self._data = memoryview(self._buf)
+
+    def getvalue(self) -> bytes:
+        return bytes(self._data)
 
     @property
     def frame_len(self) -> int:
@@ -67,11 +97,25 @@ class MemoryFrame(FrameSource):
 class FileFrame(FrameSource):
     """A contiguous frame in a file, read with positional reads (no shared file position)."""
 
-    def __init__(self, path, frame_len: int | None = None):
+    def __init__(self, path, frame_len: int | None = None, writable: bool = False):
         self.path = Path(path)
-        self._fd = os.open(self.path, os.O_RDONLY)
+        self.writable = writable
+        self._fd = _lock(self.path) if writable else os.open(self.path, os.O_RDONLY)
         self._size = os.fstat(self._fd).st_size
         self._frame_len = frame_len if frame_len is not None else self._size
+
+    def write(self, offset: int, data: bytes) -> None:
+        written = os.pwrite(self._fd, data, offset)
+        if written != len(data):
+            raise OSError(f"short write to {self.path}: {written} of {len(data)} bytes")
+
+    def set_frame_len(self, frame_len: int) -> None:
+        """Make ``frame_len`` the end; bytes past it were never part of a committed frame."""
+        self._frame_len = frame_len
+        os.ftruncate(self._fd, frame_len)
+
+    def sync(self) -> None:
+        os.fsync(self._fd)
 
     @property
     def frame_len(self) -> int:
@@ -100,9 +144,35 @@ class SparseFrame(FileFrame):
 
     contiguous = False
 
-    def __init__(self, directory):
+    def __init__(self, directory, writable: bool = False):
         self.directory = Path(directory)
+        self._lock_fd = -1
+        if writable:
+            # The index file is replaced on every change, so the lock lives in a sidecar.
+            self._lock_fd = _lock(self.directory / LOCK_NAME)
         super().__init__(self.directory / INDEX_NAME)
+        self.writable = writable
+
+    def write_chunk_file(self, chunk_id: int, chunk: bytes) -> None:
+        """Write a chunk file whole or not at all (a temporary file, then a rename)."""
+        _atomic_write(self.chunk_path(chunk_id), chunk)
+
+    def remove_chunk_file(self, chunk_id: int) -> None:
+        self.chunk_path(chunk_id).unlink(missing_ok=True)
+
+    def replace_index(self, frame: bytes) -> None:
+        """Swap in a new ``chunks.b2frame`` in one rename; readers see the old or the new."""
+        _atomic_write(self.path, frame)
+        fd = os.open(self.path, os.O_RDONLY)
+        os.close(self._fd)
+        self._fd = fd
+        self._frame_len = self._size = len(frame)
+
+    def close(self) -> None:
+        super().close()
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
 
     def chunk_path(self, chunk_id: int) -> Path:
         if not 0 <= chunk_id <= 0xFFFFFFFF:
@@ -121,16 +191,45 @@ class SparseFrame(FileFrame):
         return data
 
 
-def open_source(urlpath) -> tuple[FrameSource, FrameHeader]:
+def _lock(path: Path) -> int:
+    """Open ``path`` for writing and hold an exclusive lock on it, or refuse at once."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        # One writer at a time, across processes and within one (each open is its own).
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise WriterLockedError(f"{path} is open for writing by another writer") from None
+    return fd
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def local_path(urlpath) -> Path:
+    return Path(os.fspath(urlpath).removeprefix("file://")).expanduser()
+
+
+def open_source(urlpath, writable: bool = False) -> tuple[FrameSource, FrameHeader]:
     """The source and header of the frame at ``urlpath`` (a file, a directory, or bytes)."""
     if isinstance(urlpath, (bytes, bytearray, memoryview)):
-        source: FrameSource = MemoryFrame(urlpath)
+        source: FrameSource = MemoryFrame(urlpath, writable=writable)
     else:
-        path = Path(os.fspath(urlpath).removeprefix("file://"))
+        path = local_path(urlpath)
         if path.is_dir():
-            source = SparseFrame(path)
+            source = SparseFrame(path, writable=writable)
         elif path.exists():
-            source = FileFrame(path)
+            source = FileFrame(path, writable=writable)
         else:
             raise FileNotFoundError(f"no frame at {path}")
     try:
@@ -139,7 +238,10 @@ def open_source(urlpath) -> tuple[FrameSource, FrameHeader]:
             raise FormatError("frame_len", f"at most the {source.frame_len} bytes there are",
                               frame_len, 16)  # fmt: skip
         if isinstance(source, MemoryFrame):
-            source = MemoryFrame(source._data[:frame_len])
+            if writable:
+                source.set_frame_len(frame_len)
+            else:
+                source = MemoryFrame(source._data[:frame_len])
         elif isinstance(source, FileFrame):
             source._frame_len = frame_len  # trailing bytes after a frame are not ours
         header = FrameHeader.from_bytes(source.read(0, min(header_len, frame_len)))
