@@ -8,6 +8,7 @@ from .chunk.encoder import encode_chunk
 from .api import open
 from .frame.schunk import SChunk
 from .nd.array import B2ndArray
+from .nd.create import asarray, empty, frombuffer, full, zeros
 from .chunk.header import ChunkInfo
 from .constants import Codec, Filter, SpecialValue, SplitMode
 from .errors import B2StoreError, FormatError, UnsupportedError
@@ -19,6 +20,11 @@ __all__ = [
     "open",
     "SChunk",
     "B2ndArray",
+    "asarray",
+    "zeros",
+    "empty",
+    "full",
+    "frombuffer",
     "chunk_info",
     "ChunkInfo",
     "Codec",

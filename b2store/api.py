@@ -16,11 +16,12 @@ def open(urlpath, mode: str = "r", *, dtype=None):  # noqa: A001 - mirrors blosc
 
     Returns a :class:`B2ndArray` for frames with a ``b2nd`` or legacy ``caterva``
     metalayer (``dtype`` supplies the item type caterva does not store) and an
-    :class:`SChunk` otherwise.
+    :class:`SChunk` otherwise. ``mode="a"`` allows changes (one writer at a time).
     """
-    if mode != "r":
-        raise ValueError(f"mode {mode!r}: this version of b2store opens frames for reading ('r')")
-    schunk = SChunk.open(urlpath)
+    if mode not in ("r", "a"):
+        raise ValueError(f"mode must be 'r' (read) or 'a' (read and write), not {mode!r}; "
+                         "b2store.asarray/zeros/... create new arrays")  # fmt: skip
+    schunk = SChunk.open(urlpath, mode=mode)
     try:
         meta = schunk.meta
         if "b2nd" in meta:

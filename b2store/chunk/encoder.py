@@ -30,7 +30,8 @@ from .filters import Pipeline
 from .header import BLOSC2_FLAGS, FLAGS, ChunkHeader
 from .tuning import MIN_BUFFERSIZE, compute_blocksize, header_typesize, split_block
 
-__all__ = ["encode_chunk", "resolve_codec", "resolve_filters", "resolve_splitmode"]
+__all__ = ["encode_chunk", "special_chunk", "resolve_codec", "resolve_filters",
+           "resolve_splitmode"]  # fmt: skip
 
 CHUNK_VERSION = 5
 # The largest input c-blosc2 compresses into one chunk (its header sizes are int32).
@@ -192,6 +193,23 @@ def encode_chunk(
     for block in blocks:
         pieces += block
     return b"".join(pieces)
+
+
+def special_chunk(kind: SpecialValue, nbytes: int, typesize: int, value: bytes = b"",
+                  blocksize: int = 0) -> bytes:
+    """A chunk that stores no data, only what every item is (zeros, NaN, a repeated value,
+    or undefined), as c-blosc2 builds them; ``value`` holds one item for VALUE."""
+    if kind == SpecialValue.VALUE and len(value) != typesize:
+        raise ValueError(f"a repeated value of {typesize} bytes, not {len(value)}")
+    if nbytes % max(typesize, 1):
+        raise ValueError(f"nbytes {nbytes} is not a whole number of {typesize}-byte items")
+    body = value if kind == SpecialValue.VALUE else b""
+    header = ChunkHeader(
+        version=CHUNK_VERSION, versionlz=1, flags=FLAGS.EXTENDED,
+        typesize=header_typesize(typesize), nbytes=nbytes, blocksize=blocksize or nbytes,
+        cbytes=EXTENDED_HEADER_LENGTH + len(body), blosc2_flags=int(kind) << 4,
+    )  # fmt: skip
+    return header.to_bytes() + body
 
 
 def _check_parameters(nbytes, typesize, codec, clevel, blocksize, use_dict) -> None:

@@ -56,6 +56,7 @@ class SChunk:
         # Where the next invisible write goes (contiguous frames: past everything).
         self._end = frame_len
         self._stored_bytes = header.cbytes
+        self._next_id = 0
         self._cparams = {
             "typesize": header.typesize, "codec": self.codec, "clevel": header.clevel,
             "filters": header.filters, "filters_meta": header.filters_meta,
@@ -126,7 +127,7 @@ class SChunk:
 
     def _read_offsets(self) -> np.ndarray:
         h = self.header
-        if h.nbytes == 0 and h.chunksize <= 0 or h.chunksize == -1:
+        if h.nbytes == 0 or h.chunksize == -1:  # c-blosc2: no bytes, no chunks
             return np.zeros(0, np.int64)
         at = h.header_len if not self._source.contiguous else self._chunks_end()
         index = self._source.read_chunk_at(at, self._trailer_start)
@@ -267,6 +268,47 @@ class SChunk:
         self._publish(offsets, self.nbytes + nbytes, chunksize)
         return self.nchunks
 
+    def extend_chunks(self, chunks) -> int:
+        """Append many compressed chunks, published at once; returns the number of chunks."""
+        self._check_writable()
+        offsets, nbytes, chunksize = list(self.offsets), self.nbytes, self.chunksize
+        for chunk in chunks:
+            chunk, n = _checked(chunk)
+            chunksize = writer.chunksize_after(chunksize, len(offsets), nbytes, "append",
+                                               len(offsets), n)  # fmt: skip
+            offsets.append(self._store(chunk, chunksize))
+            nbytes += n
+        self._publish(np.array(offsets, np.int64), nbytes, chunksize)
+        return self.nchunks
+
+    def update_chunks(self, updates: Mapping[int, bytes]) -> None:
+        """Replace several chunks ({index: chunk}), published at once."""
+        self._check_writable()
+        offsets, nbytes, chunksize, gone = self.offsets.copy(), self.nbytes, self.chunksize, []
+        for i, chunk in updates.items():
+            i = self._index(i)
+            chunk, n = _checked(chunk)
+            old_chunk = self.get_chunk(i)
+            nbytes += n - ChunkHeader.from_bytes(old_chunk).nbytes
+            chunksize = writer.chunksize_after(chunksize, len(offsets), self.nbytes, "update", i, n)
+            gone.append(int(offsets[i]))
+            self._stored_bytes -= len(old_chunk) if offsets[i] >= 0 else 0
+            offsets[i] = self._store(chunk, chunksize)
+        self._publish(offsets, nbytes, chunksize)
+        for entry in gone:
+            self._forget(entry)
+
+    def reindex(self, entries, nbytes: int, metalayers: dict[str, bytes] | None = None) -> None:
+        """Publish a new chunk order at once: ``entries`` are existing index entries (or
+        special offsets), ``metalayers`` same-size replacements (b2nd resize uses this)."""
+        self._check_writable()
+        entries = np.asarray(entries, np.int64)
+        gone = set(int(e) for e in self.offsets if e >= 0) - set(int(e) for e in entries if e >= 0)
+        chunksize = self.chunksize if len(entries) else -1
+        self._publish(entries, nbytes, chunksize, metalayers=metalayers)
+        for entry in gone:
+            self._forget(entry)
+
     def update_chunk(self, i: int, chunk) -> int:
         """Replace chunk ``i``; returns the number of chunks."""
         self._check_writable()
@@ -305,7 +347,9 @@ class SChunk:
             return writer.special_offset(kind)  # no bytes: the index entry says it all
         if isinstance(self._source, SparseFrame):
             ids = self.offsets[self.offsets >= 0]
-            new_id = int(ids.max()) + 1 if len(ids) else 0
+            # Past every id in use, and every id handed out since (a batch not yet published).
+            new_id = max(int(ids.max()) + 1 if len(ids) else 0, self._next_id)
+            self._next_id = new_id + 1
             self._source.write_chunk_file(new_id, chunk)
             self._stored_bytes += len(chunk)
             return new_id
@@ -320,10 +364,16 @@ class SChunk:
             self._source.remove_chunk_file(entry)
 
     def _publish(self, offsets: np.ndarray, nbytes: int, chunksize: int,
-                 vlmeta: dict[str, bytes] | None = None, index: bool = True) -> None:
-        """Make a change visible in one write (see :mod:`b2store.frame.writer`)."""
+                 vlmeta: dict[str, bytes] | None = None, index: bool = True,
+                 metalayers: dict[str, bytes] | None = None) -> None:
+        """Make a change visible in one write (see :mod:`b2store.frame.writer`); new
+        metalayers, of the same sizes, go in the same write."""
         vlmeta = self._raw_vlmeta if vlmeta is None else vlmeta
         h = self.header
+        if metalayers is not None:
+            h = h.with_fields(metalayers=metalayers)
+            if len(h.to_bytes()) != self.header.header_len:
+                raise ValueError("metalayers can only change in place, keeping their sizes")
         trailer = trailer_bytes(vlmeta)
         index_bytes = writer.encode_index(offsets) if index else b""
         if isinstance(self._source, SparseFrame):
@@ -343,7 +393,8 @@ class SChunk:
             frame_len = trailer_at + len(trailer)
             new = writer.published_header(h, nbytes=nbytes, cbytes=cbytes, chunksize=chunksize,
                                           frame_len=frame_len, has_vlmeta=bool(vlmeta))
-            self._source.write(0, writer.fixed_header_bytes(new))  # the commit point
+            commit = new.to_bytes() if metalayers is not None else writer.fixed_header_bytes(new)
+            self._source.write(0, commit)  # the commit point
             self._source.set_frame_len(frame_len)
             self._end = frame_len
         self.header, self.offsets = new, np.asarray(offsets, np.int64)

@@ -15,7 +15,10 @@ import numpy as np
 from ..chunk.decoder import ChunkDecoder
 from ..errors import FormatError
 from ..frame.schunk import SChunk
+from ..constants import SpecialValue
+from ..frame.writer import special_offset
 from .geometry import (
+    array_to_chunk,
     blocks_touched,
     chunk_grid,
     chunk_nitems,
@@ -141,10 +144,7 @@ class B2ndArray:
 
     def _read_chunk(self, coords, parts, out: np.ndarray) -> None:
         """Copy what ``parts`` selects of chunk ``coords`` into ``out``."""
-        grid = chunk_grid(self.shape, self.chunks)
-        nchunk = 0
-        for c, g in zip(coords, grid):
-            nchunk = nchunk * g + c
+        nchunk = _c_index(coords, chunk_grid(self.shape, self.chunks))
         region = [(local[0], local[-1] + 1) for local, _ in parts]
         buf = self._decode_blocks(nchunk, region)
         ext = chunk_to_array(buf, self.chunks, self.blocks, self.dtype)
@@ -178,6 +178,69 @@ class B2ndArray:
             if j or first is None:
                 decoder.decode_block(j, buf[offset : offset + size], first)
         return buf
+
+
+    # --- writing ---------------------------------------------------------------------------
+
+    def __setitem__(self, key, value) -> None:
+        """Write ``value`` (broadcast as numpy does) into the selection; each chunk touched
+        is decoded, changed, re-encoded, and all are published at once."""
+        if not self.schunk.writable:
+            raise PermissionError("the array is open for reading; open it with mode='a'")
+        from .create import encode_array_chunk
+
+        dims, final = _normalize(key, self.shape)
+        selected = np.empty(tuple(len(d) for d in dims), self.dtype)
+        selected[final] = np.asarray(value, dtype=self.dtype)
+        grid = chunk_grid(self.shape, self.chunks)
+        inner = tuple(slice(0, c) for c in self.chunks)
+        updates = {}
+        for coords, parts in _chunks_touched(dims, self.chunks):
+            nchunk = _c_index(coords, grid)
+            whole = [(0, c) for c in self.chunks]
+            ext = chunk_to_array(self._decode_blocks(nchunk, whole), self.chunks, self.blocks,
+                                 self.dtype).copy()  # fmt: skip
+            src = tuple(_as_index(local) for local, _ in parts)
+            dst = tuple(_as_index(pos) for _, pos in parts)
+            ext[src] = selected[dst]
+            buf = array_to_chunk(ext[inner], self.chunks, self.blocks)
+            updates[nchunk] = encode_array_chunk(buf, self.dtype, self.schunk._cparams)
+        if updates:
+            self.schunk.update_chunks(updates)
+
+    def resize(self, newshape) -> None:
+        """Change the shape: chunks that leave the array go, new ones read as zeros."""
+        newshape = tuple(int(n) for n in newshape)
+        if len(newshape) != self.ndim or any(n < 0 for n in newshape):
+            raise ValueError(f"a new shape of {self.ndim} non-negative dimensions, not {newshape}")
+        if any(c == 0 for c in self.chunks):
+            raise ValueError("an array created with a zero-sized chunk dimension cannot grow")
+        old_grid = chunk_grid(self.shape, self.chunks)
+        new_grid = chunk_grid(newshape, self.chunks)
+        zero = special_offset(SpecialValue.ZERO)
+        entries = []
+        if math.prod(newshape):
+            for coords in np.ndindex(*new_grid) if new_grid else [()]:
+                inside = all(c < g for c, g in zip(coords, old_grid)) and math.prod(self.shape)
+                entries.append(int(self.schunk.offsets[_c_index(coords, old_grid)]) if inside
+                               else zero)  # fmt: skip
+        meta = B2ndMeta(shape=newshape, chunkshape=self.chunks, blockshape=self.blocks,
+                        dtype=self._meta.dtype)  # fmt: skip
+        nbytes = len(entries) * chunk_nitems(self.chunks, self.blocks) * self.dtype.itemsize
+        metalayers = dict(self.schunk.meta)
+        metalayers["b2nd" if "b2nd" in metalayers else "caterva"] = (
+            meta.to_bytes() if "b2nd" in metalayers else metalayers["caterva"])
+        if "b2nd" not in metalayers:
+            raise ValueError("resizing a legacy caterva array is not supported")
+        self.schunk.reindex(entries, nbytes, metalayers)
+        self._meta = meta
+
+
+def _c_index(coords, dims) -> int:
+    index = 0
+    for c, d in zip(coords, dims):
+        index = index * d + c
+    return index
 
 
 def _normalize(key, shape):

@@ -1,0 +1,378 @@
+"""The chunk and block shapes python-blosc2 4.14.1 picks for a new array, and the cache sizes they depend on.
+
+python-blosc2 chooses ``chunks`` and ``blocks`` from the CPU caches of the machine it runs on,
+so the same call gives different shapes on different computers. The rules, as
+``blosc2.compute_chunks_blocks`` applies them:
+
+1. A shape with a 0 and neither ``chunks`` nor ``blocks`` given: ``chunks = blocks = shape``.
+   When both are given they are checked (same length as the shape, no 0 where the shape has
+   none, no block dimension above its chunk dimension) and returned as they are.
+2. The block size in bytes. With ``blocks`` given it is ``prod(blocks) * itemsize`` (and the
+   given block *shape* is then thrown away: only its size is kept). Otherwise it starts at
+   32 KiB, or, for the codecs c-blosc2 tunes with STUNE (NDLZ, ZFP_*), at STUNE's block size
+   for an 8 MiB buffer: 32 KiB scaled by the compression level (x1/4 at 0, x1/2 at 1, x1 at 2,
+   x2 at 3, x4 at 4-5, x8 at 6-9). It is then raised to a floor: on x86_64 a quarter of L2,
+   or 4 x L1 when L2 is 2 MiB or more; on any other machine L1. Finally at least ``itemsize``.
+   Above ``MAX_BLOCKSIZE`` is an error.
+3. ``blocks = partition(blocksize // itemsize, chunks if given else shape)``.
+4. Without ``chunks``: the chunk size in bytes starts at 32 blocks (if that stays below
+   64 MiB, else one block), becomes L3 when L3 > L2, is divided by 4, is raised to L2 / 4
+   (macOS: to L2) when L2 is larger, then clamped to [4 MiB, ``MAX_BUFFERSIZE``] and to at
+   least one block, and rounded down to whole blocks. ``chunks = partition(chunksize //
+   itemsize, shape, minimum=blocks)``, each dimension then rounded up to a multiple of the
+   block dimension but not above the shape.
+
+``partition(nitems, maxshape, minimum)`` fills dimensions from the last one: a dimension
+that fits in the items left takes its full length; one that does not takes the items left
+(at least its minimum), snapped down to the largest divisor of its length if there is one
+above half of that value. The items left are then divided by what the dimension took.
+
+The cache sizes come from where python-blosc2 reads them (``blosc2.core.get_cpu_info``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import json
+import math
+import platform
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+
+from ..constants import EXTENDED_HEADER_LENGTH, MAX_BLOCKSIZE, Codec
+
+__all__ = ["default_chunks_blocks", "cache_sizes", "DEFAULT_CACHE_SIZES", "MAX_BUFFERSIZE"]
+
+KiB = 1 << 10
+MiB = 1 << 20
+
+# What python-blosc2 assumes for any level it cannot detect.
+DEFAULT_CACHE_SIZES: Mapping[str, int] = {"l1": 32 * KiB, "l2": 256 * KiB, "l3": 1 * MiB}
+
+# BLOSC2_MAX_BUFFERSIZE: the largest chunk c-blosc2 compresses.
+MAX_BUFFERSIZE = 2**31 - 1 - EXTENDED_HEADER_LENGTH
+
+# Codecs whose default block size python-blosc2 asks STUNE for, instead of taking 32 KiB.
+_STUNE_CODECS = frozenset({Codec.NDLZ, Codec.ZFP_ACC, Codec.ZFP_PREC, Codec.ZFP_RATE})
+# STUNE's scaling of its 32 KiB base per compression level, for codecs that are neither
+# "high compression ratio" ones nor split into streams (true of every codec above).
+_STUNE_FACTOR = {0: 0.25, 1: 0.5, 2: 1, 3: 2, 4: 4, 5: 4, 6: 8, 7: 8, 8: 8, 9: 8}
+_STUNE_PROBE_NBYTES = 8 * MiB
+
+
+# --- cache sizes ------------------------------------------------------------------------
+
+
+def _sysfs_size(text: str) -> int | None:
+    # python-blosc2 only understands a K, M or G suffix; anything else counts as undetected.
+    units = {"K": KiB, "M": MiB, "G": 1 << 30}
+    text = text.rstrip("\n")
+    if text[-1:] in units and text[:-1].isdigit():
+        return int(text[:-1]) * units[text[-1]]
+    return None
+
+
+def _lscpu_size(field: str) -> int | None:
+    """Size of one instance of a cache per ``lscpu --json`` (e.g. ``"64 KiB (2 instances)"``)."""
+    try:
+        out = subprocess.run(["lscpu", "--json"], capture_output=True, check=True, text=True).stdout
+        entries = json.loads(out)["lscpu"]
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError, TypeError):
+        return None
+    units = {"KiB": KiB, "MiB": MiB, "GiB": 1 << 30}
+    for entry in entries:
+        if entry.get("field") != f"{field} cache:":
+            continue
+        try:
+            size_unit, instances = entry["data"].split(" (")
+            size, unit = size_unit.split()
+            return int(size) * units[unit] // int(instances.split()[0])
+        except (ValueError, KeyError, IndexError, ZeroDivisionError):
+            return None
+    return None
+
+
+def _linux_size(index: int, lscpu_field: str) -> int | None:
+    # python-blosc2 takes cpu0's cache index0 as L1 data, index2 as L2 and index3 as L3 by
+    # their position, whatever their "level" and "type" files say; only when the file is
+    # missing does it ask lscpu (which divides the total by the number of instances).
+    try:
+        with open(f"/sys/devices/system/cpu/cpu0/cache/index{index}/size") as f:
+            return _sysfs_size(f.read())
+    except FileNotFoundError:
+        return _lscpu_size(lscpu_field)
+    except (OSError, ValueError):
+        return None
+
+
+def _darwin_size(level: int) -> int | None:
+    # The performance cluster's caches; Intel Macs have no perflevel0 and get the defaults.
+    name = "hw.perflevel0.l1dcachesize" if level == 1 else f"hw.perflevel0.l{level}cachesize"
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        size, length = ctypes.c_size_t(0), ctypes.c_size_t(ctypes.sizeof(ctypes.c_size_t))
+        libc.sysctlbyname(name.encode("ascii"), ctypes.byref(size), ctypes.byref(length), None, 0)
+    except (OSError, AttributeError):
+        return None
+    return size.value or None
+
+
+@functools.lru_cache(maxsize=1)
+def _detected_cache_sizes() -> tuple[int, int, int]:
+    sizes = dict(DEFAULT_CACHE_SIZES)
+    system = platform.system()
+    if sys.platform == "emscripten" or platform.machine().startswith("wasm"):
+        found: dict[str, int | None] = {}
+    elif system == "Linux":
+        found = {"l1": _linux_size(0, "L1d"), "l2": _linux_size(2, "L2"), "l3": _linux_size(3, "L3")}
+    elif system == "Darwin":
+        found = {"l1": _darwin_size(1), "l2": _darwin_size(2), "l3": _darwin_size(3)}
+    else:
+        # python-blosc2 asks Windows (GetLogicalProcessorInformationEx); b2store does not.
+        found = {}
+    sizes.update({k: v for k, v in found.items() if v is not None})
+    return sizes["l1"], sizes["l2"], sizes["l3"]
+
+
+def cache_sizes() -> dict[str, int]:
+    """The L1 data, L2 and L3 cache sizes in bytes that python-blosc2 sees on this machine.
+
+    Linux: ``/sys/devices/system/cpu/cpu0/cache/index{0,2,3}/size``, else ``lscpu --json``
+    (size per instance); macOS: ``sysctl hw.perflevel0.*``. A level that cannot be found
+    keeps python-blosc2's default (32 KiB, 256 KiB, 1 MiB). Detected once, on first use.
+
+    Returns
+    -------
+    dict
+        ``{"l1": bytes, "l2": bytes, "l3": bytes}``
+    """
+    l1, l2, l3 = _detected_cache_sizes()
+    return {"l1": l1, "l2": l2, "l3": l3}
+
+
+def _host() -> tuple[str, str]:
+    """(system, machine): the rules treat x86_64 and macOS apart."""
+    return platform.system(), platform.machine()
+
+
+# --- partitions ---------------------------------------------------------------------------
+
+
+def _largest_divisor_in(a: int, low: int, high: int) -> int | None:
+    """The largest divisor of ``a`` in ``(low, high]``, or None; ``0 <= low < high``."""
+    if high >= a:
+        return a if a > low else None
+    # Scan the candidates downwards, or their cofactors ``a // d`` upwards, whichever range
+    # is shorter: a prime length of 10**9 then costs ~4e4 steps, not ~1e6.
+    if high - low <= a // (low + 1) - a // high + 1:
+        for d in range(high, low, -1):
+            if a % d == 0:
+                return d
+        return None
+    q = -(-a // high)  # the smallest cofactor whose divisor is <= high
+    while q * low < a:  # a // q > low
+        if a % q == 0:
+            return a // q
+        q += 1
+    return None
+
+
+def _closest_divisor(a: int, b: int) -> int:
+    """python-blosc2's non-strict ``nearest_divisor`` (only reached with ``b > a``)."""
+    if a > 100_000:
+        return _largest_divisor_in(a, 0, b) or 1
+    # Its compiled version visits the divisors in the order 1, a, 2, a/2, 3, ...; a later
+    # one wins only if strictly closer, and none counts that is a or more away from b.
+    best, best_diff = 1, a
+    i = 1
+    while i * i <= a:
+        if a % i == 0:
+            for d in (i, a // i):
+                if abs(d - b) < best_diff:
+                    best, best_diff = d, abs(d - b)
+        i += 1
+    return best
+
+
+def _partition(nitems: int, maxshape: Sequence[int], minimum: Sequence[int] | None = None) -> list[int]:
+    if 0 in maxshape:
+        raise ValueError(f"cannot partition the shape {tuple(maxshape)}: it has a 0 dimension")
+    if nitems == 0:
+        raise ValueError("cannot partition into parts of 0 items")
+    if minimum is None:
+        minimum = [1] * len(maxshape)
+    part = [1] * len(maxshape)
+    left = nitems
+    for i in reversed(range(len(maxshape))):
+        if left <= 1:
+            break
+        size, least = maxshape[i], minimum[i]
+        n = max(size, least)
+        if n <= left:
+            if size % n:
+                n = _closest_divisor(size, n)
+        else:
+            n = max(left, least)
+            if size % n:
+                n = _largest_divisor_in(size, n // 2, n) or n
+        part[i] = n
+        left //= n
+    return part
+
+
+# --- sizes --------------------------------------------------------------------------------
+
+
+def _codec_id(codec: object) -> int | None:
+    if codec is None:
+        return None
+    if isinstance(codec, str):
+        try:
+            return int(Codec[codec.upper()])
+        except KeyError:
+            raise ValueError(f"unknown codec {codec!r}") from None
+    value = getattr(codec, "value", codec)  # blosc2.Codec is a plain Enum
+    return int(value)
+
+
+def _default_blocksize(itemsize: int, codec: int | None, clevel: int, caches: Mapping[str, int]) -> int:
+    if codec in _STUNE_CODECS:
+        probe = _STUNE_PROBE_NBYTES // itemsize * itemsize
+        blocksize = int(32 * KiB * _STUNE_FACTOR[clevel]) if probe >= 32 * KiB else probe
+        blocksize = min(blocksize, probe)
+    else:
+        blocksize = 32 * KiB
+    system, machine = _host()
+    if machine == "x86_64":
+        floor = caches["l1"] * 4 if caches["l2"] >= 2 * MiB else caches["l2"] // 4
+    else:
+        floor = caches["l1"]
+    return max(blocksize, floor, itemsize)
+
+
+def _default_chunksize(blocksize: int, caches: Mapping[str, int]) -> int:
+    chunksize = blocksize * 32 if blocksize * 32 < 64 * MiB else blocksize
+    l2, l3 = caches["l2"], caches["l3"]
+    if 0 < l3 and l2 < l3:
+        chunksize = l3
+    # Room in L3 for three operands and a result.
+    chunksize //= 4
+    if l2 > chunksize:
+        chunksize = l2 if _host()[0] == "Darwin" else max(l2 // 4, chunksize)
+    chunksize = min(max(chunksize, 4 * MiB), MAX_BUFFERSIZE)
+    chunksize = max(chunksize, blocksize)
+    return chunksize // blocksize * blocksize
+
+
+# --- the entry point ----------------------------------------------------------------------
+
+
+def _as_dims(name: str, value: int | Sequence[int], ndim: int) -> tuple[int, ...]:
+    dims = (int(value),) if isinstance(value, int) else tuple(int(v) for v in value)
+    if len(dims) != ndim:
+        raise ValueError(f"{name} {dims} should have as many dimensions as the shape ({ndim})")
+    if any(d < 0 for d in dims):
+        raise ValueError(f"{name} {dims} has a negative dimension")
+    return dims
+
+
+def default_chunks_blocks(
+    shape: Sequence[int],
+    itemsize: int,
+    *,
+    chunks: int | Sequence[int] | None = None,
+    blocks: int | Sequence[int] | None = None,
+    codec: Codec | int | str | None = None,
+    clevel: int = 5,
+    cache_sizes: Mapping[str, int] | None = None,
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The ``(chunks, blocks)`` python-blosc2 4.14.1 picks for an array of ``shape`` and ``itemsize``.
+
+    Parameters
+    ----------
+    shape
+        The array shape (``()`` for 0-d).
+    itemsize
+        Bytes per item (any positive size, 300 as well as 8).
+    chunks, blocks
+        What the caller asked for: both are checked and returned as given; with ``chunks``
+        alone, blocks are computed inside them; with ``blocks`` alone only their number of
+        items is kept (python-blosc2 re-partitions it over the shape).
+    codec, clevel
+        Only matter for the codecs python-blosc2 tunes with STUNE (NDLZ and ZFP); ``None``
+        is python-blosc2's default codec (ZSTD).
+    cache_sizes
+        ``{"l1": bytes, "l2": bytes, "l3": bytes}`` instead of the detected ones
+        (:func:`cache_sizes`), for results that do not depend on this machine's caches. The
+        machine type still counts: x86_64 and macOS have rules of their own.
+
+    Returns
+    -------
+    tuple
+        ``(chunks, blocks)``, two tuples of ``len(shape)`` ints.
+
+    Raises
+    ------
+    ValueError
+        Inconsistent ``chunks``/``blocks``, a block larger than ``MAX_BLOCKSIZE``, or a 0
+        that python-blosc2 cannot partition.
+
+    Examples
+    --------
+    >>> default_chunks_blocks((0, 5), 8)
+    ((0, 5), (0, 5))
+    >>> default_chunks_blocks((100, 100), 4, chunks=(50, 50), blocks=(10, 10))
+    ((50, 50), (10, 10))
+    """
+    if isinstance(shape, int):
+        shape = (shape,)
+    ndim = len(shape)
+    shape = _as_dims("shape", shape, ndim)
+    itemsize = int(itemsize)
+    if itemsize < 1:
+        raise ValueError(f"itemsize must be positive, not {itemsize}")
+    if not 0 <= clevel <= 9:
+        raise ValueError(f"clevel must be in 0..9, not {clevel}")
+    if chunks is not None:
+        chunks = _as_dims("chunks", chunks, ndim)
+        if any(c == 0 and s != 0 for c, s in zip(chunks, shape)):
+            raise ValueError(f"chunks {chunks} have a 0 where the shape {shape} has none")
+    if blocks is not None:
+        blocks = _as_dims("blocks", blocks, ndim)
+        if any(b == 0 and s != 0 for b, s in zip(blocks, shape)):
+            raise ValueError(f"blocks {blocks} have a 0 where the shape {shape} has none")
+
+    if chunks is None and blocks is None and 0 in shape:
+        return shape, shape
+    if chunks is not None and blocks is not None:
+        if any(b > c for b, c in zip(blocks, chunks)):
+            raise ValueError(f"blocks {blocks} cannot be larger than chunks {chunks}")
+        return chunks, blocks
+
+    if cache_sizes is None:
+        l1, l2, l3 = _detected_cache_sizes()
+        caches: Mapping[str, int] = {"l1": l1, "l2": l2, "l3": l3}
+    else:
+        missing = {"l1", "l2", "l3"} - set(cache_sizes)
+        if missing:
+            raise ValueError(f"cache_sizes lacks {sorted(missing)}")
+        caches = {k: int(cache_sizes[k]) for k in ("l1", "l2", "l3")}
+
+    if blocks is None:
+        blocksize = _default_blocksize(itemsize, _codec_id(codec), clevel, caches)
+    else:
+        blocksize = math.prod(blocks) * itemsize
+    if blocksize > MAX_BLOCKSIZE:
+        raise ValueError(f"a block of {blocksize} bytes exceeds MAX_BLOCKSIZE ({MAX_BLOCKSIZE})")
+    blocks = tuple(_partition(blocksize // itemsize, shape if chunks is None else chunks))
+
+    if chunks is None:
+        blocksize = math.prod(blocks) * itemsize
+        chunksize = _default_chunksize(blocksize, caches)
+        grown = _partition(chunksize // itemsize, shape, blocks)
+        # The divisor snapping may leave a chunk dimension that is no multiple of the block.
+        chunks = tuple(min(s, -(-c // b) * b) for s, c, b in zip(shape, grown, blocks))
+    return chunks, blocks
