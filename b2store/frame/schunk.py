@@ -298,11 +298,15 @@ class SChunk:
         for entry in gone:
             self._forget(entry)
 
-    def reindex(self, entries, nbytes: int, metalayers: dict[str, bytes] | None = None) -> None:
+    def reindex(self, entries, nbytes: int, metalayers: dict[str, bytes] | None = None,
+                replace: Mapping[int, bytes] | None = None) -> None:
         """Publish a new chunk order at once: ``entries`` are existing index entries (or
-        special offsets), ``metalayers`` same-size replacements (b2nd resize uses this)."""
+        special offsets), ``replace`` new chunks for some positions, ``metalayers`` same-size
+        replacements (b2nd resize uses this)."""
         self._check_writable()
         entries = np.asarray(entries, np.int64)
+        for i, chunk in (replace or {}).items():
+            entries[i] = self._store(_checked(chunk)[0], self.chunksize)
         gone = set(int(e) for e in self.offsets if e >= 0) - set(int(e) for e in entries if e >= 0)
         chunksize = self.chunksize if len(entries) else -1
         self._publish(entries, nbytes, chunksize, metalayers=metalayers)

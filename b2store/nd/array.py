@@ -218,12 +218,20 @@ class B2ndArray:
         old_grid = chunk_grid(self.shape, self.chunks)
         new_grid = chunk_grid(newshape, self.chunks)
         zero = special_offset(SpecialValue.ZERO)
-        entries = []
+        entries, replace = [], {}
         if math.prod(newshape):
-            for coords in np.ndindex(*new_grid) if new_grid else [()]:
+            for k, coords in enumerate(np.ndindex(*new_grid) if new_grid else [()]):
                 inside = all(c < g for c, g in zip(coords, old_grid)) and math.prod(self.shape)
-                entries.append(int(self.schunk.offsets[_c_index(coords, old_grid)]) if inside
-                               else zero)  # fmt: skip
+                if not inside:
+                    entries.append(zero)
+                    continue
+                old_index = _c_index(coords, old_grid)
+                entries.append(int(self.schunk.offsets[old_index]))
+                keep = [min(c, max(0, n - i * c)) for i, c, n in zip(coords, self.chunks, newshape)]
+                had = [min(c, max(0, n - i * c)) for i, c, n in zip(coords, self.chunks, self.shape)]
+                if keep != had:
+                    # Zero what leaves the array, or a later growth would bring it back.
+                    replace[k] = self._cleared_chunk(old_index, keep)
         meta = B2ndMeta(shape=newshape, chunkshape=self.chunks, blockshape=self.blocks,
                         dtype=self._meta.dtype)  # fmt: skip
         nbytes = len(entries) * chunk_nitems(self.chunks, self.blocks) * self.dtype.itemsize
@@ -232,8 +240,21 @@ class B2ndArray:
             meta.to_bytes() if "b2nd" in metalayers else metalayers["caterva"])
         if "b2nd" not in metalayers:
             raise ValueError("resizing a legacy caterva array is not supported")
-        self.schunk.reindex(entries, nbytes, metalayers)
+        self.schunk.reindex(entries, nbytes, metalayers, replace)
         self._meta = meta
+
+    def _cleared_chunk(self, nchunk: int, keep) -> bytes:
+        """Chunk ``nchunk`` re-encoded with everything outside ``keep`` items zeroed."""
+        from .create import encode_array_chunk
+
+        whole = [(0, c) for c in self.chunks]
+        ext = chunk_to_array(self._decode_blocks(nchunk, whole), self.chunks, self.blocks,
+                             self.dtype)  # fmt: skip
+        kept = np.zeros(self.chunks, self.dtype)
+        region = tuple(slice(0, k) for k in keep)
+        kept[region] = ext[region]
+        buf = array_to_chunk(kept, self.chunks, self.blocks)
+        return encode_array_chunk(buf, self.dtype, self.schunk._cparams)
 
 
 def _c_index(coords, dims) -> int:
