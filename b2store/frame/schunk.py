@@ -15,7 +15,7 @@ import numpy as np
 from ..chunk.decoder import decode_chunk
 from ..chunk.encoder import encode_chunk, resolve_codec, resolve_filters, resolve_splitmode
 from ..chunk.header import ChunkHeader
-from ..constants import Codec, Filter, SpecialValue
+from ..constants import EXTENDED_HEADER_LENGTH, MIN_HEADER_LENGTH, Codec, Filter, SpecialValue
 from ..errors import FormatError
 from . import writer
 from .header import FrameHeader
@@ -232,6 +232,29 @@ class SChunk:
             raise FormatError(f"offsets[{i}]", f"an offset in [0, cbytes={self.header.cbytes})",
                               offset)  # fmt: skip
         return self._source.read_chunk_at(start, self._chunks_end())
+
+    def get_chunk_blocks(self, i: int, blocks):
+        """Chunk ``i`` with only what decoding ``blocks`` needs read from storage: the header,
+        the block starts, the dictionary and those blocks' streams; the rest is zeros (which
+        a decoder reads as runs of zeros, never as data of the blocks asked for)."""
+        i = self._index(i)
+        entry = int(self.offsets[i])
+        if entry < 0:
+            return self.get_chunk(i)
+        if isinstance(self._source, SparseFrame):
+            def read(offset: int, size: int) -> bytes:
+                return self._source.read_chunk_file_range(entry, offset, size)
+            limit = None
+        else:
+            base = self.header.header_len + entry
+            if not self.header.header_len <= base < self._chunks_end():
+                raise FormatError(f"offsets[{i}]", "an offset inside the chunks section", entry)
+            limit = self._chunks_end() - base
+
+            def read(offset: int, size: int) -> bytes:
+                return self._source.read(base + offset, size)
+        partial = _partial_chunk(read, limit, blocks)
+        return self.get_chunk(i) if partial is None else partial
 
     def decompress_chunk(self, i: int, out=None) -> np.ndarray:
         """Chunk ``i`` decoded: a 1-d uint8 array (or written into ``out``)."""
@@ -521,3 +544,40 @@ class _Meta(MutableMapping):
 
     def __repr__(self) -> str:
         return repr(dict(self))
+
+
+def _partial_chunk(read, limit: int | None, blocks) -> np.ndarray | None:
+    """The sparse copy of a chunk described by :meth:`SChunk.get_chunk_blocks`, or None when
+    the chunk has no block starts to go by (special, memcpyed, VL blocks: read it whole)."""
+    head = read(0, MIN_HEADER_LENGTH)
+    cbytes = int.from_bytes(head[12:16], "little", signed=True)
+    if cbytes < MIN_HEADER_LENGTH or (limit is not None and cbytes > limit):
+        raise FormatError("chunk cbytes", f"a chunk inside the chunks section (to {limit})",
+                          cbytes, 12)  # fmt: skip
+    prefix_len = min(cbytes, EXTENDED_HEADER_LENGTH)
+    # np.zeros maps fresh zero pages: untouched parts of a large chunk cost nothing.
+    buf = np.zeros(cbytes, np.uint8)
+    buf[:prefix_len] = np.frombuffer(read(0, prefix_len), np.uint8)
+    header = ChunkHeader.from_bytes(buf)
+    if header.special or header.memcpyed or header.vl_blocks or not header.nbytes:
+        return None
+    nblocks = header.nblocks
+    starts_at = header.header_size
+    starts_end = starts_at + 4 * nblocks
+    if starts_end > cbytes:
+        return None  # let the whole-chunk decoder report it
+    buf[starts_at:starts_end] = np.frombuffer(read(starts_at, 4 * nblocks), np.uint8)
+    if header.use_dict and starts_end + 4 <= cbytes:
+        dsize = int.from_bytes(read(starts_end, 4), "little", signed=True)
+        if 0 < dsize <= cbytes - starts_end - 4:
+            buf[starts_end : starts_end + 4 + dsize] = np.frombuffer(read(starts_end, 4 + dsize),
+                                                                     np.uint8)  # fmt: skip
+    bstarts = buf[starts_at:starts_end].view("<i4").astype(np.int64)
+    ends = np.append(np.unique(bstarts), cbytes)
+    for j in sorted(set(blocks)):
+        start = int(bstarts[j])
+        if not starts_end <= start < cbytes:
+            return None
+        end = int(ends[np.searchsorted(ends, start, side="right")])
+        buf[start:end] = np.frombuffer(read(start, end - start), np.uint8)
+    return buf

@@ -179,6 +179,20 @@ class SparseFrame(FileFrame):
             raise FormatError("chunk id", "0..0xFFFFFFFF in a sparse frame", chunk_id)
         return self.directory / f"{chunk_id:08X}.chunk"
 
+    def read_chunk_file_range(self, chunk_id: int, offset: int, size: int) -> bytes:
+        """``size`` bytes at ``offset`` of a chunk file (for reading single blocks)."""
+        path = self.chunk_path(chunk_id)
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(offset)
+                data = fh.read(size)
+        except FileNotFoundError:
+            raise FormatError("chunk file", f"{path.name} in {self.directory}", "no such file") from None
+        if len(data) != size:
+            raise FormatError("chunk file", f"{size} bytes at {offset} of {path.name}",
+                              f"{len(data)} bytes")  # fmt: skip
+        return data
+
     def read_chunk_file(self, chunk_id: int) -> bytes:
         path = self.chunk_path(chunk_id)
         try:

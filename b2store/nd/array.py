@@ -138,16 +138,22 @@ class B2ndArray:
         dims, final = _normalize(key, self.shape)
         out = np.empty(tuple(len(d) for d in dims), self.dtype)
         if out.size:
+            # One scratch chunk for the whole read: fresh buffers per chunk cost page faults.
+            scratch = np.empty(chunk_nitems(self.chunks, self.blocks) * self.dtype.itemsize,
+                               np.uint8)  # fmt: skip
             for coords, parts in _chunks_touched(dims, self.chunks):
-                self._read_chunk(coords, parts, out)
+                self._read_chunk(coords, parts, out, scratch)
         return out[final]
 
-    def _read_chunk(self, coords, parts, out: np.ndarray) -> None:
+    def _read_chunk(self, coords, parts, out: np.ndarray, scratch: np.ndarray) -> None:
         """Copy what ``parts`` selects of chunk ``coords`` into ``out``."""
         nchunk = _c_index(coords, chunk_grid(self.shape, self.chunks))
         region = [(local[0], local[-1] + 1) for local, _ in parts]
-        buf = self._decode_blocks(nchunk, region)
-        ext = chunk_to_array(buf, self.chunks, self.blocks, self.dtype)
+        wanted = self._decode_blocks(nchunk, region, scratch)
+        if self.dtype.subdtype is None and all(local.step == 1 for local, _ in parts):
+            self._copy_blocks(wanted, parts, scratch, out)
+            return
+        ext = chunk_to_array(scratch, self.chunks, self.blocks, self.dtype)
         src = tuple(_as_index(local) for local, _ in parts)
         dst = tuple(_as_index(pos) for _, pos in parts)
         if all(isinstance(i, slice) for i in src + dst):
@@ -155,18 +161,42 @@ class B2ndArray:
         else:
             out[np.ix_(*map(_as_array, dst))] = ext[np.ix_(*map(_as_array, src))]
 
-    def _decode_blocks(self, nchunk: int, region) -> np.ndarray:
-        """The decoded chunk, with at least the blocks ``region`` touches filled in."""
-        decoder = ChunkDecoder(self.schunk.get_chunk(nchunk))
-        nitems = chunk_nitems(self.chunks, self.blocks)
-        if decoder.header.nbytes != nitems * self.dtype.itemsize:
-            raise FormatError(f"chunk {nchunk} nbytes", str(nitems * self.dtype.itemsize),
-                              decoder.header.nbytes)  # fmt: skip
-        buf = np.zeros(decoder.header.nbytes, np.uint8)
+    def _copy_blocks(self, wanted, parts, buf: np.ndarray, out: np.ndarray) -> None:
+        """Copy each decoded block's selected part straight to its place in ``out`` (one
+        copy, whatever the block layout)."""
+        blocks = self.blocks
+        per_dim = [-(-c // b) for c, b in zip(self.chunks, blocks)]
+        block_bytes = math.prod(blocks) * self.dtype.itemsize
+        items = buf.view(self.dtype) if self.dtype.itemsize else buf
+        for j in wanted:
+            coords = np.unravel_index(j, per_dim) if per_dim else ()
+            src, dst = [], []
+            for c, b, (local, pos) in zip(coords, blocks, parts):
+                lo, hi = max(local.start, c * b), min(local.stop, (c + 1) * b)
+                if lo >= hi:
+                    break
+                src.append(slice(lo - c * b, hi - c * b))
+                dst.append(slice(pos.start + lo - local.start, pos.start + hi - local.start))
+            else:
+                block = items[j * (block_bytes // self.dtype.itemsize):
+                              (j + 1) * (block_bytes // self.dtype.itemsize)].reshape(blocks)
+                out[tuple(dst)] = block[tuple(src)]
+
+    def _decode_blocks(self, nchunk: int, region, buf: np.ndarray) -> list[int]:
+        """Decode into ``buf`` at least the blocks ``region`` touches; returns them."""
         wanted = blocks_touched(region, self.chunks, self.blocks) if self.ndim else [0]
+        per_chunk = math.prod(-(-c // b) for c, b in zip(self.chunks, self.blocks))
+        if len(wanted) * 2 <= per_chunk:
+            # Few blocks: read only their bytes (plus block 0, which DELTA may need).
+            chunk = self.schunk.get_chunk_blocks(nchunk, sorted(set(wanted) | {0}))
+        else:
+            chunk = self.schunk.get_chunk(nchunk)
+        decoder = ChunkDecoder(chunk)
+        if decoder.header.nbytes != len(buf):
+            raise FormatError(f"chunk {nchunk} nbytes", str(len(buf)), decoder.header.nbytes)
         if decoder.special or decoder.header.memcpyed or len(wanted) == decoder.nblocks:
             decoder.decode_into(buf)
-            return buf
+            return wanted
         first = None
         if decoder.pipeline.has_delta:
             # DELTA codes every block against block 0, which must be decoded first.
@@ -177,8 +207,7 @@ class B2ndArray:
             offset, size = decoder.block_span(j)
             if j or first is None:
                 decoder.decode_block(j, buf[offset : offset + size], first)
-        return buf
-
+        return wanted
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -197,9 +226,7 @@ class B2ndArray:
         updates = {}
         for coords, parts in _chunks_touched(dims, self.chunks):
             nchunk = _c_index(coords, grid)
-            whole = [(0, c) for c in self.chunks]
-            ext = chunk_to_array(self._decode_blocks(nchunk, whole), self.chunks, self.blocks,
-                                 self.dtype).copy()  # fmt: skip
+            ext = self._whole_chunk(nchunk).copy()
             src = tuple(_as_index(local) for local, _ in parts)
             dst = tuple(_as_index(pos) for _, pos in parts)
             ext[src] = selected[dst]
@@ -243,13 +270,17 @@ class B2ndArray:
         self.schunk.reindex(entries, nbytes, metalayers, replace)
         self._meta = meta
 
+    def _whole_chunk(self, nchunk: int) -> np.ndarray:
+        """Chunk ``nchunk`` decoded, as an array of the padded chunk shape."""
+        buf = np.empty(chunk_nitems(self.chunks, self.blocks) * self.dtype.itemsize, np.uint8)
+        self._decode_blocks(nchunk, [(0, c) for c in self.chunks], buf)
+        return chunk_to_array(buf, self.chunks, self.blocks, self.dtype)
+
     def _cleared_chunk(self, nchunk: int, keep) -> bytes:
         """Chunk ``nchunk`` re-encoded with everything outside ``keep`` items zeroed."""
         from .create import encode_array_chunk
 
-        whole = [(0, c) for c in self.chunks]
-        ext = chunk_to_array(self._decode_blocks(nchunk, whole), self.chunks, self.blocks,
-                             self.dtype)  # fmt: skip
+        ext = self._whole_chunk(nchunk)
         kept = np.zeros(self.chunks, self.dtype)
         region = tuple(slice(0, k) for k in keep)
         kept[region] = ext[region]

@@ -138,6 +138,31 @@ def test_one_element_decodes_one_block(tmp_path, monkeypatch):
     assert counter.whole == 2  # whole chunks are decoded in one go
 
 
+@pytest.mark.parametrize("contiguous", [True, False], ids=["cframe", "sframe"])
+def test_one_element_reads_a_small_part_of_the_chunk(tmp_path, monkeypatch, contiguous):
+    from b2store.frame import storage
+
+    data = np.random.default_rng(2).normal(size=(400, 300))
+    arr = b2store.open(write(tmp_path, data, (200, 300), (20, 30), contiguous=contiguous))
+    chunk_size = len(arr.schunk.get_chunk(0))
+    read = {"bytes": 0}
+    plain, ranged = storage.FileFrame.read, storage.SparseFrame.read_chunk_file_range
+
+    def counting(self, offset, size):
+        read["bytes"] += size
+        return plain(self, offset, size)
+
+    def counting_range(self, chunk_id, offset, size):
+        read["bytes"] += size
+        return ranged(self, chunk_id, offset, size)
+
+    monkeypatch.setattr(storage.FileFrame, "read", counting)
+    monkeypatch.setattr(storage.SparseFrame, "read_chunk_file_range", counting_range)
+    assert arr[321, 123] == data[321, 123]
+    # The header, the block starts and two blocks (block 0 and the one asked for).
+    assert 0 < read["bytes"] < chunk_size / 20
+
+
 def test_delta_chunks_decode_block_zero_first(tmp_path, monkeypatch):
     data = np.cumsum(np.ones((300, 40)), axis=0)
     arr = b2store.open(write(tmp_path, data, (300, 40), (30, 40),
