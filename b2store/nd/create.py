@@ -92,11 +92,18 @@ def _constant_chunk(buf: np.ndarray, dtype: np.dtype, blocksize: int) -> bytes |
 def asarray(array, urlpath=None, *, chunks=None, blocks=None, contiguous: bool = True,
             mode: str = "w", codec="zstd", clevel: int = 5, filters=None, filters_meta=None,
             splitmode="auto", meta: dict | None = None, vlmeta: dict | None = None,
-            nthreads: int | None = None) -> B2ndArray:
+            nthreads: int | None = None, **metadata) -> B2ndArray:
     """Write ``array`` as a b2nd frame (in memory when ``urlpath`` is None).
 
-    ``meta`` adds fixed metalayers (msgpack-packed values), ``vlmeta`` variable-length ones.
+    ``meta`` adds fixed metalayers (msgpack-packed values); ``vlmeta`` and any other keyword
+    (``units="K"``) become variable-length metalayers.
+
+    >>> import numpy as np, b2store
+    >>> a = b2store.asarray(np.arange(12.0).reshape(3, 4), units="K")
+    >>> a[1, ::2], a.vlmeta["units"]
+    (array([4., 6.]), 'K')
     """
+    vlmeta = {**(vlmeta or {}), **metadata}
     data = np.asarray(array)
     dtype = _check_dtype(data.dtype)
     schunk, b2nd, cparams = _new(
