@@ -36,8 +36,22 @@ def _decode(chunk_bytes: Buffer, spec: ArraySpec) -> Buffer:
     return spec.prototype.buffer.from_array_like(decoded)
 
 
+class _ThreadedSync:
+    """The async codec API over the synchronous one, in a worker thread (the codecs release
+    the GIL); compressed sizes are unknown in advance."""
+
+    async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
+        return await asyncio.to_thread(self._encode_sync, chunk_bytes, chunk_spec)
+
+    async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        return await asyncio.to_thread(self._decode_sync, chunk_bytes, chunk_spec)
+
+    def compute_encoded_size(self, _input_byte_length: int, _chunk_spec: ArraySpec) -> int:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
-class Blosc2Codec(BytesBytesCodec):
+class Blosc2Codec(_ThreadedSync, BytesBytesCodec):
     """Blosc2 compression of Zarr v3 chunks.
 
     Parameters
@@ -145,18 +159,10 @@ class Blosc2Codec(BytesBytesCodec):
     def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
         return _decode(chunk_bytes, chunk_spec)
 
-    async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
-        return await asyncio.to_thread(self._encode_sync, chunk_bytes, chunk_spec)
-
-    async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
-        return await asyncio.to_thread(self._decode_sync, chunk_bytes, chunk_spec)
-
-    def compute_encoded_size(self, _input_byte_length: int, _chunk_spec: ArraySpec) -> int:
-        raise NotImplementedError
 
 
 @dataclass(frozen=True)
-class NumcodecsBlosc2Codec(BytesBytesCodec):
+class NumcodecsBlosc2Codec(_ThreadedSync, BytesBytesCodec):
     """``numcodecs.blosc2``: the name ocf_blosc2's Zarr v3 wrapper wrote; its configuration
     is the numcodecs ``blosc2`` configuration (see :class:`b2store.Blosc2`)."""
 
@@ -185,11 +191,3 @@ class NumcodecsBlosc2Codec(BytesBytesCodec):
     def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
         return _decode(chunk_bytes, chunk_spec)
 
-    async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
-        return await asyncio.to_thread(self._encode_sync, chunk_bytes, chunk_spec)
-
-    async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
-        return await asyncio.to_thread(self._decode_sync, chunk_bytes, chunk_spec)
-
-    def compute_encoded_size(self, _input_byte_length: int, _chunk_spec: ArraySpec) -> int:
-        raise NotImplementedError

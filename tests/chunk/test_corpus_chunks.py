@@ -5,7 +5,7 @@ import pytest
 
 import b2store
 from b2store import _shuffle
-from helpers import case_id, corpus_cases, corpus_dir
+from helpers import case_id, corpus_cases, corpus_dir, recipe
 
 COMPAT = corpus_cases("compat", {"chunk", "shuffled", "bitshuffled"})
 GENERATED = corpus_cases("generated", {"chunk"})
@@ -15,14 +15,6 @@ GENERATED = corpus_cases("generated", {"chunk"})
 # recipe describes. Blosc1's rule recovers them; c-blosc2 leaves garbage there.
 TAIL_IS_BYTE_INDEX = {"compat__blosc-1.18.0-lz4-bitshuffle4-memcpy",
                       "compat__blosc-1.18.0-lz4-bitshuffle8-nomemcpy"}  # fmt: skip
-
-
-def recipe(expected: dict) -> np.ndarray:
-    """The compat manifest's recipe: int32 LE arange(n) * k for k in factors, cut to nbytes."""
-    parts = [(np.arange(expected["n"], dtype="<i4") * k).tobytes()
-             for k in expected.get("factors", [1])]  # fmt: skip
-    data = b"".join(parts)
-    return np.frombuffer(data[: expected.get("nbytes", len(data))], np.uint8)
 
 
 @pytest.mark.parametrize("case", COMPAT, ids=case_id)

@@ -10,7 +10,7 @@ from b2store.errors import FormatError
 from b2store.frame.header import FrameHeader
 from b2store.frame.schunk import SChunk
 from b2store.frame.trailer import TRAILER_TAIL_LEN, read_trailer, trailer_bytes, trailer_span
-from helpers import CORPUS, case_id, corpus_cases, corpus_dir
+from helpers import case_id, corpus_cases, corpus_dir, recipe
 
 FRAME_KINDS = {"schunk", "b2nd", "caterva"}
 ALL_FRAMES = [("compat", c) for c in corpus_cases("compat", FRAME_KINDS)] + [
@@ -25,13 +25,6 @@ def ids(value):
 def frame_file(folder: str, case: dict) -> Path:
     path = corpus_dir(folder) / case["path"]
     return path / "chunks.b2frame" if path.is_dir() else path
-
-
-def recipe(expected: dict) -> np.ndarray:
-    parts = [(np.arange(expected["n"], dtype="<i4") * k).tobytes()
-             for k in expected.get("factors", [1])]  # fmt: skip
-    data = b"".join(parts)
-    return np.frombuffer(data[: expected.get("nbytes", len(data))], np.uint8)
 
 
 @pytest.mark.parametrize("folder,case", ALL_FRAMES, ids=ids)
