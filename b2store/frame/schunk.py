@@ -15,13 +15,21 @@ import numpy as np
 from ..chunk.decoder import decode_chunk
 from ..chunk.encoder import encode_chunk, resolve_codec, resolve_filters, resolve_splitmode
 from ..chunk.header import ChunkHeader
-from ..constants import EXTENDED_HEADER_LENGTH, MIN_HEADER_LENGTH, Codec, Filter, SpecialValue
+from ..constants import Codec, Filter, SpecialValue
 from ..errors import FormatError
 from . import writer
 from .header import FrameHeader
-from .storage import FileFrame, FrameSource, MemoryFrame, SparseFrame, local_path, open_source
+from .mappings import MetaView, VLMetaView
+from .storage import (
+    FileFrame,
+    FrameSource,
+    MemoryFrame,
+    SparseFrame,
+    local_path,
+    open_source,
+    partial_chunk,
+)
 from .trailer import MIN_TRAILER_LEN, TRAILER_TAIL_LEN, read_trailer, trailer_bytes, trailer_span
-from .vlmeta_codec import pack_value, unpack_value
 
 __all__ = ["SChunk"]
 
@@ -195,12 +203,12 @@ class SChunk:
     @property
     def meta(self) -> MutableMapping[str, bytes]:
         """The fixed metalayers (raw content); an update must keep the content's size."""
-        return _Meta(self)
+        return MetaView(self)
 
     @property
     def vlmeta(self) -> MutableMapping[str, object]:
         """The variable-length metalayers, decoded (msgpack only, never unpickled)."""
-        return _VLMeta(self)
+        return VLMetaView(self)
 
     # --- chunks ----------------------------------------------------------------------------
 
@@ -253,7 +261,7 @@ class SChunk:
 
             def read(offset: int, size: int) -> bytes:
                 return self._source.read(base + offset, size)
-        partial = _partial_chunk(read, limit, blocks)
+        partial = partial_chunk(read, limit, blocks)
         return self.get_chunk(i) if partial is None else partial
 
     def decompress_chunk(self, i: int, out=None) -> np.ndarray:
@@ -487,97 +495,3 @@ def _checked(chunk) -> tuple[bytes, int]:
     data = bytes(memoryview(chunk).cast("B"))
     header = ChunkHeader.from_bytes(data)
     return data[: header.cbytes], header.nbytes
-
-
-class _VLMeta(MutableMapping):
-    """The vlmetalayers of a frame, decoded on access; changes rewrite the trailer."""
-
-    def __init__(self, schunk: SChunk):
-        self._schunk = schunk
-
-    def __getitem__(self, name: str):
-        return unpack_value(bytes(decode_chunk(self._schunk._raw_vlmeta[name])))
-
-    def __setitem__(self, name: str, value) -> None:
-        # python-blosc2 stores each value compressed with its defaults for typesize 1.
-        packed = encode_chunk(pack_value(value), typesize=1, codec=Codec.ZSTD, clevel=5,
-                              filters=[Filter.SHUFFLE])  # fmt: skip
-        raw = dict(self._schunk._raw_vlmeta)
-        raw[name] = packed
-        self._schunk._set_vlmeta(raw)
-
-    def __delitem__(self, name: str) -> None:
-        raw = dict(self._schunk._raw_vlmeta)
-        del raw[name]
-        self._schunk._set_vlmeta(raw)
-
-    def __iter__(self):
-        return iter(list(self._schunk._raw_vlmeta))
-
-    def __len__(self) -> int:
-        return len(self._schunk._raw_vlmeta)
-
-    def __repr__(self) -> str:
-        return repr(dict(self))
-
-
-class _Meta(MutableMapping):
-    """The fixed metalayers (raw bytes); updated in place when the size does not change."""
-
-    def __init__(self, schunk: SChunk):
-        self._schunk = schunk
-
-    def __getitem__(self, name: str) -> bytes:
-        return self._schunk.header.metalayers[name]
-
-    def __setitem__(self, name: str, content: bytes) -> None:
-        self._schunk._set_meta(name, content)
-
-    def __delitem__(self, name: str) -> None:
-        raise ValueError("fixed metalayers cannot be deleted")
-
-    def __iter__(self):
-        return iter(list(self._schunk.header.metalayers))
-
-    def __len__(self) -> int:
-        return len(self._schunk.header.metalayers)
-
-    def __repr__(self) -> str:
-        return repr(dict(self))
-
-
-def _partial_chunk(read, limit: int | None, blocks) -> np.ndarray | None:
-    """The sparse copy of a chunk described by :meth:`SChunk.get_chunk_blocks`, or None when
-    the chunk has no block starts to go by (special, memcpyed, VL blocks: read it whole)."""
-    head = read(0, MIN_HEADER_LENGTH)
-    cbytes = int.from_bytes(head[12:16], "little", signed=True)
-    if cbytes < MIN_HEADER_LENGTH or (limit is not None and cbytes > limit):
-        raise FormatError("chunk cbytes", f"a chunk inside the chunks section (to {limit})",
-                          cbytes, 12)  # fmt: skip
-    prefix_len = min(cbytes, EXTENDED_HEADER_LENGTH)
-    # np.zeros maps fresh zero pages: untouched parts of a large chunk cost nothing.
-    buf = np.zeros(cbytes, np.uint8)
-    buf[:prefix_len] = np.frombuffer(read(0, prefix_len), np.uint8)
-    header = ChunkHeader.from_bytes(buf)
-    if header.special or header.memcpyed or header.vl_blocks or not header.nbytes:
-        return None
-    nblocks = header.nblocks
-    starts_at = header.header_size
-    starts_end = starts_at + 4 * nblocks
-    if starts_end > cbytes:
-        return None  # let the whole-chunk decoder report it
-    buf[starts_at:starts_end] = np.frombuffer(read(starts_at, 4 * nblocks), np.uint8)
-    if header.use_dict and starts_end + 4 <= cbytes:
-        dsize = int.from_bytes(read(starts_end, 4), "little", signed=True)
-        if 0 < dsize <= cbytes - starts_end - 4:
-            buf[starts_end : starts_end + 4 + dsize] = np.frombuffer(read(starts_end, 4 + dsize),
-                                                                     np.uint8)  # fmt: skip
-    bstarts = buf[starts_at:starts_end].view("<i4").astype(np.int64)
-    ends = np.append(np.unique(bstarts), cbytes)
-    for j in sorted(set(blocks)):
-        start = int(bstarts[j])
-        if not starts_end <= start < cbytes:
-            return None
-        end = int(ends[np.searchsorted(ends, start, side="right")])
-        buf[start:end] = np.frombuffer(read(start, end - start), np.uint8)
-    return buf

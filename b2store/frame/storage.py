@@ -12,13 +12,15 @@ import os
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
 from ..chunk.header import ChunkHeader
 from ..constants import EXTENDED_HEADER_LENGTH, MIN_HEADER_LENGTH
 from ..errors import B2StoreError, FormatError
 from .header import FrameHeader
 
 __all__ = ["FrameSource", "MemoryFrame", "FileFrame", "SparseFrame", "open_source",
-           "INDEX_NAME", "WriterLockedError"]  # fmt: skip
+           "INDEX_NAME", "WriterLockedError", "partial_chunk"]  # fmt: skip
 
 
 class WriterLockedError(B2StoreError):
@@ -263,3 +265,40 @@ def open_source(urlpath, writable: bool = False) -> tuple[FrameSource, FrameHead
         source.close()
         raise
     return source, header
+
+
+def partial_chunk(read, limit: int | None, blocks) -> np.ndarray | None:
+    """The sparse copy of a chunk described by :meth:`~b2store.frame.schunk.SChunk.get_chunk_blocks`, or None when
+    the chunk has no block starts to go by (special, memcpyed, VL blocks: read it whole)."""
+    head = read(0, MIN_HEADER_LENGTH)
+    cbytes = int.from_bytes(head[12:16], "little", signed=True)
+    if cbytes < MIN_HEADER_LENGTH or (limit is not None and cbytes > limit):
+        raise FormatError("chunk cbytes", f"a chunk inside the chunks section (to {limit})",
+                          cbytes, 12)  # fmt: skip
+    prefix_len = min(cbytes, EXTENDED_HEADER_LENGTH)
+    # np.zeros maps fresh zero pages: untouched parts of a large chunk cost nothing.
+    buf = np.zeros(cbytes, np.uint8)
+    buf[:prefix_len] = np.frombuffer(read(0, prefix_len), np.uint8)
+    header = ChunkHeader.from_bytes(buf)
+    if header.special or header.memcpyed or header.vl_blocks or not header.nbytes:
+        return None
+    nblocks = header.nblocks
+    starts_at = header.header_size
+    starts_end = starts_at + 4 * nblocks
+    if starts_end > cbytes:
+        return None  # let the whole-chunk decoder report it
+    buf[starts_at:starts_end] = np.frombuffer(read(starts_at, 4 * nblocks), np.uint8)
+    if header.use_dict and starts_end + 4 <= cbytes:
+        dsize = int.from_bytes(read(starts_end, 4), "little", signed=True)
+        if 0 < dsize <= cbytes - starts_end - 4:
+            buf[starts_end : starts_end + 4 + dsize] = np.frombuffer(read(starts_end, 4 + dsize),
+                                                                     np.uint8)  # fmt: skip
+    bstarts = buf[starts_at:starts_end].view("<i4").astype(np.int64)
+    ends = np.append(np.unique(bstarts), cbytes)
+    for j in sorted(set(blocks)):
+        start = int(bstarts[j])
+        if not starts_end <= start < cbytes:
+            return None
+        end = int(ends[np.searchsorted(ends, start, side="right")])
+        buf[start:end] = np.frombuffer(read(start, end - start), np.uint8)
+    return buf

@@ -1,0 +1,69 @@
+"""Dict-like views of a frame's metalayers: vlmeta (decoded values) and meta (raw bytes)."""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+
+from ..chunk.decoder import decode_chunk
+from ..chunk.encoder import encode_chunk
+from ..constants import Codec, Filter
+from .vlmeta_codec import pack_value, unpack_value
+
+__all__ = ["VLMetaView", "MetaView"]
+
+
+class VLMetaView(MutableMapping):
+    """The vlmetalayers of a frame, decoded on access; changes rewrite the trailer."""
+
+    def __init__(self, schunk):
+        self._schunk = schunk
+
+    def __getitem__(self, name: str):
+        return unpack_value(bytes(decode_chunk(self._schunk._raw_vlmeta[name])))
+
+    def __setitem__(self, name: str, value) -> None:
+        # python-blosc2 stores each value compressed with its defaults for typesize 1.
+        packed = encode_chunk(pack_value(value), typesize=1, codec=Codec.ZSTD, clevel=5,
+                              filters=[Filter.SHUFFLE])  # fmt: skip
+        raw = dict(self._schunk._raw_vlmeta)
+        raw[name] = packed
+        self._schunk._set_vlmeta(raw)
+
+    def __delitem__(self, name: str) -> None:
+        raw = dict(self._schunk._raw_vlmeta)
+        del raw[name]
+        self._schunk._set_vlmeta(raw)
+
+    def __iter__(self):
+        return iter(list(self._schunk._raw_vlmeta))
+
+    def __len__(self) -> int:
+        return len(self._schunk._raw_vlmeta)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+class MetaView(MutableMapping):
+    """The fixed metalayers (raw bytes); updated in place when the size does not change."""
+
+    def __init__(self, schunk):
+        self._schunk = schunk
+
+    def __getitem__(self, name: str) -> bytes:
+        return self._schunk.header.metalayers[name]
+
+    def __setitem__(self, name: str, content: bytes) -> None:
+        self._schunk._set_meta(name, content)
+
+    def __delitem__(self, name: str) -> None:
+        raise ValueError("fixed metalayers cannot be deleted")
+
+    def __iter__(self):
+        return iter(list(self._schunk.header.metalayers))
+
+    def __len__(self) -> int:
+        return len(self._schunk.header.metalayers)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
