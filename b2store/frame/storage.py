@@ -102,6 +102,7 @@ class FileFrame(FrameSource):
     def __init__(self, path, frame_len: int | None = None, writable: bool = False):
         self.path = Path(path)
         self.writable = writable
+        self._fd = -1  # so that close() works even if opening fails
         self._fd = _lock(self.path) if writable else os.open(self.path, os.O_RDONLY)
         self._size = os.fstat(self._fd).st_size
         self._frame_len = frame_len if frame_len is not None else self._size
