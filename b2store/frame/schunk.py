@@ -33,11 +33,8 @@ from .trailer import MIN_TRAILER_LEN, TRAILER_TAIL_LEN, read_trailer, trailer_by
 
 __all__ = ["SChunk"]
 
-# A special offset has its top bit set and the special value in the top byte's low bits.
-_SPECIAL_FLAG = 1 << 63
-
-
 def _special_kind(offset: int) -> int:
+    # A special offset has its top bit set and the special value in the top byte's low bits.
     return (offset >> 56) & 0x7F
 
 

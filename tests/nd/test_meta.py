@@ -256,7 +256,8 @@ def test_sixteen_dims_have_a_fixstr_marker():
     array = blosc2.zeros(shape, dtype="|i1", chunks=shape, blocks=shape)
     content = cframe_meta(array)
     assert content[3] == 0xA0 and content[4 + 16 * 9] == 0xA0
-    with pytest.raises(Exception):  # a generic msgpack reader reads a 16-byte string there
+    # A generic msgpack reader sees a 16-byte string there and loses its place.
+    with pytest.raises((ValueError, AssertionError)):
         assert msgpack.unpackb(content)[2] == list(shape)
     assert B2ndMeta.from_bytes(content).shape == shape
 
