@@ -1,4 +1,4 @@
-"""The chunk and block shapes python-blosc2 4.14.1 picks for a new array, and the cache sizes they depend on.
+"""The chunk and block shapes python-blosc2 4.14.1 picks for an array, and the caches behind them.
 
 python-blosc2 chooses ``chunks`` and ``blocks`` from the CPU caches of the machine it runs on,
 so the same call gives different shapes on different computers. The rules, as
@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 
 from ..constants import EXTENDED_HEADER_LENGTH, MAX_BLOCKSIZE, Codec
 
-__all__ = ["default_chunks_blocks", "cache_sizes", "DEFAULT_CACHE_SIZES", "MAX_BUFFERSIZE"]
+__all__ = ["DEFAULT_CACHE_SIZES", "MAX_BUFFERSIZE", "cache_sizes", "default_chunks_blocks"]
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -127,7 +127,11 @@ def _detected_cache_sizes() -> tuple[int, int, int]:
     if sys.platform == "emscripten" or platform.machine().startswith("wasm"):
         found: dict[str, int | None] = {}
     elif system == "Linux":
-        found = {"l1": _linux_size(0, "L1d"), "l2": _linux_size(2, "L2"), "l3": _linux_size(3, "L3")}
+        found = {
+            "l1": _linux_size(0, "L1d"),
+            "l2": _linux_size(2, "L2"),
+            "l3": _linux_size(3, "L3"),
+        }
     elif system == "Darwin":
         found = {"l1": _darwin_size(1), "l2": _darwin_size(2), "l3": _darwin_size(3)}
     else:
@@ -209,7 +213,9 @@ def _closest_divisor(a: int, b: int) -> int:
     return best
 
 
-def _partition(nitems: int, maxshape: Sequence[int], minimum: Sequence[int] | None = None) -> list[int]:
+def _partition(
+    nitems: int, maxshape: Sequence[int], minimum: Sequence[int] | None = None
+) -> list[int]:
     if 0 in maxshape:
         raise ValueError(f"cannot partition the shape {tuple(maxshape)}: it has a 0 dimension")
     if nitems == 0:
@@ -250,15 +256,16 @@ def _codec_id(codec: object) -> int | None:
     return int(value)
 
 
-def _default_blocksize(itemsize: int, codec: int | None, clevel: int, caches: Mapping[str, int]) -> int:
+def _default_blocksize(
+    itemsize: int, codec: int | None, clevel: int, caches: Mapping[str, int]
+) -> int:
     if codec in _STUNE_CODECS:
         probe = _STUNE_PROBE_NBYTES // itemsize * itemsize
         blocksize = int(32 * KiB * _STUNE_FACTOR[clevel]) if probe >= 32 * KiB else probe
         blocksize = min(blocksize, probe)
     else:
         blocksize = 32 * KiB
-    system, machine = _host()
-    if machine == "x86_64":
+    if _host()[1] == "x86_64":
         floor = caches["l1"] * 4 if caches["l2"] >= 2 * MiB else caches["l2"] // 4
     else:
         floor = caches["l1"]
@@ -301,7 +308,7 @@ def default_chunks_blocks(
     clevel: int = 5,
     cache_sizes: Mapping[str, int] | None = None,
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The ``(chunks, blocks)`` python-blosc2 4.14.1 picks for an array of ``shape`` and ``itemsize``.
+    """The ``(chunks, blocks)`` python-blosc2 4.14.1 picks for an array of this shape and itemsize.
 
     Parameters
     ----------

@@ -99,7 +99,8 @@ def test_cache_sizes_are_blosc2s(blosc2):
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 def test_default_matches_blosc2_here(blosc2, shape):
     for itemsize in ITEMSIZES:
-        assert default_chunks_blocks(shape, itemsize) == reference(blosc2, shape, itemsize), itemsize
+        expected = reference(blosc2, shape, itemsize)
+        assert default_chunks_blocks(shape, itemsize) == expected, itemsize
 
 
 EXPLICIT = [
@@ -163,7 +164,9 @@ def test_matches_blosc2_elsewhere(blosc2, monkeypatch, host, machine):
         assert got == reference(blosc2, shape, 8, chunks, blocks), (shape, chunks, blocks)
 
 
-@pytest.mark.parametrize("codec", [Codec.ZFP_RATE, Codec.ZFP_PREC, Codec.ZFP_ACC, Codec.NDLZ, Codec.LZ4])
+@pytest.mark.parametrize(
+    "codec", [Codec.ZFP_RATE, Codec.ZFP_PREC, Codec.ZFP_ACC, Codec.NDLZ, Codec.LZ4]
+)
 def test_stune_codecs_match_blosc2(blosc2, monkeypatch, host, codec):
     # A small L1 on a non-x86 machine lets STUNE's block size show through the cache floor.
     host("Linux", "aarch64")
@@ -174,7 +177,11 @@ def test_stune_codecs_match_blosc2(blosc2, monkeypatch, host, codec):
         for shape in [(10**6,), (7, 999_983)]:  # python-blosc2 compresses 8 MB for each
             for itemsize in (8, 300):
                 got = default_chunks_blocks(
-                    shape, itemsize, codec=codec, clevel=clevel, cache_sizes=caches(16 * KiB, MiB, 32 * MiB)
+                    shape,
+                    itemsize,
+                    codec=codec,
+                    clevel=clevel,
+                    cache_sizes=caches(16 * KiB, MiB, 32 * MiB),
                 )
                 assert got == reference(blosc2, shape, itemsize, codec=codec, clevel=clevel)
 
@@ -185,10 +192,13 @@ def test_random_shapes_match_blosc2(blosc2, monkeypatch, host):
     for _ in range(400):
         system, arch, l1, l2, l3 = rng.choice(MACHINES)
         host(system, arch)
-        for key, value in zip(("l1_data_cache_size", "l2_cache_size", "l3_cache_size"), (l1, l2, l3)):
+        for key, value in zip(
+            ("l1_data_cache_size", "l2_cache_size", "l3_cache_size"), (l1, l2, l3)
+        ):
             monkeypatch.setitem(blosc2.cpu_info, key, value)
         shape = tuple(
-            rng.choice(lengths + [rng.randint(1, 5000), rng.randint(1, 10**7)]) for _ in range(rng.randint(1, 8))
+            rng.choice(lengths + [rng.randint(1, 5000), rng.randint(1, 10**7)])
+            for _ in range(rng.randint(1, 8))
         )
         itemsize = rng.choice(ITEMSIZES)
         chunks = blocks = None
@@ -208,16 +218,19 @@ def test_divisor_search_matches_blosc2(blosc2):
         a = rng.choice([rng.randint(1, 300), rng.randint(1, 10**5), rng.randint(10**5, 10**10)])
         b = rng.randint(1, min(2 * a + 5, 10**5))  # python-blosc2 scans down from b, one by one
         strict = nearest(a, b, strict=True)
-        assert shapes._largest_divisor_in(a, b // 2, b) == (strict if strict > b // 2 else None), (a, b)
+        expected = strict if strict > b // 2 else None
+        assert shapes._largest_divisor_in(a, b // 2, b) == expected, (a, b)
         # the unbounded search, on smaller numbers
         a = rng.randint(1, 2 * 10**5)
         b = rng.randint(1, 2 * a)
         low = rng.randint(0, b - 1)
         strict = nearest(a, b, strict=True)
         assert (shapes._largest_divisor_in(a, 0, b) or 1) == strict, (a, b)
-        assert shapes._largest_divisor_in(a, low, b) == (strict if strict > low else None), (a, low, b)
+        expected = strict if strict > low else None
+        assert shapes._largest_divisor_in(a, low, b) == expected, (a, low, b)
         if a <= 10**5:
-            b = rng.randint(a, 3 * a)  # the only way compute_partition reaches the non-strict search
+            # b > a: the only way compute_partition could reach the non-strict search
+            b = rng.randint(a, 3 * a)
             assert shapes._closest_divisor(a, b) == nearest(a, b), (a, b)
 
 
@@ -239,7 +252,10 @@ def test_by_hand_3d(host):
     # Block: 256 KiB / 4 = 65536 items, from the last dimension: 300, leaving 218; 200 fits,
     # leaving 1.  Chunk: 8 MiB rounded down to 34 blocks of 240000 B = 2040000 items: 300
     # (6800 left), 200 (34 left), then 100 > 34: the largest divisor of 100 in (17, 34] is 25.
-    assert default_chunks_blocks((100, 200, 300), 4, cache_sizes=ZEN4) == ((25, 200, 300), (1, 200, 300))
+    assert default_chunks_blocks((100, 200, 300), 4, cache_sizes=ZEN4) == (
+        (25, 200, 300),
+        (1, 200, 300),
+    )
 
 
 def test_by_hand_big_l2_uses_4x_l1(host):
@@ -305,7 +321,10 @@ def test_by_hand_explicit(host):
         (1, 100),
     )
     # Both: as given, whatever the caches.
-    assert default_chunks_blocks((1000, 1000), 8, chunks=(100, 30), blocks=(7, 30)) == ((100, 30), (7, 30))
+    assert default_chunks_blocks((1000, 1000), 8, chunks=(100, 30), blocks=(7, 30)) == (
+        (100, 30),
+        (7, 30),
+    )
 
 
 def test_zero_dims_and_0d():
@@ -325,13 +344,13 @@ def test_deterministic_whatever_the_detected_caches(monkeypatch, host):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(shape=(10,), itemsize=0), "itemsize"),
-        (dict(shape=(10,), itemsize=8, clevel=10), "clevel"),
-        (dict(shape=(10,), itemsize=8, cache_sizes={"l1": 1, "l2": 2}), "l3"),
-        (dict(shape=(10,), itemsize=8, codec="nosuchcodec"), "codec"),
-        (dict(shape=(10,), itemsize=8, chunks=(5,), blocks=(6,)), "larger than chunks"),
-        (dict(shape=(10,), itemsize=8, chunks=(-5,)), "negative"),
-        (dict(shape=(10,), itemsize=600 * MiB), "MAX_BLOCKSIZE"),
+        ({"shape": (10,), "itemsize": 0}, "itemsize"),
+        ({"shape": (10,), "itemsize": 8, "clevel": 10}, "clevel"),
+        ({"shape": (10,), "itemsize": 8, "cache_sizes": {"l1": 1, "l2": 2}}, "l3"),
+        ({"shape": (10,), "itemsize": 8, "codec": "nosuchcodec"}, "codec"),
+        ({"shape": (10,), "itemsize": 8, "chunks": (5,), "blocks": (6,)}, "larger than chunks"),
+        ({"shape": (10,), "itemsize": 8, "chunks": (-5,)}, "negative"),
+        ({"shape": (10,), "itemsize": 600 * MiB}, "MAX_BLOCKSIZE"),
     ],
 )
 def test_errors(kwargs, message):
