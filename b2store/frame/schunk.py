@@ -8,6 +8,7 @@ value (zeros, NaN, uninitialized) for which no bytes are stored.
 from __future__ import annotations
 
 import shutil
+import struct
 from collections.abc import Iterator, Mapping, MutableMapping
 
 import numpy as np
@@ -15,7 +16,7 @@ import numpy as np
 from ..chunk.decoder import decode_chunk
 from ..chunk.encoder import encode_chunk, resolve_codec, resolve_filters, resolve_splitmode
 from ..chunk.header import ChunkHeader
-from ..constants import Codec, Filter, SpecialValue
+from ..constants import MIN_HEADER_LENGTH, Codec, Filter, SpecialValue
 from ..errors import FormatError
 from . import writer
 from .header import FrameHeader
@@ -316,15 +317,27 @@ class SChunk:
         for i, chunk in updates.items():
             i = self._index(i)
             chunk, n = _checked(chunk)
-            old_chunk = self.get_chunk(i)
-            nbytes += n - ChunkHeader.from_bytes(old_chunk).nbytes
+            old_nbytes, old_stored = self._stored_sizes(i)
+            nbytes += n - old_nbytes
             chunksize = writer.chunksize_after(chunksize, len(offsets), self.nbytes, "update", i, n)
             gone.append(int(offsets[i]))
-            self._stored_bytes -= len(old_chunk) if offsets[i] >= 0 else 0
+            self._stored_bytes -= old_stored
             offsets[i] = self._store(chunk, chunksize)
         self._publish(offsets, nbytes, chunksize)
         for entry in gone:
             self._forget(entry)
+
+    def _stored_sizes(self, i: int) -> tuple[int, int]:
+        """``(nbytes, bytes stored)`` of chunk ``i``, from its header alone."""
+        entry = int(self.offsets[i])
+        if entry < 0:
+            return self._chunk_nbytes(i), 0
+        if isinstance(self._source, SparseFrame):
+            head = self._source.read_chunk_file_range(entry, 0, MIN_HEADER_LENGTH)
+        else:
+            head = self._source.read(self.header.header_len + entry, MIN_HEADER_LENGTH)
+        nbytes, _, cbytes = struct.unpack_from("<iii", head, 4)
+        return nbytes, cbytes
 
     def reindex(self, entries, nbytes: int, metalayers: dict[str, bytes] | None = None,
                 replace: Mapping[int, bytes] | None = None) -> None:
@@ -343,29 +356,16 @@ class SChunk:
 
     def update_chunk(self, i: int, chunk) -> int:
         """Replace chunk ``i``; returns the number of chunks."""
-        self._check_writable()
-        i = self._index(i)
-        chunk, nbytes = _checked(chunk)
-        old_chunk = self.get_chunk(i)
-        old_nbytes = ChunkHeader.from_bytes(old_chunk).nbytes
-        chunksize = writer.chunksize_after(self.chunksize, self.nchunks, self.nbytes, "update", i,
-                                           nbytes)  # fmt: skip
-        old = int(self.offsets[i])
-        offsets = self.offsets.copy()
-        offsets[i] = self._store(chunk, chunksize)
-        self._stored_bytes -= len(old_chunk) if old >= 0 else 0
-        self._publish(offsets, self.nbytes - old_nbytes + nbytes, chunksize)
-        self._forget(old)
+        self.update_chunks({i: chunk})
         return self.nchunks
 
     def delete_chunk(self, i: int) -> int:
         """Remove chunk ``i``; returns the new number of chunks."""
         self._check_writable()
         i = self._index(i)
-        old_chunk = self.get_chunk(i)
-        old_nbytes = ChunkHeader.from_bytes(old_chunk).nbytes
+        old_nbytes, old_stored = self._stored_sizes(i)
         old = int(self.offsets[i])
-        self._stored_bytes -= len(old_chunk) if old >= 0 else 0
+        self._stored_bytes -= old_stored
         offsets = np.delete(self.offsets, i)
         chunksize = self.chunksize if len(offsets) else -1
         self._publish(offsets, self.nbytes - old_nbytes, chunksize)
