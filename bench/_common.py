@@ -2,11 +2,34 @@
 
 from __future__ import annotations
 
+import argparse
 import math
 import statistics
 import time
 
 import numpy as np
+
+
+def parse_args(doc: str, default_repeat: int, quick_help: str) -> tuple[argparse.Namespace, int]:
+    """The options every benchmark takes; returns them and the number of rounds."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--repeat", type=int, default=default_repeat,
+                    help=f"timed rounds per case (default {default_repeat})")
+    ap.add_argument("--quick", action="store_true", help=quick_help)
+    ap.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    args = ap.parse_args()
+    return args, 3 if args.quick else args.repeat
+
+
+def versions() -> dict[str, str]:
+    """The versions of the libraries compared, for the top of every report."""
+    import blosc2
+    import numcodecs
+
+    import b2store
+
+    return {"b2store": b2store.__version__, "blosc2": blosc2.__version__,
+            "numcodecs": numcodecs.__version__, "numpy": np.__version__}
 
 
 def make_datasets() -> dict[str, np.ndarray]:

@@ -12,7 +12,6 @@ the same number of bytes). Every chunk is checked to decode back before timing.
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import blosc2
@@ -21,7 +20,8 @@ import numcodecs.blosc
 import numpy as np
 
 import b2store
-from _common import gmean, make_datasets, run_case
+from _common import gmean, make_datasets, parse_args, run_case
+from _common import versions as common_versions
 
 CODECS = ["blosclz", "lz4", "lz4hc", "zlib", "zstd"]
 FILTERS = {"shuffle": (blosc2.Filter.SHUFFLE, numcodecs.Blosc.SHUFFLE),
@@ -48,16 +48,10 @@ def contenders(data: np.ndarray, codec: str, filt: str):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--repeat", type=int, default=9, help="timed rounds per case (default 9)")
-    ap.add_argument("--quick", action="store_true", help="3 rounds, first dtype only")
-    ap.add_argument("--json", metavar="PATH", help="also write the results as JSON")
-    args = ap.parse_args()
-    repeat = 3 if args.quick else args.repeat
+    args, repeat = parse_args(__doc__, 9, "3 rounds, first dtype only")
     blosc2.set_nthreads(1)
     numcodecs.blosc.set_nthreads(1)
-    versions = {"b2store": b2store.__version__, "blosc2": blosc2.__version__,
-                "numcodecs": numcodecs.__version__, "numpy": np.__version__}
+    versions = common_versions()
     print(" ".join(f"{k} {v}" for k, v in versions.items()) + f"; {repeat} rounds, 1 thread\n")
     datasets = make_datasets()
     if args.quick:

@@ -32,7 +32,6 @@ How to run
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import tempfile
@@ -41,7 +40,8 @@ import blosc2
 import numpy as np
 
 import b2store
-from _common import run_case
+from _common import parse_args, run_case
+from _common import versions as common_versions
 from b2store.frame.storage import FileFrame
 from b2store.nd.geometry import chunk_coords, chunk_region, nchunks
 
@@ -114,16 +114,10 @@ def cases(p: str, shape, chunks, nt_default: int, rng):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--repeat", type=int, default=5, help="timed rounds per case (default 5)")
-    ap.add_argument("--quick", action="store_true", help="32 MiB array, 3 rounds")
-    ap.add_argument("--json", metavar="PATH", help="also write the results as JSON")
-    args = ap.parse_args()
-    repeat = 3 if args.quick else args.repeat
+    args, repeat = parse_args(__doc__, 5, "32 MiB array, 3 rounds")
     shape = (2048, 2048) if args.quick else (8192, 4096)
     nt = blosc2.nthreads  # python-blosc2's default, before any set_nthreads
-    versions = {"b2store": b2store.__version__, "blosc2": blosc2.__version__,
-                "numpy": np.__version__}
+    versions = common_versions()
     print(" ".join(f"{k} {v}" for k, v in versions.items())
           + f"; {repeat} rounds; b2store 1 thread, blosc2 1 and {nt} threads; {os.cpu_count()} cores")
     rows, layouts = [], []
