@@ -14,7 +14,13 @@ from collections.abc import Iterator, Mapping, MutableMapping
 import numpy as np
 
 from ..chunk.decoder import decode_chunk
-from ..chunk.encoder import encode_chunk, resolve_codec, resolve_filters, resolve_splitmode
+from ..chunk.encoder import (
+    encode_chunk,
+    resolve_codec,
+    resolve_filters,
+    resolve_splitmode,
+    special_chunk,
+)
 from ..chunk.header import ChunkHeader
 from ..constants import MIN_HEADER_LENGTH, Codec, Filter, SpecialValue
 from ..errors import FormatError
@@ -228,9 +234,10 @@ class SChunk:
                 raise FormatError(f"offsets[{i}]", "a special offset for zeros, NaN or uninit",
                                   hex(offset & (2**64 - 1)))  # fmt: skip
             nbytes = self._chunk_nbytes(i)
-            ts = self.typesize if self.typesize <= 255 else 1
-            return ChunkHeader(5, 1, 0x05, ts, nbytes, nbytes, 32,
-                               blosc2_flags=kind << 4).to_bytes()  # fmt: skip
+            if nbytes % self.typesize:
+                raise FormatError(f"chunk {i} nbytes", f"whole items of typesize {self.typesize}",
+                                  nbytes)  # fmt: skip
+            return special_chunk(SpecialValue(kind), nbytes, self.typesize)
         if isinstance(self._source, SparseFrame):
             return self._source.read_chunk_file(offset)
         start = self.header.header_len + offset
