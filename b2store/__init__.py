@@ -3,15 +3,15 @@
 Pure Python and small Cython kernels over numpy, lz4, zstandard and msgpack; no C-Blosc.
 """
 
+from .api import open
 from .chunk.decoder import chunk_info, decode_chunk
 from .chunk.encoder import encode_chunk
-from .api import open
-from .frame.schunk import SChunk
-from .nd.array import B2ndArray
-from .nd.create import asarray, empty, frombuffer, full, zeros
 from .chunk.header import ChunkInfo
 from .constants import Codec, Filter, SpecialValue, SplitMode
 from .errors import B2StoreError, FormatError, UnsupportedError
+from .frame.schunk import SChunk
+from .nd.array import B2ndArray
+from .nd.create import asarray, empty, frombuffer, full, zeros
 
 __all__ = [
     "decode_chunk",

@@ -10,7 +10,7 @@ from .nd.meta import B2ndMeta
 __all__ = ["open"]
 
 
-def open(urlpath, mode: str = "r", *, dtype=None):  # noqa: A001 - mirrors blosc2.open
+def open(urlpath, mode: str = "r", *, dtype=None):
     """Open the frame at ``urlpath`` (a ``.b2nd``/``.b2frame`` file, a sparse-frame
     directory, or the frame's bytes).
 
@@ -19,16 +19,19 @@ def open(urlpath, mode: str = "r", *, dtype=None):  # noqa: A001 - mirrors blosc
     :class:`SChunk` otherwise. ``mode="a"`` allows changes (one writer at a time).
     """
     if mode not in ("r", "a"):
-        raise ValueError(f"mode must be 'r' (read) or 'a' (read and write), not {mode!r}; "
-                         "b2store.asarray/zeros/... create new arrays")  # fmt: skip
+        raise ValueError(
+            f"mode must be 'r' (read) or 'a' (read and write), not {mode!r}; "
+            "b2store.asarray/zeros/... create new arrays"
+        )
     schunk = SChunk.open(urlpath, mode=mode)
     try:
         meta = schunk.meta
         if "b2nd" in meta:
             return B2ndArray(schunk, B2ndMeta.from_bytes(meta["b2nd"]), dtype=dtype)
         if "caterva" in meta:
-            return B2ndArray(schunk, B2ndMeta.from_bytes(meta["caterva"], caterva=True),
-                             dtype=dtype)  # fmt: skip
+            return B2ndArray(
+                schunk, B2ndMeta.from_bytes(meta["caterva"], caterva=True), dtype=dtype
+            )
         return schunk
     except BaseException:
         schunk.close()

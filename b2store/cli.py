@@ -17,8 +17,9 @@ __all__ = ["main"]
 
 
 def _describe(info) -> str:
-    filters = ", ".join(f"{getattr(f, 'name', f)}({m})" for f, m in zip(info.filters, info.filters_meta)
-                        if f)  # fmt: skip
+    filters = ", ".join(
+        f"{getattr(f, 'name', f)}({m})" for f, m in zip(info.filters, info.filters_meta) if f
+    )
     special = info.special.name if info.special else "no"
     return (
         f"version {info.version}, {info.codec.name if hasattr(info.codec, 'name') else info.codec}"
@@ -41,8 +42,10 @@ def _quickstart(_args) -> int:
         values = decoded.view(meta["dtype"]).reshape(meta["shape"])
         print(f"{name} (written by {meta['writer']})")
         print(f"  {_describe(chunk_info(data))}")
-        print(f"  {meta['dtype']} {tuple(values.shape)}: min {values.min()}, max {values.max()}, "
-              f"mean {values.mean():.3f}; sha256 {'matches' if ok else 'DIFFERS'}")  # fmt: skip
+        print(
+            f"  {meta['dtype']} {tuple(values.shape)}: min {values.min()}, max {values.max()}, "
+            f"mean {values.mean():.3f}; sha256 {'matches' if ok else 'DIFFERS'}"
+        )
     return 1 if failures else 0
 
 

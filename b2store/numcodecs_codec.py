@@ -94,10 +94,17 @@ class Blosc2(Codec):
         arr = ensure_contiguous_ndarray(buf, self.max_buffer_size)
         typesize = self.typesize or (arr.dtype.itemsize if isinstance(buf, np.ndarray) else 1)
         return encode_chunk(
-            arr, typesize=typesize, codec=self.cname, clevel=self.clevel, filters=self.filters,
-            filters_meta=self.filters_meta, blocksize=self.blocksize, splitmode=self.splitmode,
-            use_dict=self.use_dict, nthreads=self._nthreads,
-        )  # fmt: skip
+            arr,
+            typesize=typesize,
+            codec=self.cname,
+            clevel=self.clevel,
+            filters=self.filters,
+            filters_meta=self.filters_meta,
+            blocksize=self.blocksize,
+            splitmode=self.splitmode,
+            use_dict=self.use_dict,
+            nthreads=self._nthreads,
+        )
 
     def decode(self, buf, out=None):
         src = ensure_contiguous_ndarray(buf, self.max_buffer_size)

@@ -113,8 +113,9 @@ class Blosc2Codec(_ThreadedSync, BytesBytesCodec):
                 names.append(f[0])
                 metas.append(int(f[1]))
         slots, packed = resolve_filters(names, metas)
-        return tuple((Filter(f).name.lower(), m - 256 if m > 127 else m)
-                     for f, m in zip(slots, packed) if f)  # fmt: skip
+        return tuple(
+            (Filter(f).name.lower(), m - 256 if m > 127 else m) for f, m in zip(slots, packed) if f
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Blosc2Codec:
@@ -122,8 +123,12 @@ class Blosc2Codec(_ThreadedSync, BytesBytesCodec):
         return cls(**config)
 
     def to_dict(self) -> dict[str, Any]:
-        config: dict[str, Any] = {"cname": self.cname, "clevel": self.clevel,
-                                  "blocksize": self.blocksize, "splitmode": self.splitmode}  # fmt: skip
+        config: dict[str, Any] = {
+            "cname": self.cname,
+            "clevel": self.clevel,
+            "blocksize": self.blocksize,
+            "splitmode": self.splitmode,
+        }
         if self.typesize is not None:
             config["typesize"] = self.typesize
         if self.filters is not None:
@@ -150,15 +155,19 @@ class Blosc2Codec(_ThreadedSync, BytesBytesCodec):
     def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
         names, metas = self._pipeline()
         chunk = encode_chunk(
-            chunk_bytes.as_numpy_array(), typesize=self.typesize or _item_size(chunk_spec),
-            codec=self.cname, clevel=self.clevel, filters=names, filters_meta=metas,
-            blocksize=self.blocksize, splitmode=self.splitmode,
-        )  # fmt: skip
+            chunk_bytes.as_numpy_array(),
+            typesize=self.typesize or _item_size(chunk_spec),
+            codec=self.cname,
+            clevel=self.clevel,
+            filters=names,
+            filters_meta=metas,
+            blocksize=self.blocksize,
+            splitmode=self.splitmode,
+        )
         return chunk_spec.prototype.buffer.from_bytes(chunk)
 
     def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
         return _decode(chunk_bytes, chunk_spec)
-
 
 
 @dataclass(frozen=True)
@@ -186,8 +195,9 @@ class NumcodecsBlosc2Codec(_ThreadedSync, BytesBytesCodec):
         return {"name": "numcodecs.blosc2", "configuration": dict(self.codec_config)}
 
     def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
-        return chunk_spec.prototype.buffer.from_bytes(self._codec.encode(chunk_bytes.as_numpy_array()))
+        return chunk_spec.prototype.buffer.from_bytes(
+            self._codec.encode(chunk_bytes.as_numpy_array())
+        )
 
     def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
         return _decode(chunk_bytes, chunk_spec)
-

@@ -13,8 +13,12 @@ import numpy as np
 def parse_args(doc: str, default_repeat: int, quick_help: str) -> tuple[argparse.Namespace, int]:
     """The options every benchmark takes; returns them and the number of rounds."""
     ap = argparse.ArgumentParser(description=doc.split("\n")[0])
-    ap.add_argument("--repeat", type=int, default=default_repeat,
-                    help=f"timed rounds per case (default {default_repeat})")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=default_repeat,
+        help=f"timed rounds per case (default {default_repeat})",
+    )
     ap.add_argument("--quick", action="store_true", help=quick_help)
     ap.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = ap.parse_args()
@@ -28,8 +32,12 @@ def versions() -> dict[str, str]:
 
     import b2store
 
-    return {"b2store": b2store.__version__, "blosc2": blosc2.__version__,
-            "numcodecs": numcodecs.__version__, "numpy": np.__version__}
+    return {
+        "b2store": b2store.__version__,
+        "blosc2": blosc2.__version__,
+        "numcodecs": numcodecs.__version__,
+        "numpy": np.__version__,
+    }
 
 
 def make_datasets() -> dict[str, np.ndarray]:

@@ -35,10 +35,10 @@ import blosc2
 import numcodecs
 import numcodecs.blosc
 import numpy as np
-
-import b2store
 from _common import gmean, make_datasets, parse_args, run_case
 from _common import versions as common_versions
+
+import b2store
 
 CODECS = {"lz4": blosc2.Codec.LZ4, "zstd": blosc2.Codec.ZSTD, "blosclz": blosc2.Codec.BLOSCLZ}
 FILTERS = {
@@ -50,8 +50,14 @@ FILTERS = {
 def contenders(data: np.ndarray, codec: str, filt: str):
     """Compress ``data`` both ways; return the compression ratios and the timed callables."""
     raw = data.tobytes()
-    c2 = blosc2.compress2(data, typesize=data.itemsize, codec=CODECS[codec], clevel=5,
-                          filters=[FILTERS[filt][0]], nthreads=1)
+    c2 = blosc2.compress2(
+        data,
+        typesize=data.itemsize,
+        codec=CODECS[codec],
+        clevel=5,
+        filters=[FILTERS[filt][0]],
+        nthreads=1,
+    )
     nc = numcodecs.Blosc(cname=codec, clevel=5, shuffle=FILTERS[filt][1])
     c1 = nc.encode(data)
     out = np.empty(len(raw), dtype=np.uint8)
@@ -82,9 +88,18 @@ def main() -> None:
     datasets = make_datasets()
     if args.quick:
         datasets = dict(list(datasets.items())[:1])
-    cols = ["dtype", "codec", "filter", "cratio", "b2store GB/s", "blosc2 GB/s",
-            "ratio vs blosc2", "b2store(Blosc1 chunk) GB/s", "numcodecs GB/s",
-            "ratio vs numcodecs"]
+    cols = [
+        "dtype",
+        "codec",
+        "filter",
+        "cratio",
+        "b2store GB/s",
+        "blosc2 GB/s",
+        "ratio vs blosc2",
+        "b2store(Blosc1 chunk) GB/s",
+        "numcodecs GB/s",
+        "ratio vs numcodecs",
+    ]
     print("| " + " | ".join(cols) + " |")
     print("|" + "|".join("---" if i < 3 else "---:" for i in range(len(cols))) + "|")
     rows = []
@@ -93,24 +108,42 @@ def main() -> None:
             for filt in FILTERS:
                 cr2, cr1, funcs = contenders(data, codec, filt)
                 gbs = run_case(funcs, data.nbytes, repeat)
-                row = {"dtype": dtype, "codec": codec, "filter": filt,
-                       "cratio_blosc2": cr2, "cratio_blosc1": cr1, "gbps": gbs,
-                       "ratio_vs_blosc2": gbs["b2store"] / gbs["blosc2"],
-                       "ratio_vs_numcodecs": gbs["b2store_b1"] / gbs["numcodecs"]}
+                row = {
+                    "dtype": dtype,
+                    "codec": codec,
+                    "filter": filt,
+                    "cratio_blosc2": cr2,
+                    "cratio_blosc1": cr1,
+                    "gbps": gbs,
+                    "ratio_vs_blosc2": gbs["b2store"] / gbs["blosc2"],
+                    "ratio_vs_numcodecs": gbs["b2store_b1"] / gbs["numcodecs"],
+                }
                 rows.append(row)
-                print(f"| {dtype} | {codec} | {filt} | {cr2:.2f} | {gbs['b2store']:.2f} | "
-                      f"{gbs['blosc2']:.2f} | {row['ratio_vs_blosc2']:.2f} | "
-                      f"{gbs['b2store_b1']:.2f} | {gbs['numcodecs']:.2f} | "
-                      f"{row['ratio_vs_numcodecs']:.2f} |", flush=True)
+                print(
+                    f"| {dtype} | {codec} | {filt} | {cr2:.2f} | {gbs['b2store']:.2f} | "
+                    f"{gbs['blosc2']:.2f} | {row['ratio_vs_blosc2']:.2f} | "
+                    f"{gbs['b2store_b1']:.2f} | {gbs['numcodecs']:.2f} | "
+                    f"{row['ratio_vs_numcodecs']:.2f} |",
+                    flush=True,
+                )
 
     g2 = gmean([r["ratio_vs_blosc2"] for r in rows])
     g1 = gmean([r["ratio_vs_numcodecs"] for r in rows])
     print(f"\ngeometric-mean ratio b2store/blosc2: {g2:.3f}; b2store/numcodecs: {g1:.3f}")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"versions": versions, "repeat": repeat, "nthreads": 1, "rows": rows,
-                       "gmean_ratio_vs_blosc2": g2, "gmean_ratio_vs_numcodecs": g1},
-                      fh, indent=2)
+            json.dump(
+                {
+                    "versions": versions,
+                    "repeat": repeat,
+                    "nthreads": 1,
+                    "rows": rows,
+                    "gmean_ratio_vs_blosc2": g2,
+                    "gmean_ratio_vs_numcodecs": g1,
+                },
+                fh,
+                indent=2,
+            )
 
 
 if __name__ == "__main__":

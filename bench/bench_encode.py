@@ -18,14 +18,16 @@ import blosc2
 import numcodecs
 import numcodecs.blosc
 import numpy as np
-
-import b2store
 from _common import gmean, make_datasets, parse_args, run_case
 from _common import versions as common_versions
 
+import b2store
+
 CODECS = ["blosclz", "lz4", "lz4hc", "zlib", "zstd"]
-FILTERS = {"shuffle": (blosc2.Filter.SHUFFLE, numcodecs.Blosc.SHUFFLE),
-           "bitshuffle": (blosc2.Filter.BITSHUFFLE, numcodecs.Blosc.BITSHUFFLE)}
+FILTERS = {
+    "shuffle": (blosc2.Filter.SHUFFLE, numcodecs.Blosc.SHUFFLE),
+    "bitshuffle": (blosc2.Filter.BITSHUFFLE, numcodecs.Blosc.BITSHUFFLE),
+}
 
 
 def contenders(data: np.ndarray, codec: str, filt: str):
@@ -33,8 +35,14 @@ def contenders(data: np.ndarray, codec: str, filt: str):
     nc = numcodecs.Blosc(cname=codec, clevel=5, shuffle=FILTERS[filt][1])
     funcs = {
         "b2store": lambda: b2store.encode_chunk(data, codec=codec, clevel=5, filters=[filt]),
-        "blosc2": lambda: blosc2.compress2(data, typesize=ts, codec=blosc2.Codec[codec.upper()],
-                                           clevel=5, filters=[FILTERS[filt][0]], nthreads=1),
+        "blosc2": lambda: blosc2.compress2(
+            data,
+            typesize=ts,
+            codec=blosc2.Codec[codec.upper()],
+            clevel=5,
+            filters=[FILTERS[filt][0]],
+            nthreads=1,
+        ),
         "numcodecs": lambda: nc.encode(data),
     }
     sizes = {}
@@ -56,8 +64,18 @@ def main() -> None:
     datasets = make_datasets()
     if args.quick:
         datasets = dict(list(datasets.items())[:1])
-    cols = ["dtype", "codec", "filter", "b2store GB/s", "blosc2 GB/s", "speed vs blosc2",
-            "numcodecs GB/s", "speed vs numcodecs", "b2store bytes", "size vs blosc2"]
+    cols = [
+        "dtype",
+        "codec",
+        "filter",
+        "b2store GB/s",
+        "blosc2 GB/s",
+        "speed vs blosc2",
+        "numcodecs GB/s",
+        "speed vs numcodecs",
+        "b2store bytes",
+        "size vs blosc2",
+    ]
     print("| " + " | ".join(cols) + " |")
     print("|" + "|".join("---" if i < 3 else "---:" for i in range(len(cols))) + "|")
     rows = []
@@ -66,15 +84,24 @@ def main() -> None:
             for filt in FILTERS:
                 sizes, funcs = contenders(data, codec, filt)
                 gbs = run_case(funcs, data.nbytes, repeat)
-                row = {"dtype": dtype, "codec": codec, "filter": filt, "gbps": gbs, "sizes": sizes,
-                       "speed_vs_blosc2": gbs["b2store"] / gbs["blosc2"],
-                       "speed_vs_numcodecs": gbs["b2store"] / gbs["numcodecs"],
-                       "size_vs_blosc2": sizes["b2store"] / sizes["blosc2"]}
+                row = {
+                    "dtype": dtype,
+                    "codec": codec,
+                    "filter": filt,
+                    "gbps": gbs,
+                    "sizes": sizes,
+                    "speed_vs_blosc2": gbs["b2store"] / gbs["blosc2"],
+                    "speed_vs_numcodecs": gbs["b2store"] / gbs["numcodecs"],
+                    "size_vs_blosc2": sizes["b2store"] / sizes["blosc2"],
+                }
                 rows.append(row)
-                print(f"| {dtype} | {codec} | {filt} | {gbs['b2store']:.2f} | {gbs['blosc2']:.2f} "
-                      f"| {row['speed_vs_blosc2']:.2f} | {gbs['numcodecs']:.2f} | "
-                      f"{row['speed_vs_numcodecs']:.2f} | {sizes['b2store']} | "
-                      f"{row['size_vs_blosc2']:.4f} |", flush=True)
+                print(
+                    f"| {dtype} | {codec} | {filt} | {gbs['b2store']:.2f} | {gbs['blosc2']:.2f} "
+                    f"| {row['speed_vs_blosc2']:.2f} | {gbs['numcodecs']:.2f} | "
+                    f"{row['speed_vs_numcodecs']:.2f} | {sizes['b2store']} | "
+                    f"{row['size_vs_blosc2']:.4f} |",
+                    flush=True,
+                )
     g2 = gmean([r["speed_vs_blosc2"] for r in rows])
     g1 = gmean([r["speed_vs_numcodecs"] for r in rows])
     print(f"\ngeometric-mean speed ratio b2store/blosc2: {g2:.3f}; b2store/numcodecs: {g1:.3f}")

@@ -38,10 +38,10 @@ import tempfile
 
 import blosc2
 import numpy as np
-
-import b2store
 from _common import parse_args, run_case
 from _common import versions as common_versions
+
+import b2store
 from b2store.frame.storage import FileFrame
 from b2store.nd.geometry import chunk_coords, chunk_region, nchunks
 
@@ -76,9 +76,11 @@ def b2store_bytes(f) -> int:
 
 def blosc2_bytes(f, div: int) -> int | None:
     """Growth of ``rchar`` (bytes of read syscalls) in /proc/self/io in one call of f, / div."""
+
     def rchar():
         with open("/proc/self/io") as fh:
             return next(int(line.split()[1]) for line in fh if line.startswith("rchar:"))
+
     try:
         before = rchar()
         f()
@@ -96,6 +98,7 @@ def cases(p: str, shape, chunks, nt_default: int, rng):
         def opener(path):
             blosc2.set_nthreads(nt)  # blosc2.open takes its dparams from the global
             return blosc2.open(path)
+
         return lambda: f(opener)
 
     def decompress_chunk(a):  # a stays alive: blosc2 frees a temporary NDArray's schunk
@@ -108,8 +111,11 @@ def cases(p: str, shape, chunks, nt_default: int, rng):
         f"element ({NPOS} random, per element)": (NPOS, lambda op: [op(p)[ij] for ij in pos]),
     }
     for name, (div, f) in reads.items():
-        funcs = {"b2store": lambda f=f: f(b2store.open), "blosc2_1t": b2(1, f),
-                 "blosc2_nt": b2(nt_default, f)}
+        funcs = {
+            "b2store": lambda f=f: f(b2store.open),
+            "blosc2_1t": b2(1, f),
+            "blosc2_nt": b2(nt_default, f),
+        }
         yield name, div, funcs
 
 
@@ -118,25 +124,45 @@ def main() -> None:
     shape = (2048, 2048) if args.quick else (8192, 4096)
     nt = blosc2.nthreads  # python-blosc2's default, before any set_nthreads
     versions = common_versions()
-    print(" ".join(f"{k} {v}" for k, v in versions.items())
-          + f"; {repeat} rounds; b2store 1 thread, blosc2 1 and {nt} threads; {os.cpu_count()} cores")
+    print(
+        " ".join(f"{k} {v}" for k, v in versions.items())
+        + f"; {repeat} rounds; b2store 1 thread, blosc2 1 and {nt} threads; {os.cpu_count()} cores"
+    )
     rows, layouts = [], []
     with tempfile.TemporaryDirectory(prefix="bench_read_") as tmp:
         data = make_field(shape)
         for name, kw in (("default", {}), ("tiles", TILES)):
             p = os.path.join(tmp, f"{name}.b2nd")
             a = blosc2.asarray(data, urlpath=p, mode="w", contiguous=True, **kw)
-            layouts.append({"layout": name, "path": p, "chunks": a.chunks, "blocks": a.blocks,
-                            "nchunks": a.schunk.nchunks, "cratio": a.schunk.cratio})
+            layouts.append(
+                {
+                    "layout": name,
+                    "path": p,
+                    "chunks": a.chunks,
+                    "blocks": a.blocks,
+                    "nchunks": a.schunk.nchunks,
+                    "cratio": a.schunk.cratio,
+                }
+            )
             del a
         print(f"array {shape} float64, {data.nbytes / 2**20:.0f} MiB, zstd clevel 5 shuffle")
         del data
         for lay in layouts:
-            print(f"- {lay['layout']}: chunks {lay['chunks']}, blocks {lay['blocks']}, "
-                  f"{lay['nchunks']} chunks, cratio {lay['cratio']:.2f}")
-        cols = ["layout", "read", "b2store ms", "blosc2 1 thr ms", "ratio (1 thr)",
-                f"blosc2 {nt} thr ms", f"ratio ({nt} thr)", "b2store bytes read",
-                "blosc2 bytes read (rchar)"]
+            print(
+                f"- {lay['layout']}: chunks {lay['chunks']}, blocks {lay['blocks']}, "
+                f"{lay['nchunks']} chunks, cratio {lay['cratio']:.2f}"
+            )
+        cols = [
+            "layout",
+            "read",
+            "b2store ms",
+            "blosc2 1 thr ms",
+            "ratio (1 thr)",
+            f"blosc2 {nt} thr ms",
+            f"ratio ({nt} thr)",
+            "b2store bytes read",
+            "blosc2 bytes read (rchar)",
+        ]
         print("\n| " + " | ".join(cols) + " |")
         print("|" + "|".join("---" if i < 2 else "---:" for i in range(len(cols))) + "|")
         rng = np.random.default_rng(20240604)
@@ -149,27 +175,48 @@ def main() -> None:
             for read, div, funcs in cases(p, blosc2.open(p).shape, lay["chunks"], nt, rng):
                 # run_case gives nbytes / median / 1e9: with nbytes = 1e9, 1 / median seconds.
                 s = {n: 1.0 / v / div for n, v in run_case(funcs, 10**9, repeat).items()}
-                row = {"layout": lay["layout"], "read": read, "seconds": s,
-                       "ratio_1t": s["blosc2_1t"] / s["b2store"],
-                       "ratio_nt": s["blosc2_nt"] / s["b2store"],
-                       "b2store_bytes": b2store_bytes(funcs["b2store"]) // div,
-                       "blosc2_bytes": blosc2_bytes(funcs["blosc2_1t"], div)}
+                row = {
+                    "layout": lay["layout"],
+                    "read": read,
+                    "seconds": s,
+                    "ratio_1t": s["blosc2_1t"] / s["b2store"],
+                    "ratio_nt": s["blosc2_nt"] / s["b2store"],
+                    "b2store_bytes": b2store_bytes(funcs["b2store"]) // div,
+                    "blosc2_bytes": blosc2_bytes(funcs["blosc2_1t"], div),
+                }
                 b2b = "n/a" if row["blosc2_bytes"] is None else f"{row['blosc2_bytes']:,}"
                 rows.append(row)
-                print(f"| {lay['layout']} | {read} | {s['b2store'] * 1e3:.3f} | "
-                      f"{s['blosc2_1t'] * 1e3:.3f} | {row['ratio_1t']:.2f} | "
-                      f"{s['blosc2_nt'] * 1e3:.3f} | {row['ratio_nt']:.2f} | "
-                      f"{row['b2store_bytes']:,} | {b2b} |", flush=True)
+                print(
+                    f"| {lay['layout']} | {read} | {s['b2store'] * 1e3:.3f} | "
+                    f"{s['blosc2_1t'] * 1e3:.3f} | {row['ratio_1t']:.2f} | "
+                    f"{s['blosc2_nt'] * 1e3:.3f} | {row['ratio_nt']:.2f} | "
+                    f"{row['b2store_bytes']:,} | {b2b} |",
+                    flush=True,
+                )
     full = [r for r in rows if r["read"] == "full array"]
-    print("\nfull read, b2store / blosc2 speed (target >= 0.7): " + "; ".join(
-        f"{r['layout']} {r['ratio_1t']:.2f} (1 thr), {r['ratio_nt']:.2f} ({nt} thr)" for r in full))
+    print(
+        "\nfull read, b2store / blosc2 speed (target >= 0.7): "
+        + "; ".join(
+            f"{r['layout']} {r['ratio_1t']:.2f} (1 thr), {r['ratio_nt']:.2f} ({nt} thr)"
+            for r in full
+        )
+    )
     if args.json:
         for lay in layouts:
             del lay["path"]
         with open(args.json, "w") as fh:
-            json.dump({"versions": versions, "repeat": repeat, "shape": shape,
-                       "blosc2_default_nthreads": nt, "layouts": layouts, "rows": rows},
-                      fh, indent=2)
+            json.dump(
+                {
+                    "versions": versions,
+                    "repeat": repeat,
+                    "shape": shape,
+                    "blosc2_default_nthreads": nt,
+                    "layouts": layouts,
+                    "rows": rows,
+                },
+                fh,
+                indent=2,
+            )
 
 
 if __name__ == "__main__":

@@ -38,8 +38,9 @@ def case_id(case: dict) -> str:
 
 def recipe(expected: dict) -> np.ndarray:
     """The compat manifest's recipe: int32 LE arange(n) * k for k in factors, cut to nbytes."""
-    parts = [(np.arange(expected["n"], dtype="<i4") * k).tobytes()
-             for k in expected.get("factors", [1])]  # fmt: skip
+    parts = [
+        (np.arange(expected["n"], dtype="<i4") * k).tobytes() for k in expected.get("factors", [1])
+    ]
     data = b"".join(parts)
     return np.frombuffer(data[: expected.get("nbytes", len(data))], np.uint8)
 

@@ -42,8 +42,11 @@ def _blosclz_decoder(dictionary: bytes | None) -> StreamDecoder:
     def decode(payload: memoryview, target: np.ndarray) -> None:
         n = _blosclz.decompress(payload, target)
         if n != len(target):
-            raise _bad("BloscLZ stream", f"to inflate to {len(target)} bytes",
-                       "a corrupt stream" if n < 0 else f"{n} bytes")  # fmt: skip
+            raise _bad(
+                "BloscLZ stream",
+                f"to inflate to {len(target)} bytes",
+                "a corrupt stream" if n < 0 else f"{n} bytes",
+            )
 
     return decode
 
@@ -55,7 +58,9 @@ def _lz4_decoder(dictionary: bytes | None) -> StreamDecoder:
         try:
             out = lz4.block.decompress(payload, uncompressed_size=len(target), **extra)
         except lz4.block.LZ4BlockError as exc:
-            raise _bad("LZ4 stream", f"a valid block inflating to {len(target)} bytes", exc) from None
+            raise _bad(
+                "LZ4 stream", f"a valid block inflating to {len(target)} bytes", exc
+            ) from None
         if len(out) != len(target):
             raise _bad("LZ4 stream", f"to inflate to {len(target)} bytes", f"{len(out)} bytes")
         target[:] = np.frombuffer(out, np.uint8)
@@ -77,8 +82,11 @@ def _zlib_decoder(dictionary: bytes | None) -> StreamDecoder:
         except zlib.error as exc:
             raise _bad("zlib stream", f"a valid stream inflating to {size} bytes", exc) from None
         if len(out) != size or surplus or (not d.eof and d.unconsumed_tail):
-            raise _bad("zlib stream", f"to inflate to exactly {size} bytes",
-                       f"{len(out)} bytes{' or more' if surplus else ''}")  # fmt: skip
+            raise _bad(
+                "zlib stream",
+                f"to inflate to exactly {size} bytes",
+                f"{len(out)} bytes{' or more' if surplus else ''}",
+            )
         target[:] = np.frombuffer(out, np.uint8)
 
     return decode
@@ -121,9 +129,13 @@ _ZSTD_MAX_RATIO = 1 << 17
 def check_inflatable(codec_format: int, udcodec: int, payload, size: int, where: str) -> None:
     """Refuse a stream that cannot inflate to ``size`` bytes, before anything is allocated."""
     if codec_format == CodecFormat.USER:
-        codec_format = {Codec.BLOSCLZ: CodecFormat.BLOSCLZ, Codec.LZ4: CodecFormat.LZ4,
-                        Codec.LZ4HC: CodecFormat.LZ4, Codec.ZLIB: CodecFormat.ZLIB,
-                        Codec.ZSTD: CodecFormat.ZSTD}.get(udcodec, codec_format)  # fmt: skip
+        codec_format = {
+            Codec.BLOSCLZ: CodecFormat.BLOSCLZ,
+            Codec.LZ4: CodecFormat.LZ4,
+            Codec.LZ4HC: CodecFormat.LZ4,
+            Codec.ZLIB: CodecFormat.ZLIB,
+            Codec.ZSTD: CodecFormat.ZSTD,
+        }.get(udcodec, codec_format)
     n = len(payload)
     if codec_format == CodecFormat.ZSTD:
         try:
@@ -137,8 +149,11 @@ def check_inflatable(codec_format: int, udcodec: int, payload, size: int, where:
         return
     ratio = _INFLATE_RATIO.get(codec_format)
     if ratio is not None and size > ratio * (n + 1):
-        raise FormatError(f"csize of {where}", f"enough bytes to inflate to {size}",
-                          f"{n} bytes of {CodecFormat(codec_format).name}")  # fmt: skip
+        raise FormatError(
+            f"csize of {where}",
+            f"enough bytes to inflate to {size}",
+            f"{n} bytes of {CodecFormat(codec_format).name}",
+        )
 
 
 _BY_FORMAT = {
@@ -193,10 +208,12 @@ def stream_encoder(codec: Codec, clevel: int, dictionary: bytes | None = None) -
     """A function compressing one stream; it returns None when the result would not be
     smaller than the stream (the caller then stores it raw), as c-blosc2's codecs do."""
     if codec == Codec.BLOSCLZ:
+
         def encode(stream: np.ndarray) -> bytes | None:
             out = np.empty(len(stream), np.uint8)
             n = _blosclz.compress(stream, out, clevel)
             return out[:n].tobytes() if 0 < n < len(stream) else None
+
         return encode
     if codec in (Codec.LZ4, Codec.LZ4HC):
         if codec == Codec.LZ4:
@@ -210,6 +227,7 @@ def stream_encoder(codec: Codec, clevel: int, dictionary: bytes | None = None) -
         def encode(stream: np.ndarray) -> bytes | None:
             out = lz4.block.compress(stream, store_size=False, **opts)
             return out if len(out) < len(stream) else None
+
         return encode
     if codec == Codec.ZLIB:
         deflate = _zlib_ng.compress if _zlib_ng is not None else zlib.compress
@@ -217,23 +235,27 @@ def stream_encoder(codec: Codec, clevel: int, dictionary: bytes | None = None) -
         def encode(stream: np.ndarray) -> bytes | None:
             out = deflate(stream, clevel)
             return out if len(out) < len(stream) else None
+
         return encode
     if codec == Codec.ZSTD:
         if dictionary is not None:
             cctx = zstandard.ZstdCompressor(
-                level=ZSTD_DICT_LEVEL, dict_data=zstandard.ZstdCompressionDict(dictionary))
+                level=ZSTD_DICT_LEVEL, dict_data=zstandard.ZstdCompressionDict(dictionary)
+            )
         else:
             cctx = zstandard.ZstdCompressor(level=ZSTD_LEVELS[clevel])
 
         def encode(stream: np.ndarray) -> bytes | None:
             out = cctx.compress(stream)
             return out if len(out) < len(stream) else None
+
         return encode
     raise UnsupportedError("codec for encoding", getattr(codec, "name", codec))
 
 
-def train_dictionary(codec: Codec, samples: np.ndarray, nsamples: int, sample_size: int,
-                     maxsize: int) -> bytes | None:
+def train_dictionary(
+    codec: Codec, samples: np.ndarray, nsamples: int, sample_size: int, maxsize: int
+) -> bytes | None:
     """A dictionary from ``nsamples`` samples of ``sample_size`` bytes at the start of
     ``samples`` (the filtered chunk), as c-blosc2 builds them; None if training fails."""
     if codec in (Codec.LZ4, Codec.LZ4HC):

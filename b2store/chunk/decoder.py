@@ -102,9 +102,12 @@ class ChunkDecoder:
         elif header.memcpyed or header.nbytes == 0:
             if header.memcpyed and header.cbytes != header.nbytes + header.header_size:
                 raise FormatError(
-                    "cbytes", f"nbytes + {header.header_size} = "
-                    f"{header.nbytes + header.header_size} for a memcpyed chunk", header.cbytes, 12,
-                )  # fmt: skip
+                    "cbytes",
+                    f"nbytes + {header.header_size} = "
+                    f"{header.nbytes + header.header_size} for a memcpyed chunk",
+                    header.cbytes,
+                    12,
+                )
         else:
             self._read_layout()
 
@@ -116,10 +119,13 @@ class ChunkDecoder:
             # The header typesize may be capped at 1; the stored value's length is the truth.
             self.value_size = h.cbytes - h.header_size
             if self.value_size <= 0:
-                raise FormatError("cbytes", "32 + typesize for a repeated-value chunk", h.cbytes, 12)
+                raise FormatError(
+                    "cbytes", "32 + typesize for a repeated-value chunk", h.cbytes, 12
+                )
             if h.nbytes % self.value_size:
-                raise FormatError("nbytes", f"a multiple of the value size {self.value_size}",
-                                  h.nbytes, 4)  # fmt: skip
+                raise FormatError(
+                    "nbytes", f"a multiple of the value size {self.value_size}", h.nbytes, 4
+                )
         elif self.special == SpecialValue.NAN and h.typesize not in _NAN_BYTES:
             raise FormatError("typesize", "4 or 8 for a NaN chunk", h.typesize, 3)
         elif self.special == SpecialValue.NAN and h.nbytes % h.typesize:
@@ -133,39 +139,51 @@ class ChunkDecoder:
         nblocks = h.nblocks
         if nblocks <= 0:
             raise FormatError("blocksize", "at least one block", h.blocksize, 8)
-        if not h.vl_blocks and h.splits(h.effective_blocksize) and h.effective_blocksize % h.typesize:
+        if (
+            not h.vl_blocks
+            and h.splits(h.effective_blocksize)
+            and h.effective_blocksize % h.typesize
+        ):
             # Each stream holds blocksize // typesize bytes, so the rest of every block was
             # never stored (c-blosc2 writes such chunks when asked for an odd blocksize).
-            raise FormatError("blocksize", f"blocks of a multiple of typesize {h.typesize} in a "
-                              "chunk with split blocks", f"{h.effective_blocksize} bytes per block",
-                              8)  # fmt: skip
+            raise FormatError(
+                "blocksize",
+                f"blocks of a multiple of typesize {h.typesize} in a chunk with split blocks",
+                f"{h.effective_blocksize} bytes per block",
+                8,
+            )
         starts_end = h.header_size + 4 * nblocks
         if starts_end > h.cbytes:
             raise FormatError(
-                "bstarts", f"{nblocks} block starts within cbytes={h.cbytes}",
+                "bstarts",
+                f"{nblocks} block starts within cbytes={h.cbytes}",
                 f"{starts_end} bytes needed (nbytes={h.nbytes}, blocksize={h.blocksize})",
                 h.header_size,
-            )  # fmt: skip
+            )
         self.bstarts = np.frombuffer(self.src, "<i4", nblocks, h.header_size).astype(np.int64)
         data_start = starts_end
         dictionary = None
         if h.use_dict:
             if data_start + 4 > h.cbytes:
-                raise FormatError("dict size", "4 bytes after the block starts", "end of chunk",
-                                  data_start)  # fmt: skip
+                raise FormatError(
+                    "dict size", "4 bytes after the block starts", "end of chunk", data_start
+                )
             dsize = _I32.unpack_from(self._bytes, data_start)[0]
             if not 0 < dsize <= MAX_DICT_SIZE or data_start + 4 + dsize > h.cbytes:
-                raise FormatError("dict size", f"1..{MAX_DICT_SIZE} bytes inside the chunk", dsize,
-                                  data_start)  # fmt: skip
+                raise FormatError(
+                    "dict size", f"1..{MAX_DICT_SIZE} bytes inside the chunk", dsize, data_start
+                )
             dictionary = bytes(self._bytes[data_start + 4 : data_start + 4 + dsize])
             data_start += 4 + dsize
         bad = np.flatnonzero((self.bstarts < data_start) | (self.bstarts >= h.cbytes))
         if len(bad):
             j = int(bad[0])
             raise FormatError(
-                f"bstarts[{j}]", f"an offset in [{data_start}, {h.cbytes})",
-                int(self.bstarts[j]), h.header_size + 4 * j,
-            )  # fmt: skip
+                f"bstarts[{j}]",
+                f"an offset in [{data_start}, {h.cbytes})",
+                int(self.bstarts[j]),
+                h.header_size + 4 * j,
+            )
         if h.vl_blocks:
             self._read_vl_layout()
         else:
@@ -191,31 +209,46 @@ class ChunkDecoder:
             for s in range(nstreams):
                 where = f"stream {s} of block {j}"
                 if pos + 4 > end:
-                    raise FormatError(f"csize of {where}", "4 bytes inside the chunk", "end of chunk",
-                                      pos)  # fmt: skip
+                    raise FormatError(
+                        f"csize of {where}", "4 bytes inside the chunk", "end of chunk", pos
+                    )
                 csize = _I32.unpack_from(src, pos)[0]
                 if csize < 0:
                     # A run of one byte: -value, then a token whose bit 0 marks it.
                     if pos + 5 > end:
-                        raise FormatError(f"run token of {where}", "1 byte inside the chunk",
-                                          "end of chunk", pos + 4)  # fmt: skip
+                        raise FormatError(
+                            f"run token of {where}",
+                            "1 byte inside the chunk",
+                            "end of chunk",
+                            pos + 4,
+                        )
                     token = src[pos + 4]
                     if not token & 1 or csize < -255:
-                        raise FormatError(f"csize of {where}",
-                                          "a run of one byte (-255..-1 and an odd token)",
-                                          f"csize {csize}, token {token}", pos)  # fmt: skip
+                        raise FormatError(
+                            f"csize of {where}",
+                            "a run of one byte (-255..-1 and an odd token)",
+                            f"csize {csize}, token {token}",
+                            pos,
+                        )
                     entries.append((pos + 5, csize))
                     pos += 5
                     continue
                 pos += 4
                 if csize > end - pos:
-                    raise FormatError(f"csize of {where}",
-                                      f"at most the {end - pos} bytes left in the chunk", csize, pos - 4)
+                    raise FormatError(
+                        f"csize of {where}",
+                        f"at most the {end - pos} bytes left in the chunk",
+                        csize,
+                        pos - 4,
+                    )
                 if csize > neblock:
-                    raise FormatError(f"csize of {where}", f"at most the stream's {neblock} bytes",
-                                      csize, pos - 4)  # fmt: skip
+                    raise FormatError(
+                        f"csize of {where}", f"at most the stream's {neblock} bytes", csize, pos - 4
+                    )
                 if 0 < csize < neblock:
-                    check_inflatable(h.codec_format, h.udcodec, src[pos : pos + csize], neblock, where)
+                    check_inflatable(
+                        h.codec_format, h.udcodec, src[pos : pos + csize], neblock, where
+                    )
                 entries.append((pos, csize))
                 pos += csize
             table.append(entries)
@@ -227,20 +260,29 @@ class ChunkDecoder:
         ends = np.append(self.bstarts[1:], h.cbytes)
         if np.any(ends - self.bstarts < 4):
             j = int(np.flatnonzero(ends - self.bstarts < 4)[0])
-            raise FormatError(f"bstarts[{j + 1}]", "increasing block starts in a VL-block chunk",
-                              int(ends[j]), h.header_size + 4 * (j + 1))  # fmt: skip
+            raise FormatError(
+                f"bstarts[{j + 1}]",
+                "increasing block starts in a VL-block chunk",
+                int(ends[j]),
+                h.header_size + 4 * (j + 1),
+            )
         sizes = np.array([_I32.unpack_from(self._bytes, int(s))[0] for s in self.bstarts], np.int64)
         if np.any(sizes <= 0) or sizes.sum() != h.nbytes:
-            raise FormatError("block_nbytes", f"positive sizes adding up to nbytes={h.nbytes}",
-                              sizes.tolist()[:8], int(self.bstarts[0]))  # fmt: skip
+            raise FormatError(
+                "block_nbytes",
+                f"positive sizes adding up to nbytes={h.nbytes}",
+                sizes.tolist()[:8],
+                int(self.bstarts[0]),
+            )
         self.vl_sizes = sizes
         self.vl_offsets = np.concatenate(([0], np.cumsum(sizes)))
         self.vl_ends = ends
         for j, (start, stop, size) in enumerate(zip(self.bstarts, ends, sizes)):
             clen = int(stop - start - 4)
             if clen > size:
-                raise FormatError(f"block {j}", f"at most its {size} bytes compressed", clen,
-                                  int(start))  # fmt: skip
+                raise FormatError(
+                    f"block {j}", f"at most its {size} bytes compressed", clen, int(start)
+                )
             if clen < size:
                 payload = self._bytes[int(start) + 4 : int(stop)]
                 check_inflatable(h.codec_format, h.udcodec, payload, int(size), f"block {j}")

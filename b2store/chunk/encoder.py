@@ -30,8 +30,7 @@ from .filters import Pipeline
 from .header import BLOSC2_FLAGS, FLAGS, ChunkHeader
 from .tuning import MIN_BUFFERSIZE, compute_blocksize, header_typesize, split_block
 
-__all__ = ["encode_chunk", "special_chunk", "resolve_codec", "resolve_filters",
-           "resolve_splitmode"]  # fmt: skip
+__all__ = ["encode_chunk", "special_chunk", "resolve_codec", "resolve_filters", "resolve_splitmode"]
 
 CHUNK_VERSION = 5
 # The largest input c-blosc2 compresses into one chunk (its header sizes are int32).
@@ -153,10 +152,18 @@ def encode_chunk(
     pipeline = Pipeline(slots, metas, ts, encoding=True)
 
     header = ChunkHeader(
-        version=CHUNK_VERSION, versionlz=1, flags=FLAGS.EXTENDED, typesize=ts, nbytes=nbytes,
-        blocksize=bs, cbytes=0, filters=slots, udcodec=int(codec), compcode_meta=0,
+        version=CHUNK_VERSION,
+        versionlz=1,
+        flags=FLAGS.EXTENDED,
+        typesize=ts,
+        nbytes=nbytes,
+        blocksize=bs,
+        cbytes=0,
+        filters=slots,
+        udcodec=int(codec),
+        compcode_meta=0,
         filters_meta=metas,
-    )  # fmt: skip
+    )
     if clevel == 0 or nbytes < MIN_BUFFERSIZE:
         return _memcpyed(header, src, FLAGS.EXTENDED | FLAGS.MEMCPYED)
 
@@ -180,13 +187,15 @@ def encode_chunk(
         return _memcpyed(header, src, flags | FLAGS.MEMCPYED)
     if dictionary is None and job.all_zero_runs(blocks):
         special = SpecialValue.ZERO << 4
-        return _replace(header, flags=flags, blosc2_flags=special,
-                        cbytes=EXTENDED_HEADER_LENGTH).to_bytes()  # fmt: skip
+        return _replace(
+            header, flags=flags, blosc2_flags=special, cbytes=EXTENDED_HEADER_LENGTH
+        ).to_bytes()
 
     starts = EXTENDED_HEADER_LENGTH + prefix + np.concatenate(([0], np.cumsum(sizes[:-1])))
     bflags = 0 if dictionary is None else BLOSC2_FLAGS.USE_DICT
-    head = _replace(header, flags=flags, cbytes=EXTENDED_HEADER_LENGTH + body_size,
-                    blosc2_flags=bflags)  # fmt: skip
+    head = _replace(
+        header, flags=flags, cbytes=EXTENDED_HEADER_LENGTH + body_size, blosc2_flags=bflags
+    )
     pieces = [head.to_bytes(), starts.astype("<i4").tobytes()]
     if dictionary is not None:
         pieces += [len(dictionary).to_bytes(4, "little"), dictionary]
@@ -195,8 +204,9 @@ def encode_chunk(
     return b"".join(pieces)
 
 
-def special_chunk(kind: SpecialValue, nbytes: int, typesize: int, value: bytes = b"",
-                  blocksize: int = 0) -> bytes:
+def special_chunk(
+    kind: SpecialValue, nbytes: int, typesize: int, value: bytes = b"", blocksize: int = 0
+) -> bytes:
     """A chunk that stores no data, only what every item is (zeros, NaN, a repeated value,
     or undefined), as c-blosc2 builds them; ``value`` holds one item for VALUE."""
     if kind == SpecialValue.VALUE and len(value) != typesize:
@@ -205,10 +215,15 @@ def special_chunk(kind: SpecialValue, nbytes: int, typesize: int, value: bytes =
         raise ValueError(f"nbytes {nbytes} is not a whole number of {typesize}-byte items")
     body = value if kind == SpecialValue.VALUE else b""
     header = ChunkHeader(
-        version=CHUNK_VERSION, versionlz=1, flags=FLAGS.EXTENDED,
-        typesize=header_typesize(typesize), nbytes=nbytes, blocksize=blocksize or nbytes,
-        cbytes=EXTENDED_HEADER_LENGTH + len(body), blosc2_flags=int(kind) << 4,
-    )  # fmt: skip
+        version=CHUNK_VERSION,
+        versionlz=1,
+        flags=FLAGS.EXTENDED,
+        typesize=header_typesize(typesize),
+        nbytes=nbytes,
+        blocksize=blocksize or nbytes,
+        cbytes=EXTENDED_HEADER_LENGTH + len(body),
+        blosc2_flags=int(kind) << 4,
+    )
     return header.to_bytes() + body
 
 
@@ -308,8 +323,11 @@ class _Job:
             if _shuffle.is_run(stream):
                 first = int(stream[0])
                 # One repeated byte: csize 0 for zeros, else -value and a run token.
-                parts.append(b"\0\0\0\0" if first == 0 else (-first).to_bytes(4, "little",
-                             signed=True) + b"\x01")  # fmt: skip
+                parts.append(
+                    b"\0\0\0\0"
+                    if first == 0
+                    else (-first).to_bytes(4, "little", signed=True) + b"\x01"
+                )
                 continue
             packed = encode(stream)
             if packed is None:

@@ -62,8 +62,9 @@ class Pipeline:
     all, first slot first.
     """
 
-    def __init__(self, filters, filters_meta, typesize: int, *, blosc1: bool = False,
-                 encoding: bool = False):
+    def __init__(
+        self, filters, filters_meta, typesize: int, *, blosc1: bool = False, encoding: bool = False
+    ):
         self.typesize = typesize
         self.blosc1 = blosc1
         steps = []
@@ -83,14 +84,24 @@ class Pipeline:
     @classmethod
     def for_header(cls, header: ChunkHeader) -> Pipeline:
         """The pipeline a decoder undoes for the chunk with this header."""
-        return cls(header.pipeline, header.pipeline_meta, header.typesize,
-                   blosc1=header.version <= LAST_BLOSC1_VERSION)  # fmt: skip
+        return cls(
+            header.pipeline,
+            header.pipeline_meta,
+            header.typesize,
+            blosc1=header.version <= LAST_BLOSC1_VERSION,
+        )
 
     def __bool__(self) -> bool:
         return bool(self.steps)
 
-    def apply(self, block: np.ndarray, work: np.ndarray, spare: np.ndarray,
-              first_block: np.ndarray, block_index: int) -> np.ndarray:
+    def apply(
+        self,
+        block: np.ndarray,
+        work: np.ndarray,
+        spare: np.ndarray,
+        first_block: np.ndarray,
+        block_index: int,
+    ) -> np.ndarray:
         """Run the filters over ``block`` (left intact); returns the filtered bytes.
 
         ``work`` and ``spare`` are scratch of at least the block's size; the result is a
@@ -128,8 +139,9 @@ class Pipeline:
             body = len(src) // ts * ts
             _shuffle.zero_low_bits(dst[:body], ts, truncated_bits(fid, meta, ts))
 
-    def undo(self, data: np.ndarray, dest: np.ndarray, spare: np.ndarray, first_block,
-             block_index: int) -> None:
+    def undo(
+        self, data: np.ndarray, dest: np.ndarray, spare: np.ndarray, first_block, block_index: int
+    ) -> None:
         """Undo every filter of ``data`` (one block, clobbered) into ``dest``.
 
         ``spare`` is scratch of at least the block's size; ``first_block`` is the chunk's
@@ -181,7 +193,9 @@ class Pipeline:
         body = len(buf) // width * width
         if first_block is None or len(first_block) < body:
             raise FormatError(
-                "blocks", "a DELTA reference block at least as long as every other block",
-                f"block {block_index} of {len(buf)} bytes", None,
-            )  # fmt: skip
+                "blocks",
+                "a DELTA reference block at least as long as every other block",
+                f"block {block_index} of {len(buf)} bytes",
+                None,
+            )
         _shuffle.xor_into(buf[:body], first_block[:body], buf[:body])

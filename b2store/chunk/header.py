@@ -117,10 +117,20 @@ class ChunkHeader:
                 )
             ext = _EXTENDED.unpack_from(mv, MIN_HEADER_LENGTH)
             header = cls(
-                version, versionlz, flags, typesize, nbytes, blocksize, cbytes,
-                filters=tuple(ext[0:6]), udcodec=ext[6], compcode_meta=ext[7],
-                filters_meta=tuple(ext[8:14]), blosc2_flags2=ext[14], blosc2_flags=ext[15],
-            )  # fmt: skip
+                version,
+                versionlz,
+                flags,
+                typesize,
+                nbytes,
+                blocksize,
+                cbytes,
+                filters=tuple(ext[0:6]),
+                udcodec=ext[6],
+                compcode_meta=ext[7],
+                filters_meta=tuple(ext[8:14]),
+                blosc2_flags2=ext[14],
+                blosc2_flags=ext[15],
+            )
         else:
             header = cls(version, versionlz, flags, typesize, nbytes, blocksize, cbytes)
         header._check(len(mv))
@@ -129,15 +139,24 @@ class ChunkHeader:
     def to_bytes(self) -> bytes:
         """The header as stored: 16 bytes, or 32 when both shuffle bits are set."""
         base = _BASE.pack(
-            self.version, self.versionlz, self.flags, self.typesize,
-            self.nbytes, self.blocksize, self.cbytes,
-        )  # fmt: skip
+            self.version,
+            self.versionlz,
+            self.flags,
+            self.typesize,
+            self.nbytes,
+            self.blocksize,
+            self.cbytes,
+        )
         if not self.extended:
             return base
         return base + _EXTENDED.pack(
-            *self.filters, self.udcodec, self.compcode_meta, *self.filters_meta,
-            self.blosc2_flags2, self.blosc2_flags,
-        )  # fmt: skip
+            *self.filters,
+            self.udcodec,
+            self.compcode_meta,
+            *self.filters_meta,
+            self.blosc2_flags2,
+            self.blosc2_flags,
+        )
 
     def _check(self, buflen: int) -> None:
         if self.version == 0:
@@ -149,17 +168,23 @@ class ChunkHeader:
             raise UnsupportedError("chunk format version", self.version)
         if self.codec_format in (5, CodecFormat.IN_SCHUNK):
             # 5 was never assigned; 7 ("codec in super-chunk") only ever lives in memory.
-            raise FormatError("flags", "a codec format of 0-4 or 6 in bits 5-7",
-                              self.codec_format, 2)  # fmt: skip
+            raise FormatError(
+                "flags", "a codec format of 0-4 or 6 in bits 5-7", self.codec_format, 2
+            )
         if self.typesize == 0:
             raise FormatError("typesize", "1..255", 0, 3)
         if self.nbytes < 0:
             raise FormatError("nbytes", "a size >= 0", self.nbytes, 4)
         if self.cbytes < self.header_size:
-            raise FormatError("cbytes", f"at least the {self.header_size}-byte header", self.cbytes, 12)
+            raise FormatError(
+                "cbytes", f"at least the {self.header_size}-byte header", self.cbytes, 12
+            )
         if self.cbytes > buflen:
             raise FormatError(
-                "cbytes", f"at most the {buflen} bytes available (truncated chunk?)", self.cbytes, 12
+                "cbytes",
+                f"at most the {buflen} bytes available (truncated chunk?)",
+                self.cbytes,
+                12,
             )
         if self.extended:
             if self.blosc2_flags & BLOSC2_FLAGS.INSTR_CODEC:
@@ -169,9 +194,11 @@ class ChunkHeader:
                 raise FormatError("blosc2_flags", "a special value 0..4 in bits 4-6", special, 31)
             if self.vl_blocks and (special or self.memcpyed):
                 raise FormatError(
-                    "blosc2_flags2", "no VL blocks in a memcpyed or special chunk",
-                    hex(self.blosc2_flags2), 30,
-                )  # fmt: skip
+                    "blosc2_flags2",
+                    "no VL blocks in a memcpyed or special chunk",
+                    hex(self.blosc2_flags2),
+                    30,
+                )
         if self.blocksize <= 0 and (self.nbytes > 0 and not self.special):
             raise FormatError("blocksize", "a size > 0", self.blocksize, 8)
         if self.blocksize > MAX_BLOCKSIZE:

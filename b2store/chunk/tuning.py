@@ -20,8 +20,9 @@ _CLEVEL_FACTOR = {0: 0.25, 1: 0.5, 2: 1, 3: 2, 4: 4, 5: 4, 6: 8, 7: 8, 8: 8, 9: 
 _SPLIT_ITEMS = {1: 32, 2: 32, 3: 32, 4: 64, 5: 64, 6: 64, 7: 128, 8: 256, 9: 512}
 
 
-def split_block(codec: Codec, clevel: int, filters, splitmode: SplitMode, typesize: int,
-                blocksize: int) -> bool:
+def split_block(
+    codec: Codec, clevel: int, filters, splitmode: SplitMode, typesize: int, blocksize: int
+) -> bool:
     """Whether blocks are stored as one stream per byte of the type."""
     if splitmode == SplitMode.ALWAYS_SPLIT:
         return True
@@ -38,8 +39,15 @@ def split_block(codec: Codec, clevel: int, filters, splitmode: SplitMode, typesi
     )
 
 
-def compute_blocksize(nbytes: int, typesize: int, clevel: int, codec: Codec, filters,
-                      splitmode: SplitMode, blocksize: int = 0) -> int:
+def compute_blocksize(
+    nbytes: int,
+    typesize: int,
+    clevel: int,
+    codec: Codec,
+    filters,
+    splitmode: SplitMode,
+    blocksize: int = 0,
+) -> int:
     """The block size c-blosc2 picks for a chunk (``typesize`` is the real one, even > 255)."""
     if nbytes < typesize:
         return 1

@@ -123,8 +123,7 @@ class FrameHeader:
             raise FormatError("frame magic", repr(MAGIC), bytes(mv[1:10]), 1)
         layout = _LAYOUTS.get(mv[0])
         if layout is None:
-            raise FormatError("frame header", "a msgpack array of 11 to 14 fields",
-                              hex(mv[0]), 0)  # fmt: skip
+            raise FormatError("frame header", "a msgpack array of 11 to 14 fields", hex(mv[0]), 0)
         return layout
 
     @staticmethod
@@ -152,15 +151,25 @@ class FrameHeader:
         extra = {}
         if layout.nfields == 14:
             ext = bytes(mv[71:87])
-            extra = dict(filters=tuple(ext[0:6]), udcodec=ext[6], compcode_meta=ext[7],
-                         filters_meta=tuple(ext[8:14]), other_flags2=ext[14])  # fmt: skip
+            extra = dict(
+                filters=tuple(ext[0:6]),
+                udcodec=ext[6],
+                compcode_meta=ext[7],
+                filters_meta=tuple(ext[8:14]),
+                other_flags2=ext[14],
+            )
         elif layout.nfields == 13:
             frame_type = 0  # byte 26 held filter flags then; sparse frames came later
         header = cls(
-            general_flags=general_flags, frame_type=frame_type, codec_flags=codec_flags,
-            other_flags=other_flags, has_vlmeta=mv[vl_at] == 0xC3, nfields=layout.nfields,
-            **values, **extra,
-        )  # fmt: skip
+            general_flags=general_flags,
+            frame_type=frame_type,
+            codec_flags=codec_flags,
+            other_flags=other_flags,
+            has_vlmeta=mv[vl_at] == 0xC3,
+            nfields=layout.nfields,
+            **values,
+            **extra,
+        )
         header._check(len(mv))
         _need(mv, header.header_len, "frame header", 0)
         metalayers = _read_metalayers(mv, layout.metalayers_at, header.header_len)
@@ -173,20 +182,23 @@ class FrameHeader:
             raise UnsupportedError("frame format version", version)
         fixed = _LAYOUTS[0x90 + self.nfields].metalayers_at
         if not fixed <= self.header_len <= self.frame_len:
-            raise FormatError("header_len", f"{fixed}..frame_len={self.frame_len}",
-                              self.header_len, 11)  # fmt: skip
+            raise FormatError(
+                "header_len", f"{fixed}..frame_len={self.frame_len}", self.header_len, 11
+            )
         if self.frame_type not in (CONTIGUOUS, SPARSE):
             raise UnsupportedError("frame type", self.frame_type)
         if self.nbytes < 0 or self.cbytes < 0:
             raise FormatError("nbytes/cbytes", "sizes >= 0", (self.nbytes, self.cbytes), 30)
         if self.frame_type == CONTIGUOUS and self.header_len + self.cbytes > self.frame_len:
-            raise FormatError("cbytes", f"chunks inside the frame (frame_len {self.frame_len})",
-                              self.cbytes, 39)  # fmt: skip
+            raise FormatError(
+                "cbytes", f"chunks inside the frame (frame_len {self.frame_len})", self.cbytes, 39
+            )
         if self.typesize < 1:
             raise FormatError("typesize", "a size >= 1", self.typesize, 48)
         if self.chunksize < -1:
-            raise FormatError("chunksize", "-1 (no chunk yet), 0 (variable) or a size",
-                              self.chunksize, 58)  # fmt: skip
+            raise FormatError(
+                "chunksize", "-1 (no chunk yet), 0 (variable) or a size", self.chunksize, 58
+            )
 
     # --- what the fields mean --------------------------------------------------------------------
 
@@ -238,8 +250,9 @@ class FrameHeader:
             out[at] = marker
             struct.pack_into(fmt, out, at + 1, values[name])
         out[24] = 0xA4
-        out[25:29] = bytes([self.general_flags, self.frame_type, self.codec_flags,
-                            self.other_flags])  # fmt: skip
+        out[25:29] = bytes(
+            [self.general_flags, self.frame_type, self.codec_flags, self.other_flags]
+        )
         out[68] = 0xC3 if self.has_vlmeta else 0xC2
         out[69], out[70] = 0xD8, MAX_FILTERS
         out[71:77] = bytes(self.filters)
@@ -264,8 +277,9 @@ def _read_metalayers(mv, at: int, header_len: int) -> dict[str, bytes]:
     for k in range(count):
         name, pos = _read_name(mv, pos, header_len, f"metalayer {k} name")
         if pos + 5 > header_len or mv[pos] != 0xD2:
-            raise FormatError(f"metalayer {name!r} offset", "0xd2 and an int32", "end of header",
-                              pos)  # fmt: skip
+            raise FormatError(
+                f"metalayer {name!r} offset", "0xd2 and an int32", "end of header", pos
+            )
         offset = struct.unpack_from(">i", mv, pos + 1)[0]
         pos += 5
         metalayers[name] = _read_bin32(mv, offset, header_len, f"metalayer {name!r}")
@@ -305,10 +319,16 @@ def _metalayers_bytes(metalayers: dict[str, bytes], at: int) -> bytes:
             raise ValueError(f"metalayer names are at most {MAX_METALAYER_NAME} bytes: {n!r}")
     index_len = 7 + sum(1 + len(n) + 5 for n in names)
     values_at = at + index_len + 3
-    index = bytearray(b"\x93\xcd" + struct.pack(">H", index_len) + b"\xde" +
-                      struct.pack(">H", len(names)))  # fmt: skip
+    index = bytearray(
+        b"\x93\xcd" + struct.pack(">H", index_len) + b"\xde" + struct.pack(">H", len(names))
+    )
     values = bytearray(b"\xdc" + struct.pack(">H", len(names)))
     for name, content in zip(names, metalayers.values()):
-        index += bytes([0xA0 + len(name)]) + name + b"\xd2" + struct.pack(">i", values_at + len(values) - 3)
+        index += (
+            bytes([0xA0 + len(name)])
+            + name
+            + b"\xd2"
+            + struct.pack(">i", values_at + len(values) - 3)
+        )
         values += b"\xc6" + struct.pack(">I", len(content)) + bytes(content)
     return bytes(index) + bytes(values)

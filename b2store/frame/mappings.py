@@ -23,8 +23,9 @@ class VLMetaView(MutableMapping):
 
     def __setitem__(self, name: str, value) -> None:
         # python-blosc2 stores each value compressed with its defaults for typesize 1.
-        packed = encode_chunk(pack_value(value), typesize=1, codec=Codec.ZSTD, clevel=5,
-                              filters=[Filter.SHUFFLE])  # fmt: skip
+        packed = encode_chunk(
+            pack_value(value), typesize=1, codec=Codec.ZSTD, clevel=5, filters=[Filter.SHUFFLE]
+        )
         raw = dict(self._schunk._raw_vlmeta)
         raw[name] = packed
         self._schunk._set_vlmeta(raw)

@@ -40,6 +40,7 @@ from .trailer import MIN_TRAILER_LEN, TRAILER_TAIL_LEN, read_trailer, trailer_by
 
 __all__ = ["SChunk"]
 
+
 def _special_kind(offset: int) -> int:
     # A special offset has its top bit set and the special value in the top byte's low bits.
     return (offset >> 56) & 0x7F
@@ -70,17 +71,23 @@ class SChunk:
         self._stored_bytes = header.cbytes
         self._next_id = 0
         self._cparams = {
-            "typesize": header.typesize, "codec": self.codec, "clevel": header.clevel,
-            "filters": header.filters, "filters_meta": header.filters_meta,
-            "splitmode": header.splitmode, "blocksize": header.blocksize,
-        }  # fmt: skip
+            "typesize": header.typesize,
+            "codec": self.codec,
+            "clevel": header.clevel,
+            "filters": header.filters,
+            "filters_meta": header.filters_meta,
+            "splitmode": header.splitmode,
+            "blocksize": header.blocksize,
+        }
 
     @classmethod
     def open(cls, urlpath, mode: str = "r") -> SChunk:
         """Open the frame at ``urlpath`` (a file, a sparse-frame directory, or bytes):
         ``mode="r"`` to read, ``"a"`` to change it too (one writer at a time)."""
         if mode not in ("r", "a"):
-            raise ValueError(f"mode must be 'r' or 'a' here (use SChunk.create for 'w'), not {mode!r}")
+            raise ValueError(
+                f"mode must be 'r' or 'a' here (use SChunk.create for 'w'), not {mode!r}"
+            )
         source, header = open_source(urlpath, writable=mode == "a")
         try:
             return cls(source, header)
@@ -89,10 +96,21 @@ class SChunk:
             raise
 
     @classmethod
-    def create(cls, urlpath=None, *, contiguous: bool = True, typesize: int = 1,
-               chunksize: int = -1, codec="zstd", clevel: int = 5, filters=None,
-               filters_meta=None, splitmode="auto", blocksize: int = 0,
-               meta: Mapping[str, bytes] | None = None) -> SChunk:
+    def create(
+        cls,
+        urlpath=None,
+        *,
+        contiguous: bool = True,
+        typesize: int = 1,
+        chunksize: int = -1,
+        codec="zstd",
+        clevel: int = 5,
+        filters=None,
+        filters_meta=None,
+        splitmode="auto",
+        blocksize: int = 0,
+        meta: Mapping[str, bytes] | None = None,
+    ) -> SChunk:
         """A new empty frame, in memory (``urlpath=None``) or replacing what is at
         ``urlpath``: a contiguous file, or a sparse-frame directory with ``contiguous=False``.
 
@@ -104,11 +122,17 @@ class SChunk:
         else:
             slots, metas = resolve_filters(filters, filters_meta)
         header, frame = writer.empty_frame(
-            contiguous=contiguous or urlpath is None, typesize=typesize, codec=codec,
-            clevel=clevel, filters=slots, filters_meta=metas,
-            splitmode=resolve_splitmode(splitmode), blocksize=blocksize, chunksize=chunksize,
+            contiguous=contiguous or urlpath is None,
+            typesize=typesize,
+            codec=codec,
+            clevel=clevel,
+            filters=slots,
+            filters_meta=metas,
+            splitmode=resolve_splitmode(splitmode),
+            blocksize=blocksize,
+            chunksize=chunksize,
             metalayers={k: bytes(v) for k, v in (meta or {}).items()},
-        )  # fmt: skip
+        )
         if urlpath is None:
             return cls(MemoryFrame(frame, writable=True), header)
         path = local_path(urlpath)
@@ -145,13 +169,19 @@ class SChunk:
         index = self._source.read_chunk_at(at, self._trailer_start)
         offsets = decode_chunk(index)
         if len(offsets) % 8:
-            raise FormatError("offsets index", "a whole number of int64", f"{len(offsets)} bytes", at)
+            raise FormatError(
+                "offsets index", "a whole number of int64", f"{len(offsets)} bytes", at
+            )
         offsets = offsets.view("<i8").astype(np.int64)
         if h.chunksize > 0:
             nchunks = -(-h.nbytes // h.chunksize)
             if nchunks > len(offsets):
-                raise FormatError("offsets index", f"{nchunks} offsets (nbytes {h.nbytes} / "
-                                  f"chunksize {h.chunksize})", len(offsets), at)  # fmt: skip
+                raise FormatError(
+                    "offsets index",
+                    f"{nchunks} offsets (nbytes {h.nbytes} / chunksize {h.chunksize})",
+                    len(offsets),
+                    at,
+                )
             offsets = offsets[:nchunks]
         return offsets
 
@@ -219,8 +249,11 @@ class SChunk:
     def _chunk_nbytes(self, i: int) -> int:
         h = self.header
         if h.chunksize <= 0:
-            raise FormatError(f"offsets[{i}]", "no special offsets with variable-size chunks",
-                              hex(int(self.offsets[i]) & (2**64 - 1)))  # fmt: skip
+            raise FormatError(
+                f"offsets[{i}]",
+                "no special offsets with variable-size chunks",
+                hex(int(self.offsets[i]) & (2**64 - 1)),
+            )
         last = h.nbytes % h.chunksize
         return last if i == self.nchunks - 1 and last else h.chunksize
 
@@ -231,19 +264,24 @@ class SChunk:
         if offset < 0:
             kind = _special_kind(offset)
             if kind not in (SpecialValue.ZERO, SpecialValue.NAN, SpecialValue.UNINIT):
-                raise FormatError(f"offsets[{i}]", "a special offset for zeros, NaN or uninit",
-                                  hex(offset & (2**64 - 1)))  # fmt: skip
+                raise FormatError(
+                    f"offsets[{i}]",
+                    "a special offset for zeros, NaN or uninit",
+                    hex(offset & (2**64 - 1)),
+                )
             nbytes = self._chunk_nbytes(i)
             if nbytes % self.typesize:
-                raise FormatError(f"chunk {i} nbytes", f"whole items of typesize {self.typesize}",
-                                  nbytes)  # fmt: skip
+                raise FormatError(
+                    f"chunk {i} nbytes", f"whole items of typesize {self.typesize}", nbytes
+                )
             return special_chunk(SpecialValue(kind), nbytes, self.typesize)
         if isinstance(self._source, SparseFrame):
             return self._source.read_chunk_file(offset)
         start = self.header.header_len + offset
         if not self.header.header_len <= start < self._chunks_end():
-            raise FormatError(f"offsets[{i}]", f"an offset in [0, cbytes={self.header.cbytes})",
-                              offset)  # fmt: skip
+            raise FormatError(
+                f"offsets[{i}]", f"an offset in [0, cbytes={self.header.cbytes})", offset
+            )
         return self._source.read_chunk_at(start, self._chunks_end())
 
     def get_chunk_blocks(self, i: int, blocks):
@@ -255,8 +293,10 @@ class SChunk:
         if entry < 0:
             return self.get_chunk(i)
         if isinstance(self._source, SparseFrame):
+
             def read(offset: int, size: int) -> bytes:
                 return self._source.read_chunk_file_range(entry, offset, size)
+
             limit = None
         else:
             base = self.header.header_len + entry
@@ -266,6 +306,7 @@ class SChunk:
 
             def read(offset: int, size: int) -> bytes:
                 return self._source.read(base + offset, size)
+
         partial = partial_chunk(read, limit, blocks)
         return self.get_chunk(i) if partial is None else partial
 
@@ -297,8 +338,9 @@ class SChunk:
         if not 0 <= i <= self.nchunks:
             raise IndexError(f"cannot insert at {i} in {self.nchunks} chunks")
         chunk, nbytes = _checked(chunk)
-        chunksize = writer.chunksize_after(self.chunksize, self.nchunks, self.nbytes, _op, i,
-                                           nbytes)  # fmt: skip
+        chunksize = writer.chunksize_after(
+            self.chunksize, self.nchunks, self.nbytes, _op, i, nbytes
+        )
         entry = self._store(chunk, chunksize)
         offsets = np.insert(self.offsets, i, entry)
         self._publish(offsets, self.nbytes + nbytes, chunksize)
@@ -310,8 +352,9 @@ class SChunk:
         offsets, nbytes, chunksize = list(self.offsets), self.nbytes, self.chunksize
         for chunk in chunks:
             chunk, n = _checked(chunk)
-            chunksize = writer.chunksize_after(chunksize, len(offsets), nbytes, "append",
-                                               len(offsets), n)  # fmt: skip
+            chunksize = writer.chunksize_after(
+                chunksize, len(offsets), nbytes, "append", len(offsets), n
+            )
             offsets.append(self._store(chunk, chunksize))
             nbytes += n
         self._publish(np.array(offsets, np.int64), nbytes, chunksize)
@@ -346,8 +389,13 @@ class SChunk:
         nbytes, _, cbytes = struct.unpack_from("<iii", head, 4)
         return nbytes, cbytes
 
-    def reindex(self, entries, nbytes: int, metalayers: dict[str, bytes] | None = None,
-                replace: Mapping[int, bytes] | None = None) -> None:
+    def reindex(
+        self,
+        entries,
+        nbytes: int,
+        metalayers: dict[str, bytes] | None = None,
+        replace: Mapping[int, bytes] | None = None,
+    ) -> None:
         """Publish a new chunk order at once: ``entries`` are existing index entries (or
         special offsets), ``replace`` new chunks for some positions, ``metalayers`` same-size
         replacements (b2nd resize uses this)."""
@@ -402,9 +450,15 @@ class SChunk:
         if isinstance(self._source, SparseFrame) and entry >= 0 and entry not in self.offsets:
             self._source.remove_chunk_file(entry)
 
-    def _publish(self, offsets: np.ndarray, nbytes: int, chunksize: int,
-                 vlmeta: dict[str, bytes] | None = None, index: bool = True,
-                 metalayers: dict[str, bytes] | None = None) -> None:
+    def _publish(
+        self,
+        offsets: np.ndarray,
+        nbytes: int,
+        chunksize: int,
+        vlmeta: dict[str, bytes] | None = None,
+        index: bool = True,
+        metalayers: dict[str, bytes] | None = None,
+    ) -> None:
         """Make a change visible in one write (see :mod:`b2store.frame.writer`); new
         metalayers, of the same sizes, go in the same write."""
         vlmeta = self._raw_vlmeta if vlmeta is None else vlmeta
@@ -419,9 +473,14 @@ class SChunk:
             frame_len = h.header_len + len(index_bytes) + len(trailer)
             # A sparse frame's cbytes is the size of its chunk files (c-blosc2 reads 0 as
             # "no chunks").
-            new = writer.published_header(h, nbytes=nbytes, cbytes=self._stored_bytes,
-                                          chunksize=chunksize,
-                                          frame_len=frame_len, has_vlmeta=bool(vlmeta))
+            new = writer.published_header(
+                h,
+                nbytes=nbytes,
+                cbytes=self._stored_bytes,
+                chunksize=chunksize,
+                frame_len=frame_len,
+                has_vlmeta=bool(vlmeta),
+            )
             self._source.replace_index(new.to_bytes() + index_bytes + trailer)
             trailer_at = frame_len - len(trailer)
         else:
@@ -430,8 +489,14 @@ class SChunk:
             self._source.write(at, index_bytes + trailer)
             trailer_at = at + len(index_bytes)
             frame_len = trailer_at + len(trailer)
-            new = writer.published_header(h, nbytes=nbytes, cbytes=cbytes, chunksize=chunksize,
-                                          frame_len=frame_len, has_vlmeta=bool(vlmeta))
+            new = writer.published_header(
+                h,
+                nbytes=nbytes,
+                cbytes=cbytes,
+                chunksize=chunksize,
+                frame_len=frame_len,
+                has_vlmeta=bool(vlmeta),
+            )
             commit = new.to_bytes() if metalayers is not None else writer.fixed_header_bytes(new)
             self._source.write(0, commit)  # the commit point
             self._source.set_frame_len(frame_len)
@@ -442,22 +507,30 @@ class SChunk:
     def _set_vlmeta(self, vlmeta: dict[str, bytes]) -> None:
         self._check_writable()
         # Only the trailer changes; the index stays where it is.
-        self._publish(self.offsets, self.nbytes, self.chunksize, vlmeta,
-                      index=isinstance(self._source, SparseFrame))  # fmt: skip
+        self._publish(
+            self.offsets,
+            self.nbytes,
+            self.chunksize,
+            vlmeta,
+            index=isinstance(self._source, SparseFrame),
+        )
 
     def _set_meta(self, name: str, content: bytes) -> None:
         self._check_writable()
         old = self.header.metalayers.get(name)
         if old is None or len(old) != len(content):
-            raise ValueError(f"metalayer {name!r} can only be updated in place, with content of "
-                             f"the same size ({None if old is None else len(old)} bytes)")
+            raise ValueError(
+                f"metalayer {name!r} can only be updated in place, with content of "
+                f"the same size ({None if old is None else len(old)} bytes)"
+            )
         metalayers = dict(self.header.metalayers)
         metalayers[name] = bytes(content)
         new = self.header.with_fields(metalayers=metalayers)
         data = new.to_bytes()
         if isinstance(self._source, SparseFrame):
-            index_and_trailer = self._source.read(self.header.header_len,
-                                                  self._source.frame_len - self.header.header_len)
+            index_and_trailer = self._source.read(
+                self.header.header_len, self._source.frame_len - self.header.header_len
+            )
             self._source.replace_index(data + index_and_trailer)
         else:
             self._source.write(0, data)  # same length: one write of the whole header
@@ -467,10 +540,17 @@ class SChunk:
         """The whole frame as one contiguous frame's bytes."""
         if self.contiguous:
             return self._source.read(0, self._source.frame_len)
-        out = SChunk.create(None, typesize=self.typesize, codec=self.codec, clevel=self.clevel,
-                            filters=self.filters, filters_meta=self.filters_meta,
-                            blocksize=self.blocksize, meta=self.header.metalayers,
-                            chunksize=self.chunksize if self.nchunks else -1)  # fmt: skip
+        out = SChunk.create(
+            None,
+            typesize=self.typesize,
+            codec=self.codec,
+            clevel=self.clevel,
+            filters=self.filters,
+            filters_meta=self.filters_meta,
+            blocksize=self.blocksize,
+            meta=self.header.metalayers,
+            chunksize=self.chunksize if self.nchunks else -1,
+        )
         chunks = [out._store(self.get_chunk(i), self.chunksize) for i in range(self.nchunks)]
         out._publish(np.array(chunks, np.int64), self.nbytes, self.chunksize, self._raw_vlmeta)
         return out._source.getvalue()
@@ -490,8 +570,10 @@ class SChunk:
 
     def __repr__(self) -> str:
         kind = "contiguous" if self.contiguous else "sparse"
-        return (f"SChunk({kind}, nchunks={self.nchunks}, chunksize={self.chunksize}, "
-                f"typesize={self.typesize}, nbytes={self.nbytes}, cbytes={self.cbytes})")
+        return (
+            f"SChunk({kind}, nchunks={self.nchunks}, chunksize={self.chunksize}, "
+            f"typesize={self.typesize}, nbytes={self.nbytes}, cbytes={self.cbytes})"
+        )
 
 
 def _checked(chunk) -> tuple[bytes, int]:

@@ -19,12 +19,21 @@ from ..constants import EXTENDED_HEADER_LENGTH, MIN_HEADER_LENGTH
 from ..errors import B2StoreError, FormatError
 from .header import FrameHeader
 
-__all__ = ["FrameSource", "MemoryFrame", "FileFrame", "SparseFrame", "open_source",
-           "INDEX_NAME", "WriterLockedError", "partial_chunk"]  # fmt: skip
+__all__ = [
+    "FrameSource",
+    "MemoryFrame",
+    "FileFrame",
+    "SparseFrame",
+    "open_source",
+    "INDEX_NAME",
+    "WriterLockedError",
+    "partial_chunk",
+]
 
 
 class WriterLockedError(B2StoreError):
     """Another writer has the frame open: two writers would corrupt it."""
+
 
 INDEX_NAME = "chunks.b2frame"
 LOCK_NAME = ".b2store-lock"
@@ -50,8 +59,12 @@ class FrameSource:
         head = self.read(offset, min(EXTENDED_HEADER_LENGTH, limit - offset))
         cbytes = int.from_bytes(head[12:16], "little", signed=True)
         if not MIN_HEADER_LENGTH <= cbytes <= limit - offset:
-            raise FormatError("chunk cbytes", f"a chunk inside the chunks section (to {limit})",
-                              cbytes, offset + 12)  # fmt: skip
+            raise FormatError(
+                "chunk cbytes",
+                f"a chunk inside the chunks section (to {limit})",
+                cbytes,
+                offset + 12,
+            )
         return self.read(offset, cbytes)
 
     def close(self) -> None:
@@ -91,8 +104,11 @@ class MemoryFrame(FrameSource):
 
     def read(self, offset: int, size: int) -> bytes:
         if offset < 0 or offset + size > len(self._data):
-            raise FormatError("frame", f"bytes {offset}..{offset + size} inside the frame",
-                              f"a frame of {len(self._data)} bytes")  # fmt: skip
+            raise FormatError(
+                "frame",
+                f"bytes {offset}..{offset + size} inside the frame",
+                f"a frame of {len(self._data)} bytes",
+            )
         return bytes(self._data[offset : offset + size])
 
 
@@ -126,8 +142,11 @@ class FileFrame(FrameSource):
 
     def read(self, offset: int, size: int) -> bytes:
         if offset < 0 or offset + size > self._frame_len:
-            raise FormatError("frame", f"bytes {offset}..{offset + size} inside the frame",
-                              f"a frame of {self._frame_len} bytes")  # fmt: skip
+            raise FormatError(
+                "frame",
+                f"bytes {offset}..{offset + size} inside the frame",
+                f"a frame of {self._frame_len} bytes",
+            )
         data = os.pread(self._fd, size, offset)
         if len(data) != size:
             raise FormatError("frame", f"{size} bytes at {offset}", f"{len(data)} (truncated file)")
@@ -190,10 +209,13 @@ class SparseFrame(FileFrame):
                 fh.seek(offset)
                 data = fh.read(size)
         except FileNotFoundError:
-            raise FormatError("chunk file", f"{path.name} in {self.directory}", "no such file") from None
+            raise FormatError(
+                "chunk file", f"{path.name} in {self.directory}", "no such file"
+            ) from None
         if len(data) != size:
-            raise FormatError("chunk file", f"{size} bytes at {offset} of {path.name}",
-                              f"{len(data)} bytes")  # fmt: skip
+            raise FormatError(
+                "chunk file", f"{size} bytes at {offset} of {path.name}", f"{len(data)} bytes"
+            )
         return data
 
     def read_chunk_file(self, chunk_id: int) -> bytes:
@@ -201,7 +223,9 @@ class SparseFrame(FileFrame):
         try:
             data = path.read_bytes()
         except FileNotFoundError:
-            raise FormatError("chunk file", f"{path.name} in {self.directory}", "no such file") from None
+            raise FormatError(
+                "chunk file", f"{path.name} in {self.directory}", "no such file"
+            ) from None
         if len(data) < MIN_HEADER_LENGTH:
             raise FormatError("chunk file", "a whole chunk", f"{len(data)} bytes", 0)
         ChunkHeader.from_bytes(data)  # its cbytes must fit the file
@@ -252,8 +276,9 @@ def open_source(urlpath, writable: bool = False) -> tuple[FrameSource, FrameHead
     try:
         header_len, frame_len = FrameHeader.peek_len(source.read(0, min(24, source.frame_len)))
         if frame_len > source.frame_len:
-            raise FormatError("frame_len", f"at most the {source.frame_len} bytes there are",
-                              frame_len, 16)  # fmt: skip
+            raise FormatError(
+                "frame_len", f"at most the {source.frame_len} bytes there are", frame_len, 16
+            )
         if isinstance(source, MemoryFrame):
             if writable:
                 source.set_frame_len(frame_len)
@@ -269,13 +294,15 @@ def open_source(urlpath, writable: bool = False) -> tuple[FrameSource, FrameHead
 
 
 def partial_chunk(read, limit: int | None, blocks) -> np.ndarray | None:
-    """The sparse copy of a chunk described by :meth:`~b2store.frame.schunk.SChunk.get_chunk_blocks`, or None when
-    the chunk has no block starts to go by (special, memcpyed, VL blocks: read it whole)."""
+    """The sparse copy of a chunk described by
+    :meth:`~b2store.frame.schunk.SChunk.get_chunk_blocks`, or None when the chunk has no block
+    starts to go by (special, memcpyed, VL blocks: read it whole)."""
     head = read(0, MIN_HEADER_LENGTH)
     cbytes = int.from_bytes(head[12:16], "little", signed=True)
     if cbytes < MIN_HEADER_LENGTH or (limit is not None and cbytes > limit):
-        raise FormatError("chunk cbytes", f"a chunk inside the chunks section (to {limit})",
-                          cbytes, 12)  # fmt: skip
+        raise FormatError(
+            "chunk cbytes", f"a chunk inside the chunks section (to {limit})", cbytes, 12
+        )
     prefix_len = min(cbytes, EXTENDED_HEADER_LENGTH)
     # np.zeros maps fresh zero pages: untouched parts of a large chunk cost nothing.
     buf = np.zeros(cbytes, np.uint8)
@@ -292,8 +319,9 @@ def partial_chunk(read, limit: int | None, blocks) -> np.ndarray | None:
     if header.use_dict and starts_end + 4 <= cbytes:
         dsize = int.from_bytes(read(starts_end, 4), "little", signed=True)
         if 0 < dsize <= cbytes - starts_end - 4:
-            buf[starts_end : starts_end + 4 + dsize] = np.frombuffer(read(starts_end, 4 + dsize),
-                                                                     np.uint8)  # fmt: skip
+            buf[starts_end : starts_end + 4 + dsize] = np.frombuffer(
+                read(starts_end, 4 + dsize), np.uint8
+            )
     bstarts = buf[starts_at:starts_end].view("<i4").astype(np.int64)
     ends = np.append(np.unique(bstarts), cbytes)
     for j in sorted(set(blocks)):

@@ -24,15 +24,17 @@ LEGACY_USERMETA = "__usermeta__"
 def trailer_span(tail: bytes, frame_len: int, header_len: int) -> tuple[int, int]:
     """``(start, length)`` of the trailer, from the last 23 bytes of the frame (``tail``)."""
     if frame_len < header_len + MIN_TRAILER_LEN or len(tail) != TRAILER_TAIL_LEN:
-        raise FormatError("frame_len", f"room for a header ({header_len}) and a trailer",
-                          frame_len, 16)  # fmt: skip
+        raise FormatError(
+            "frame_len", f"room for a header ({header_len}) and a trailer", frame_len, 16
+        )
     at = frame_len - TRAILER_TAIL_LEN
     if tail[0] != 0xCE:
         raise FormatError("trailer_len marker", "0xce", hex(tail[0]), at)
     length = struct.unpack_from(">I", tail, 1)[0]
     if not MIN_TRAILER_LEN <= length <= frame_len - header_len:
-        raise FormatError("trailer_len", f"{MIN_TRAILER_LEN}..{frame_len - header_len}", length,
-                          at + 1)  # fmt: skip
+        raise FormatError(
+            "trailer_len", f"{MIN_TRAILER_LEN}..{frame_len - header_len}", length, at + 1
+        )
     return frame_len - length, length
 
 
@@ -70,8 +72,9 @@ def trailer_bytes(vlmeta: dict[str, bytes]) -> bytes:
             raise ValueError(f"vlmetalayer names are at most 31 bytes: {n!r}")
     index_len = 6 + sum(1 + len(n) + 5 for n in names)  # from the 0xcd byte on
     values_at = 3 + index_len + 3
-    index = bytearray(b"\x94\x01\x93\xcd" + struct.pack(">H", index_len) + b"\xde" +
-                      struct.pack(">H", len(names)))  # fmt: skip
+    index = bytearray(
+        b"\x94\x01\x93\xcd" + struct.pack(">H", index_len) + b"\xde" + struct.pack(">H", len(names))
+    )
     values = bytearray(b"\xdc" + struct.pack(">H", len(names)))
     for name, content in zip(names, vlmeta.values()):
         offset = values_at + len(values) - 3

@@ -27,32 +27,63 @@ SPECIAL_KINDS = (SpecialValue.ZERO, SpecialValue.NAN, SpecialValue.UNINIT)
 FIXED_VERSION, VARIABLE_VERSION = 2, 3
 
 
-def empty_frame(*, contiguous: bool, typesize: int, codec: Codec, clevel: int, filters,
-                filters_meta, splitmode: SplitMode, blocksize: int, chunksize: int,
-                metalayers: dict[str, bytes]) -> tuple[FrameHeader, bytes]:
+def empty_frame(
+    *,
+    contiguous: bool,
+    typesize: int,
+    codec: Codec,
+    clevel: int,
+    filters,
+    filters_meta,
+    splitmode: SplitMode,
+    blocksize: int,
+    chunksize: int,
+    metalayers: dict[str, bytes],
+) -> tuple[FrameHeader, bytes]:
     """A frame with no chunk yet (header and trailer, no index), as c-blosc2 starts one."""
     header = FrameHeader(
-        header_len=0, frame_len=0,
-        general_flags=OFFSETS_64BIT | FIXED_VERSION, frame_type=0 if contiguous else 1,
-        codec_flags=(clevel << 4) | min(int(codec), 6), other_flags=int(splitmode) - 1,
-        nbytes=0, cbytes=0, typesize=typesize, blocksize=blocksize, chunksize=chunksize,
-        filters=tuple(filters), udcodec=int(codec), filters_meta=tuple(filters_meta),
+        header_len=0,
+        frame_len=0,
+        general_flags=OFFSETS_64BIT | FIXED_VERSION,
+        frame_type=0 if contiguous else 1,
+        codec_flags=(clevel << 4) | min(int(codec), 6),
+        other_flags=int(splitmode) - 1,
+        nbytes=0,
+        cbytes=0,
+        typesize=typesize,
+        blocksize=blocksize,
+        chunksize=chunksize,
+        filters=tuple(filters),
+        udcodec=int(codec),
+        filters_meta=tuple(filters_meta),
         metalayers=dict(metalayers),
-    )  # fmt: skip
+    )
     header_len = len(header.to_bytes())
     trailer = trailer_bytes({})
     header = header.with_fields(header_len=header_len, frame_len=header_len + len(trailer))
     return header, header.to_bytes() + trailer
 
 
-def published_header(header: FrameHeader, *, nbytes: int, cbytes: int, chunksize: int,
-                     frame_len: int, has_vlmeta: bool) -> FrameHeader:
+def published_header(
+    header: FrameHeader,
+    *,
+    nbytes: int,
+    cbytes: int,
+    chunksize: int,
+    frame_len: int,
+    has_vlmeta: bool,
+) -> FrameHeader:
     """The header after a change: sizes, where the index and trailer now are, the version."""
     flags = header.general_flags & ~0x4F
     flags |= (VARIABLE_VERSION | VARIABLE_CHUNKS) if chunksize == 0 else FIXED_VERSION
-    return header.with_fields(nbytes=nbytes, cbytes=cbytes, chunksize=chunksize,
-                              frame_len=frame_len, general_flags=flags | OFFSETS_64BIT,
-                              has_vlmeta=has_vlmeta)  # fmt: skip
+    return header.with_fields(
+        nbytes=nbytes,
+        cbytes=cbytes,
+        chunksize=chunksize,
+        frame_len=frame_len,
+        general_flags=flags | OFFSETS_64BIT,
+        has_vlmeta=has_vlmeta,
+    )
 
 
 def fixed_header_bytes(header: FrameHeader) -> bytes:
@@ -61,9 +92,15 @@ def fixed_header_bytes(header: FrameHeader) -> bytes:
 
 def encode_index(offsets: np.ndarray) -> bytes:
     """The offsets index chunk, with the parameters c-blosc2 uses for it."""
-    return encode_chunk(np.ascontiguousarray(offsets, "<i8"), typesize=8, codec=Codec.BLOSCLZ,
-                        clevel=5, filters=[Filter.SHUFFLE], splitmode=SplitMode.NEVER_SPLIT,
-                        blocksize=16384)  # fmt: skip
+    return encode_chunk(
+        np.ascontiguousarray(offsets, "<i8"),
+        typesize=8,
+        codec=Codec.BLOSCLZ,
+        clevel=5,
+        filters=[Filter.SHUFFLE],
+        splitmode=SplitMode.NEVER_SPLIT,
+        blocksize=16384,
+    )
 
 
 def special_offset(kind: int) -> int:
@@ -78,8 +115,9 @@ def special_kind_of(chunk: bytes) -> int:
     return int(kind) if kind in SPECIAL_KINDS and header.cbytes == 32 else 0
 
 
-def chunksize_after(chunksize: int, nchunks: int, nbytes: int, op: str, i: int,
-                    chunk_nbytes: int) -> int:
+def chunksize_after(
+    chunksize: int, nchunks: int, nbytes: int, op: str, i: int, chunk_nbytes: int
+) -> int:
     """The frame chunksize after an operation: fixed while every chunk but the last has it
     and the last is no larger, else 0 (variable), as c-blosc2 keeps it."""
     if chunksize == 0:
@@ -91,8 +129,12 @@ def chunksize_after(chunksize: int, nchunks: int, nbytes: int, op: str, i: int,
     if op == "append":
         return chunksize if last_full and chunk_nbytes <= chunksize else 0
     if op == "insert":
-        return chunksize if chunk_nbytes == chunksize or (i == nchunks and last_full and
-                                                          chunk_nbytes <= chunksize) else 0
+        return (
+            chunksize
+            if chunk_nbytes == chunksize
+            or (i == nchunks and last_full and chunk_nbytes <= chunksize)
+            else 0
+        )
     if op == "update":
         limit_ok = chunk_nbytes == chunksize or (i == last and chunk_nbytes <= chunksize)
         return chunksize if limit_ok else 0

@@ -13,9 +13,9 @@ import operator
 import numpy as np
 
 from ..chunk.decoder import ChunkDecoder
+from ..constants import SpecialValue
 from ..errors import FormatError
 from ..frame.schunk import SChunk
-from ..constants import SpecialValue
 from ..frame.writer import special_offset
 from .geometry import (
     array_to_chunk,
@@ -50,21 +50,25 @@ class B2ndArray:
         s, m = self.schunk, self._meta
         if self.dtype.itemsize != s.typesize:
             raise FormatError(
-                "b2nd dtype", f"items of the frame's typesize ({s.typesize} bytes)",
+                "b2nd dtype",
+                f"items of the frame's typesize ({s.typesize} bytes)",
                 f"{self.dtype.str} ({self.dtype.itemsize}-byte items)",
-            )  # fmt: skip
+            )
         if self.size == 0:
             return
         per_chunk = chunk_nitems(m.chunkshape, m.blockshape) * self.dtype.itemsize
         if s.chunksize > 0 and s.chunksize != per_chunk:
             raise FormatError(
-                "chunksize", f"{per_chunk} bytes (chunks {m.chunkshape}, blocks {m.blockshape}, "
-                f"{self.dtype.itemsize}-byte items)", s.chunksize,
-            )  # fmt: skip
+                "chunksize",
+                f"{per_chunk} bytes (chunks {m.chunkshape}, blocks {m.blockshape}, "
+                f"{self.dtype.itemsize}-byte items)",
+                s.chunksize,
+            )
         expected = math.prod(chunk_grid(m.shape, m.chunkshape))
         if s.nchunks != expected:
-            raise FormatError("nchunks", f"{expected} for shape {m.shape} and chunks "
-                              f"{m.chunkshape}", s.nchunks)  # fmt: skip
+            raise FormatError(
+                "nchunks", f"{expected} for shape {m.shape} and chunks {m.chunkshape}", s.nchunks
+            )
 
     # --- what the array is -----------------------------------------------------------------
 
@@ -111,13 +115,21 @@ class B2ndArray:
     @property
     def info(self) -> dict:
         return {
-            "type": type(self).__name__, "shape": self.shape, "chunks": self.chunks,
-            "blocks": self.blocks, "dtype": self.dtype.str, "nbytes": self.nbytes,
-            "cbytes": self.cbytes, "cratio": self.cratio, "codec": self.schunk.codec,
-            "clevel": self.schunk.clevel, "filters": self.schunk.filters,
-            "contiguous": self.schunk.contiguous, "meta": list(self.meta),
+            "type": type(self).__name__,
+            "shape": self.shape,
+            "chunks": self.chunks,
+            "blocks": self.blocks,
+            "dtype": self.dtype.str,
+            "nbytes": self.nbytes,
+            "cbytes": self.cbytes,
+            "cratio": self.cratio,
+            "codec": self.schunk.codec,
+            "clevel": self.schunk.clevel,
+            "filters": self.schunk.filters,
+            "contiguous": self.schunk.contiguous,
+            "meta": list(self.meta),
             "vlmeta": list(self.schunk._raw_vlmeta),
-        }  # fmt: skip
+        }
 
     def __len__(self) -> int:
         if not self.shape:
@@ -125,8 +137,10 @@ class B2ndArray:
         return self.shape[0]
 
     def __repr__(self) -> str:
-        return (f"B2ndArray(shape={self.shape}, dtype={self.dtype}, chunks={self.chunks}, "
-                f"blocks={self.blocks})")  # fmt: skip
+        return (
+            f"B2ndArray(shape={self.shape}, dtype={self.dtype}, chunks={self.chunks}, "
+            f"blocks={self.blocks})"
+        )
 
     def __array__(self, dtype=None, copy=None):
         data = self[...]
@@ -139,8 +153,9 @@ class B2ndArray:
         out = np.empty(tuple(len(d) for d in dims), self.dtype)
         if out.size:
             # One scratch chunk for the whole read: fresh buffers per chunk cost page faults.
-            scratch = np.empty(chunk_nitems(self.chunks, self.blocks) * self.dtype.itemsize,
-                               np.uint8)  # fmt: skip
+            scratch = np.empty(
+                chunk_nitems(self.chunks, self.blocks) * self.dtype.itemsize, np.uint8
+            )
             for coords, parts in _chunks_touched(dims, self.chunks):
                 self._read_chunk(coords, parts, out, scratch)
         return out[final]
@@ -178,8 +193,10 @@ class B2ndArray:
                 src.append(slice(lo - c * b, hi - c * b))
                 dst.append(slice(pos.start + lo - local.start, pos.start + hi - local.start))
             else:
-                block = items[j * (block_bytes // self.dtype.itemsize):
-                              (j + 1) * (block_bytes // self.dtype.itemsize)].reshape(blocks)
+                block = items[
+                    j * (block_bytes // self.dtype.itemsize) : (j + 1)
+                    * (block_bytes // self.dtype.itemsize)
+                ].reshape(blocks)
                 out[tuple(dst)] = block[tuple(src)]
 
     def _decode_blocks(self, nchunk: int, region, buf: np.ndarray) -> list[int]:
@@ -255,16 +272,20 @@ class B2ndArray:
                 old_index = _c_index(coords, old_grid)
                 entries.append(int(self.schunk.offsets[old_index]))
                 keep = [min(c, max(0, n - i * c)) for i, c, n in zip(coords, self.chunks, newshape)]
-                had = [min(c, max(0, n - i * c)) for i, c, n in zip(coords, self.chunks, self.shape)]
+                had = [
+                    min(c, max(0, n - i * c)) for i, c, n in zip(coords, self.chunks, self.shape)
+                ]
                 if keep != had:
                     # Zero what leaves the array, or a later growth would bring it back.
                     replace[k] = self._cleared_chunk(old_index, keep)
-        meta = B2ndMeta(shape=newshape, chunkshape=self.chunks, blockshape=self.blocks,
-                        dtype=self._meta.dtype)  # fmt: skip
+        meta = B2ndMeta(
+            shape=newshape, chunkshape=self.chunks, blockshape=self.blocks, dtype=self._meta.dtype
+        )
         nbytes = len(entries) * chunk_nitems(self.chunks, self.blocks) * self.dtype.itemsize
         metalayers = dict(self.schunk.meta)
         metalayers["b2nd" if "b2nd" in metalayers else "caterva"] = (
-            meta.to_bytes() if "b2nd" in metalayers else metalayers["caterva"])
+            meta.to_bytes() if "b2nd" in metalayers else metalayers["caterva"]
+        )
         if "b2nd" not in metalayers:
             raise ValueError("resizing a legacy caterva array is not supported")
         self.schunk.reindex(entries, nbytes, metalayers, replace)
@@ -308,8 +329,9 @@ def _normalize(key, shape):
         fill = len(shape) - (len(key) - 1)
         key = key[:at] + (slice(None),) * fill + key[at + 1 :]
     if len(key) > len(shape):
-        raise IndexError(f"too many indices: array is {len(shape)}-dimensional, "
-                         f"but {len(key)} were indexed")  # fmt: skip
+        raise IndexError(
+            f"too many indices: array is {len(shape)}-dimensional, but {len(key)} were indexed"
+        )
     key = key + (slice(None),) * (len(shape) - len(key))
     dims, final = [], []
     for k, n in zip(key, shape):
@@ -325,8 +347,9 @@ def _normalize(key, shape):
             try:
                 i = operator.index(k)
             except TypeError:
-                raise IndexError(f"only integers, slices and Ellipsis are valid indices, "
-                                 f"not {type(k).__name__}") from None  # fmt: skip
+                raise IndexError(
+                    f"only integers, slices and Ellipsis are valid indices, not {type(k).__name__}"
+                ) from None
             if not -n <= i < n:
                 raise IndexError(f"index {i} is out of bounds for axis with size {n}")
             dims.append(range(i % n, i % n + 1))
@@ -373,4 +396,3 @@ def _as_array(i):
     if isinstance(i, slice):
         return np.arange(i.start, i.stop, i.step)
     return np.asarray(i)
-

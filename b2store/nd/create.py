@@ -23,18 +23,30 @@ from .shapes import default_chunks_blocks
 __all__ = ["asarray", "frombuffer", "zeros", "empty", "full", "cparams_for"]
 
 
-def cparams_for(dtype: np.dtype, blocks, *, codec="zstd", clevel=5, filters=None,
-                filters_meta=None, splitmode="auto") -> dict:
+def cparams_for(
+    dtype: np.dtype,
+    blocks,
+    *,
+    codec="zstd",
+    clevel=5,
+    filters=None,
+    filters_meta=None,
+    splitmode="auto",
+) -> dict:
     """The chunk parameters of an array: python-blosc2's defaults unless given."""
     if filters is None:
         filters = [0, 0, 0, 0, 0, int(Filter.SHUFFLE)]
         # UCS4 strings shuffle 4-byte code units, not whole strings (python-blosc2 too).
         filters_meta = [0, 0, 0, 0, 0, 4 if dtype.kind == "U" else 0]
     return {
-        "typesize": dtype.itemsize, "codec": codec, "clevel": clevel, "filters": filters,
-        "filters_meta": filters_meta, "splitmode": splitmode,
+        "typesize": dtype.itemsize,
+        "codec": codec,
+        "clevel": clevel,
+        "filters": filters,
+        "filters_meta": filters_meta,
+        "splitmode": splitmode,
         "blocksize": math.prod(blocks) * dtype.itemsize,
-    }  # fmt: skip
+    }
 
 
 def _check_dtype(dtype) -> np.dtype:
@@ -59,15 +71,23 @@ def _new(shape, dtype, urlpath, *, chunks, blocks, contiguous, mode, meta, cpara
     chunks, blocks = default_chunks_blocks(shape, dtype.itemsize, chunks=chunks, blocks=blocks)
     b2nd = B2ndMeta(shape=shape, chunkshape=chunks, blockshape=blocks, dtype=dtype)
     cparams = cparams_for(dtype, blocks, **cparams_kw)
-    user_meta = {name: msgpack.packb(value, use_bin_type=True) for name, value in (meta or {}).items()}
+    user_meta = {
+        name: msgpack.packb(value, use_bin_type=True) for name, value in (meta or {}).items()
+    }
     size = math.prod(shape)
     schunk = SChunk.create(
-        urlpath, contiguous=contiguous, typesize=dtype.itemsize,
+        urlpath,
+        contiguous=contiguous,
+        typesize=dtype.itemsize,
         chunksize=chunk_nitems(chunks, blocks) * dtype.itemsize if size else -1,
-        codec=cparams["codec"], clevel=cparams["clevel"], filters=cparams["filters"],
-        filters_meta=cparams["filters_meta"], splitmode=cparams["splitmode"],
-        blocksize=cparams["blocksize"], meta={"b2nd": b2nd.to_bytes(), **user_meta},
-    )  # fmt: skip
+        codec=cparams["codec"],
+        clevel=cparams["clevel"],
+        filters=cparams["filters"],
+        filters_meta=cparams["filters_meta"],
+        splitmode=cparams["splitmode"],
+        blocksize=cparams["blocksize"],
+        meta={"b2nd": b2nd.to_bytes(), **user_meta},
+    )
     return schunk, b2nd, cparams
 
 
@@ -85,14 +105,29 @@ def _constant_chunk(buf: np.ndarray, dtype: np.dtype, blocksize: int) -> bytes |
         return None
     if not items[0].any():
         return special_chunk(SpecialValue.ZERO, buf.nbytes, dtype.itemsize, blocksize=blocksize)
-    return special_chunk(SpecialValue.VALUE, buf.nbytes, dtype.itemsize, items[0].tobytes(),
-                         blocksize=blocksize)  # fmt: skip
+    return special_chunk(
+        SpecialValue.VALUE, buf.nbytes, dtype.itemsize, items[0].tobytes(), blocksize=blocksize
+    )
 
 
-def asarray(array, urlpath=None, *, chunks=None, blocks=None, contiguous: bool = True,
-            mode: str = "w", codec="zstd", clevel: int = 5, filters=None, filters_meta=None,
-            splitmode="auto", meta: dict | None = None, vlmeta: dict | None = None,
-            nthreads: int | None = None, **metadata) -> B2ndArray:
+def asarray(
+    array,
+    urlpath=None,
+    *,
+    chunks=None,
+    blocks=None,
+    contiguous: bool = True,
+    mode: str = "w",
+    codec="zstd",
+    clevel: int = 5,
+    filters=None,
+    filters_meta=None,
+    splitmode="auto",
+    meta: dict | None = None,
+    vlmeta: dict | None = None,
+    nthreads: int | None = None,
+    **metadata,
+) -> B2ndArray:
     """Write ``array`` as a b2nd frame (in memory when ``urlpath`` is None).
 
     ``meta`` adds fixed metalayers (msgpack-packed values); ``vlmeta`` and any other keyword
@@ -107,10 +142,22 @@ def asarray(array, urlpath=None, *, chunks=None, blocks=None, contiguous: bool =
     data = np.asarray(array)
     dtype = _check_dtype(data.dtype)
     schunk, b2nd, cparams = _new(
-        data.shape, dtype, urlpath, chunks=chunks, blocks=blocks, contiguous=contiguous,
-        mode=mode, meta=meta, cparams_kw=dict(codec=codec, clevel=clevel, filters=filters,
-                                              filters_meta=filters_meta, splitmode=splitmode),
-    )  # fmt: skip
+        data.shape,
+        dtype,
+        urlpath,
+        chunks=chunks,
+        blocks=blocks,
+        contiguous=contiguous,
+        mode=mode,
+        meta=meta,
+        cparams_kw=dict(
+            codec=codec,
+            clevel=clevel,
+            filters=filters,
+            filters_meta=filters_meta,
+            splitmode=splitmode,
+        ),
+    )
     if data.size:
         schunk.extend_chunks(encode_chunks(data, b2nd, cparams, nthreads))
     return _finish(schunk, b2nd, vlmeta)
@@ -141,13 +188,22 @@ def frombuffer(buffer, shape, dtype, urlpath=None, **kwargs) -> B2ndArray:
 
 def _filled(kind, shape, dtype, value: bytes, urlpath, **kwargs) -> B2ndArray:
     vlmeta = kwargs.pop("vlmeta", None)
-    cparams_kw = {k: kwargs.pop(k) for k in ("codec", "clevel", "filters", "filters_meta",
-                                             "splitmode") if k in kwargs}  # fmt: skip
+    cparams_kw = {
+        k: kwargs.pop(k)
+        for k in ("codec", "clevel", "filters", "filters_meta", "splitmode")
+        if k in kwargs
+    }
     schunk, b2nd, cparams = _new(
-        shape, dtype, urlpath, chunks=kwargs.pop("chunks", None), blocks=kwargs.pop("blocks", None),
-        contiguous=kwargs.pop("contiguous", True), mode=kwargs.pop("mode", "w"),
-        meta=kwargs.pop("meta", None), cparams_kw=cparams_kw,
-    )  # fmt: skip
+        shape,
+        dtype,
+        urlpath,
+        chunks=kwargs.pop("chunks", None),
+        blocks=kwargs.pop("blocks", None),
+        contiguous=kwargs.pop("contiguous", True),
+        mode=kwargs.pop("mode", "w"),
+        meta=kwargs.pop("meta", None),
+        cparams_kw=cparams_kw,
+    )
     if kwargs:
         raise TypeError(f"unexpected arguments: {', '.join(kwargs)}")
     if math.prod(b2nd.shape):

@@ -146,9 +146,7 @@ def chunk_region(
     grid = chunk_grid(shape, chunkshape)
     if len(coords) != len(grid) or not all(0 <= c < g for c, g in zip(coords, grid)):
         raise IndexError(f"chunk {tuple(coords)} out of range for a grid of {grid}")
-    return tuple(
-        slice(c * n, min((c + 1) * n, s)) for c, n, s in zip(coords, chunkshape, shape)
-    )
+    return tuple(slice(c * n, min((c + 1) * n, s)) for c, n, s in zip(coords, chunkshape, shape))
 
 
 def _c_index(coords: Sequence[int], dims: Sequence[int]) -> int:
@@ -186,9 +184,7 @@ def _interleave(ndim: int) -> list[int]:
     return [axis for i in range(ndim) for axis in (i, ndim + i)]
 
 
-def chunk_to_array(
-    buf, chunkshape: Sequence[int], blockshape: Sequence[int], dtype
-) -> np.ndarray:
+def chunk_to_array(buf, chunkshape: Sequence[int], blockshape: Sequence[int], dtype) -> np.ndarray:
     """The items of a decoded chunk as an array of shape ``extchunkshape``.
 
     ``buf`` is the decoded chunk: a 1-d array of ``dtype`` items or of bytes (uint8), or any

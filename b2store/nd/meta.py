@@ -57,9 +57,15 @@ _INT32 = 0xD2
 _STR32 = 0xDB
 _BIN = {0xC4: ">B", 0xC5: ">H", 0xC6: ">I"}
 _FIXED_INTS = {
-    0xCC: ">B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q",
-    0xD0: ">b", 0xD1: ">h", 0xD2: ">i", 0xD3: ">q",
-}  # fmt: skip
+    0xCC: ">B",
+    0xCD: ">H",
+    0xCE: ">I",
+    0xCF: ">Q",
+    0xD0: ">b",
+    0xD1: ">h",
+    0xD2: ">i",
+    0xD3: ">q",
+}
 _SECTIONS = (("shape", _INT64, ">q"), ("chunkshape", _INT32, ">i"), ("blockshape", _INT32, ">i"))
 
 

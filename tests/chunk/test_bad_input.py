@@ -29,8 +29,18 @@ FE, UE = FormatError, UnsupportedError
 # --- chunks by hand ------------------------------------------------------------------------
 
 
-def header(version=5, flags=0x15, typesize=1, nbytes=64, blocksize=32, cbytes=0,
-           filters=(), udcodec=0, flags2=0, bflags=0) -> bytes:  # fmt: skip
+def header(
+    version=5,
+    flags=0x15,
+    typesize=1,
+    nbytes=64,
+    blocksize=32,
+    cbytes=0,
+    filters=(),
+    udcodec=0,
+    flags2=0,
+    bflags=0,
+) -> bytes:
     """flags 0x15: BloscLZ, dont_split, extended header (both shuffle bits)."""
     base = struct.pack("<BBBBiii", version, 1, flags, typesize, nbytes, blocksize, cbytes)
     ext = bytes([*(*filters, *[0] * 6)[:6], udcodec, 0, 0, 0, 0, 0, 0, 0, flags2, bflags])
@@ -66,14 +76,31 @@ def run(value: int, token: int = 1) -> bytes:
 
 def special(kind, nbytes=64, typesize=4, value=b"") -> bytes:
     """As c-blosc2 writes them: zstd flags, the repeated value (if any) after the header."""
-    return header(flags=0x85, typesize=typesize, nbytes=nbytes, blocksize=nbytes, udcodec=5,
-                  cbytes=32 + len(value), bflags=kind << 4) + value  # fmt: skip
+    return (
+        header(
+            flags=0x85,
+            typesize=typesize,
+            nbytes=nbytes,
+            blocksize=nbytes,
+            udcodec=5,
+            cbytes=32 + len(value),
+            bflags=kind << 4,
+        )
+        + value
+    )
 
 
 def vl_chunk(blocks, compress=bytes, flags=0x15, filters=()) -> bytes:
     """A VL-block chunk (version 6): each block is ``i32 block_nbytes`` + compressed bytes."""
-    return chunk([raw(b)[:4] + compress(b) for b in blocks], version=6, flags=flags, flags2=1,
-                 nbytes=sum(map(len, blocks)), blocksize=len(blocks), filters=filters)  # fmt: skip
+    return chunk(
+        [raw(b)[:4] + compress(b) for b in blocks],
+        version=6,
+        flags=flags,
+        flags2=1,
+        nbytes=sum(map(len, blocks)),
+        blocksize=len(blocks),
+        filters=filters,
+    )
 
 
 BASE = chunk([raw(bytes(range(32))), run(7)])  # 2 blocks of 32; block starts 40, 76; cbytes 81
@@ -81,8 +108,15 @@ BLOSC1 = chunk([raw(bytes(range(32))), raw(bytes(32))], version=2, flags=0x10)
 MEMCPY = header(flags=0x07, nbytes=64, blocksize=64, cbytes=96) + bytes(range(64))
 DICT = chunk([run(1), run(2)], b"d" * 8, flags=0x95, udcodec=5, bflags=1)  # zstd, dict at 40
 VL = vl_chunk([b"abcdefghij", b"0123456789abcd"])  # block starts 40, 54
-BAD_ZSTD_DICT = chunk([I32.pack(0)], b"\x37\xa4\x30\xec" + bytes(4), flags=0x85, nbytes=8,
-                      blocksize=8, udcodec=5, bflags=1)  # fmt: skip
+BAD_ZSTD_DICT = chunk(
+    [I32.pack(0)],
+    b"\x37\xa4\x30\xec" + bytes(4),
+    flags=0x85,
+    nbytes=8,
+    blocksize=8,
+    udcodec=5,
+    bflags=1,
+)
 LIES = [
     ("cbytes-past-end", i32(BASE, 12, 82), FE, r"^cbytes at offset 12: .*truncated"),
     ("cbytes-below-header", i32(BASE, 12, 31), FE, r"^cbytes at offset 12: .*32-byte header"),
@@ -94,18 +128,30 @@ LIES = [
     ("blocksize-zero", i32(BASE, 8, 0), FE, r"^blocksize at offset 8"),
     ("blocksize-negative", i32(BASE, 8, -32), FE, r"^blocksize at offset 8"),
     ("blocksize-too-big", i32(BASE, 8, MAX_BLOCKSIZE + 1), FE, r"^blocksize at offset 8"),
-    ("blocksize-split-items", chunk([raw(bytes(30))] * 3, flags=5, typesize=4, blocksize=30),
-     FE, r"^blocksize at offset 8: .*multiple of typesize 4"),
+    (
+        "blocksize-split-items",
+        chunk([raw(bytes(30))] * 3, flags=5, typesize=4, blocksize=30),
+        FE,
+        r"^blocksize at offset 8: .*multiple of typesize 4",
+    ),
     ("typesize-zero", u8(BASE, 3, 0), FE, r"^typesize at offset 3"),
     ("version-zero", u8(BASE, 0, 0), FE, r"^version at offset 0"),
     ("bstart-in-bstarts", i32(BASE, 32, 36), FE, r"^bstarts\[0\] at offset 32: .*\[40, 81\)"),
     ("bstart-in-header", i32(BASE, 36, 4), FE, r"^bstarts\[1\] at offset 36"),
     ("bstart-negative", i32(BASE, 32, -40), FE, r"^bstarts\[0\] at offset 32"),
     ("bstart-at-cbytes", i32(BASE, 36, 81), FE, r"^bstarts\[1\] at offset 36"),
-    ("csize-past-end", chunk([raw(bytes(32)), I32.pack(10) + b"abc"]), FE,
-     r"^csize of stream 0 of block 1 at offset 76: .*3 bytes left"),
-    ("csize-beyond-block", chunk([raw(bytes(33)), run(7)]), FE,
-     r"^csize of stream 0 of block 0 at offset 40: .*32 bytes"),
+    (
+        "csize-past-end",
+        chunk([raw(bytes(32)), I32.pack(10) + b"abc"]),
+        FE,
+        r"^csize of stream 0 of block 1 at offset 76: .*3 bytes left",
+    ),
+    (
+        "csize-beyond-block",
+        chunk([raw(bytes(33)), run(7)]),
+        FE,
+        r"^csize of stream 0 of block 0 at offset 40: .*32 bytes",
+    ),
     ("csize-cut", chunk([raw(bytes(32)), b"\xf9\xff"]), FE, r"^csize of stream 0 of block 1"),
     ("run-even-token", chunk([raw(bytes(32)), run(7, token=2)]), FE, r"^csize .* odd token"),
     ("run-below-255", chunk([raw(bytes(32)), run(256)]), FE, r"^csize of stream 0 of block 1"),
@@ -116,8 +162,12 @@ LIES = [
     ("value-missing", special(3), FE, r"^cbytes at offset 12"),
     ("nan-typesize-2", special(2, typesize=2), FE, r"^typesize at offset 3: expected 4 or 8"),
     ("dict-size-zero", i32(DICT, 40, 0), FE, r"^dict size at offset 40: expected 1\.\.32768"),
-    ("dict-size-too-big", chunk([run(1), run(2)], bytes(32769), flags=0x95, udcodec=5, bflags=1),
-     FE, r"^dict size at offset 40: .*found 32769"),
+    (
+        "dict-size-too-big",
+        chunk([run(1), run(2)], bytes(32769), flags=0x95, udcodec=5, bflags=1),
+        FE,
+        r"^dict size at offset 40: .*found 32769",
+    ),
     ("dict-past-end", i32(DICT, 40, 100), FE, r"^dict size at offset 40: .*found 100"),
     ("dict-size-cut", i32(DICT[:40], 12, 40), FE, r"^dict size at offset 40"),
     ("dict-with-blosclz", u8(DICT, 2, 0x15), FE, r"^blosc2_flags at offset 31: .*BloscLZ"),
@@ -137,7 +187,7 @@ LIES = [
     # These two once leaked ValueError (from SpecialValue(6)) and zstandard.ZstdError.
     ("special-6-blocksize-0", i32(special(6), 8, 0), FE, r"^blosc2_flags at offset 31"),
     ("zstd-dict-corrupt", BAD_ZSTD_DICT, FE, r"^dict: expected a valid Zstd dictionary"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("buf, error, match", [pytest.param(*c[1:], id=c[0]) for c in LIES])
@@ -170,9 +220,15 @@ def _seeds() -> dict[str, bytes]:
         "zeros": c2(np.zeros(1000, np.uint8), Codec.ZSTD),
         "vl-zstd": vl_chunk([b"hello " * 40, b"0123456789" * 20], zstandard.compress, flags=0x95),
         "vl-delta": vl_chunk([bytes(range(100))] * 2, filters=(3,)),
-        "base": BASE, "blosc1": BLOSC1, "memcpy": MEMCPY, "dict": DICT, "vl": VL,  # LIES' seeds
-        "zero": special(1), "nan": special(2), "value": special(3, value=b"abcd"),
-    }  # fmt: skip
+        "base": BASE,
+        "blosc1": BLOSC1,
+        "memcpy": MEMCPY,
+        "dict": DICT,
+        "vl": VL,  # LIES' seeds
+        "zero": special(1),
+        "nan": special(2),
+        "value": special(3, value=b"abcd"),
+    }
     for cname, shuffle in [("lz4", 1), ("zstd", 1), ("blosclz", 2), ("zlib", 0)]:
         codec = numcodecs.Blosc(cname=cname, shuffle=shuffle, blocksize=2048)
         seeds[f"numcodecs-{cname}"] = bytes(codec.encode(items))
@@ -317,13 +373,27 @@ def plausible_chunks(draw) -> bytes:
     flags = pick(0, 1, 3, 4, 6) << 5 | low_bits  # codec format, then filter/split/memcpy bits
     nblocks = -(-nbytes // min(bs, nbytes)) if bs > 0 and nbytes else 1
     nblocks = min(max(bs if flags & 5 == 5 and flags2 else nblocks, 0), 16)  # VL: bs blocks
-    blocks = draw(st.lists(st.lists(STREAM, min_size=1, max_size=4).map(b"".join),
-                           min_size=nblocks, max_size=nblocks))  # fmt: skip
+    blocks = draw(
+        st.lists(
+            st.lists(STREAM, min_size=1, max_size=4).map(b"".join),
+            min_size=nblocks,
+            max_size=nblocks,
+        )
+    )
     filters = [pick(0, 0, 1, 2, 3, 4, 34, 35, 36) for _ in range(6)]
-    buf = chunk(blocks, draw(st.binary(min_size=1, max_size=40)) if bflags & 1 else None,
-                version=pick(1, 2, 3, 4, 5, 6, 7, 0), typesize=pick(1, 2, 3, 4, 8, 16, 17, 255),
-                flags=flags, nbytes=nbytes, blocksize=bs, filters=filters, flags2=flags2,
-                bflags=bflags, udcodec=pick(0, 1, 2, 4, 5, 32))  # fmt: skip
+    buf = chunk(
+        blocks,
+        draw(st.binary(min_size=1, max_size=40)) if bflags & 1 else None,
+        version=pick(1, 2, 3, 4, 5, 6, 7, 0),
+        typesize=pick(1, 2, 3, 4, 8, 16, 17, 255),
+        flags=flags,
+        nbytes=nbytes,
+        blocksize=bs,
+        filters=filters,
+        flags2=flags2,
+        bflags=bflags,
+        udcodec=pick(0, 1, 2, 4, 5, 32),
+    )
     return i32(buf, 12, len(buf) + pick(0, 0, 0, -1, 1, -40))
 
 

@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
+from helpers import case_id, corpus_cases, corpus_dir, recipe
 
 import b2store
 from b2store import _shuffle
-from helpers import case_id, corpus_cases, corpus_dir, recipe
 
 COMPAT = corpus_cases("compat", {"chunk", "shuffled", "bitshuffled"})
 GENERATED = corpus_cases("generated", {"chunk"})
@@ -13,8 +13,10 @@ GENERATED = corpus_cases("generated", {"chunk"})
 # c-blosc's test_bitshuffle_leftovers.c, which wrote these files, fills the bytes past the last
 # whole int32 with `i & 0xff` (i the byte index), not with more of the arange the manifest's
 # recipe describes. Blosc1's rule recovers them; c-blosc2 leaves garbage there.
-TAIL_IS_BYTE_INDEX = {"compat__blosc-1.18.0-lz4-bitshuffle4-memcpy",
-                      "compat__blosc-1.18.0-lz4-bitshuffle8-nomemcpy"}  # fmt: skip
+TAIL_IS_BYTE_INDEX = {
+    "compat__blosc-1.18.0-lz4-bitshuffle4-memcpy",
+    "compat__blosc-1.18.0-lz4-bitshuffle8-nomemcpy",
+}
 
 
 @pytest.mark.parametrize("case", COMPAT, ids=case_id)
@@ -63,12 +65,18 @@ def test_compat_chunk_decodes_into_out(case):
 def test_compat_headers_say_what_the_notes_say():
     root = corpus_dir("compat")
     info = b2store.chunk_info((root / "compat__blosc-1.3.0-zlib.cdata").read_bytes())
-    assert (info.version, info.codec, info.typesize, info.blocksize) == (2, b2store.Codec.ZLIB, 4,
-                                                                         2097152)
+    assert (info.version, info.codec, info.typesize, info.blocksize) == (
+        2,
+        b2store.Codec.ZLIB,
+        4,
+        2097152,
+    )
     assert info.split and info.header_size == 16 and info.filters[5] == b2store.Filter.SHUFFLE
     info = b2store.chunk_info((root / "compat__blosc-1.14.0-zstd.cdata").read_bytes())
     assert not info.split  # flags 0x91: dont_split set
-    info = b2store.chunk_info((root / "compat__blosc-2.0.0-lz4-bitshuffle8-nomemcpy.cdata").read_bytes())
+    info = b2store.chunk_info(
+        (root / "compat__blosc-2.0.0-lz4-bitshuffle8-nomemcpy.cdata").read_bytes()
+    )
     assert info.version == 4 and info.header_size == 16
     assert info.filters[5] == b2store.Filter.BITSHUFFLE
     info = b2store.chunk_info((root / "compat__blosc-zstd-3.0.0.cdata").read_bytes())

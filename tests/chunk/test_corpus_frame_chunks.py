@@ -7,16 +7,18 @@ trunc_prec, special chunks ...), so the chunk decoder meets every chunk the corp
 
 import numpy as np
 import pytest
+from helpers import case_id, corpus_cases, corpus_dir
 
 import b2store
-from helpers import case_id, corpus_cases, corpus_dir
 
 blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 hands over the raw chunks")
 
-FRAMES = [("compat", c) for c in corpus_cases("compat", {"schunk", "b2nd", "caterva"})
-          # python-blosc2 cannot open the pre-2.0 frame, and crashes on the must_raise files
-          if not c.get("legacy_header") and not c.get("must_raise")] + [
-          ("generated", c) for c in corpus_cases("generated", {"schunk", "b2nd", "caterva"})]  # fmt: skip
+FRAMES = [
+    ("compat", c)
+    for c in corpus_cases("compat", {"schunk", "b2nd", "caterva"})
+    # python-blosc2 cannot open the pre-2.0 frame, and crashes on the must_raise files
+    if not c.get("legacy_header") and not c.get("must_raise")
+] + [("generated", c) for c in corpus_cases("generated", {"schunk", "b2nd", "caterva"})]
 
 
 def open_schunk(path):
@@ -26,12 +28,14 @@ def open_schunk(path):
     return opened, getattr(opened, "schunk", opened)
 
 
-@pytest.mark.parametrize("folder,case", FRAMES, ids=lambda v: case_id(v) if isinstance(v, dict) else v)
+@pytest.mark.parametrize(
+    "folder,case", FRAMES, ids=lambda v: case_id(v) if isinstance(v, dict) else v
+)
 def test_every_chunk_of_the_frame(folder, case):
     path = corpus_dir(folder) / case["path"]
     try:
         _owner, schunk = open_schunk(path)
-    except Exception as exc:  # noqa: BLE001 - python-blosc2 cannot open some legacy files
+    except Exception as exc:
         pytest.skip(f"python-blosc2 cannot open {path.name} ({exc}): no oracle for its chunks")
     assert schunk.nchunks > 0
     for i in range(schunk.nchunks):

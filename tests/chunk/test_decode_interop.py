@@ -67,10 +67,16 @@ def compress(data, typesize, codec, clevel, pipeline, splitmode, use_dict=False,
             meta[filters.index(bytedelta)] = typesize if typesize < 256 else 0
     try:
         return blosc2.compress2(
-            data, typesize=typesize, clevel=clevel, codec=blosc2.Codec(int(codec)),
-            filters=filters, filters_meta=meta, splitmode=splitmode, use_dict=use_dict,
+            data,
+            typesize=typesize,
+            clevel=clevel,
+            codec=blosc2.Codec(int(codec)),
+            filters=filters,
+            filters_meta=meta,
+            splitmode=splitmode,
+            use_dict=use_dict,
             blocksize=blocksize,
-        )  # fmt: skip
+        )
     except (RuntimeError, ValueError, OverflowError):
         return None  # a combination python-blosc2 itself refuses
 
@@ -124,8 +130,9 @@ def test_matrix_of_codecs_filters_splits_and_clevels(codec, pipeline):
     blocksize=st.sampled_from([0, 0, 256, 4096, 40_000]),
     seed=st.integers(0, 2**16),
 )
-def test_property_random_chunks(typesize, nitems, kind, codec, clevel, pipeline, split,
-                                blocksize, seed):
+def test_property_random_chunks(
+    typesize, nitems, kind, codec, clevel, pipeline, split, blocksize, seed
+):
     data = sample(nitems * typesize, seed, kind)
     chunk = compress(data, typesize, codec, clevel, pipeline, split, blocksize=blocksize)
     if chunk is not None:
@@ -138,8 +145,9 @@ def test_property_random_chunks(typesize, nitems, kind, codec, clevel, pipeline,
 def test_dictionaries(codec, clevel, typesize):
     data = (np.arange(400_000 // typesize, dtype=np.uint64) % 977).astype(f"<u{typesize}")
     data = data.view(np.uint8)
-    chunk = compress(data, typesize, codec, clevel, (Filter.SHUFFLE,), blosc2.SplitMode.AUTO_SPLIT,
-                     use_dict=True)  # fmt: skip
+    chunk = compress(
+        data, typesize, codec, clevel, (Filter.SHUFFLE,), blosc2.SplitMode.AUTO_SPLIT, use_dict=True
+    )
     assert b2store.chunk_info(chunk).use_dict
     check(chunk, data, (Filter.SHUFFLE,), typesize)
 
@@ -155,8 +163,9 @@ def test_special_value_chunks(value):
     chunk = special_chunk(1000, value.itemsize, blosc2.SpecialValue.VALUE, value.tobytes())
     info = b2store.chunk_info(chunk)
     assert info.special == b2store.SpecialValue.VALUE and info.cbytes == 32 + value.itemsize
-    np.testing.assert_array_equal(b2store.decode_chunk(chunk).view(value.dtype),
-                                  np.full(1000, value))  # fmt: skip
+    np.testing.assert_array_equal(
+        b2store.decode_chunk(chunk).view(value.dtype), np.full(1000, value)
+    )
 
 
 @pytest.mark.parametrize("typesize", [1, 4, 8, 12])
@@ -196,7 +205,9 @@ def test_multithreaded_chunks_with_unordered_block_starts():
     data = sample(4_000_000, 3)
     old = blosc2.set_nthreads(4)
     try:
-        chunk = blosc2.compress2(data, typesize=4, clevel=5, codec=blosc2.Codec.ZSTD, blocksize=65536)
+        chunk = blosc2.compress2(
+            data, typesize=4, clevel=5, codec=blosc2.Codec.ZSTD, blocksize=65536
+        )
     finally:
         blosc2.set_nthreads(old)
     nblocks = b2store.chunk_info(chunk).nblocks

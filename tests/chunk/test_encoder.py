@@ -12,9 +12,17 @@ from b2store.chunk import compressors
 blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 is the interop oracle")
 
 CODECS = ["blosclz", "lz4", "lz4hc", "zlib", "zstd"]
-PIPELINES = [(), ("shuffle",), ("bitshuffle",), ("delta",), ("delta", "shuffle"),
-             ("shuffle", "bytedelta"), ("trunc_prec", "shuffle"), ("bitshuffle", "delta"),
-             ("int_trunc", "bitshuffle")]  # fmt: skip
+PIPELINES = [
+    (),
+    ("shuffle",),
+    ("bitshuffle",),
+    ("delta",),
+    ("delta", "shuffle"),
+    ("shuffle", "bytedelta"),
+    ("trunc_prec", "shuffle"),
+    ("bitshuffle", "delta"),
+    ("int_trunc", "bitshuffle"),
+]
 TYPESIZES = [1, 2, 3, 4, 8, 12, 16, 300]
 
 
@@ -73,17 +81,24 @@ def usable(pipeline, typesize) -> bool:
     use_dict=st.booleans(),
     seed=st.integers(0, 2**16),
 )
-def test_python_blosc2_decodes_what_b2store_writes(typesize, nitems, kind, codec, clevel,
-                                                   pipeline, splitmode, blocksize, use_dict, seed):
+def test_python_blosc2_decodes_what_b2store_writes(
+    typesize, nitems, kind, codec, clevel, pipeline, splitmode, blocksize, use_dict, seed
+):
     if not usable(pipeline, typesize):
         return
     data = sample(nitems * typesize, seed, kind)
     blocksize = blocksize // typesize * typesize
     chunk = b2store.encode_chunk(
-        data, typesize=typesize, codec=codec, clevel=clevel, filters=pipeline,
-        filters_meta=meta_for(pipeline, typesize), splitmode=splitmode, blocksize=blocksize,
+        data,
+        typesize=typesize,
+        codec=codec,
+        clevel=clevel,
+        filters=pipeline,
+        filters_meta=meta_for(pipeline, typesize),
+        splitmode=splitmode,
+        blocksize=blocksize,
         use_dict=use_dict and codec in ("zstd", "lz4", "lz4hc"),
-    )  # fmt: skip
+    )
     theirs = np.frombuffer(blosc2.decompress2(chunk), np.uint8)
     ours = b2store.decode_chunk(chunk)
     np.testing.assert_array_equal(ours, theirs)
@@ -92,19 +107,27 @@ def test_python_blosc2_decodes_what_b2store_writes(typesize, nitems, kind, codec
 
 
 @pytest.mark.parametrize("codec", ["blosclz", "zstd"])
-@pytest.mark.parametrize("pipeline", [(), ("shuffle",), ("bitshuffle",), ("delta", "shuffle")],
-                         ids=lambda p: "-".join(p) or "none")  # fmt: skip
+@pytest.mark.parametrize(
+    "pipeline",
+    [(), ("shuffle",), ("bitshuffle",), ("delta", "shuffle")],
+    ids=lambda p: "-".join(p) or "none",
+)
 def test_byte_identical_with_python_blosc2(codec, pipeline, serial_blosc2):
     checked = 0
     for typesize in TYPESIZES:
         for kind in ("walk", "float", "noise", "runs"):
             data = sample(200_000 // typesize * typesize, typesize, kind)
             for clevel in range(10):
-                ours = b2store.encode_chunk(data, typesize=typesize, codec=codec, clevel=clevel,
-                                            filters=pipeline)  # fmt: skip
-                theirs = blosc2.compress2(data, typesize=typesize, clevel=clevel,
-                                          codec=blosc2.Codec[codec.upper()],
-                                          filters=[blosc2.Filter[f.upper()] for f in pipeline])
+                ours = b2store.encode_chunk(
+                    data, typesize=typesize, codec=codec, clevel=clevel, filters=pipeline
+                )
+                theirs = blosc2.compress2(
+                    data,
+                    typesize=typesize,
+                    clevel=clevel,
+                    codec=blosc2.Codec[codec.upper()],
+                    filters=[blosc2.Filter[f.upper()] for f in pipeline],
+                )
                 assert ours == theirs, (typesize, kind, clevel)
                 checked += 1
     assert checked == len(TYPESIZES) * 4 * 10
@@ -117,11 +140,16 @@ def size_ratios(codec: str) -> np.ndarray:
             data = sample(300_000 // typesize * typesize, 7 + typesize, kind)
             for pipeline in ((), ("shuffle",), ("bitshuffle",)):
                 for clevel in (1, 3, 5, 7, 9):
-                    ours = b2store.encode_chunk(data, typesize=typesize, codec=codec,
-                                                clevel=clevel, filters=pipeline)  # fmt: skip
-                    theirs = blosc2.compress2(data, typesize=typesize, clevel=clevel,
-                                              codec=blosc2.Codec[codec.upper()],
-                                              filters=[blosc2.Filter[f.upper()] for f in pipeline])
+                    ours = b2store.encode_chunk(
+                        data, typesize=typesize, codec=codec, clevel=clevel, filters=pipeline
+                    )
+                    theirs = blosc2.compress2(
+                        data,
+                        typesize=typesize,
+                        clevel=clevel,
+                        codec=blosc2.Codec[codec.upper()],
+                        filters=[blosc2.Filter[f.upper()] for f in pipeline],
+                    )
                     ratios.append(len(ours) / len(theirs))
     return np.array(ratios)
 
@@ -150,27 +178,47 @@ def test_lz4hc_is_never_larger_than_python_blosc2(serial_blosc2):
     assert ratios.max() <= 1.01
 
 
-@pytest.mark.parametrize("typesize,nbytes,clevel,codec,filters,splitmode", [
-    (8, 8 << 20, 5, "zstd", ("shuffle",), "auto"),
-    (8, 8 << 20, 9, "zstd", ("shuffle",), "auto"),
-    (4, 8 << 20, 1, "lz4hc", ("shuffle",), "auto"),
-    (4, 4 << 20, 5, "zlib", ("shuffle",), "auto"),
-    (1, 4 << 20, 5, "blosclz", (), "auto"),
-    (2, 1 << 20, 7, "lz4", ("bitshuffle",), "always"),
-    (16, 1 << 20, 3, "blosclz", ("shuffle",), "auto"),
-    (300, 3_000_000, 5, "zstd", ("shuffle",), "auto"),
-    (12, 99_996, 6, "lz4", ("shuffle",), "never"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "typesize,nbytes,clevel,codec,filters,splitmode",
+    [
+        (8, 8 << 20, 5, "zstd", ("shuffle",), "auto"),
+        (8, 8 << 20, 9, "zstd", ("shuffle",), "auto"),
+        (4, 8 << 20, 1, "lz4hc", ("shuffle",), "auto"),
+        (4, 4 << 20, 5, "zlib", ("shuffle",), "auto"),
+        (1, 4 << 20, 5, "blosclz", (), "auto"),
+        (2, 1 << 20, 7, "lz4", ("bitshuffle",), "always"),
+        (16, 1 << 20, 3, "blosclz", ("shuffle",), "auto"),
+        (300, 3_000_000, 5, "zstd", ("shuffle",), "auto"),
+        (12, 99_996, 6, "lz4", ("shuffle",), "never"),
+    ],
+)
 def test_block_layout_matches_python_blosc2(typesize, nbytes, clevel, codec, filters, splitmode):
     data = sample(nbytes, 1, "walk")
-    ours = b2store.chunk_info(b2store.encode_chunk(
-        data, typesize=typesize, codec=codec, clevel=clevel, filters=filters, splitmode=splitmode))
-    theirs = b2store.chunk_info(blosc2.compress2(
-        data, typesize=typesize, clevel=clevel, codec=blosc2.Codec[codec.upper()],
-        filters=[blosc2.Filter[f.upper()] for f in filters],
-        splitmode=blosc2.SplitMode[f"{splitmode.upper()}_SPLIT"]))
-    assert (ours.blocksize, ours.split, ours.typesize) == (theirs.blocksize, theirs.split,
-                                                           theirs.typesize)
+    ours = b2store.chunk_info(
+        b2store.encode_chunk(
+            data,
+            typesize=typesize,
+            codec=codec,
+            clevel=clevel,
+            filters=filters,
+            splitmode=splitmode,
+        )
+    )
+    theirs = b2store.chunk_info(
+        blosc2.compress2(
+            data,
+            typesize=typesize,
+            clevel=clevel,
+            codec=blosc2.Codec[codec.upper()],
+            filters=[blosc2.Filter[f.upper()] for f in filters],
+            splitmode=blosc2.SplitMode[f"{splitmode.upper()}_SPLIT"],
+        )
+    )
+    assert (ours.blocksize, ours.split, ours.typesize) == (
+        theirs.blocksize,
+        theirs.split,
+        theirs.typesize,
+    )
 
 
 def test_clevel_0_tiny_incompressible_and_zero_inputs(serial_blosc2):
@@ -187,8 +235,12 @@ def test_clevel_0_tiny_incompressible_and_zero_inputs(serial_blosc2):
     zeros = b2store.encode_chunk(np.zeros(100_000, "<f8"))
     info = b2store.chunk_info(zeros)
     assert info.special == SpecialValue.ZERO and len(zeros) == 32
-    assert zeros == blosc2.compress2(np.zeros(100_000, "<f8"), typesize=8, codec=blosc2.Codec.ZSTD,
-                                     filters=[blosc2.Filter.SHUFFLE])
+    assert zeros == blosc2.compress2(
+        np.zeros(100_000, "<f8"),
+        typesize=8,
+        codec=blosc2.Codec.ZSTD,
+        filters=[blosc2.Filter.SHUFFLE],
+    )
     empty = b2store.encode_chunk(b"")
     assert b2store.chunk_info(empty).nbytes == 0 and blosc2.decompress2(empty) == b""
 
@@ -208,8 +260,9 @@ def test_dictionaries_are_trained_and_read_by_python_blosc2(codec):
     assert np.array_equal(np.frombuffer(blosc2.decompress2(chunk), "<u4"), data)
     if codec != "zstd":
         # The LZ4 dictionary is the samples themselves: the same as c-blosc2's.
-        theirs = blosc2.compress2(data, typesize=4, codec=blosc2.Codec[codec.upper()], clevel=5,
-                                  use_dict=True)  # fmt: skip
+        theirs = blosc2.compress2(
+            data, typesize=4, codec=blosc2.Codec[codec.upper()], clevel=5, use_dict=True
+        )
         n = info.nblocks * 4 + 32
         assert chunk[n : n + 4] == theirs[n : n + 4]  # same dictionary size
 
@@ -232,24 +285,28 @@ def test_threads_give_the_same_bytes():
 def test_names_and_enums_are_accepted():
     data = np.arange(10_000, dtype="<f8")
     by_name = b2store.encode_chunk(data, codec="LZ4", filters=["SHUFFLE"], splitmode="always")
-    by_enum = b2store.encode_chunk(data, codec=Codec.LZ4, filters=[Filter.SHUFFLE],
-                                   splitmode=b2store.SplitMode.ALWAYS_SPLIT)  # fmt: skip
+    by_enum = b2store.encode_chunk(
+        data, codec=Codec.LZ4, filters=[Filter.SHUFFLE], splitmode=b2store.SplitMode.ALWAYS_SPLIT
+    )
     assert by_name == by_enum
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"clevel": 10}, "clevel"),
-    ({"codec": "snappy"}, "unknown codec"),
-    ({"codec": "ndlz"}, "plugin"),
-    ({"filters": ["nope"]}, "unknown filter"),
-    ({"filters": ["shuffle"], "filters_meta": [1, 2]}, "filters_meta"),
-    ({"filters": ["trunc_prec"], "filters_meta": [60]}, "filters_meta 60"),
-    ({"filters": ["trunc_prec"], "typesize": 2}, "TRUNC_PREC"),
-    ({"use_dict": True, "codec": "blosclz"}, "dictionaries"),
-    ({"blocksize": -1}, "blocksize"),
-    ({"splitmode": "sometimes"}, "split mode"),
-    ({"filters": ["ndcell"]}, "block shape"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"clevel": 10}, "clevel"),
+        ({"codec": "snappy"}, "unknown codec"),
+        ({"codec": "ndlz"}, "plugin"),
+        ({"filters": ["nope"]}, "unknown filter"),
+        ({"filters": ["shuffle"], "filters_meta": [1, 2]}, "filters_meta"),
+        ({"filters": ["trunc_prec"], "filters_meta": [60]}, "filters_meta 60"),
+        ({"filters": ["trunc_prec"], "typesize": 2}, "TRUNC_PREC"),
+        ({"use_dict": True, "codec": "blosclz"}, "dictionaries"),
+        ({"blocksize": -1}, "blocksize"),
+        ({"splitmode": "sometimes"}, "split mode"),
+        ({"filters": ["ndcell"]}, "block shape"),
+    ],
+)
 def test_bad_parameters_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         b2store.encode_chunk(np.arange(1000, dtype="<f8"), **kwargs)

@@ -15,16 +15,31 @@ def blosc1_header(flags, typesize, nbytes, blocksize, cbytes, version=2):
     return struct.pack("<BBBBiii", version, 1, flags, typesize, nbytes, blocksize, cbytes)
 
 
-def extended_header(nbytes, blocksize, cbytes, *, flags=0x05, typesize=4, filters=(0,) * 6,
-                    filters_meta=(0,) * 6, udcodec=0, flags2=0, blosc2_flags=0, version=5):
+def extended_header(
+    nbytes,
+    blocksize,
+    cbytes,
+    *,
+    flags=0x05,
+    typesize=4,
+    filters=(0,) * 6,
+    filters_meta=(0,) * 6,
+    udcodec=0,
+    flags2=0,
+    blosc2_flags=0,
+    version=5,
+):
     return blosc1_header(flags, typesize, nbytes, blocksize, cbytes, version) + struct.pack(
-        "<6BBB6BBB", *filters, udcodec, 0, *filters_meta, flags2, blosc2_flags)
+        "<6BBB6BBB", *filters, udcodec, 0, *filters_meta, flags2, blosc2_flags
+    )
 
 
 def test_round_trip_of_both_header_sizes():
-    for raw in (blosc1_header(0x21, 8, 1000, 1000, 1016) + bytes(1000),
-                extended_header(64, 64, 96, filters=(0, 0, 0, 3, 0, 1), filters_meta=(0, 0, 0, 0, 0, 4))
-                + bytes(64)):  # fmt: skip
+    for raw in (
+        blosc1_header(0x21, 8, 1000, 1000, 1016) + bytes(1000),
+        extended_header(64, 64, 96, filters=(0, 0, 0, 3, 0, 1), filters_meta=(0, 0, 0, 0, 0, 4))
+        + bytes(64),
+    ):
         header = ChunkHeader.from_bytes(raw)
         assert header.to_bytes() == raw[: header.header_size]
 
@@ -49,10 +64,20 @@ def test_alpha_version_3_has_five_filter_slots():
     assert info.filters == (0, 0, 0, 0, Filter.SHUFFLE, 0)
 
 
-@pytest.mark.parametrize("fmt,udcodec,codec", [
-    (0, 0, Codec.BLOSCLZ), (1, 1, Codec.LZ4), (1, 2, Codec.LZ4HC), (1, 0, Codec.LZ4),
-    (3, 4, Codec.ZLIB), (4, 5, Codec.ZSTD), (4, 0, Codec.ZSTD), (6, 33, Codec.ZFP_ACC), (6, 200, 200),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "fmt,udcodec,codec",
+    [
+        (0, 0, Codec.BLOSCLZ),
+        (1, 1, Codec.LZ4),
+        (1, 2, Codec.LZ4HC),
+        (1, 0, Codec.LZ4),
+        (3, 4, Codec.ZLIB),
+        (4, 5, Codec.ZSTD),
+        (4, 0, Codec.ZSTD),
+        (6, 33, Codec.ZFP_ACC),
+        (6, 200, 200),
+    ],
+)
 def test_codec_from_format_bits_and_byte_22(fmt, udcodec, codec):
     raw = extended_header(64, 64, 96, flags=0x05 | 0x02 | fmt << 5, udcodec=udcodec)
     assert b2store.chunk_info(raw + bytes(64)).codec == codec
@@ -67,8 +92,9 @@ def test_plugin_codec_decodes_to_a_named_unsupported_error():
 def test_builtin_codec_under_user_format_decodes():
     payload = lz4.block.compress(bytes(range(64)) * 4, store_size=False)
     body = struct.pack("<i", 36) + struct.pack("<i", len(payload)) + payload
-    raw = extended_header(256, 256, 32 + len(body), flags=0x05 | 0x10 | 6 << 5, udcodec=1,
-                          typesize=1)
+    raw = extended_header(
+        256, 256, 32 + len(body), flags=0x05 | 0x10 | 6 << 5, udcodec=1, typesize=1
+    )
     assert bytes(b2store.decode_chunk(raw + body)) == bytes(range(64)) * 4
 
 
@@ -83,8 +109,14 @@ def test_special_values_and_flags():
 def test_info_of_a_real_chunk():
     blosc2 = pytest.importorskip("blosc2")
     data = np.arange(100_000, dtype="<f8")
-    chunk = blosc2.compress2(data, typesize=8, codec=blosc2.Codec.LZ4HC, clevel=5,
-                             filters=[blosc2.Filter.DELTA, blosc2.Filter.SHUFFLE], use_dict=True)
+    chunk = blosc2.compress2(
+        data,
+        typesize=8,
+        codec=blosc2.Codec.LZ4HC,
+        clevel=5,
+        filters=[blosc2.Filter.DELTA, blosc2.Filter.SHUFFLE],
+        use_dict=True,
+    )
     info = b2store.chunk_info(chunk)
     assert (info.version, info.nbytes, info.cbytes, info.typesize) == (5, 800_000, len(chunk), 8)
     assert info.codec == Codec.LZ4HC and info.use_dict and info.clevel is None
@@ -107,6 +139,7 @@ def test_split_blocks_and_the_short_last_block():
     # typesize 2, blocksize 8: block 0 as two streams (split), the 4-byte last block as one.
     def raw_stream(b):
         return struct.pack("<i", len(b)) + b
+
     streams0 = raw_stream(b"\x00\x02\x04\x06") + raw_stream(b"\x01\x03\x05\x07")
     last = raw_stream(b"\x08\x09\x0a\x0b")
     starts = struct.pack("<ii", 40, 40 + len(streams0))
@@ -115,7 +148,8 @@ def test_split_blocks_and_the_short_last_block():
     assert info.split and info.nblocks == 2
     # No filters: stream bytes land as they are (the split is of the filtered block).
     assert bytes(b2store.decode_chunk(raw + starts + streams0 + last)) == (
-        b"\x00\x02\x04\x06\x01\x03\x05\x07\x08\x09\x0a\x0b")
+        b"\x00\x02\x04\x06\x01\x03\x05\x07\x08\x09\x0a\x0b"
+    )
 
 
 def test_decode_into_out_checks_its_size_and_writability():

@@ -2,10 +2,6 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from b2store import _shuffle
 from helpers import (
     ref_bitshuffle,
     ref_bitunshuffle,
@@ -16,6 +12,10 @@ from helpers import (
     ref_shuffle,
     ref_unshuffle,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from b2store import _shuffle
 
 element_sizes = st.sampled_from([1, 2, 3, 4, 5, 7, 8, 12, 16, 17, 32, 255])
 payloads = st.binary(min_size=0, max_size=3000).map(lambda b: np.frombuffer(b, np.uint8))
@@ -98,8 +98,16 @@ def test_zero_low_bits(width, zeroed, raw):
     np.testing.assert_array_equal(buf.view(words.dtype), expected)
 
 
-@pytest.mark.parametrize("kernel", [_shuffle.shuffle, _shuffle.unshuffle, _shuffle.bitshuffle,
-                                    _shuffle.bitunshuffle, _shuffle.bytedelta_decode])
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        _shuffle.shuffle,
+        _shuffle.unshuffle,
+        _shuffle.bitshuffle,
+        _shuffle.bitunshuffle,
+        _shuffle.bytedelta_decode,
+    ],
+)
 def test_kernels_refuse_mismatched_buffers(kernel):
     with pytest.raises(ValueError, match="destination"):
         kernel(np.zeros(16, np.uint8), np.zeros(15, np.uint8), 4)
@@ -116,6 +124,8 @@ def test_kernels_refuse_read_only_destination():
 @given(st.integers(1, 300))
 def test_large_blocks_round_trip(es):
     data = np.random.default_rng(es).integers(0, 256, 1 << 16, dtype=np.uint8)
-    for fwd, inv in ((_shuffle.shuffle, _shuffle.unshuffle),
-                     (_shuffle.bitshuffle, _shuffle.bitunshuffle)):
+    for fwd, inv in (
+        (_shuffle.shuffle, _shuffle.unshuffle),
+        (_shuffle.bitshuffle, _shuffle.bitunshuffle),
+    ):
         np.testing.assert_array_equal(run(inv, run(fwd, data, es), es), data)

@@ -5,16 +5,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import case_id, corpus_cases, corpus_dir, recipe
 
 from b2store.errors import FormatError
 from b2store.frame.header import FrameHeader
 from b2store.frame.schunk import SChunk
 from b2store.frame.trailer import TRAILER_TAIL_LEN, read_trailer, trailer_bytes, trailer_span
-from helpers import case_id, corpus_cases, corpus_dir, recipe
 
 FRAME_KINDS = {"schunk", "b2nd", "caterva"}
 ALL_FRAMES = [("compat", c) for c in corpus_cases("compat", FRAME_KINDS)] + [
-    ("generated", c) for c in corpus_cases("generated", FRAME_KINDS)]
+    ("generated", c) for c in corpus_cases("generated", FRAME_KINDS)
+]
 SCHUNKS = [(f, c) for f, c in ALL_FRAMES if c["kind"] == "schunk"]
 
 
@@ -32,8 +33,9 @@ def test_header_and_trailer_round_trip(folder, case):
     data = frame_file(folder, case).read_bytes()
     header = FrameHeader.from_bytes(data)
     frame = memoryview(data)[: header.frame_len]
-    start, length = trailer_span(bytes(frame[-TRAILER_TAIL_LEN:]), header.frame_len,
-                                 header.header_len)  # fmt: skip
+    start, length = trailer_span(
+        bytes(frame[-TRAILER_TAIL_LEN:]), header.frame_len, header.header_len
+    )
     vlmeta = read_trailer(frame[start:])
     if header.nfields == 14:
         # What b2store writes back is byte for byte what c-blosc2 wrote.
@@ -81,8 +83,9 @@ def test_legacy_2020_frame_with_usermeta():
     case = [c for c in corpus_cases("compat", {"schunk"}) if c.get("legacy_header")][0]
     with SChunk.open(corpus_dir("compat") / case["path"]) as schunk:
         assert schunk.header.nfields == 13 and schunk.nchunks == 10
-        np.testing.assert_array_equal(schunk.decompress_chunk(3).view("<i4"),
-                                      np.arange(64000, dtype="<i4") * 3)  # fmt: skip
+        np.testing.assert_array_equal(
+            schunk.decompress_chunk(3).view("<i4"), np.arange(64000, dtype="<i4") * 3
+        )
 
 
 def test_truncated_frames_raise_format_error():

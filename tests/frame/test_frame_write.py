@@ -52,8 +52,13 @@ def test_python_blosc2_reads_every_change(tmp_path, contiguous):
 @pytest.mark.parametrize("contiguous", [True, False], ids=["cframe", "sframe"])
 def test_b2store_reads_and_changes_what_python_blosc2_wrote(tmp_path, contiguous):
     path = str(tmp_path / "p.b2frame")
-    theirs = blosc2.SChunk(chunksize=4000, urlpath=path, contiguous=contiguous, mode="w",
-                           cparams={"typesize": 4, "codec": blosc2.Codec.ZSTD})  # fmt: skip
+    theirs = blosc2.SChunk(
+        chunksize=4000,
+        urlpath=path,
+        contiguous=contiguous,
+        mode="w",
+        cparams={"typesize": 4, "codec": blosc2.Codec.ZSTD},
+    )
     for k in range(4):
         theirs.append_data(np.arange(1000, dtype="<i4") * (k + 1))
     theirs.vlmeta["note"] = "from blosc2"
@@ -66,7 +71,11 @@ def test_b2store_reads_and_changes_what_python_blosc2_wrote(tmp_path, contiguous
         ours.vlmeta["more"] = [1, 2.5, None]
     back = blosc2.open(path, mode="a")
     assert [values(back.decompress_chunk(i)) for i in range(back.nchunks)] == [
-        [0, 60, 120], [0, 3, 6], [0, 4, 8], [0, 50, 100]]
+        [0, 60, 120],
+        [0, 3, 6],
+        [0, 4, 8],
+        [0, 50, 100],
+    ]
     assert back.vlmeta["more"] == [1, 2.5, None] and back.vlmeta["note"] == "from blosc2"
     back.append_data(np.arange(1000, dtype="<i4") * 70)  # and python-blosc2 goes on
     del back
@@ -145,8 +154,11 @@ def test_a_killed_writer_loses_nothing_committed(tmp_path, contiguous):
     rng = np.random.default_rng(7)
     for trial in range(8):
         path = tmp_path / f"crash{trial}.b2frame"
-        child = subprocess.Popen([sys.executable, "-c", CHILD, str(path), str(int(contiguous))],
-                                 stdout=subprocess.PIPE, text=True)  # fmt: skip
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(path), str(int(contiguous))],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         committed = -1
         deadline = time.monotonic() + 0.2 + rng.random() * 1.5
         os.set_blocking(child.stdout.fileno(), False)
@@ -164,8 +176,9 @@ def test_a_killed_writer_loses_nothing_committed(tmp_path, contiguous):
             # rewrote chunk 0 as k everywhere.
             assert s.nchunks >= committed + 1
             for i in range(1, s.nchunks):
-                np.testing.assert_array_equal(s.decompress_chunk(i).view("<i4"),
-                                              np.arange(5000, dtype="<i4") * i)
+                np.testing.assert_array_equal(
+                    s.decompress_chunk(i).view("<i4"), np.arange(5000, dtype="<i4") * i
+                )
             if s.nchunks:
                 first = int(s.decompress_chunk(0).view("<i4")[0])
                 assert first >= committed

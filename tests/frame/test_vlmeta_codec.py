@@ -33,18 +33,44 @@ ARRAYS = [
     np.array([1, "a", None, [1, 2]], dtype=object),
 ]
 SAMPLES = [
-    None, True, 0, -1, 2**64 - 1, -(2**63), 1.5, "", "é", b"\x00\xff", [], (), [1, [2, (3,)]],
-    {"a": (1, {"b": (2, [3, (4,)])})}, 1 + 2j, np.complex64(-1j), {1, 2}, frozenset({"x", (1, 2)}),
-    np.float32(1.5), np.int16(-3), np.uint64(2**63), np.bool_(True), np.str_("s"), np.bytes_(b"b"),
-    msgpack.ExtType(7, b"opaque"), {"arr": ARRAYS[0], "t": (ARRAYS[2], 1j)},
+    None,
+    True,
+    0,
+    -1,
+    2**64 - 1,
+    -(2**63),
+    1.5,
+    "",
+    "é",
+    b"\x00\xff",
+    [],
+    (),
+    [1, [2, (3,)]],
+    {"a": (1, {"b": (2, [3, (4,)])})},
+    1 + 2j,
+    np.complex64(-1j),
+    {1, 2},
+    frozenset({"x", (1, 2)}),
+    np.float32(1.5),
+    np.int16(-3),
+    np.uint64(2**63),
+    np.bool_(True),
+    np.str_("s"),
+    np.bytes_(b"b"),
+    msgpack.ExtType(7, b"opaque"),
+    {"arr": ARRAYS[0], "t": (ARRAYS[2], 1j)},
 ]
 
 
 def same(a: object, b: object) -> bool:
     """Equality that also tells tuple from list, bool from int and compares arrays fully."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return (type(a) is type(b) and a.dtype == b.dtype and a.shape == b.shape
-                and all(same(x, y) for x, y in zip(a.ravel().tolist(), b.ravel().tolist())))
+        return (
+            type(a) is type(b)
+            and a.dtype == b.dtype
+            and a.shape == b.shape
+            and all(same(x, y) for x, y in zip(a.ravel().tolist(), b.ravel().tolist()))
+        )
     if isinstance(a, list | tuple):
         return type(a) is type(b) and len(a) == len(b) and all(map(same, a, b))
     if isinstance(a, dict):
@@ -83,10 +109,17 @@ def test_decoded_arrays_are_writable_copies():
 
 
 PLAIN = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1)
-    | st.floats(allow_nan=False) | st.text().filter(lambda s: s != "__tuple__") | st.binary(),
-    lambda inner: st.lists(inner, max_size=4) | st.lists(inner, max_size=4).map(tuple)
-    | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats(allow_nan=False)
+    | st.text().filter(lambda s: s != "__tuple__")
+    | st.binary(),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=4).map(tuple)
+        | st.dictionaries(st.text(max_size=5), inner, max_size=4)
+    ),
     max_leaves=20,
 )
 
@@ -116,8 +149,12 @@ def test_opaque_ext_types_are_never_rebuilt(tmp_path):
     ref = msgpack_packb(blosc2.Ref(kind="urlpath", urlpath=str(tmp_path / "x.b2nd")))
     assert unpack_value(ref) == msgpack.unpackb(ref)  # ExtType(43, ...), file never opened
     marker = tmp_path / "pwned"
-    evil = {"kind": "lazyexpr", "version": 1, "operands": {},
-            "expression": f"__import__('pathlib').Path({str(marker)!r}).touch()"}
+    evil = {
+        "kind": "lazyexpr",
+        "version": 1,
+        "operands": {},
+        "expression": f"__import__('pathlib').Path({str(marker)!r}).touch()",
+    }
     out = unpack_value(msgpack.packb(msgpack.ExtType(43, msgpack.packb(evil))))
     assert out == msgpack.ExtType(43, msgpack.packb(evil)) and not marker.exists()
     for code in (0, 7, 41, 47, 127):
@@ -159,11 +196,16 @@ def test_hostile_ndarrays_raise_format_error(payload):
         unpack_value(ndarray_ext(payload))
 
 
-@pytest.mark.parametrize("data", [
-    # bin32, str32, array32, map32, ext32 declaring 4 GiB; deep nesting; a cut-off fixext.
-    *(bytes([kind]) + b"\xff" * 4 for kind in (0xC6, 0xDB, 0xDD, 0xDF)),
-    b"\xc9\xff\xff\xff\xff\x2e", b"\x91" * 5000, b"\xd4\x2e",
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        # bin32, str32, array32, map32, ext32 declaring 4 GiB; deep nesting; a cut-off fixext.
+        *(bytes([kind]) + b"\xff" * 4 for kind in (0xC6, 0xDB, 0xDD, 0xDF)),
+        b"\xc9\xff\xff\xff\xff\x2e",
+        b"\x91" * 5000,
+        b"\xd4\x2e",
+    ],
+)
 def test_huge_declared_lengths_are_raw_bytes_without_allocating(data):
     tracemalloc.start()
     try:
@@ -177,8 +219,14 @@ def test_other_broken_ext_payloads_raise_format_error():
     nested = msgpack.ExtType(45, msgpack.packb([1]))
     for _ in range(100):  # sets nested far deeper than any real value
         nested = msgpack.ExtType(45, msgpack.packb([nested]))
-    cases = [(44, b"\0" * 15), (45, b"\xc1"), (45, b"\x05"), (45, msgpack.packb([{"a": 1}])),
-             (46, b"\x92"), nested]
+    cases = [
+        (44, b"\0" * 15),
+        (45, b"\xc1"),
+        (45, b"\x05"),
+        (45, msgpack.packb([{"a": 1}])),
+        (46, b"\x92"),
+        nested,
+    ]
     for case in cases:
         with pytest.raises(FormatError):
             unpack_value(msgpack.packb(msgpack.ExtType(*case)))

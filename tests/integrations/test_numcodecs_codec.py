@@ -20,8 +20,9 @@ CODECS = [
     Blosc2(cname="zlib", clevel=3, filters=[]),
     Blosc2(cname="blosclz", clevel=5, blocksize=2048),
     Blosc2(cname="zstd", clevel=0),
-    Blosc2(cname="zstd", clevel=7, filters=["shuffle", "bytedelta"], filters_meta=[0, 0],
-           use_dict=True),
+    Blosc2(
+        cname="zstd", clevel=7, filters=["shuffle", "bytedelta"], filters_meta=[0, 0], use_dict=True
+    ),
 ]
 
 # numcodecs' own Blosc test arrays, smaller.
@@ -52,8 +53,10 @@ def test_config_round_trips_through_json_and_the_entry_point(codec):
 def test_repr(monkeypatch):
     # check_repr evaluates in numcodecs.tests.common's namespace, which lacks our class.
     monkeypatch.setitem(common.__dict__, "Blosc2", Blosc2)
-    common.check_repr("Blosc2(cname='lz4', clevel=3, filters=['bitshuffle'], filters_meta=[0], "
-                      "blocksize=0, splitmode='auto', use_dict=False)")  # fmt: skip
+    common.check_repr(
+        "Blosc2(cname='lz4', clevel=3, filters=['bitshuffle'], filters_meta=[0], "
+        "blocksize=0, splitmode='auto', use_dict=False)"
+    )
 
 
 def test_object_buffers_and_the_size_limit():
@@ -74,10 +77,13 @@ def test_top_level_name_and_registration():
     assert isinstance(get_codec({"id": "blosc2"}), Blosc2)
 
 
-@pytest.mark.parametrize("config", [
-    {"id": "blosc2", "cname": "zstd", "clevel": 5},
-    {"id": "blosc2", "cname": "blosc2", "clevel": 9},
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"id": "blosc2", "cname": "zstd", "clevel": 5},
+        {"id": "blosc2", "cname": "blosc2", "clevel": 9},
+    ],
+)
 def test_ocf_blosc2_configs_and_chunks(config):
     # ocf_blosc2 encoded with plain blosc2.compress; "blosc2" named BloscLZ.
     codec = get_codec(dict(config))
@@ -86,8 +92,9 @@ def test_ocf_blosc2_configs_and_chunks(config):
     chunk = blosc2.compress(data, codec=blosc2.Codec[codec.cname.upper()], clevel=config["clevel"])
     np.testing.assert_array_equal(np.frombuffer(codec.decode(chunk), "f4").reshape(50, 40), data)
     # And what the codec writes, python-blosc2 reads.
-    np.testing.assert_array_equal(np.frombuffer(blosc2.decompress(codec.encode(data)), "f4"),
-                                  data.ravel())  # fmt: skip
+    np.testing.assert_array_equal(
+        np.frombuffer(blosc2.decompress(codec.encode(data)), "f4"), data.ravel()
+    )
 
 
 def test_decode_reads_blosc1_chunks_too():

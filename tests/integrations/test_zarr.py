@@ -21,8 +21,14 @@ def field(shape=(60, 90), dtype="f4"):
 def test_zarr_v2_array_round_trips(tmp_path):
     data = field()
     path = tmp_path / "v2.zarr"
-    arr = zarr.create_array(path, shape=data.shape, chunks=(25, 40), dtype=data.dtype,
-                            zarr_format=2, compressors=Blosc2(cname="lz4", clevel=7))
+    arr = zarr.create_array(
+        path,
+        shape=data.shape,
+        chunks=(25, 40),
+        dtype=data.dtype,
+        zarr_format=2,
+        compressors=Blosc2(cname="lz4", clevel=7),
+    )
     arr[:] = data
     meta = json.loads((path / ".zarray").read_text())
     assert meta["compressor"]["id"] == "blosc2" and meta["compressor"]["cname"] == "lz4"
@@ -31,22 +37,30 @@ def test_zarr_v2_array_round_trips(tmp_path):
     # Every stored chunk is a Blosc2 chunk python-blosc2 reads.
     chunk = (path / "1.1").read_bytes()
     expected = np.ascontiguousarray(data[25:50, 40:80])
-    np.testing.assert_array_equal(np.frombuffer(blosc2.decompress(chunk), "f4").reshape(25, 40),
-                                  expected)  # fmt: skip
+    np.testing.assert_array_equal(
+        np.frombuffer(blosc2.decompress(chunk), "f4").reshape(25, 40), expected
+    )
 
 
-@pytest.mark.parametrize("codec", [
-    Blosc2Codec(),
-    Blosc2Codec(cname="blosclz", clevel=9, shuffle="bitshuffle"),
-    Blosc2Codec(cname="zstd", filters=[{"id": "delta", "meta": 0}, {"id": "shuffle", "meta": 0}]),
-    Blosc2Codec(cname="lz4hc", typesize=4, blocksize=1024, splitmode="always"),
-], ids=["default", "bitshuffle", "delta-shuffle", "explicit"])  # fmt: skip
+@pytest.mark.parametrize(
+    "codec",
+    [
+        Blosc2Codec(),
+        Blosc2Codec(cname="blosclz", clevel=9, shuffle="bitshuffle"),
+        Blosc2Codec(
+            cname="zstd", filters=[{"id": "delta", "meta": 0}, {"id": "shuffle", "meta": 0}]
+        ),
+        Blosc2Codec(cname="lz4hc", typesize=4, blocksize=1024, splitmode="always"),
+    ],
+    ids=["default", "bitshuffle", "delta-shuffle", "explicit"],
+)
 @pytest.mark.parametrize("dtype", ["f8", "i2", "u1"])
 def test_zarr_v3_array_round_trips(tmp_path, codec, dtype):
     data = field(dtype=dtype)
     path = tmp_path / "v3.zarr"
-    arr = zarr.create_array(path, shape=data.shape, chunks=(32, 32), dtype=data.dtype,
-                            compressors=[codec])  # fmt: skip
+    arr = zarr.create_array(
+        path, shape=data.shape, chunks=(32, 32), dtype=data.dtype, compressors=[codec]
+    )
     arr[:] = data
     meta = json.loads((path / "zarr.json").read_text())
     stored = [c for c in meta["codecs"] if c["name"] == "blosc2"][0]["configuration"]
@@ -56,14 +70,18 @@ def test_zarr_v3_array_round_trips(tmp_path, codec, dtype):
     np.testing.assert_array_equal(zarr.open_array(path, mode="r")[:], data)
     chunk = (path / "c" / "0" / "1").read_bytes()
     expected = np.ascontiguousarray(data[:32, 32:64])
-    np.testing.assert_array_equal(np.frombuffer(blosc2.decompress(chunk), data.dtype), expected.ravel())
+    np.testing.assert_array_equal(
+        np.frombuffer(blosc2.decompress(chunk), data.dtype), expected.ravel()
+    )
 
 
 def test_v3_codec_config_round_trips():
     codec = Blosc2Codec(cname="zstd", clevel=3, filters=[("trunc_prec", 10), "shuffle"])
     again = Blosc2Codec.from_dict(codec.to_dict())
     assert again == codec and again.to_dict()["configuration"]["filters"][0] == {
-        "id": "trunc_prec", "meta": 10}
+        "id": "trunc_prec",
+        "meta": 10,
+    }
     with pytest.raises(ValueError, match="clevel"):
         Blosc2Codec(clevel=12)
     with pytest.raises(ValueError, match="shuffle"):
@@ -73,11 +91,21 @@ def test_v3_codec_config_round_trips():
 def write_ocf_v2(path, data, chunks, cname, clevel):
     """A Zarr v2 array as ocf_blosc2 wrote it: plain blosc2.compress chunks."""
     path.mkdir()
-    (path / ".zarray").write_text(json.dumps({
-        "zarr_format": 2, "shape": list(data.shape), "chunks": list(chunks),
-        "dtype": data.dtype.str, "compressor": {"id": "blosc2", "cname": cname, "clevel": clevel},
-        "fill_value": 0, "filters": None, "order": "C", "dimension_separator": ".",
-    }))  # fmt: skip
+    (path / ".zarray").write_text(
+        json.dumps(
+            {
+                "zarr_format": 2,
+                "shape": list(data.shape),
+                "chunks": list(chunks),
+                "dtype": data.dtype.str,
+                "compressor": {"id": "blosc2", "cname": cname, "clevel": clevel},
+                "fill_value": 0,
+                "filters": None,
+                "order": "C",
+                "dimension_separator": ".",
+            }
+        )
+    )
     codec = blosc2.Codec.BLOSCLZ if cname == "blosc2" else blosc2.Codec[cname.upper()]
     for i in range(0, data.shape[0], chunks[0]):
         for j in range(0, data.shape[1], chunks[1]):
@@ -85,7 +113,8 @@ def write_ocf_v2(path, data, chunks, cname, clevel):
             part = data[i : i + chunks[0], j : j + chunks[1]]
             block[: part.shape[0], : part.shape[1]] = part
             (path / f"{i // chunks[0]}.{j // chunks[1]}").write_bytes(
-                blosc2.compress(block, codec=codec, clevel=clevel))
+                blosc2.compress(block, codec=codec, clevel=clevel)
+            )
 
 
 @pytest.mark.parametrize("cname,clevel", [("zstd", 5), ("blosc2", 9)])
@@ -103,14 +132,24 @@ def test_ocf_blosc2_v3_layout_opens(tmp_path):
     data = field((40, 40), "f8")
     path = tmp_path / "ocf3.zarr"
     path.mkdir()
-    (path / "zarr.json").write_text(json.dumps({
-        "zarr_format": 3, "node_type": "array", "shape": [40, 40], "data_type": "float64",
-        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [20, 40]}},
-        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-        "fill_value": 0.0, "attributes": {}, "codecs": [
-            {"name": "bytes", "configuration": {"endian": "little"}},
-            {"name": "numcodecs.blosc2", "configuration": {"cname": "zstd", "clevel": 5}}],
-    }))  # fmt: skip
+    (path / "zarr.json").write_text(
+        json.dumps(
+            {
+                "zarr_format": 3,
+                "node_type": "array",
+                "shape": [40, 40],
+                "data_type": "float64",
+                "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [20, 40]}},
+                "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+                "fill_value": 0.0,
+                "attributes": {},
+                "codecs": [
+                    {"name": "bytes", "configuration": {"endian": "little"}},
+                    {"name": "numcodecs.blosc2", "configuration": {"cname": "zstd", "clevel": 5}},
+                ],
+            }
+        )
+    )
     (path / "c" / "0").mkdir(parents=True)
     for i in range(2):
         block = np.ascontiguousarray(data[20 * i : 20 * (i + 1)])
@@ -118,13 +157,19 @@ def test_ocf_blosc2_v3_layout_opens(tmp_path):
         (path / "c" / str(i) / "0").write_bytes(blosc2.compress(block, codec=blosc2.Codec.ZSTD))
     np.testing.assert_array_equal(zarr.open_array(path, mode="r")[:], data)
     codec = NumcodecsBlosc2Codec.from_dict(
-        {"name": "numcodecs.blosc2", "configuration": {"cname": "zstd", "clevel": 5}})
+        {"name": "numcodecs.blosc2", "configuration": {"cname": "zstd", "clevel": 5}}
+    )
     assert codec.to_dict()["configuration"] == {"clevel": 5, "cname": "zstd"}
 
 
 def test_numcodecs_blosc2_name_writes_too(tmp_path):
     data = field((30, 30), "i4")
-    arr = zarr.create_array(tmp_path / "n.zarr", shape=data.shape, chunks=(16, 16), dtype="i4",
-                            compressors=[NumcodecsBlosc2Codec(cname="lz4", clevel=5)])  # fmt: skip
+    arr = zarr.create_array(
+        tmp_path / "n.zarr",
+        shape=data.shape,
+        chunks=(16, 16),
+        dtype="i4",
+        compressors=[NumcodecsBlosc2Codec(cname="lz4", clevel=5)],
+    )
     arr[:] = data
     np.testing.assert_array_equal(zarr.open_array(tmp_path / "n.zarr", mode="r")[:], data)

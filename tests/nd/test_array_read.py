@@ -3,18 +3,19 @@ python-blosc2 writes, and reads that decode only the blocks a selection touches.
 
 import numpy as np
 import pytest
+from helpers import case_id, corpus_cases, corpus_dir
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import b2store
 from b2store.chunk.decoder import ChunkDecoder
 from b2store.errors import FormatError
-from helpers import case_id, corpus_cases, corpus_dir
 
 blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 writes the arrays read here")
 
 ARRAYS = [("compat", c) for c in corpus_cases("compat", {"b2nd", "caterva"})] + [
-    ("generated", c) for c in corpus_cases("generated", {"b2nd", "caterva"})]
+    ("generated", c) for c in corpus_cases("generated", {"b2nd", "caterva"})
+]
 
 
 def ids(v):
@@ -53,8 +54,15 @@ def test_corpus_arrays(folder, case):
 
 def write(tmp_path, data, chunks, blocks, contiguous=True, **cparams):
     path = tmp_path / ("a.b2nd" if contiguous else "s.b2nd")
-    blosc2.asarray(data, chunks=chunks, blocks=blocks, urlpath=str(path), mode="w",
-                   contiguous=contiguous, cparams=cparams or None)  # fmt: skip
+    blosc2.asarray(
+        data,
+        chunks=chunks,
+        blocks=blocks,
+        urlpath=str(path),
+        mode="w",
+        contiguous=contiguous,
+        cparams=cparams or None,
+    )
     return path
 
 
@@ -88,15 +96,32 @@ def arrays_and_keys(draw):
     return shape, chunks, blocks, dtype, keys_for(shape, draw)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-          HealthCheck.function_scoped_fixture])  # fmt: skip
-@given(case=arrays_and_keys(), filters=st.sampled_from([[blosc2.Filter.SHUFFLE],
-       [blosc2.Filter.DELTA, blosc2.Filter.SHUFFLE], [blosc2.Filter.BITSHUFFLE]]))
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    case=arrays_and_keys(),
+    filters=st.sampled_from(
+        [
+            [blosc2.Filter.SHUFFLE],
+            [blosc2.Filter.DELTA, blosc2.Filter.SHUFFLE],
+            [blosc2.Filter.BITSHUFFLE],
+        ]
+    ),
+)
 def test_basic_indexing_matches_numpy(tmp_path_factory, case, filters):
     shape, chunks, blocks, dtype, key = case
     data = (np.arange(np.prod(shape)) * 7 % 251).astype(dtype).reshape(shape)
-    path = write(tmp_path_factory.mktemp("a"), data, chunks, blocks, filters=filters,
-                 filters_meta=[0] * len(filters))  # fmt: skip
+    path = write(
+        tmp_path_factory.mktemp("a"),
+        data,
+        chunks,
+        blocks,
+        filters=filters,
+        filters_meta=[0] * len(filters),
+    )
     arr = b2store.open(path)
     np.testing.assert_array_equal(arr[key], data[key])
 
@@ -165,9 +190,16 @@ def test_one_element_reads_a_small_part_of_the_chunk(tmp_path, monkeypatch, cont
 
 def test_delta_chunks_decode_block_zero_first(tmp_path, monkeypatch):
     data = np.cumsum(np.ones((300, 40)), axis=0)
-    arr = b2store.open(write(tmp_path, data, (300, 40), (30, 40),
-                             filters=[blosc2.Filter.DELTA, blosc2.Filter.SHUFFLE],
-                             filters_meta=[0, 0]))  # fmt: skip
+    arr = b2store.open(
+        write(
+            tmp_path,
+            data,
+            (300, 40),
+            (30, 40),
+            filters=[blosc2.Filter.DELTA, blosc2.Filter.SHUFFLE],
+            filters_meta=[0, 0],
+        )
+    )
     counter = Counter(monkeypatch)
     np.testing.assert_array_equal(arr[250:260, 3], data[250:260, 3])
     assert counter.blocks == 2  # block 0, then the block asked for

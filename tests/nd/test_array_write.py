@@ -8,9 +8,24 @@ import b2store
 
 blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 is the interop oracle")
 
-DTYPES = ["<f8", "<f4", "<f2", "<i8", ">i4", "|u1", "|b1", "<c16", "<c8", "|S7", "<U5",
-          "<M8[s]", "<m8[ms]", [("a", "<i4"), ("b", "<f8", (2,))],
-          [("p", [("x", "<f4"), ("y", "<f4")]), ("tag", "|S3")], "|V300"]  # fmt: skip
+DTYPES = [
+    "<f8",
+    "<f4",
+    "<f2",
+    "<i8",
+    ">i4",
+    "|u1",
+    "|b1",
+    "<c16",
+    "<c8",
+    "|S7",
+    "<U5",
+    "<M8[s]",
+    "<m8[ms]",
+    [("a", "<i4"), ("b", "<f8", (2,))],
+    [("p", [("x", "<f4"), ("y", "<f4")]), ("tag", "|S3")],
+    "|V300",
+]
 if hasattr(np, "float128"):
     DTYPES.append("<f16")
 SHAPES = [  # shape, chunks, blocks: edge chunks, blocks that do not divide chunks, 1-d to 8-d
@@ -30,8 +45,13 @@ def sample(shape, dtype, seed=0):
     if dtype.kind == "b":
         return rng.integers(0, 2, shape).astype(bool)
     if dtype.kind == "U":
-        return np.array(["".join(chr(97 + (i * 7 + j) % 26) for j in range(i % 6))
-                         for i in range(int(np.prod(shape)))], dtype).reshape(shape)  # fmt: skip
+        return np.array(
+            [
+                "".join(chr(97 + (i * 7 + j) % 26) for j in range(i % 6))
+                for i in range(int(np.prod(shape)))
+            ],
+            dtype,
+        ).reshape(shape)
     if dtype.kind in "Mm":
         return raw.view("<i8")[: int(np.prod(shape))].reshape(shape).astype(dtype)
     if dtype.fields:
@@ -53,15 +73,22 @@ def test_dtypes_round_trip_both_ways(tmp_path, dtype, contiguous):
     shape, chunks, blocks = SHAPES[1]
     data = sample(shape, dtype)
     path = tmp_path / "d.b2nd"
-    ours = b2store.asarray(data, path, chunks=chunks, blocks=blocks, contiguous=contiguous,
-                           vlmeta={"source": "b2store", "n": 3})  # fmt: skip
+    ours = b2store.asarray(
+        data,
+        path,
+        chunks=chunks,
+        blocks=blocks,
+        contiguous=contiguous,
+        vlmeta={"source": "b2store", "n": 3},
+    )
     ours.schunk.close()
     theirs = blosc2.open(str(path))
     assert theirs.dtype == data.dtype and equal(theirs[()], data)
     assert theirs.vlmeta["source"] == "b2store" and theirs.vlmeta["n"] == 3
     path2 = tmp_path / "p.b2nd"
-    blosc2.asarray(data, urlpath=str(path2), chunks=chunks, blocks=blocks, contiguous=contiguous,
-                   mode="w")  # fmt: skip
+    blosc2.asarray(
+        data, urlpath=str(path2), chunks=chunks, blocks=blocks, contiguous=contiguous, mode="w"
+    )
     back = b2store.open(path2)
     # python-blosc2 writes a plain V300 as the struct [('f0', 'V300')]: read what it says.
     assert back.dtype == blosc2.open(str(path2)).dtype
@@ -69,16 +96,23 @@ def test_dtypes_round_trip_both_ways(tmp_path, dtype, contiguous):
 
 
 @pytest.mark.parametrize("shape,chunks,blocks", SHAPES, ids=lambda v: "x".join(map(str, v)))
-@pytest.mark.parametrize("codec,filters", [
-    ("zstd", ["shuffle"]), ("lz4", ["bitshuffle"]), ("blosclz", ["delta", "shuffle"]),
-    ("zlib", []), ("lz4hc", ["shuffle", "bytedelta"]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "codec,filters",
+    [
+        ("zstd", ["shuffle"]),
+        ("lz4", ["bitshuffle"]),
+        ("blosclz", ["delta", "shuffle"]),
+        ("zlib", []),
+        ("lz4hc", ["shuffle", "bytedelta"]),
+    ],
+)
 def test_shapes_codecs_filters(tmp_path, shape, chunks, blocks, codec, filters):
     data = sample(shape, "<i4", seed=len(shape))
     metas = [4 if f == "bytedelta" else 0 for f in filters]
     path = tmp_path / "s.b2nd"
-    b2store.asarray(data, path, chunks=chunks, blocks=blocks, codec=codec, filters=filters,
-                    filters_meta=metas).schunk.close()  # fmt: skip
+    b2store.asarray(
+        data, path, chunks=chunks, blocks=blocks, codec=codec, filters=filters, filters_meta=metas
+    ).schunk.close()
     theirs = blosc2.open(str(path))
     assert theirs.chunks == chunks and theirs.blocks == blocks
     assert equal(theirs[()], data)
@@ -88,8 +122,9 @@ def test_shapes_codecs_filters(tmp_path, shape, chunks, blocks, codec, filters):
 def test_changes_read_by_python_blosc2_and_back(tmp_path, contiguous):
     data = sample((40, 30), "<f8")
     path = tmp_path / "c.b2nd"
-    b2store.asarray(data, path, chunks=(16, 16), blocks=(5, 7),
-                    contiguous=contiguous).schunk.close()  # fmt: skip
+    b2store.asarray(
+        data, path, chunks=(16, 16), blocks=(5, 7), contiguous=contiguous
+    ).schunk.close()
     arr = b2store.open(path, mode="a")
     arr[5:35:3, ::4] = 7.5
     data[5:35:3, ::4] = 7.5
@@ -117,8 +152,9 @@ def test_constructors(tmp_path):
     zeros = b2store.zeros((70, 40), "<i2", tmp_path / "z.b2nd", chunks=(30, 30), blocks=(10, 10))
     assert zeros.cbytes < 64  # every chunk is a special offset: no chunk data stored
     assert equal(blosc2.open(str(tmp_path / "z.b2nd"))[()], np.zeros((70, 40), "<i2"))
-    full = b2store.full((70, 40), 2.5, urlpath=tmp_path / "f.b2nd", chunks=(30, 30),
-                        blocks=(10, 10))  # fmt: skip
+    full = b2store.full(
+        (70, 40), 2.5, urlpath=tmp_path / "f.b2nd", chunks=(30, 30), blocks=(10, 10)
+    )
     assert equal(blosc2.open(str(tmp_path / "f.b2nd"))[()], np.full((70, 40), 2.5))
     assert full.schunk.get_chunk(0)[31] >> 4 == b2store.SpecialValue.VALUE
     empty = b2store.empty((5,), "<f4")
@@ -138,8 +174,9 @@ def test_default_shapes_and_special_cases(tmp_path):
     assert scalar.shape == () and blosc2.open(str(tmp_path / "s.b2nd"))[()] == 3.25
     hollow = b2store.asarray(np.zeros((0, 5)), tmp_path / "h.b2nd")
     assert blosc2.open(str(tmp_path / "h.b2nd")).shape == (0, 5) and hollow[...].shape == (0, 5)
-    constant = b2store.asarray(np.full((64, 64), 9, "<i4"), tmp_path / "k.b2nd",
-                               chunks=(32, 32), blocks=(8, 8))  # fmt: skip
+    constant = b2store.asarray(
+        np.full((64, 64), 9, "<i4"), tmp_path / "k.b2nd", chunks=(32, 32), blocks=(8, 8)
+    )
     assert all(len(constant.schunk.get_chunk(i)) == 36 for i in range(4))
     assert equal(blosc2.open(str(tmp_path / "k.b2nd"))[()], np.full((64, 64), 9, "<i4"))
     with pytest.raises(TypeError):

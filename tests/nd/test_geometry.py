@@ -31,8 +31,32 @@ P = 0  # padding, as python-blosc2 writes it
 
 # notes 5.2: 10x7 int32 arange, chunks (4, 5), blocks (2, 3)
 EXAMPLE = np.arange(70, dtype="<i4").reshape(10, 7)
-EXAMPLE_CHUNK0 = [0, 1, 2, 7, 8, 9,  3, 4, P, 10, 11, P,
-                  14, 15, 16, 21, 22, 23,  17, 18, P, 24, 25, P]  # fmt: skip
+EXAMPLE_CHUNK0 = [
+    0,
+    1,
+    2,
+    7,
+    8,
+    9,
+    3,
+    4,
+    P,
+    10,
+    11,
+    P,
+    14,
+    15,
+    16,
+    21,
+    22,
+    23,
+    17,
+    18,
+    P,
+    24,
+    25,
+    P,
+]
 
 
 def test_notes_example():
@@ -134,12 +158,19 @@ def test_buffer_kinds():
 @pytest.mark.parametrize(
     "dtype",
     [
-        "<f8", ">i4", "|u1", "|b1", "<U5", "|S3", "<M8[s]", "<c16",
+        "<f8",
+        ">i4",
+        "|u1",
+        "|b1",
+        "<U5",
+        "|S3",
+        "<M8[s]",
+        "<c16",
         [("a", "<i4"), ("b", "<f8", (2,)), ("c", "S3")],
         [("n", [("x", "<f4"), ("y", ">i2")])],
     ],
     ids=str,
-)  # fmt: skip
+)
 def test_dtypes_against_python_blosc2(dtype):
     dtype = np.dtype(dtype)
     shape, chunks, blocks = (9, 7), (4, 5), (3, 2)

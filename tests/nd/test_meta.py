@@ -14,12 +14,12 @@ from pathlib import Path
 import msgpack
 import numpy as np
 import pytest
+from helpers import case_id, corpus_cases, corpus_dir
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from b2store.errors import FormatError, UnsupportedError
 from b2store.nd.meta import MAX_BUFFERSIZE, B2ndMeta, dtype_from_string, dtype_string
-from helpers import case_id, corpus_cases, corpus_dir
 
 blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 writes the reference metalayers")
 
@@ -95,15 +95,24 @@ def test_generated_corpus(case):
         assert chunksize == meta.chunk_nitems * meta.itemsize
         assert nbytes == meta.nchunks * chunksize
         assert oracle_fields(content) == [
-            0, meta.ndim, list(meta.shape), list(meta.chunkshape), list(meta.blockshape), 0,
+            0,
+            meta.ndim,
+            list(meta.shape),
+            list(meta.chunkshape),
+            list(meta.blockshape),
+            0,
             case["dtype"],
-        ]  # fmt: skip
+        ]
     else:
         # python-blosc2 wrote this one as a user metalayer: compact msgpack in a msgpack bin
         assert meta.legacy_caterva and meta.dtype is None
         assert content[0] == 0xC4 and msgpack.unpackb(msgpack.unpackb(content)) == [
-            0, 2, case["shape"], case["chunks"], case["blocks"],
-        ]  # fmt: skip
+            0,
+            2,
+            case["shape"],
+            case["chunks"],
+            case["blocks"],
+        ]
         canonical = meta.to_bytes()
         assert canonical[0] == 0x95 and B2ndMeta.from_bytes(canonical, caterva=True) == meta
         assert typesize == np.dtype(case["dtype"]).itemsize
@@ -175,20 +184,45 @@ OFFSETS = np.dtype(
 )
 # (dtype, the string python-blosc2 4.14.1 writes for it through blosc2.zeros)
 DTYPES = [
-    ("<f8", "<f8"), ("<f4", "<f4"), ("<f2", "<f2"), (">f8", ">f8"),
-    ("<i4", "<i4"), (">i4", ">i4"), ("|i1", "|i1"), ("<u8", "<u8"), ("|u1", "|u1"),
-    ("|b1", "|b1"), ("<c8", "<c8"), ("<c16", "<c16"),
-    ("|S3", "|S3"), ("<U5", "<U5"), (">U3", ">U3"), ("<U1", "<U1"),
-    ("<M8[s]", "<M8[s]"), ("<M8[ns]", "<M8[ns]"), ("<m8[D]", "<m8[D]"),
-    ("V300", "|V300"), ("V8", "|V8"),
-    ([("a", "<i4"), ("b", "<f8", (2,)), ("c", "S3")], "[('a', '<i4'), ('b', '<f8', (2,)), ('c', 'S3')]"),
+    ("<f8", "<f8"),
+    ("<f4", "<f4"),
+    ("<f2", "<f2"),
+    (">f8", ">f8"),
+    ("<i4", "<i4"),
+    (">i4", ">i4"),
+    ("|i1", "|i1"),
+    ("<u8", "<u8"),
+    ("|u1", "|u1"),
+    ("|b1", "|b1"),
+    ("<c8", "<c8"),
+    ("<c16", "<c16"),
+    ("|S3", "|S3"),
+    ("<U5", "<U5"),
+    (">U3", ">U3"),
+    ("<U1", "<U1"),
+    ("<M8[s]", "<M8[s]"),
+    ("<M8[ns]", "<M8[ns]"),
+    ("<m8[D]", "<m8[D]"),
+    ("V300", "|V300"),
+    ("V8", "|V8"),
+    (
+        [("a", "<i4"), ("b", "<f8", (2,)), ("c", "S3")],
+        "[('a', '<i4'), ('b', '<f8', (2,)), ('c', 'S3')]",
+    ),
     ([("n", [("x", "<f4"), ("y", ">i2")])], "[('n', [('x', '<f4'), ('y', '>i2')])]"),
     ([(("title", "a"), "<i4")], "[(('title', 'a'), '<i4')]"),
     ([("a", "<U4"), ("é", "u1")], "[('a', '<U4'), ('é', 'u1')]"),
-    (ALIGNED, "{'names': ['a', 'b'], 'formats': ['<i4', 'u1'], 'offsets': [0, 4], 'itemsize': 8, 'aligned': True}"),
-    (OFFSETS, "{'names': ['a', 'b'], 'formats': ['<i4', '<f8'], 'offsets': [0, 16], 'itemsize': 32}"),
+    (
+        ALIGNED,
+        "{'names': ['a', 'b'], 'formats': ['<i4', 'u1'], 'offsets': [0, 4], 'itemsize': 8, "
+        "'aligned': True}",
+    ),
+    (
+        OFFSETS,
+        "{'names': ['a', 'b'], 'formats': ['<i4', '<f8'], 'offsets': [0, 16], 'itemsize': 32}",
+    ),
     (("<i4", (2,)), "('<i4', (2,))"),
-]  # fmt: skip
+]
 SHAPES = [
     ((), (), ()),
     ((0,), (0,), (0,)),
@@ -430,12 +464,28 @@ def test_geometry_accepted():
 
 
 BAD_DTYPES = [
-    b"O", b"|O", b"object", b"[('a', 'O')]", b"[('a', '<i4'), ('b', [('c', 'O')])]",
-    b"('O', (2,))", b"{'names': ['a'], 'formats': ['O']}",
-    b"", b"nonsense", b"<f7", b"[('a', '<i4')", b"__import__('os').system('false')",
-    b"[('a', __import__('os'))]", b"(" * 10000, b"[" * 200000,
-    b"|S0", b"V0", b"[]", b"\xff\xfe", b"<f8\x00", b"[('a', 'V4', (1048576, 1048576))]",
-]  # fmt: skip
+    b"O",
+    b"|O",
+    b"object",
+    b"[('a', 'O')]",
+    b"[('a', '<i4'), ('b', [('c', 'O')])]",
+    b"('O', (2,))",
+    b"{'names': ['a'], 'formats': ['O']}",
+    b"",
+    b"nonsense",
+    b"<f7",
+    b"[('a', '<i4')",
+    b"__import__('os').system('false')",
+    b"[('a', __import__('os'))]",
+    b"(" * 10000,
+    b"[" * 200000,
+    b"|S0",
+    b"V0",
+    b"[]",
+    b"\xff\xfe",
+    b"<f8\x00",
+    b"[('a', 'V4', (1048576, 1048576))]",
+]
 
 
 @pytest.mark.parametrize("text", BAD_DTYPES, ids=lambda v: repr(v[:30]))
