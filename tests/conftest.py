@@ -1,0 +1,40 @@
+"""Test-wide set-up: hypothesis profiles, and a guard that the tests exercise the installed
+package rather than the source tree when CI asks for that."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hypothesis import HealthCheck, settings
+
+import b2store
+
+# "dev" keeps a local run quick; CI (CI=true) runs the thorough profile. Tests that set their
+# own max_examples keep them; the profiles set the default for the rest and the deadline.
+settings.register_profile(
+    "dev", max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+)
+
+SOURCE_TREE = Path(__file__).resolve().parents[1] / "b2store"
+
+
+def pytest_report_header(config):
+    return f"b2store {b2store.__version__} imported from {Path(b2store.__file__).parent}"
+
+
+def pytest_sessionstart(session):
+    # .ci/run installs the built wheel and sets this: a test must never pass by importing
+    # the checkout (which, in a clean clone, has no compiled kernels anyway).
+    if os.environ.get("B2STORE_REQUIRE_INSTALLED"):
+        where = Path(b2store.__file__).resolve().parent
+        if where == SOURCE_TREE:
+            raise RuntimeError(
+                f"b2store was imported from the source tree {where}, not from the installed wheel"
+            )
