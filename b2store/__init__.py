@@ -42,7 +42,7 @@ __version__ = "0.1.0.dev0"
 def __getattr__(name: str):
     # The numcodecs codec is imported on first use: importing b2store stays cheap.
     if name == "Blosc2":
-        from .numcodecs_codec import Blosc2
+        from .integrations.numcodecs_codec import Blosc2
 
         return Blosc2
     raise AttributeError(f"module 'b2store' has no attribute {name!r}")

@@ -9,7 +9,7 @@ from numcodecs import get_codec
 from numcodecs.tests import common
 
 import b2store
-from b2store.numcodecs_codec import Blosc2
+from b2store.integrations.numcodecs_codec import Blosc2
 
 blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 is the interop oracle")
 

@@ -9,8 +9,8 @@ import pytest
 zarr = pytest.importorskip("zarr", reason="the zarr extra is not installed")
 blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 writes the ocf_blosc2-style data")
 
-from b2store.numcodecs_codec import Blosc2  # noqa: E402
-from b2store.zarr_codecs import Blosc2Codec, NumcodecsBlosc2Codec  # noqa: E402
+from b2store.integrations.numcodecs_codec import Blosc2  # noqa: E402
+from b2store.integrations.zarr_codecs import Blosc2Codec, NumcodecsBlosc2Codec  # noqa: E402
 
 
 def field(shape=(60, 90), dtype="f4"):

@@ -13,15 +13,15 @@ import numpy as np
 from numcodecs.abc import Codec
 from numcodecs.compat import ensure_contiguous_ndarray
 
-from .chunk.decoder import decode_chunk
-from .chunk.encoder import (
+from ..chunk.decoder import decode_chunk
+from ..chunk.encoder import (
     MAX_BUFFERSIZE,
     encode_chunk,
     resolve_codec,
     resolve_filters,
     resolve_splitmode,
 )
-from .constants import Filter
+from ..constants import Filter
 
 __all__ = ["Blosc2"]
 

@@ -16,9 +16,9 @@ from zarr.core.array_spec import ArraySpec
 from zarr.core.buffer import Buffer
 from zarr.core.common import parse_named_configuration
 
-from .chunk.decoder import decode_chunk
-from .chunk.encoder import encode_chunk, resolve_codec, resolve_filters, resolve_splitmode
-from .constants import Filter
+from ..chunk.decoder import decode_chunk
+from ..chunk.encoder import encode_chunk, resolve_codec, resolve_filters, resolve_splitmode
+from ..constants import Filter
 from .numcodecs_codec import Blosc2
 
 __all__ = ["Blosc2Codec", "NumcodecsBlosc2Codec"]
