@@ -28,6 +28,8 @@ OFFSETS_64BIT = 0x10
 VARIABLE_CHUNKS = 0x40
 VL_BLOCKS = 0x80
 LAST_FRAME_VERSION = 3
+# Chunk offsets are int64, so no frame is longer (frame_len itself is a uint64).
+MAX_FRAME_LEN = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,16 @@ _LAYOUTS = {
 _HAS_VLMETA_AT = {14: 68, 13: 63, 12: 63, 11: 63}
 
 
+def _check_lengths(layout: _Layout, header_len: int, frame_len: int) -> None:
+    """Refuse lengths no frame has, before anything is read by them (a negative header_len
+    would reach a read as a negative size)."""
+    if frame_len > MAX_FRAME_LEN:
+        raise FormatError("frame_len", f"at most {MAX_FRAME_LEN} (an int64)", frame_len, 16)
+    fixed = layout.metalayers_at
+    if not fixed <= header_len <= frame_len:
+        raise FormatError("header_len", f"{fixed}..frame_len={frame_len}", header_len, 11)
+
+
 def _need(buf, end: int, what: str, at: int) -> None:
     if len(buf) < end:
         raise FormatError(what, f"{end} bytes of frame header", f"{len(buf)} bytes", at)
@@ -115,7 +127,10 @@ class FrameHeader:
         mv = memoryview(buf)
         _need(mv, 24, "frame header", 0)
         layout = cls._layout(mv)
-        return cls._read(mv, layout, "header_len"), cls._read(mv, layout, "frame_len")
+        header_len = cls._read(mv, layout, "header_len")
+        frame_len = cls._read(mv, layout, "frame_len")
+        _check_lengths(layout, header_len, frame_len)
+        return header_len, frame_len
 
     @staticmethod
     def _layout(mv) -> _Layout:
@@ -180,11 +195,7 @@ class FrameHeader:
         version = self.general_flags & VERSION_MASK
         if self.nfields == 14 and not 1 <= version <= LAST_FRAME_VERSION:
             raise UnsupportedError("frame format version", version)
-        fixed = _LAYOUTS[0x90 + self.nfields].metalayers_at
-        if not fixed <= self.header_len <= self.frame_len:
-            raise FormatError(
-                "header_len", f"{fixed}..frame_len={self.frame_len}", self.header_len, 11
-            )
+        _check_lengths(_LAYOUTS[0x90 + self.nfields], self.header_len, self.frame_len)
         if self.frame_type not in (CONTIGUOUS, SPARSE):
             raise UnsupportedError("frame type", self.frame_type)
         if self.nbytes < 0 or self.cbytes < 0:

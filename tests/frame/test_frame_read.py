@@ -120,3 +120,29 @@ def test_missing_sparse_chunk_file(tmp_path):
     with SChunk.open(copy) as schunk:
         with pytest.raises(FormatError, match="00000003.chunk"):
             schunk.get_chunk(3)
+
+
+@pytest.mark.parametrize(
+    "edit,field",
+    [
+        ((10, "d2e10000a5"), "header_len"),  # negative: once reached os.pread as a size
+        ((10, "d200000010"), "header_len"),  # shorter than the fixed fields
+        ((10, "d27fffffff"), "header_len"),  # longer than the frame
+        ((15, "cfffffffffffffffff"), "frame_len"),  # past any int64 offset
+    ],
+)
+def test_absurd_lengths_in_the_header_raise_format_error(tmp_path, edit, field):
+    import b2store
+
+    at, hexbytes = edit
+    data = bytearray((corpus_dir("generated") / "f8_2d_vlmeta.b2nd").read_bytes())
+    data[at : at + len(hexbytes) // 2] = bytes.fromhex(hexbytes)
+    with pytest.raises(FormatError) as err:
+        FrameHeader.peek_len(data)
+    assert err.value.field == field
+    path = tmp_path / "bad.b2nd"
+    path.write_bytes(data)
+    for source in (path, bytes(data)):
+        with pytest.raises(FormatError) as err:
+            b2store.open(source)
+        assert err.value.field == field
