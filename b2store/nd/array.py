@@ -13,7 +13,7 @@ import operator
 import numpy as np
 
 from ..chunk.decoder import ChunkDecoder
-from ..constants import SpecialValue
+from ..constants import MAX_TYPESIZE, SpecialValue
 from ..errors import FormatError
 from ..frame.schunk import SChunk
 from ..frame.writer import special_offset
@@ -48,7 +48,11 @@ class B2ndArray:
 
     def _check_consistency(self) -> None:
         s, m = self.schunk, self._meta
-        if self.dtype.itemsize != s.typesize:
+        itemsize = self.dtype.itemsize
+        # c-blosc2's writers (hdf5plugin, PyTables, NDArray.to_cframe) store items wider than
+        # a chunk header's typesize byte as typesize 1 (bytes): the dtype alone says the size.
+        wide = s.typesize == 1 and itemsize > MAX_TYPESIZE
+        if itemsize != s.typesize and not wide:
             raise FormatError(
                 "b2nd dtype",
                 f"items of the frame's typesize ({s.typesize} bytes)",

@@ -165,24 +165,20 @@ def test_one_element_decodes_one_block(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("contiguous", [True, False], ids=["cframe", "sframe"])
 def test_one_element_reads_a_small_part_of_the_chunk(tmp_path, monkeypatch, contiguous):
-    from b2store.frame import storage
+    from b2store.frame import sources
 
     data = np.random.default_rng(2).normal(size=(400, 300))
     arr = b2store.open(write(tmp_path, data, (200, 300), (20, 30), contiguous=contiguous))
     chunk_size = len(arr.schunk.get_chunk(0))
     read = {"bytes": 0}
-    plain, ranged = storage.FileFrame.read, storage.SparseFrame.read_chunk_file_range
+    plain = sources.FileSource.read
 
     def counting(self, offset, size):
         read["bytes"] += size
         return plain(self, offset, size)
 
-    def counting_range(self, chunk_id, offset, size):
-        read["bytes"] += size
-        return ranged(self, chunk_id, offset, size)
-
-    monkeypatch.setattr(storage.FileFrame, "read", counting)
-    monkeypatch.setattr(storage.SparseFrame, "read_chunk_file_range", counting_range)
+    # Every byte read from a local file, frame or chunk file, goes through FileSource.read.
+    monkeypatch.setattr(sources.FileSource, "read", counting)
     assert arr[321, 123] == data[321, 123]
     # The header, the block starts and two blocks (block 0 and the one asked for).
     assert 0 < read["bytes"] < chunk_size / 20
@@ -215,3 +211,57 @@ def test_properties_and_errors(tmp_path):
         with pytest.raises(IndexError):
             arr[bad]
     assert isinstance(b2store.open(corpus_dir("generated") / "schunk_u2.b2frame"), b2store.SChunk)
+
+
+WIDE_DTYPES = ["|V300", [("a", "<f8"), ("b", "|S300")], "|S256"]
+
+
+@pytest.mark.parametrize("dtype", WIDE_DTYPES, ids=str)
+def test_items_over_255_bytes_with_frame_typesize_1(tmp_path, dtype):
+    """NDArray.to_cframe (and hdf5plugin, PyTables) store such frames' typesize as 1; the
+    C readers refuse them, b2store reads the dtype's item size."""
+    from b2store.frame.header import FrameHeader
+
+    dtype = np.dtype(dtype)
+    rng = np.random.default_rng(3)
+    data = np.frombuffer(rng.integers(0, 256, 50 * dtype.itemsize, np.uint8).tobytes(), dtype)
+    written = blosc2.asarray(data, chunks=(20,), blocks=(5,))
+    cframe = written.to_cframe()
+    assert FrameHeader.from_bytes(cframe).typesize == 1  # what is being read
+    arr = b2store.open(cframe)
+    assert arr.dtype == written.dtype  # python-blosc2 names plain V300 "[('f0', 'V300')]"
+    data = data.view(arr.dtype)
+    np.testing.assert_array_equal(arr[...], data)
+    np.testing.assert_array_equal(arr[17:33], data[17:33])
+    # Changed in place (chunks re-encoded as c-blosc2 would: typesize 1), read back.
+    path = tmp_path / "wide.b2nd"
+    path.write_bytes(cframe)
+    arr = b2store.open(path, mode="a")
+    arr[3:25] = data[::-1][3:25]
+    arr.schunk.close()
+    expected = data.copy()
+    expected[3:25] = data[::-1][3:25]
+    reread = b2store.open(path)
+    np.testing.assert_array_equal(reread[...], expected)
+    reread.schunk.close()
+
+
+def _with_typesize(cframe: bytes, typesize: int) -> bytes:
+    # The frame header's typesize: an msgpack int32 (0xd2) at offset 47.
+    data = bytearray(cframe)
+    assert data[47] == 0xD2
+    data[48:52] = typesize.to_bytes(4, "big")
+    return bytes(data)
+
+
+@pytest.mark.parametrize(
+    "dtype,typesize",
+    [("|V300", 4), ("|V300", 2), ("|S200", 1), ("<f8", 1), ("<f8", 4)],
+    ids=str,
+)
+def test_typesize_mismatches_are_still_refused(dtype, typesize):
+    data = np.zeros(50, dtype)
+    data.view(np.uint8)[...] = np.arange(data.nbytes) % 251
+    cframe = blosc2.asarray(data, chunks=(20,), blocks=(5,)).to_cframe()
+    with pytest.raises(FormatError, match="typesize"):
+        b2store.open(_with_typesize(cframe, typesize))
