@@ -1,0 +1,362 @@
+"""The Zarr v3 ``b2nd`` array-to-bytes codec: a zarr chunk is one stored b2nd chunk (a Blosc2
+chunk of blocks in block order, padded to whole blocks), decoded whole or block by block.
+
+Reading a selection inside a chunk fetches only the chunk's header, its block starts and the
+blocks the selection touches (zarr's partial decode); whole chunks take one read. Special
+chunks (zeros, NaN, a repeated value, uninitialized) decode to their values without payload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+from zarr.abc.codec import ArrayBytesCodec, ArrayBytesCodecPartialDecodeMixin
+from zarr.abc.store import RangeByteRequest
+from zarr.core.array_spec import ArraySpec
+from zarr.core.buffer import Buffer, NDBuffer, default_buffer_prototype
+from zarr.core.common import parse_named_configuration
+
+from ..chunk.decoder import ChunkDecoder, decode_chunk
+from ..chunk.encoder import resolve_codec, resolve_splitmode
+from ..constants import EXTENDED_HEADER_LENGTH, MIN_HEADER_LENGTH
+from ..errors import FormatError
+from ..nd.create import cparams_for, encode_array_chunk
+from ..nd.geometry import array_to_chunk, blocks_per_chunk, blocks_touched, chunk_to_array
+from ..nd.shapes import default_chunks_blocks
+from .zarr_codecs import Blosc2Codec
+
+__all__ = ["B2ndCodec", "default_blockshape"]
+
+_ENDIANS = ("little", "big")
+
+
+def default_blockshape(chunkshape, itemsize: int) -> tuple[int, ...]:
+    """The block shape python-blosc2 picks for chunks of ``chunkshape``."""
+    chunkshape = tuple(int(c) for c in chunkshape)
+    return default_chunks_blocks(chunkshape, itemsize, chunks=chunkshape)[1]
+
+
+def _native_dtype(spec: ArraySpec) -> np.dtype:
+    dtype = spec.dtype
+    return dtype.to_native_dtype() if hasattr(dtype, "to_native_dtype") else np.dtype(dtype)
+
+
+@dataclass(frozen=True)
+class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
+    """Zarr v3 chunks stored as b2nd chunks.
+
+    Parameters
+    ----------
+    blockshape : tuple of int, optional
+        The block shape inside each chunk; None picks python-blosc2's choice for the chunk
+        shape when encoding.
+    endian : {"little", "big"}, optional
+        Byte order of the items; None is little-endian for multi-byte items.
+    cname, clevel, filters, splitmode
+        Compression of new chunks, as for the ``blosc2`` codec; ``filters`` None is
+        python-blosc2's default (shuffle). Decoding reads any b2nd chunk whatever these say.
+    """
+
+    is_fixed_size = False
+
+    blockshape: tuple[int, ...] | None = None
+    endian: str | None = None
+    cname: str = "zstd"
+    clevel: int = 5
+    filters: tuple[tuple[str, int], ...] | None = None
+    splitmode: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.blockshape is not None:
+            blocks = tuple(int(b) for b in self.blockshape)
+            if any(b < 0 for b in blocks):
+                raise ValueError(f"blockshape must be non-negative, got {self.blockshape!r}")
+            object.__setattr__(self, "blockshape", blocks)
+        if self.endian is not None and self.endian not in _ENDIANS:
+            raise ValueError(f"endian must be 'little' or 'big', got {self.endian!r}")
+        object.__setattr__(self, "cname", resolve_codec(self.cname).name.lower())
+        if not isinstance(self.clevel, int) or not 0 <= self.clevel <= 9:
+            raise ValueError(f"clevel must be an integer 0..9, got {self.clevel!r}")
+        splitmode = resolve_splitmode(self.splitmode).name.lower().removesuffix("_split")
+        object.__setattr__(self, "splitmode", splitmode)
+        if self.filters is not None:
+            object.__setattr__(self, "filters", Blosc2Codec._parse_filters(self.filters))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> B2ndCodec:
+        _, config = parse_named_configuration(data, "b2nd")
+        return cls(**(config or {}))
+
+    def to_dict(self) -> dict[str, Any]:
+        config: dict[str, Any] = {}
+        if self.blockshape is not None:
+            config["blockshape"] = list(self.blockshape)
+        if self.endian is not None:
+            config["endian"] = self.endian
+        config.update(cname=self.cname, clevel=self.clevel, splitmode=self.splitmode)
+        if self.filters is not None:
+            config["filters"] = [{"id": name, "meta": meta} for name, meta in self.filters]
+        return {"name": "b2nd", "configuration": config}
+
+    def evolve_from_array_spec(self, array_spec: ArraySpec) -> B2ndCodec:
+        dtype = _native_dtype(array_spec)
+        if self.endian is None and dtype.itemsize > 1:
+            # The array's own byte order, as python-blosc2 stores it (its dtype string).
+            endian = getattr(array_spec.dtype, "endianness", None)
+            if endian not in _ENDIANS:
+                endian = "big" if dtype.byteorder == ">" else "little"
+            return replace(self, endian=endian)
+        return self
+
+    def validate(self, *, shape, dtype, chunk_grid) -> None:
+        chunk_shape = getattr(chunk_grid, "chunk_shape", None)
+        if self.blockshape is not None and chunk_shape is not None:
+            blocks_per_chunk(chunk_shape, self.blockshape)  # raises if they do not fit
+
+    def compute_encoded_size(self, _input_byte_length: int, _chunk_spec: ArraySpec) -> int:
+        raise NotImplementedError
+
+    # --- geometry ----------------------------------------------------------------------------
+
+    def _dtype(self, spec: ArraySpec) -> np.dtype:
+        dtype = _native_dtype(spec)
+        if dtype.itemsize > 1 and dtype.byteorder != "|" and dtype.fields is None:
+            dtype = dtype.newbyteorder("<" if (self.endian or "little") == "little" else ">")
+        return dtype
+
+    def _blocks(self, spec: ArraySpec, dtype: np.dtype) -> tuple[int, ...]:
+        if self.blockshape is not None:
+            return self.blockshape
+        return default_blockshape(spec.shape, dtype.itemsize)
+
+    def _nbytes(self, spec: ArraySpec, dtype: np.dtype) -> int:
+        blocks = self._blocks(spec, dtype)
+        per_dim = blocks_per_chunk(spec.shape, blocks)
+        return math.prod(n * b for n, b in zip(per_dim, blocks)) * dtype.itemsize
+
+    def _to_array(self, buf: np.ndarray, spec: ArraySpec, dtype: np.dtype) -> np.ndarray:
+        ext = chunk_to_array(buf, spec.shape, self._blocks(spec, dtype), dtype)
+        return ext[tuple(slice(0, c) for c in spec.shape)]
+
+    # --- whole chunks ------------------------------------------------------------------------
+
+    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> NDBuffer:
+        dtype = self._dtype(chunk_spec)
+        nbytes = self._nbytes(chunk_spec, dtype)
+        buf = np.empty(nbytes, np.uint8)
+        src = chunk_bytes.as_numpy_array()
+        found = int.from_bytes(bytes(src[4:8]), "little") if len(src) >= 8 else None
+        if found != nbytes:
+            raise FormatError(
+                "b2nd chunk nbytes",
+                f"{nbytes} (chunk {chunk_spec.shape}, blocks {self._blocks(chunk_spec, dtype)})",
+                found,
+                4,
+            )
+        decode_chunk(src, out=buf)
+        return chunk_spec.prototype.nd_buffer.from_numpy_array(
+            self._to_array(buf, chunk_spec, dtype)
+        )
+
+    def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> Buffer | None:
+        dtype = self._dtype(chunk_spec)
+        blocks = self._blocks(chunk_spec, dtype)
+        data = np.asarray(chunk_array.as_numpy_array()).astype(dtype, copy=False)
+        buf = array_to_chunk(data, chunk_spec.shape, blocks)
+        return chunk_spec.prototype.buffer.from_bytes(
+            encode_array_chunk(buf, dtype, self.cparams(dtype, blocks))
+        )
+
+    def cparams(self, dtype: np.dtype, blocks) -> dict:
+        """The chunk parameters new chunks are encoded with."""
+        names = metas = None
+        if self.filters is not None:
+            names = [n for n, _ in self.filters]
+            metas = [m for _, m in self.filters]
+        kwargs: dict[str, Any] = dict(codec=self.cname, clevel=self.clevel)
+        kwargs["splitmode"] = self.splitmode
+        if names is not None:
+            from ..chunk.encoder import resolve_filters
+
+            slots, packed = resolve_filters(names, metas)
+            kwargs.update(filters=list(slots), filters_meta=list(packed))
+        return cparams_for(dtype, blocks, **kwargs)
+
+    async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> NDBuffer:
+        return await asyncio.to_thread(self._decode_sync, chunk_bytes, chunk_spec)
+
+    async def _encode_single(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> Buffer | None:
+        return await asyncio.to_thread(self._encode_sync, chunk_array, chunk_spec)
+
+    # --- partial reads -------------------------------------------------------------------------
+
+    async def _decode_partial_single(self, byte_getter, selection, chunk_spec: ArraySpec):
+        dtype = self._dtype(chunk_spec)
+        blocks = self._blocks(chunk_spec, dtype)
+        region = _selection_bounds(selection, chunk_spec.shape)
+        prototype = default_buffer_prototype()
+        nblocks = math.prod(blocks_per_chunk(chunk_spec.shape, blocks))
+        wanted = None if region is None else blocks_touched(region, chunk_spec.shape, blocks)
+        if wanted is None or len(wanted) * 2 > nblocks:
+            # Most of the chunk: one read of it all.
+            data = await byte_getter.get(prototype=prototype)
+            if data is None:
+                return None
+            chunk = await self._decode_single(data, chunk_spec)
+            return chunk[selection]
+        if not wanted:
+            return chunk_spec.prototype.nd_buffer.from_numpy_array(
+                np.empty(chunk_spec.shape, dtype)[selection]
+            )
+        head = await byte_getter.get(prototype, RangeByteRequest(0, EXTENDED_HEADER_LENGTH))
+        if head is None:
+            return None
+        buf, ranges = _block_ranges(head.to_bytes())
+        if ranges is None:
+            return await self._whole(byte_getter, prototype, selection, chunk_spec)
+        starts = await _fetch(byte_getter, prototype, ranges)
+        buf = _place(buf, ranges, starts)
+        plan = _stream_ranges(buf, sorted(set(wanted) | {0}))
+        if plan is None:
+            return await self._whole(byte_getter, prototype, selection, chunk_spec)
+        pieces = await _fetch(byte_getter, prototype, plan)
+        buf = _place(buf, plan, pieces)
+        array = await asyncio.to_thread(
+            self._decode_blocks, buf, wanted, chunk_spec, dtype, blocks, selection
+        )
+        return chunk_spec.prototype.nd_buffer.from_numpy_array(array)
+
+    async def _whole(self, byte_getter, prototype, selection, chunk_spec):
+        data = await byte_getter.get(prototype=prototype)
+        if data is None:
+            return None
+        chunk = await self._decode_single(data, chunk_spec)
+        return chunk[selection]
+
+    def _decode_blocks(self, buf, wanted, spec, dtype, blocks, selection) -> np.ndarray:
+        decoder = ChunkDecoder(buf)
+        nbytes = self._nbytes(spec, dtype)
+        if decoder.header.nbytes != nbytes:
+            raise FormatError("b2nd chunk nbytes", str(nbytes), decoder.header.nbytes, 4)
+        out = np.zeros(nbytes, np.uint8)
+        first = None
+        if decoder.pipeline.has_delta:
+            # DELTA codes every block against block 0, which must be decoded first.
+            offset, size = decoder.block_span(0)
+            first = out[offset : offset + size]
+            decoder.decode_block(0, first)
+        for j in wanted:
+            offset, size = decoder.block_span(j)
+            if j or first is None:
+                decoder.decode_block(j, out[offset : offset + size], first)
+        return self._to_array(out, spec, dtype)[selection]
+
+
+def _selection_bounds(selection, shape) -> list[tuple[int, int]] | None:
+    """Per dimension the ``(start, stop)`` a chunk selection stays within, or None when it is
+    not one zarr hands a partial decoder (read the chunk whole then)."""
+    if not isinstance(selection, tuple):
+        selection = (selection,)
+    if len(selection) != len(shape) or any(s is Ellipsis for s in selection):
+        return None
+    bounds = []
+    for sel, n in zip(selection, shape):
+        if isinstance(sel, slice):
+            r = range(*sel.indices(n))
+            if not len(r):
+                return [(0, 0)] * len(shape)
+            lo, hi = min(r[0], r[-1]), max(r[0], r[-1]) + 1
+        elif isinstance(sel, (int, np.integer)):
+            i = int(sel) % n if n else 0
+            lo, hi = i, i + 1
+        else:
+            arr = np.asarray(sel)
+            if arr.dtype == bool:
+                arr = np.flatnonzero(arr)
+            elif arr.dtype.kind not in "iu":
+                return None
+            if arr.size == 0:
+                return [(0, 0)] * len(shape)
+            arr = arr % n
+            lo, hi = int(arr.min()), int(arr.max()) + 1
+        bounds.append((lo, hi))
+    return bounds
+
+
+def _block_ranges(head: bytes):
+    """From a chunk's first bytes: a zeroed buffer of its size with the header in place, and
+    the range holding the block starts (and dictionary size), or None to read it whole."""
+    if len(head) < MIN_HEADER_LENGTH:
+        return None, None
+    cbytes = int.from_bytes(head[12:16], "little", signed=True)
+    if cbytes < MIN_HEADER_LENGTH or cbytes <= len(head):
+        return None, None
+    from ..chunk.header import ChunkHeader
+
+    buf = np.zeros(cbytes, np.uint8)
+    buf[: len(head)] = np.frombuffer(head, np.uint8)
+    header = ChunkHeader.from_bytes(buf)
+    if header.special or header.memcpyed or header.vl_blocks or not header.nbytes:
+        return None, None
+    start = header.header_size
+    end = start + 4 * header.nblocks + (4 if header.use_dict else 0)
+    if end > cbytes:
+        return None, None
+    return buf, [(start, end)]
+
+
+def _stream_ranges(buf: np.ndarray, blocks) -> list[tuple[int, int]] | None:
+    """The byte ranges of the dictionary and of ``blocks`` (block starts already in ``buf``)."""
+    from ..chunk.header import ChunkHeader
+
+    header = ChunkHeader.from_bytes(buf)
+    cbytes = len(buf)
+    starts_at = header.header_size
+    starts_end = starts_at + 4 * header.nblocks
+    bstarts = buf[starts_at:starts_end].view("<i4").astype(np.int64)
+    data_start = starts_end
+    ranges = []
+    if header.use_dict:
+        dsize = int(buf[starts_end : starts_end + 4].view("<i4")[0])
+        if not 0 < dsize <= cbytes - starts_end - 4:
+            return None
+        ranges.append((starts_end + 4, starts_end + 4 + dsize))
+        data_start += 4 + dsize
+    if ((bstarts < data_start) | (bstarts >= cbytes)).any():
+        return None  # let the whole-chunk decoder name the bad field
+    ends = np.append(np.unique(bstarts), cbytes)
+    for j in blocks:
+        start = int(bstarts[j])
+        end = int(ends[np.searchsorted(ends, start, side="right")])
+        ranges.append((start, end))
+    ranges.sort()
+    merged: list[tuple[int, int]] = []
+    for start, end in ranges:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+async def _fetch(byte_getter, prototype, ranges) -> list[bytes]:
+    parts = await asyncio.gather(
+        *(byte_getter.get(prototype, RangeByteRequest(start, end)) for start, end in ranges)
+    )
+    out = []
+    for (start, end), part in zip(ranges, parts):
+        data = b"" if part is None else part.to_bytes()
+        if len(data) != end - start:
+            raise FormatError("b2nd chunk", f"bytes {start}..{end}", f"{len(data)} bytes", start)
+        out.append(data)
+    return out
+
+
+def _place(buf: np.ndarray, ranges, pieces) -> np.ndarray:
+    for (start, end), data in zip(ranges, pieces):
+        buf[start:end] = np.frombuffer(data, np.uint8)
+    return buf

@@ -1,0 +1,188 @@
+"""The Zarr v3 ``b2nd`` codec and its numcodecs twin ``B2nd``: python-blosc2's chunks decoded,
+partial decode reading only the blocks a selection touches, special chunks, round trips."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+zarr = pytest.importorskip("zarr")
+numcodecs = pytest.importorskip("numcodecs")
+blosc2 = pytest.importorskip("blosc2")
+
+from zarr.abc.store import RangeByteRequest  # noqa: E402
+from zarr.storage import MemoryStore, WrapperStore  # noqa: E402
+
+from b2store.integrations.zarr_b2nd import B2ndCodec  # noqa: E402
+
+
+class CountingStore(WrapperStore):
+    """Counts the bytes and requests that reach the wrapped store."""
+
+    def __init__(self, store):
+        super().__init__(store)
+        self.bytes_read = 0
+        self.requests = []
+
+    async def get(self, key, prototype, byte_range=None):
+        buf = await self._store.get(key, prototype, byte_range)
+        if buf is not None and "/c" in "/" + key:
+            self.bytes_read += len(buf)
+            self.requests.append((key, byte_range))
+        return buf
+
+
+def _zarr_over_blosc2(arr, store=None):
+    """A zarr array whose chunks are python-blosc2's stored chunks, copied as they are."""
+    store = store if store is not None else MemoryStore()
+    z = zarr.create_array(
+        store=store,
+        shape=arr.shape,
+        chunks=arr.chunks,
+        dtype=arr.dtype,
+        serializer=B2ndCodec(blockshape=arr.blocks),
+        compressors=None,
+        fill_value=0,
+    )
+    grid = [-(-s // c) for s, c in zip(arr.shape, arr.chunks)]
+    proto = zarr.core.buffer.default_buffer_prototype()
+    for n, coords in enumerate(np.ndindex(*grid)):
+        key = "c/" + "/".join(map(str, coords)) if coords else "c"
+        buf = proto.buffer.from_bytes(arr.schunk.get_chunk(n))
+        zarr.core.sync.sync(store.set(key, buf))
+    return z
+
+
+@pytest.mark.parametrize(
+    "shape,chunks,blocks,dtype",
+    [
+        ((100, 120), (40, 50), (10, 25), "<f4"),
+        ((12, 7), (12, 7), (5, 3), "<i2"),  # blocks that do not divide the chunk
+        ((33, 17, 5), (10, 8, 5), (4, 3, 2), "<u8"),
+        ((1000,), (300,), (64,), ">f8"),
+        ((9, 9), (4, 4), (2, 2), "<U3"),
+        ((), (), (), "<i4"),
+    ],
+)
+def test_reads_python_blosc2_chunks(shape, chunks, blocks, dtype):
+    rng = np.random.default_rng(0)
+    data = (rng.random(shape) * 1000).astype(dtype) if dtype[1] != "U" else None
+    if data is None:
+        data = rng.integers(0, 999, shape).astype(dtype)
+    arr = blosc2.asarray(data, chunks=chunks, blocks=blocks)
+    z = _zarr_over_blosc2(arr)
+    np.testing.assert_array_equal(z[...], data)
+    if data.ndim:
+        sel = tuple(slice(1, max(2, n // 3)) for n in shape)
+        np.testing.assert_array_equal(z[sel], data[sel])
+
+
+def test_partial_decode_reads_only_touched_blocks():
+    data = np.random.default_rng(1).random((200, 200))
+    arr = blosc2.asarray(data, chunks=(100, 100), blocks=(10, 100))
+    store = CountingStore(MemoryStore())
+    z = _zarr_over_blosc2(arr, store)
+    whole = len(arr.schunk.get_chunk(0))
+    store.bytes_read = 0
+    np.testing.assert_array_equal(z[15, 3:7], data[15, 3:7])
+    # Header + block starts + block 0 (DELTA's anchor) + block 1: well under the chunk.
+    assert 0 < store.bytes_read < whole / 3
+    assert all(isinstance(r, RangeByteRequest) for _, r in store.requests)
+    store.bytes_read = 0
+    store.requests.clear()
+    np.testing.assert_array_equal(z[:100, :100], data[:100, :100])
+    assert store.requests == [("c/0/0", None)]  # a whole chunk: one read, no ranges
+
+
+def test_special_chunks_decode_without_payload():
+    data = np.zeros((40, 40), "<f8")
+    data[20:, :20] = np.nan
+    data[:20, 20:] = 7.5
+    arr = blosc2.asarray(data, chunks=(20, 20), blocks=(5, 20))
+    z = _zarr_over_blosc2(arr)
+    np.testing.assert_array_equal(z[...], data)
+    np.testing.assert_array_equal(z[21:23, 3], data[21:23, 3])
+
+
+@pytest.mark.parametrize("blockshape", [(7, 9), None])
+def test_zarr_writes_chunks_python_blosc2_reads(blockshape):
+    data = np.arange(50 * 60, dtype="<i4").reshape(50, 60)
+    store = MemoryStore()
+    z = zarr.create_array(
+        store=store,
+        shape=data.shape,
+        chunks=(20, 30),
+        dtype=data.dtype,
+        serializer=B2ndCodec(blockshape=blockshape, cname="lz4", clevel=3),
+        compressors=None,
+    )
+    z[...] = data
+    blocks = z.metadata.codecs[0]._blocks(type("S", (), {"shape": (20, 30)})(), np.dtype("<i4"))
+    chunk = zarr.core.sync.sync(store.get("c/1/1", zarr.core.buffer.default_buffer_prototype()))
+    ref = blosc2.asarray(data, chunks=(20, 30), blocks=blocks)
+    decoded = blosc2.decompress2(chunk.to_bytes())
+    assert decoded == blosc2.decompress2(ref.schunk.get_chunk(3))
+    assert blosc2.get_cbuffer_sizes(chunk.to_bytes())[2] == np.prod(blocks) * 4
+
+
+def test_codec_config_round_trip():
+    codec = B2ndCodec(blockshape=(4, 5), cname="lz4", filters=[{"id": "bitshuffle", "meta": 0}])
+    again = B2ndCodec.from_dict(codec.to_dict())
+    assert again == codec
+    assert codec.to_dict()["configuration"]["blockshape"] == [4, 5]
+    with pytest.raises(ValueError, match="endian"):
+        B2ndCodec(endian="middle")
+
+
+def test_wrong_chunk_size_is_a_format_error():
+    import b2store
+
+    arr = blosc2.asarray(np.arange(100.0), chunks=(50,), blocks=(10,))
+    store = MemoryStore()
+    z = zarr.create_array(
+        store=store,
+        shape=(100,),
+        chunks=(50,),
+        dtype="<f8",
+        serializer=B2ndCodec(blockshape=(20,)),  # lies: the padding differs
+        compressors=None,
+    )
+    other = blosc2.asarray(np.arange(70.0), chunks=(70,), blocks=(10,))
+    proto = zarr.core.buffer.default_buffer_prototype()
+    zarr.core.sync.sync(store.set("c/0", proto.buffer.from_bytes(other.schunk.get_chunk(0))))
+    with pytest.raises(b2store.FormatError, match="nbytes"):
+        z[...]
+    assert arr.shape == (100,)
+
+
+# --- the numcodecs twin -----------------------------------------------------------------------
+
+
+def test_numcodecs_b2nd_decodes_python_blosc2_chunks():
+    data = np.arange(100 * 120, dtype="<f4").reshape(100, 120)
+    arr = blosc2.asarray(data, chunks=(40, 50), blocks=(10, 25))
+    codec = numcodecs.get_codec(
+        {"id": "b2nd", "chunkshape": [40, 50], "blockshape": [10, 25], "dtype": "<f4"}
+    )
+    for n, (i, j) in enumerate(np.ndindex(3, 3)):
+        got = codec.decode(arr.schunk.get_chunk(n)).reshape(40, 50)
+        want = np.zeros((40, 50), "<f4")
+        part = data[i * 40 : (i + 1) * 40, j * 50 : (j + 1) * 50]
+        want[: part.shape[0], : part.shape[1]] = part
+        np.testing.assert_array_equal(got[: part.shape[0], : part.shape[1]], part)
+    out = np.empty(2000, "<f4")
+    codec.decode(arr.schunk.get_chunk(0), out=out)
+    np.testing.assert_array_equal(out.reshape(40, 50), data[:40, :50])
+
+
+def test_numcodecs_b2nd_round_trip_and_config():
+    codec = numcodecs.get_codec(
+        {"id": "b2nd", "chunkshape": [6, 7], "blockshape": [4, 3], "dtype": ">i8"}
+    )
+    data = np.arange(42, dtype=">i8")
+    enc = codec.encode(data)
+    np.testing.assert_array_equal(codec.decode(enc), data)
+    ref = blosc2.asarray(data.reshape(6, 7), chunks=(6, 7), blocks=(4, 3))
+    assert blosc2.decompress2(enc) == blosc2.decompress2(ref.schunk.get_chunk(0))
+    again = numcodecs.get_codec(codec.get_config())
+    assert again.get_config() == codec.get_config()
