@@ -1,0 +1,591 @@
+"""The ``b2nd`` xarray engine: Blosc2 frames and trees opened as lazy, CF-decoded Datasets.
+
+Layout conventions (written by :func:`b2store.to_b2nd`, read from anything):
+
+- each variable is one b2nd frame; its vlmeta key ``_ARRAY_DIMENSIONS`` names the dimensions
+  (as xarray-on-Zarr-v2 does; ``dim_0``, ``dim_1``, ... when absent), every other plain key
+  is an attribute, CF ones included (``units``, ``_FillValue``, ``scale_factor``, ...);
+- the namespaced key ``_xarray`` holds what plain attributes cannot say: the variable's name,
+  the NumPy types of attributes, and, in a single-frame Dataset, the Dataset's attributes and
+  its (small) coordinates;
+- a tree (``.b2d`` directory, ``.b2z`` zip, or a directory of frames, python-blosc2's
+  TreeStore layout) holds one frame per variable at its path and each group's attributes in
+  the vlmeta of ``<group>/__vlmeta__.b2f``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+from xarray import Dataset, Variable, conventions
+from xarray.backends.common import (
+    BackendArray,
+    BackendEntrypoint,
+    _normalize_path,
+    datatree_from_dict_with_io_cleanup,
+)
+from xarray.backends.file_manager import CachingFileManager
+from xarray.core import indexing
+
+from ..errors import UnsupportedError
+
+__all__ = ["B2ndBackendEntrypoint", "B2ndBackendArray", "DIMENSION_KEY", "XARRAY_KEY"]
+
+DIMENSION_KEY = "_ARRAY_DIMENSIONS"
+XARRAY_KEY = "_xarray"
+FORMAT_VERSION = 1
+EXTENSIONS = (".b2nd", ".b2frame", ".b2f", ".b2d", ".b2z")
+_MAGIC = b"\xa8b2frame\x00"  # bytes 1..10 of every frame (after a msgpack array marker)
+# Keys python-blosc2 keeps in vlmeta for its own objects: structure, not attributes.
+_STRUCTURAL = frozenset(
+    {
+        DIMENSION_KEY,
+        XARRAY_KEY,
+        "kind",
+        "schema",
+        "version",
+        "b2o",
+        "_object_registry",
+        "zarr-metadata",
+        "hdf5-index",
+        "fill_state",
+        "fill_nonce",
+        "_b2o_user_vlmeta",
+        "estore_metadata",
+        "dstore_tick",
+    }
+)
+_STRUCTURAL_PREFIXES = ("proxy-", "_b2")
+
+
+# --- opening frames, by a recipe that pickles ------------------------------------------------
+
+
+class FrameRecipe:
+    """How to open one b2nd frame again, in any process: a path or URL, the byte offset of
+    the frame in it (a ``.b2z`` member), and fsspec options. Calling it opens the array."""
+
+    __slots__ = ("urlpath", "offset", "storage_options", "_key")
+
+    def __init__(self, urlpath, offset: int = 0, storage_options: Mapping | None = None):
+        self.urlpath = os.fspath(urlpath)
+        self.offset = int(offset)
+        self.storage_options = dict(storage_options) if storage_options else None
+        # CachingFileManager needs a hashable opener; options can hold dicts and lists.
+        options = json.dumps(self.storage_options, sort_keys=True, default=repr)
+        self._key = (self.urlpath, self.offset, options)
+
+    def __call__(self):
+        from ..tree import open_frame
+
+        return open_frame(self.urlpath, offset=self.offset, storage_options=self.storage_options)
+
+    def __reduce__(self):
+        return FrameRecipe, (self.urlpath, self.offset, self.storage_options)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, FrameRecipe) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __repr__(self) -> str:
+        at = f", offset={self.offset}" if self.offset else ""
+        return f"FrameRecipe({self.urlpath!r}{at})"
+
+
+class _RefRecipe:
+    """A tree's array reference as a hashable opener (the reference itself pickles)."""
+
+    def __init__(self, ref, key: tuple):
+        self.ref, self._key = ref, key
+
+    def __call__(self):
+        return self.ref.open()
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _RefRecipe) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+
+def _open_closable(opener, mode: str = "r"):
+    # xarray's file manager always passes mode once unpickled; b2store reads only.
+    if mode != "r":
+        raise ValueError(f"the b2nd engine reads only (mode='r'), not mode={mode!r}")
+    arr = opener()
+    if not hasattr(arr, "close"):  # b2store releases without B2ndArray.close()
+        arr.close = arr.schunk.close
+    return arr
+
+
+# --- the lazy array ---------------------------------------------------------------------------
+
+
+class B2ndBackendArray(BackendArray):
+    """A b2nd variable for xarray: holds a file manager (which pickles as the recipe to
+    reopen) and reads, under ``lock`` when one is given, only the blocks a key touches."""
+
+    def __init__(self, manager: CachingFileManager, shape, dtype, lock=None):
+        self.manager = manager
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.lock = lock
+
+    def __getitem__(self, key: indexing.ExplicitIndexer):
+        return indexing.explicit_indexing_adapter(
+            key, self.shape, indexing.IndexingSupport.OUTER, self._getitem
+        )
+
+    async def async_getitem(self, key: indexing.ExplicitIndexer):
+        import asyncio
+
+        return await asyncio.to_thread(self.__getitem__, key)
+
+    def _getitem(self, key: tuple) -> np.ndarray:
+        if self.lock is None:
+            with self.manager.acquire_context() as arr:
+                return outer_read(arr, key)
+        with self.lock, self.manager.acquire_context(needs_lock=False) as arr:
+            return outer_read(arr, key)
+
+
+def outer_read(arr, key: tuple) -> np.ndarray:
+    """``arr`` indexed orthogonally by ``key`` (integers, slices, 1-d integer arrays), reading
+    for each array index one slice per b2nd chunk it touches, never the chunks between."""
+    key = tuple(key) + (slice(None),) * (len(arr.shape) - len(key))
+    if not any(isinstance(k, np.ndarray) for k in key):
+        return np.asarray(arr[key])
+    basic, squeeze, picks = [], [], {}
+    for axis, (k, n) in enumerate(zip(key, arr.shape)):
+        if isinstance(k, np.ndarray):
+            k = np.where(k < 0, k + n, k).astype(np.intp)
+            if k.size and (k.min() < 0 or k.max() >= n):
+                raise IndexError(f"index out of bounds for axis {axis} with size {n}")
+            unique, inverse = np.unique(k, return_inverse=True)
+            picks[axis] = (unique, inverse)
+            basic.append(None)
+            squeeze.append(slice(None))
+        elif isinstance(k, slice):
+            basic.append(k)
+            squeeze.append(slice(None))
+        else:
+            i = int(k)
+            basic.append(slice(i, i + 1) if i != -1 else slice(i, None))
+            squeeze.append(0)
+    shape = [
+        len(picks[a][0]) if a in picks else len(range(n)[basic[a]]) for a, n in enumerate(arr.shape)
+    ]
+    out = np.empty(shape, arr.dtype)
+    if out.size:
+        groups = {a: _runs_by_chunk(u, arr.chunks[a]) for a, (u, _) in picks.items()}
+        axes = sorted(groups)
+        for combo in _product([groups[a] for a in axes]):
+            sel, dst = list(basic), [slice(None)] * len(shape)
+            local = [slice(None)] * len(shape)
+            for a, (lo, hi, positions, values) in zip(axes, combo):
+                sel[a] = slice(lo, hi)
+                dst[a] = slice(positions[0], positions[-1] + 1)
+                local[a] = values - lo
+            block = np.asarray(arr[tuple(sel)])
+            out[tuple(dst)] = block[np.ix_(*_as_arrays(local, block.shape))]
+    for a, (_, inverse) in picks.items():
+        out = np.take(out, inverse.reshape(-1), axis=a)
+    return out[tuple(squeeze)]
+
+
+def _runs_by_chunk(unique: np.ndarray, chunk: int):
+    """Sorted unique indices split by the chunk they fall in: (lo, hi, positions, values)."""
+    if not len(unique):
+        return []
+    cut = np.flatnonzero(np.diff(unique // max(chunk, 1))) + 1
+    runs, start = [], 0
+    for stop in [*cut.tolist(), len(unique)]:
+        values = unique[start:stop]
+        runs.append((int(values[0]), int(values[-1]) + 1, np.arange(start, stop), values))
+        start = stop
+    return runs
+
+
+def _product(lists):
+    if not lists:
+        yield ()
+        return
+    for head in lists[0]:
+        for rest in _product(lists[1:]):
+            yield (head, *rest)
+
+
+def _as_arrays(local, shape):
+    return [np.arange(n) if isinstance(i, slice) else i for i, n in zip(local, shape)]
+
+
+# --- metadata conventions ----------------------------------------------------------------------
+
+
+def is_structural(key: str) -> bool:
+    """Whether a vlmeta key is b2store's or python-blosc2's bookkeeping, not an attribute."""
+    return key in _STRUCTURAL or key.startswith(_STRUCTURAL_PREFIXES)
+
+
+def restore_attrs(vlmeta: Mapping, types: Mapping | None, long: Mapping | None = None) -> dict:
+    """The attributes among ``vlmeta`` (and ``long``, those with names too long for a
+    vlmetalayer), with the NumPy types recorded in ``types``."""
+    attrs = {}
+    items = [(k, vlmeta[k]) for k in vlmeta if not is_structural(k)]
+    if isinstance(long, Mapping):
+        items += [(str(k), v) for k, v in long.items()]
+    for key, value in items:
+        tag = (types or {}).get(key)
+        if isinstance(tag, str):
+            try:
+                if tag.startswith("["):
+                    value = np.asarray(value, dtype=np.dtype(tag[1:]))
+                else:
+                    value = np.dtype(tag).type(value)
+            except (TypeError, ValueError):
+                pass  # a tag we cannot honour leaves the plain value
+        attrs[key] = value
+    return attrs
+
+
+def _dims_of(vlmeta: Mapping, ndim: int) -> tuple[str, ...]:
+    dims = vlmeta.get(DIMENSION_KEY) if DIMENSION_KEY in vlmeta else None
+    if isinstance(dims, (list, tuple)) and len(dims) == ndim:
+        return tuple(str(d) for d in dims)
+    return tuple(f"dim_{i}" for i in range(ndim))
+
+
+def _xarray_meta(vlmeta: Mapping) -> dict:
+    info = vlmeta[XARRAY_KEY] if XARRAY_KEY in vlmeta else None
+    return info if isinstance(info, dict) else {}
+
+
+def _lazy_variable(opener, arr, lock) -> tuple[Variable, CachingFileManager]:
+    """A Variable over ``arr`` (just opened, for its metadata) that reopens through
+    ``opener`` when read, and the file manager that owns the handle."""
+    vlmeta = dict(arr.vlmeta)
+    info = _xarray_meta(vlmeta)
+    dims = _dims_of(vlmeta, arr.ndim)
+    manager = CachingFileManager(_open_closable, opener, mode="r")
+    data = indexing.LazilyIndexedArray(B2ndBackendArray(manager, arr.shape, arr.dtype, lock))
+    encoding = {
+        "chunks": tuple(arr.chunks),
+        "preferred_chunks": dict(zip(dims, arr.chunks)),
+        "blocks": tuple(arr.blocks),
+        "codec": _codec_name(arr),
+        "clevel": arr.schunk.clevel,
+        "filters": list(arr.schunk.filters),
+        "filters_meta": list(arr.schunk.filters_meta),
+        "contiguous": arr.schunk.contiguous,
+    }
+    return Variable(
+        dims, data, restore_attrs(vlmeta, info.get("attr_types"), info.get("long_attrs")), encoding
+    ), manager
+
+
+def _codec_name(arr) -> str:
+    codec = arr.schunk.codec
+    return getattr(codec, "name", str(codec)).lower()
+
+
+def _embedded_coords(info: Mapping) -> dict[str, Variable]:
+    """The coordinates a single-frame Dataset keeps in its ``_xarray`` vlmeta."""
+    out = {}
+    for name, spec in (info.get("coords") or {}).items():
+        if not isinstance(spec, dict):
+            continue
+        data = np.asarray(spec.get("data"))
+        if "dtype" in spec:
+            data = data.astype(np.dtype(spec["dtype"]), copy=False)
+        dims = tuple(spec.get("dims") or ())
+        if len(dims) != data.ndim:
+            dims = tuple(f"dim_{i}" for i in range(data.ndim))
+        attrs = restore_attrs(spec.get("attrs") or {}, spec.get("attr_types"))
+        out[str(name)] = Variable(dims, data, attrs)
+    return out
+
+
+# --- sniffing ----------------------------------------------------------------------------------
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path and not path.startswith("file://")
+
+
+def _has_magic(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(10)
+    except OSError:
+        return False
+    return len(head) == 10 and head[1:10] == _MAGIC
+
+
+def _classify(path: str) -> str | None:
+    """``"frame"`` for a contiguous or sparse frame, ``"tree"`` for a tree, else None."""
+    stripped = path.rstrip("/")
+    suffix = os.path.splitext(stripped)[1].lower()
+    if _is_remote(path):
+        if suffix in (".b2d", ".b2z"):
+            return "tree"
+        return "frame" if suffix in EXTENSIONS else None
+    p = Path(stripped.removeprefix("file://")).expanduser()
+    if p.is_dir():
+        if (p / "chunks.b2frame").is_file():
+            return "frame"
+        if (p / "embed.b2e").is_file() or (p / "__vlmeta__.b2f").is_file() or suffix == ".b2d":
+            return "tree"
+        # A directory of frames (or of sparse frames) is a tree too.
+        if any(c.suffix == ".b2nd" or (c / "chunks.b2frame").is_file() for c in p.iterdir()):
+            return "tree"
+        return None
+    if p.is_file():
+        if suffix == ".b2z" or _is_zip(p):
+            return "tree" if suffix in (".b2z", "") else None
+        return "frame" if _has_magic(p) else None
+    return None
+
+
+def _is_zip(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False
+
+
+# --- the engine --------------------------------------------------------------------------------
+
+
+class B2ndBackendEntrypoint(BackendEntrypoint):
+    """Open Blosc2 b2nd frames (``.b2nd``, ``.b2frame``, sparse-frame directories) and trees
+    (``.b2d``, ``.b2z``, directories of frames) with ``xr.open_dataset(path, engine="b2nd")``.
+
+    Backend options: ``group`` (a tree's group path), ``storage_options`` (fsspec options for
+    URLs), ``lock`` (a lock held around each read; reads are positional, so None by default).
+    """
+
+    description = "Open Blosc2 b2nd frames and .b2d/.b2z trees in xarray (b2store)"
+    url = "https://github.com/b2store/b2store/blob/main/docs/xarray.md"
+    supports_groups = True
+    open_dataset_parameters = (
+        "filename_or_obj",
+        "drop_variables",
+        "mask_and_scale",
+        "decode_times",
+        "concat_characters",
+        "decode_coords",
+        "use_cftime",
+        "decode_timedelta",
+        "group",
+        "storage_options",
+        "lock",
+    )
+
+    def guess_can_open(self, filename_or_obj) -> bool:
+        if isinstance(filename_or_obj, (str, os.PathLike)):
+            path = os.fspath(filename_or_obj)
+            if not isinstance(path, str):
+                return False
+            if os.path.splitext(path.rstrip("/"))[1].lower() in EXTENSIONS:
+                return True
+            return _classify(path) is not None
+        return False
+
+    def open_dataset(
+        self,
+        filename_or_obj,
+        *,
+        drop_variables: str | Iterable[str] | None = None,
+        mask_and_scale=True,
+        decode_times=True,
+        concat_characters=True,
+        decode_coords=True,
+        use_cftime=None,
+        decode_timedelta=None,
+        group: str | None = None,
+        storage_options: Mapping | None = None,
+        lock=None,
+    ) -> Dataset:
+        decoders = dict(
+            mask_and_scale=mask_and_scale,
+            decode_times=decode_times,
+            concat_characters=concat_characters,
+            decode_coords=decode_coords,
+            use_cftime=use_cftime,
+            decode_timedelta=decode_timedelta,
+            drop_variables=drop_variables,
+        )
+        path = _path_of(filename_or_obj)
+        kind = _classify(path) or _kind_by_suffix(path)
+        if kind == "frame":
+            if group not in (None, "", "/"):
+                raise ValueError(f"a single frame has no groups; group={group!r}")
+            return _frame_dataset(path, storage_options, _lock_of(lock), decoders)
+        tree = _open_tree(path, storage_options)
+        node = _group_path(group)
+        if node not in tree.groups():
+            raise KeyError(f"no group {node!r} in {path}; groups: {sorted(tree.groups())}")
+        return _group_dataset(tree, path, node, _lock_of(lock), decoders)
+
+    def open_groups_as_dict(
+        self,
+        filename_or_obj,
+        *,
+        drop_variables: str | Iterable[str] | None = None,
+        mask_and_scale=True,
+        decode_times=True,
+        concat_characters=True,
+        decode_coords=True,
+        use_cftime=None,
+        decode_timedelta=None,
+        group: str | None = None,
+        storage_options: Mapping | None = None,
+        lock=None,
+    ) -> dict[str, Dataset]:
+        decoders = dict(
+            mask_and_scale=mask_and_scale,
+            decode_times=decode_times,
+            concat_characters=concat_characters,
+            decode_coords=decode_coords,
+            use_cftime=use_cftime,
+            decode_timedelta=decode_timedelta,
+            drop_variables=drop_variables,
+        )
+        path = _path_of(filename_or_obj)
+        kind = _classify(path) or _kind_by_suffix(path)
+        if kind == "frame":
+            return {"/": _frame_dataset(path, storage_options, _lock_of(lock), decoders)}
+        tree = _open_tree(path, storage_options)
+        root = _group_path(group)
+        out = {}
+        for node in sorted(tree.groups()):
+            if node == root or node.startswith(root.rstrip("/") + "/"):
+                rel = "/" + node[len(root) :].strip("/") if root != "/" else node
+                out[rel] = _group_dataset(tree, path, node, _lock_of(lock), decoders)
+        if not out:
+            raise KeyError(f"no group {root!r} in {path}")
+        return out
+
+    def open_datatree(self, filename_or_obj, **kwargs):
+        groups = self.open_groups_as_dict(filename_or_obj, **kwargs)
+        return datatree_from_dict_with_io_cleanup(groups)
+
+
+def _path_of(filename_or_obj) -> str:
+    if not isinstance(filename_or_obj, (str, os.PathLike)):
+        raise TypeError(
+            "the b2nd engine opens paths and URLs, not "
+            f"{type(filename_or_obj).__name__} (use b2store.open for bytes)"
+        )
+    path = _normalize_path(filename_or_obj)
+    return path if isinstance(path, str) else os.fspath(path)
+
+
+def _kind_by_suffix(path: str) -> str:
+    suffix = os.path.splitext(path.rstrip("/"))[1].lower()
+    if suffix in (".b2d", ".b2z"):
+        return "tree"
+    if _is_remote(path) or os.path.exists(path.removeprefix("file://")):
+        return "frame"
+    raise FileNotFoundError(f"no Blosc2 frame or tree at {path}")
+
+
+def _group_path(group: str | None) -> str:
+    if not group or group == "/":
+        return "/"
+    return "/" + group.strip("/")
+
+
+def _lock_of(lock):
+    if lock is True:
+        return threading.Lock()
+    return lock or None
+
+
+def _open_tree(path: str, storage_options):
+    try:
+        from ..tree import open_tree
+    except ImportError:  # pragma: no cover - the tree reader is part of the package
+        raise UnsupportedError("reading .b2d/.b2z trees needs b2store.tree") from None
+    return open_tree(path, storage_options=storage_options)
+
+
+def _decode(variables: dict, attrs: dict, decoders: dict, closers) -> Dataset:
+    vars_, attrs_, coord_names = conventions.decode_cf_variables(variables, attrs, **decoders)
+    ds = Dataset(vars_, attrs=attrs_)
+    ds = ds.set_coords(coord_names.intersection(vars_))
+    ds.set_close(_Closer(closers))
+    return ds
+
+
+class _Closer:
+    """Closes a Dataset's file managers; pickles with them (as recipes)."""
+
+    def __init__(self, managers):
+        self.managers = list(managers)
+
+    def __call__(self) -> None:
+        for manager in self.managers:
+            manager.close()
+
+
+def _frame_dataset(path: str, storage_options, lock, decoders) -> Dataset:
+    from ..nd.array import B2ndArray
+
+    recipe = FrameRecipe(path, storage_options=storage_options)
+    arr = recipe()
+    try:
+        if not isinstance(arr, B2ndArray):
+            return _schunk_dataset(arr, decoders)
+        info = _xarray_meta(arr.vlmeta)
+        name = info.get("name")
+        if not isinstance(name, str) or not name:
+            name = Path(path.rstrip("/")).stem or "data"
+        var, manager = _lazy_variable(recipe, arr, lock)
+    finally:
+        arr.schunk.close()
+    variables = {**_embedded_coords(info), name: var}
+    attrs = restore_attrs(info.get("attrs") or {}, info.get("dataset_attr_types"))
+    return _decode(variables, attrs, decoders, [manager])
+
+
+def _schunk_dataset(schunk, decoders) -> Dataset:
+    """A frame without the b2nd metalayer: its vlmeta as attributes (a group's attributes
+    frame); data without a shape is not an array."""
+    if schunk.nbytes:
+        raise UnsupportedError(
+            "this frame holds a super-chunk without the b2nd metalayer (no shape or dtype); "
+            "open it with b2store.open"
+        )
+    vlmeta = dict(schunk.vlmeta)
+    info = _xarray_meta(vlmeta)
+    attrs = restore_attrs(vlmeta, info.get("attr_types"), info.get("long_attrs"))
+    return _decode({}, attrs, decoders, [])
+
+
+def _group_dataset(tree, tree_path: str, node: str, lock, decoders) -> Dataset:
+    prefix = node.rstrip("/") + "/"
+    gattrs = dict(tree.groups()[node])
+    info = _xarray_meta(gattrs)
+    attrs = restore_attrs(gattrs, info.get("attr_types"), info.get("long_attrs"))
+    variables, closers = {}, []
+    for apath, ref in sorted(tree.arrays().items()):
+        if not apath.startswith(prefix) or "/" in apath[len(prefix) :]:
+            continue
+        name = apath[len(prefix) :]
+        arr = ref.open()
+        try:
+            var, manager = _lazy_variable(_RefRecipe(ref, (tree_path, apath)), arr, lock)
+        finally:
+            arr.schunk.close()
+        variables[name] = var
+        closers.append(manager)
+    return _decode(variables, attrs, decoders, closers)

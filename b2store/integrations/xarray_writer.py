@@ -1,0 +1,453 @@
+"""Writing xarray Datasets and DataTrees as b2nd frames: one frame per variable, alone or in a
+python-blosc2 ``.b2d``/``.b2z`` tree, encoded chunk by chunk (dask data is never loaded whole).
+
+The metadata conventions are those the ``b2nd`` engine reads (see
+:mod:`b2store.integrations.xarray_backend`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import msgpack
+import numpy as np
+import xarray as xr
+from xarray import conventions
+
+from ..frame.schunk import SChunk
+from ..frame.trailer import trailer_bytes
+from ..frame.writer import published_header
+from ..nd.create import cparams_for, encode_array_chunk
+from ..nd.geometry import array_to_chunk, chunk_grid, chunk_nitems, chunk_region
+from ..nd.meta import B2ndMeta
+from ..nd.shapes import default_chunks_blocks
+from .xarray_backend import DIMENSION_KEY, FORMAT_VERSION, XARRAY_KEY
+
+__all__ = ["to_b2nd", "STORAGE_KEYS", "CF_KEYS"]
+
+#: Per-variable encoding keys that choose how the frame is stored.
+STORAGE_KEYS = frozenset(
+    {"codec", "clevel", "filters", "filters_meta", "splitmode", "chunks", "blocks"}
+)
+#: Per-variable encoding keys handed to xarray's CF encoder.
+CF_KEYS = frozenset(
+    {"dtype", "_FillValue", "missing_value", "scale_factor", "add_offset", "units", "calendar"}
+)
+#: Coordinates a single-frame Dataset may keep in its vlmeta (larger ones want a tree).
+MAX_EMBEDDED_COORD_BYTES = 1 << 20
+VLMETA_NAME = "__vlmeta__.b2f"
+EMBED_NAME = "embed.b2e"
+_FRAME_SUFFIXES = (".b2nd", ".b2frame")
+
+
+def to_b2nd(
+    obj,
+    path,
+    *,
+    encoding: Mapping | None = None,
+    mode: str = "w",
+    layout: str | None = None,
+    contiguous: bool = True,
+    nthreads: int | None = None,
+) -> str:
+    """Write a Dataset, DataArray or DataTree as Blosc2 b2nd frames.
+
+    Parameters
+    ----------
+    obj : xarray.Dataset, xarray.DataArray or xarray.DataTree
+        What to write. Dask-backed variables are computed and written one chunk (a few
+        at a time) after another, never loaded whole.
+    path : str or os.PathLike
+        Where: ``x.b2nd`` (one frame), ``x.b2d`` (a directory tree) or ``x.b2z`` (a zip).
+    encoding : dict, optional
+        ``{variable: {key: value}}`` (for a DataTree ``{group_path: {variable: {...}}}``).
+        Storage keys: ``codec``, ``clevel``, ``filters``, ``filters_meta``, ``splitmode``,
+        ``chunks``, ``blocks``; CF keys: ``dtype``, ``_FillValue``, ``missing_value``,
+        ``scale_factor``, ``add_offset``, ``units``, ``calendar``. Unset storage keys come from
+        the variable's own encoding (when it still fits), its dask chunks, then
+        python-blosc2's defaults.
+    mode : {"w", "w-"}
+        ``"w"`` replaces what is at ``path``; ``"w-"`` (or ``"x"``) refuses to.
+    layout : {"frame", "b2d", "b2z"}, optional
+        By default from the suffix of ``path``; without one, a single frame for a Dataset
+        with one data variable, else a ``.b2d`` tree.
+    contiguous : bool
+        For the single-frame layout: False writes a sparse frame (a directory).
+    nthreads : int, optional
+        Threads per chunk encoding.
+
+    Returns
+    -------
+    str
+        The path written.
+
+    Notes
+    -----
+    A single frame holds one data variable; its coordinates (at most 1 MiB) and the
+    Dataset's attributes go in its ``_xarray`` vlmeta. A tree holds every variable as
+    ``<group>/<name>.b2nd`` and each group's attributes in ``<group>/__vlmeta__.b2f``, the
+    layout python-blosc2's ``TreeStore`` reads.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr, b2store, tempfile, os
+    >>> ds = xr.Dataset({"t": (("y", "x"), np.arange(6.0).reshape(2, 3))}, {"x": [10, 20, 30]})
+    >>> p = b2store.to_b2nd(ds, os.path.join(tempfile.mkdtemp(), "t.b2nd"))
+    >>> xr.open_dataset(p, engine="b2nd").t.sel(x=20).values
+    array([1., 4.])
+    """
+    if mode not in ("w", "w-", "x"):
+        raise ValueError(f"mode must be 'w' (replace) or 'w-' (create new), not {mode!r}")
+    path = os.fspath(path)
+    if mode != "w" and os.path.lexists(path):
+        raise FileExistsError(f"{path} exists (mode={mode!r})")
+    if isinstance(obj, xr.DataArray):
+        name = obj.name if obj.name is not None else "__xarray_dataarray_variable__"
+        obj = obj.to_dataset(name=name)
+    if isinstance(obj, xr.DataTree):
+        groups = {node.path: node.to_dataset(inherit=False) for node in obj.subtree}
+        encodings = dict(encoding or {})
+        if set(encodings) - set(groups):
+            raise ValueError(f"encoding for unknown groups: {sorted(set(encodings) - set(groups))}")
+    elif isinstance(obj, xr.Dataset):
+        groups, encodings = {"/": obj}, {"/": encoding or {}}
+    else:
+        raise TypeError(f"to_b2nd writes xarray Datasets and DataTrees, not {type(obj).__name__}")
+    layout = _layout(groups, path, layout)
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
+    try:
+        if layout == "frame":
+            built = work / target.name
+            _write_frame(groups["/"], encodings["/"], built, contiguous, nthreads)
+        else:
+            built = work / "tree"
+            _write_tree(groups, encodings, built, nthreads)
+            if layout == "b2z":
+                built = _zip_tree(built, work / target.name)
+        _replace(built, target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return path
+
+
+def _layout(groups: dict, path: str, layout: str | None) -> str:
+    suffix = os.path.splitext(path.rstrip("/"))[1].lower()
+    single = list(groups) == ["/"] and len(groups["/"].data_vars) == 1
+    if layout is None:
+        if suffix in _FRAME_SUFFIXES:
+            layout = "frame"
+        elif suffix in (".b2d", ".b2z"):
+            layout = suffix[1:]
+        else:
+            layout = "frame" if single else "b2d"
+    if layout not in ("frame", "b2d", "b2z"):
+        raise ValueError(f"layout must be 'frame', 'b2d' or 'b2z', not {layout!r}")
+    if layout == "frame" and not single:
+        raise ValueError(
+            "a single .b2nd frame holds one data variable (with its coordinates); "
+            f"write {len(groups)} group(s) / {sum(len(g.data_vars) for g in groups.values())} "
+            "data variables to a .b2d or .b2z tree"
+        )
+    return layout
+
+
+def _replace(built: Path, target: Path) -> None:
+    """Put ``built`` where ``target`` is, replacing a file or directory there."""
+    if target.is_dir() and not target.is_symlink():
+        old = target.with_name(f".{target.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(target, old)
+        os.replace(built, target)
+        shutil.rmtree(old, ignore_errors=True)
+    elif built.is_dir() and target.exists():
+        target.unlink()
+        os.replace(built, target)
+    else:
+        os.replace(built, target)
+
+
+# --- encoding variables ------------------------------------------------------------------------
+
+
+def _encode_group(ds: xr.Dataset, encoding: Mapping) -> tuple[dict, dict, dict, set]:
+    """CF-encoded variables and attributes of ``ds``, the storage options of each variable,
+    and the names of its coordinates."""
+    unknown = set(encoding) - set(ds.variables)
+    if unknown:
+        raise ValueError(f"encoding for variables not in the dataset: {sorted(map(str, unknown))}")
+    ds = ds.copy(deep=False)
+    storage = {}
+    for name, var in ds.variables.items():
+        if not isinstance(name, str) or "/" in name or name in ("", VLMETA_NAME[:-4]):
+            raise ValueError(f"variable name {name!r} cannot name a b2nd frame")
+        user = dict(encoding.get(name) or {})
+        bad = set(user) - STORAGE_KEYS - CF_KEYS
+        if bad:
+            raise ValueError(
+                f"unexpected encoding for {name!r}: {sorted(bad)}; "
+                f"valid keys: {sorted(STORAGE_KEYS | CF_KEYS)}"
+            )
+        storage[name] = {
+            **_ambient_storage(var),
+            **{k: user.pop(k) for k in list(user) if k in STORAGE_KEYS},
+        }
+        var.encoding = {k: v for k, v in var.encoding.items() if k in CF_KEYS} | user
+    variables, attrs = conventions.encode_dataset_coordinates(ds)
+    variables, attrs = conventions.cf_encoder(variables, attrs)
+    return variables, attrs, storage, set(ds.coords)
+
+
+def _ambient_storage(var: xr.Variable) -> dict:
+    """Storage options a variable's encoding carries (from the b2nd engine), if they fit."""
+    enc = var.encoding
+    out = {k: enc[k] for k in ("codec", "clevel", "filters", "filters_meta") if k in enc}
+    chunks, blocks = enc.get("chunks"), enc.get("blocks")
+    if (
+        isinstance(chunks, (tuple, list))
+        and len(chunks) == var.ndim
+        and all(1 <= c <= max(n, 1) for c, n in zip(chunks, var.shape))
+    ):
+        out["chunks"] = tuple(chunks)
+        if isinstance(blocks, (tuple, list)) and len(blocks) == var.ndim:
+            if all(1 <= b <= c for b, c in zip(blocks, chunks)):
+                out["blocks"] = tuple(blocks)
+    return out
+
+
+def plain_attrs(attrs: Mapping, where: str) -> tuple[dict, dict]:
+    """Attributes as plain msgpack values, and the NumPy types to restore them with."""
+    plain, types = {}, {}
+    for key, value in attrs.items():
+        if not isinstance(key, str):
+            raise TypeError(f"attribute names of {where} must be str, not {key!r}")
+        if isinstance(value, np.ndarray):
+            types[key] = "[" + value.dtype.str
+            value = value.tolist()
+        elif isinstance(value, np.generic):
+            if not isinstance(value, (np.str_, np.bytes_)):
+                types[key] = value.dtype.str
+            value = value.item()
+        plain[key] = _plain(value, f"attribute {key!r} of {where}")
+    return plain, types
+
+
+def _plain(value, where: str):
+    if value is None or isinstance(value, (str, bytes, bool, int, float)):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, where) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v, where) for k, v in value.items()}
+    raise TypeError(f"{where}: {type(value).__name__} values cannot be stored in vlmeta")
+
+
+def _fixed_width(var: xr.Variable) -> xr.Variable:
+    """Object-dtype strings as fixed-width items (b2nd holds fixed-size items only)."""
+    if var.dtype != object:
+        return var
+    values = np.asarray(var.values)
+    flat = values.ravel().tolist()
+    if all(isinstance(v, str) for v in flat):
+        data = values.astype(str) if values.size else values.astype("U1")
+    elif all(isinstance(v, bytes) for v in flat):
+        data = values.astype(bytes) if values.size else values.astype("S1")
+    else:
+        raise TypeError("object variables must hold only str or only bytes to be written")
+    return xr.Variable(var.dims, data, var.attrs, var.encoding)
+
+
+# --- writing frames ----------------------------------------------------------------------------
+
+
+def _write_frame(ds, encoding, path: Path, contiguous: bool, nthreads) -> None:
+    variables, attrs, storage, coord_names = _encode_group(ds, encoding)
+    (name,) = [n for n in variables if n not in coord_names]
+    coords, total = {}, 0
+    for cname in coord_names:
+        var = _fixed_width(variables[cname])
+        data = np.asarray(var.values)
+        total += data.nbytes
+        if total > MAX_EMBEDDED_COORD_BYTES:
+            raise ValueError(
+                f"the coordinates of {name!r} hold more than {MAX_EMBEDDED_COORD_BYTES} bytes; "
+                "write the dataset to a .b2d or .b2z tree instead"
+            )
+        cattrs, ctypes = plain_attrs(var.attrs, f"coordinate {cname!r}")
+        coords[cname] = {
+            "dims": list(var.dims),
+            "dtype": data.dtype.str,
+            "data": data,
+            "attrs": cattrs,
+            "attr_types": ctypes,
+        }
+    dattrs, dtypes = plain_attrs(attrs, "the dataset")
+    extra = {"name": name, "attrs": dattrs, "dataset_attr_types": dtypes, "coords": coords}
+    _write_variable(variables[name], path, storage[name], contiguous, nthreads, extra)
+
+
+def _write_tree(groups: dict, encodings: dict, root: Path, nthreads) -> None:
+    root.mkdir()
+    _write_embed(root / EMBED_NAME)
+    for gpath, ds in groups.items():
+        gdir = root.joinpath(*[p for p in gpath.split("/") if p])
+        gdir.mkdir(parents=True, exist_ok=True)
+        variables, attrs, storage, _ = _encode_group(ds, encodings.get(gpath) or {})
+        gattrs, gtypes = plain_attrs(attrs, f"group {gpath!r}")
+        _write_attrs_frame(gdir / VLMETA_NAME, gattrs, gtypes)
+        for name, var in variables.items():
+            _write_variable(var, gdir / f"{name}.b2nd", storage[name], True, nthreads, {})
+
+
+def _write_embed(path: Path) -> None:
+    """python-blosc2's ``embed.b2e``: an empty frame marking a TreeStore (no embedded values)."""
+    schunk = SChunk.create(
+        path, typesize=1, meta={"b2tree": msgpack.packb({"version": 1}, use_bin_type=True)}
+    )
+    with schunk:
+        schunk.vlmeta["estore_metadata"] = {"embed_map": {}, "current_offset": 0}
+
+
+def _write_attrs_frame(path: Path, attrs: dict, types: dict) -> None:
+    """A group's ``__vlmeta__.b2f``: an empty frame whose vlmeta are the group attributes."""
+    vlmeta = _with_info(attrs, {"attr_types": types} if types else {})
+    _write_empty_frame(path, SChunk.create(None, typesize=1), vlmeta, contiguous=True)
+
+
+def _write_empty_frame(path: Path, schunk: SChunk, vlmeta: dict, contiguous: bool) -> None:
+    """A frame without chunks, written with its trailer right after the header: c-blosc2
+    looks for an index-less frame's trailer there, not at the end of the file."""
+    for key, value in vlmeta.items():
+        schunk.vlmeta[key] = value
+    raw = dict(schunk._raw_vlmeta)
+    trailer = trailer_bytes(raw)
+    h = schunk.header
+    header = published_header(
+        h,
+        nbytes=0,
+        cbytes=0,
+        chunksize=h.chunksize,
+        frame_len=h.header_len + len(trailer),
+        has_vlmeta=bool(raw),
+    )
+    schunk.close()
+    data = header.to_bytes() + trailer
+    if contiguous:
+        path.write_bytes(data)
+    else:
+        path.mkdir()
+        (path / "chunks.b2frame").write_bytes(data)
+
+
+def _with_info(attrs: dict, info: dict) -> dict:
+    """Attributes as vlmeta, with ``_xarray`` holding ``info`` and the attributes whose names
+    are too long for a vlmetalayer (31 bytes)."""
+    vlmeta, long = {}, {}
+    for key, value in attrs.items():
+        (long if len(key.encode()) > 31 else vlmeta)[key] = value
+    info = {k: v for k, v in info.items() if v or k == "name"}
+    if long:
+        info["long_attrs"] = long
+    if info:
+        vlmeta[XARRAY_KEY] = {"version": FORMAT_VERSION, **info}
+    return vlmeta
+
+
+def _write_variable(var, path: Path, storage: dict, contiguous: bool, nthreads, extra) -> None:
+    """One variable as one b2nd frame, its chunks computed and encoded in C order."""
+    var = _fixed_width(var)
+    dtype = np.dtype(var.dtype)
+    shape = tuple(var.shape)
+    chunks, blocks = _chunking(var, storage)
+    meta = B2ndMeta(shape=shape, chunkshape=chunks, blockshape=blocks, dtype=dtype)
+    cparams = cparams_for(
+        dtype,
+        blocks,
+        codec=storage.get("codec", "zstd"),
+        clevel=storage.get("clevel", 5),
+        filters=storage.get("filters"),
+        filters_meta=storage.get("filters_meta"),
+        splitmode=storage.get("splitmode", "auto"),
+    )
+    attrs, types = plain_attrs(var.attrs, f"variable {path.stem!r}")
+    vlmeta = {
+        DIMENSION_KEY: [str(d) for d in var.dims],
+        **_with_info(attrs, {**extra, "attr_types": types}),
+    }
+    size = math.prod(shape)
+    schunk = SChunk.create(
+        None if not size else path,
+        contiguous=contiguous,
+        typesize=dtype.itemsize,
+        chunksize=chunk_nitems(chunks, blocks) * dtype.itemsize if size else -1,
+        codec=cparams["codec"],
+        clevel=cparams["clevel"],
+        filters=cparams["filters"],
+        filters_meta=cparams["filters_meta"],
+        splitmode=cparams["splitmode"],
+        blocksize=cparams["blocksize"],
+        meta={"b2nd": meta.to_bytes()},
+    )
+    if not size:
+        _write_empty_frame(path, schunk, vlmeta, contiguous)
+        return
+    with schunk:
+        schunk.extend_chunks(_chunks_of(var, meta, cparams, nthreads))
+        for key, value in vlmeta.items():
+            schunk.vlmeta[key] = value
+
+
+def _chunking(var: xr.Variable, storage: dict) -> tuple[tuple, tuple]:
+    chunks, blocks = storage.get("chunks"), storage.get("blocks")
+    if chunks is None and var.chunks is not None and var.ndim:
+        # Uniform dask chunks become the frame's chunks: each task then fills whole chunks.
+        if all(len(set(c[:-1])) <= 1 and c[-1] <= c[0] for c in var.chunks):
+            chunks = tuple(c[0] for c in var.chunks)
+    if isinstance(chunks, Mapping):
+        chunks = tuple(chunks.get(d, n) for d, n in zip(var.dims, var.shape))
+    return default_chunks_blocks(var.shape, var.dtype.itemsize, chunks=chunks, blocks=blocks)
+
+
+def _chunks_of(var: xr.Variable, meta: B2ndMeta, cparams: dict, nthreads):
+    """The encoded chunks of ``var``; dask data is computed a few chunks at a time."""
+    grid = chunk_grid(meta.shape, meta.chunkshape)
+    regions = [chunk_region(c, meta.shape, meta.chunkshape) for c in np.ndindex(*grid)]
+    if not grid:
+        regions = [()]
+    data = var.data
+    is_dask = hasattr(data, "dask")
+    batch = max(1, os.cpu_count() or 1) if is_dask else 1
+    for start in range(0, len(regions), batch):
+        part = regions[start : start + batch]
+        if is_dask:
+            import dask
+
+            values = dask.compute(*[data[r] for r in part])
+        else:
+            values = [var[r].values if r else var.values for r in part]
+        for value in values:
+            block = np.asarray(value, dtype=meta.dtype)
+            buf = array_to_chunk(block, meta.chunkshape, meta.blockshape)
+            yield encode_array_chunk(buf, meta.dtype, cparams, nthreads)
+
+
+def _zip_tree(tree: Path, zpath: Path) -> Path:
+    """A ``.b2z``: the tree's files stored uncompressed, largest first, ``embed.b2e`` last
+    (as python-blosc2 writes it), so that every member is a frame readable in place."""
+    files = [p for p in tree.rglob("*") if p.is_file() and p.name != EMBED_NAME]
+    files.sort(key=lambda p: (-p.stat().st_size, p.as_posix()))
+    with zipfile.ZipFile(zpath, "w", zipfile.ZIP_STORED) as zf:
+        for p in [*files, tree / EMBED_NAME]:
+            zf.write(p, p.relative_to(tree).as_posix())
+    return zpath
