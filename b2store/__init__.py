@@ -9,7 +9,8 @@ from .chunk.encoder import encode_chunk
 from .chunk.header import ChunkInfo
 from .constants import Codec, Filter, SpecialValue, SplitMode
 from .errors import B2StoreError, FormatError, UnsupportedError
-from .frame.schunk import SChunk
+from .frame.backends import WriterLockedError
+from .frame.schunk import FrameClosedError, SChunk
 from .nd.array import B2ndArray
 from .nd.create import asarray, empty, frombuffer, full, zeros
 
@@ -34,6 +35,8 @@ __all__ = [
     "B2StoreError",
     "FormatError",
     "UnsupportedError",
+    "WriterLockedError",
+    "FrameClosedError",
 ]
 
 __version__ = "0.1.0.dev0"

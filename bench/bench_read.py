@@ -17,7 +17,7 @@ into the array. On each file, opening included in every call (both libraries ope
 python-blosc2 runs twice, interleaved with b2store in the same rounds: with one thread
 (``blosc2.set_nthreads(1)``) and with its default thread count. b2store reads arrays with one
 thread. Figures are MEDIAN times over the rounds; ratios are speed b2store / blosc2 (> 1:
-b2store is faster). Bytes read: for b2store the sum of the sizes ``FileFrame.read`` is asked
+b2store is faster). Bytes read: for b2store the sum of the sizes ``FileSource.read`` is asked
 for (the method is wrapped during one untimed call); for python-blosc2 the growth of
 ``rchar`` in ``/proc/self/io`` (Linux; bytes of read syscalls, stdio buffering included).
 The files sit in the page cache, so this is decoding and copying, not disk speed.
@@ -42,7 +42,7 @@ from _common import parse_args, run_case
 from _common import versions as common_versions
 
 import b2store
-from b2store.frame.storage import FileFrame
+from b2store.frame.sources import FileSource
 from b2store.nd.geometry import chunk_coords, chunk_region, nchunks
 
 TILES = {"chunks": (1024, 1024), "blocks": (128, 256)}
@@ -59,18 +59,18 @@ def make_field(shape) -> np.ndarray:
 
 
 def b2store_bytes(f) -> int:
-    """Bytes b2store asks FileFrame.read for during one call of ``f``."""
-    total, orig = [0], FileFrame.read
+    """Bytes b2store asks FileSource.read for during one call of ``f``."""
+    total, orig = [0], FileSource.read
 
     def counting(self, offset, size):
         total[0] += size
         return orig(self, offset, size)
 
-    FileFrame.read = counting
+    FileSource.read = counting
     try:
         f()
     finally:
-        FileFrame.read = orig
+        FileSource.read = orig
     return total[0]
 
 

@@ -146,6 +146,25 @@ class B2ndArray:
             f"blocks={self.blocks})"
         )
 
+    # --- lifetime: the frame's, which pickles and copies by reopening ---------------------
+
+    def close(self) -> None:
+        """Release the array's files; reading it afterwards raises FrameClosedError."""
+        self.schunk.close()
+
+    @property
+    def closed(self) -> bool:
+        return self.schunk.closed
+
+    def __enter__(self) -> B2ndArray:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __dask_tokenize__(self):
+        return ("b2store.B2ndArray", self.schunk.__dask_tokenize__(), self.dtype.str)
+
     def __array__(self, dtype=None, copy=None):
         data = self[...]
         return data.astype(dtype, copy=False) if dtype is not None else data
@@ -234,9 +253,19 @@ class B2ndArray:
 
     def __setitem__(self, key, value) -> None:
         """Write ``value`` (broadcast as numpy does) into the selection; each chunk touched
-        is decoded, changed, re-encoded, and all are published at once."""
-        if not self.schunk.writable:
-            raise PermissionError("the array is open for reading; open it with mode='a'")
+        is decoded, changed, re-encoded, and all are published at once, under the writer
+        lock, so that no other writer's change in between is lost."""
+        with self.schunk.changing():
+            self._reload_meta()
+            self._setitem_locked(key, value)
+
+    def _reload_meta(self) -> None:
+        # Another writer may have resized the array since this handle read its metalayer.
+        name = "b2nd" if "b2nd" in self.schunk.header.metalayers else "caterva"
+        self._meta = B2ndMeta.from_bytes(self.schunk.meta[name], caterva=name == "caterva")
+
+    def _setitem_locked(self, key, value) -> None:
+        """The body of :meth:`__setitem__`, with the writer lock held."""
         from .create import encode_array_chunk
 
         dims, final = _normalize(key, self.shape)
@@ -258,6 +287,12 @@ class B2ndArray:
 
     def resize(self, newshape) -> None:
         """Change the shape: chunks that leave the array go, new ones read as zeros."""
+        with self.schunk.changing():
+            self._reload_meta()
+            self._resize_locked(newshape)
+
+    def _resize_locked(self, newshape) -> None:
+        """The body of :meth:`resize`, with the writer lock held."""
         newshape = tuple(int(n) for n in newshape)
         if len(newshape) != self.ndim or any(n < 0 for n in newshape):
             raise ValueError(f"a new shape of {self.ndim} non-negative dimensions, not {newshape}")

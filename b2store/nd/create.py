@@ -62,7 +62,7 @@ def _new(shape, dtype, urlpath, *, chunks, blocks, contiguous, mode, meta, cpara
     if mode not in ("w", "x"):
         raise ValueError(f"mode must be 'w' (overwrite) or 'x' (create new), not {mode!r}")
     if mode == "x" and urlpath is not None:
-        from ..frame.storage import local_path
+        from ..frame.sources import local_path
 
         if local_path(urlpath).exists():
             raise FileExistsError(f"{urlpath} exists (mode='x')")

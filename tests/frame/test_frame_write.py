@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 import b2store
-from b2store import SChunk
-from b2store.errors import B2StoreError
+from b2store import SChunk, WriterLockedError
 
 blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 is the interop oracle")
 
@@ -107,16 +106,64 @@ def test_meta_updates_in_place_only(tmp_path):
     assert blosc2.open(str(path)).meta["mine"] == [4, 5, 6]
 
 
-def test_one_writer_at_a_time(tmp_path):
+@pytest.mark.parametrize("contiguous", [True, False], ids=["cframe", "sframe"])
+def test_two_writers_take_turns_and_lose_nothing(tmp_path, contiguous):
+    # Writers lock each change, not the handle: two handles interleave, and each change
+    # starts from what the other published.
     path = tmp_path / "w.b2frame"
-    first = SChunk.create(path, typesize=4)
-    with pytest.raises(B2StoreError, match="open for writing"):
-        SChunk.open(path, mode="a")
-    readonly = SChunk.open(path)  # readers are not blocked
+    first = SChunk.create(path, contiguous=contiguous, typesize=4)
+    second = SChunk.open(path, mode="a")
+    for k in range(6):
+        (first if k % 2 else second).append_chunk(chunk_of(k))
+    first.vlmeta["by"] = "first"
+    second.update_chunk(0, chunk_of(10))
+    first.delete_chunk(5)
+    readonly = SChunk.open(path)  # readers are never blocked
     with pytest.raises(PermissionError):
         readonly.append_chunk(chunk_of(1))
-    first.close()
-    SChunk.open(path, mode="a").close()
+    for s in (first, second, readonly):
+        s.close()
+    with SChunk.open(path) as ours:
+        assert [values(c)[1] for c in ours] == [10, 1, 2, 3, 4]
+        assert ours.vlmeta["by"] == "first"
+    theirs = blosc2.open(str(path))
+    assert [values(theirs.decompress_chunk(i))[1] for i in range(theirs.nchunks)] == [
+        10,
+        1,
+        2,
+        3,
+        4,
+    ]
+
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from b2store.frame.backends import _WriteLock
+    from pathlib import Path
+    with _WriteLock(Path(sys.argv[1])).hold():
+        print("held", flush=True)
+        time.sleep(30)
+""")
+
+
+def test_a_writer_held_elsewhere_is_a_clear_error(tmp_path):
+    path = tmp_path / "held.b2frame"
+    SChunk.create(path, typesize=4).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        s = SChunk.open(path, mode="a")  # opening is fine: the lock is taken per change
+        s._backend._lock.timeout = 0.2
+        with pytest.raises(WriterLockedError, match="locked by another writer"):
+            s.append_chunk(chunk_of(1))
+        s.close()
+    finally:
+        holder.kill()
+        holder.wait()
+    with SChunk.open(path, mode="a") as s:
+        assert s.append_chunk(chunk_of(1)) == 1
 
 
 def test_frames_past_4_gib(tmp_path):
@@ -124,7 +171,7 @@ def test_frames_past_4_gib(tmp_path):
     s = SChunk.create(path, typesize=4)
     s.append_chunk(chunk_of(1))
     # Start the next chunk 5 GiB in: the gap is a hole in a sparse file, no data written.
-    s._end = 5 << 30
+    s._backend._end = 5 << 30
     s.append_chunk(chunk_of(2))
     s.close()
     assert os.path.getsize(path) > 5 << 30

@@ -1,0 +1,190 @@
+"""Where a frame's bytes come from: memory, a local file, an fsspec URL, or any range reader.
+
+A source answers ``read(offset, size)`` and knows its ``size``. It never shares an open file
+between copies: it pickles as the recipe to reopen it (a path or URL and its options), and it
+opens its file lazily in whichever process uses it. Reads are positional, so many threads can
+read one source at once.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import FormatError
+
+__all__ = [
+    "ByteSource",
+    "MemorySource",
+    "FileSource",
+    "FsspecSource",
+    "RangeSource",
+    "is_url",
+    "local_path",
+]
+
+
+def is_url(urlpath) -> bool:
+    """True for ``scheme://...`` strings other than ``file://`` (those are local paths)."""
+    return isinstance(urlpath, str) and "://" in urlpath and not urlpath.startswith("file://")
+
+
+def local_path(urlpath) -> Path:
+    return Path(os.fspath(urlpath).removeprefix("file://")).expanduser()
+
+
+class ByteSource:
+    """Random read access to a run of bytes (``offset`` shifts every read, for a frame that
+    starts inside a larger file, such as a member of a ``.b2z`` zip)."""
+
+    name: str = "<bytes>"
+
+    def read(self, offset: int, size: int) -> bytes:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    @property
+    def size(self) -> int:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def _check(self, offset: int, size: int, limit: int) -> None:
+        if offset < 0 or size < 0 or offset + size > limit:
+            raise FormatError(
+                "frame", f"bytes {offset}..{offset + size} inside the frame", f"{limit} bytes"
+            )
+
+
+class MemorySource(ByteSource):
+    """Bytes held in memory (pickled with their content)."""
+
+    def __init__(self, data):
+        self._data = bytes(data)
+
+    def read(self, offset: int, size: int) -> bytes:
+        self._check(offset, size, len(self._data))
+        return self._data[offset : offset + size]
+
+    @property
+    def size(self) -> int:
+        return len(self._data)
+
+    def __reduce__(self):
+        return MemorySource, (self._data,)
+
+
+class FileSource(ByteSource):
+    """A local file read with ``os.pread``; the descriptor is opened on first use in each
+    process and is never part of a pickle or a copy."""
+
+    def __init__(self, path, offset: int = 0, size: int | None = None):
+        self.path = local_path(path)
+        self.name = str(self.path)
+        self.offset = offset
+        self._size = size
+        self._fd = -1
+        self._lock = threading.Lock()
+        if size is None:
+            self._size = self.path.stat().st_size - offset
+            if self._size < 0:
+                raise FormatError("offset", f"inside {self.name}", offset)
+
+    def _descriptor(self) -> int:
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_RDONLY)
+        return self._fd
+
+    def read(self, offset: int, size: int) -> bytes:
+        self._check(offset, size, self._size)
+        # The lock keeps close() from freeing a descriptor number a read is still using
+        # (another file could get that number and be read instead).
+        with self._lock:
+            data = os.pread(self._descriptor(), size, self.offset + offset)
+        if len(data) != size:
+            raise FormatError("frame", f"{size} bytes at {offset}", f"{len(data)} (truncated file)")
+        return data
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def set_size(self, size: int) -> None:
+        """The file grew or shrank under a writer of this process: read up to ``size``."""
+        self._size = size - self.offset
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+    def __reduce__(self):
+        return FileSource, (self.path, self.offset)
+
+    def __del__(self):
+        if getattr(self, "_fd", -1) >= 0:
+            os.close(self._fd)
+
+
+class FsspecSource(ByteSource):
+    """A file behind an fsspec URL (``http://``, ``s3://``, ``memory://`` ...), read by byte
+    ranges only."""
+
+    def __init__(self, url: str, storage_options: dict | None = None, offset: int = 0):
+        import fsspec
+
+        self.url = url
+        self.name = url
+        self.offset = offset
+        self.storage_options = dict(storage_options or {})
+        self._fs, self._path = fsspec.core.url_to_fs(url, **self.storage_options)
+        self._size = int(self._fs.size(self._path)) - offset
+        if self._size < 0:
+            raise FormatError("offset", f"inside {url}", offset)
+
+    def read(self, offset: int, size: int) -> bytes:
+        self._check(offset, size, self._size)
+        start = self.offset + offset
+        data = self._fs.cat_file(self._path, start=start, end=start + size)
+        if len(data) != size:
+            raise FormatError("frame", f"{size} bytes at {offset}", f"{len(data)} (short read)")
+        return data
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def __reduce__(self):
+        return FsspecSource, (self.url, self.storage_options, self.offset)
+
+
+class RangeSource(ByteSource):
+    """Any ``read_range(start, stop) -> bytes`` callable over ``size`` bytes: a zarr store,
+    an object-store client, a cache. It pickles when the callable does."""
+
+    def __init__(
+        self, read_range: Callable[[int, int], bytes], size: int, *, name: str = "<range>"
+    ):
+        self._read_range = read_range
+        self._size = int(size)
+        self.name = name
+
+    def read(self, offset: int, size: int) -> bytes:
+        self._check(offset, size, self._size)
+        data = bytes(self._read_range(offset, offset + size))
+        if len(data) != size:
+            raise FormatError("frame", f"{size} bytes at {offset}", f"{len(data)} (short read)")
+        return data
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def __reduce__(self):
+        return RangeSource, (self._read_range, self._size), {"name": self.name}
+
+    def __setstate__(self, state):
+        self.name = state["name"]
