@@ -514,7 +514,7 @@ def _open_tree(path: str, storage_options):
     try:
         from ..tree import open_tree
     except ImportError:  # pragma: no cover - the tree reader is part of the package
-        raise UnsupportedError("reading .b2d/.b2z trees needs b2store.tree") from None
+        raise UnsupportedError("tree reading without b2store.tree", path) from None
     return open_tree(path, storage_options=storage_options)
 
 
@@ -551,20 +551,18 @@ def _frame_dataset(path: str, storage_options, lock, decoders) -> Dataset:
             name = Path(path.rstrip("/")).stem or "data"
         var, manager = _lazy_variable(recipe, arr, lock)
     finally:
-        arr.schunk.close()
+        getattr(arr, "schunk", arr).close()
     variables = {**_embedded_coords(info), name: var}
     attrs = restore_attrs(info.get("attrs") or {}, info.get("dataset_attr_types"))
     return _decode(variables, attrs, decoders, [manager])
 
 
 def _schunk_dataset(schunk, decoders) -> Dataset:
+    # Its data has no shape or dtype: b2store.open reads it as an SChunk.
     """A frame without the b2nd metalayer: its vlmeta as attributes (a group's attributes
     frame); data without a shape is not an array."""
     if schunk.nbytes:
-        raise UnsupportedError(
-            "this frame holds a super-chunk without the b2nd metalayer (no shape or dtype); "
-            "open it with b2store.open"
-        )
+        raise UnsupportedError("array from a super-chunk without the b2nd metalayer", "no shape")
     vlmeta = dict(schunk.vlmeta)
     info = _xarray_meta(vlmeta)
     attrs = restore_attrs(vlmeta, info.get("attr_types"), info.get("long_attrs"))
