@@ -351,8 +351,10 @@ def test_datasets_pickle_as_recipes(tmp_path):
 
 
 def open_fds():
+    import gc
     import os
 
+    gc.collect()  # handles other tests dropped without closing are not ours to count
     return len(os.listdir("/proc/self/fd"))
 
 
@@ -365,4 +367,4 @@ def test_closing_releases_file_handles(tmp_path):
             ds.load()
     with xr.open_mfdataset(paths, engine="b2nd", combine="nested", concat_dim="f") as mf:
         mf.load()
-    assert open_fds() == before
+    assert open_fds() <= before
