@@ -12,18 +12,12 @@ import operator
 
 import numpy as np
 
-from ..chunk.decoder import ChunkDecoder
 from ..constants import MAX_TYPESIZE, SpecialValue
 from ..errors import FormatError
 from ..frame.schunk import SChunk
 from ..frame.writer import special_offset
-from .geometry import (
-    array_to_chunk,
-    blocks_touched,
-    chunk_grid,
-    chunk_nitems,
-    chunk_to_array,
-)
+from .chunks import decode_chunk_array, decode_selection, encode_chunk_array
+from .geometry import chunk_grid, chunk_nitems
 from .meta import B2ndMeta
 
 __all__ = ["B2ndArray"]
@@ -186,68 +180,29 @@ class B2ndArray:
     def _read_chunk(self, coords, parts, out: np.ndarray, scratch: np.ndarray) -> None:
         """Copy what ``parts`` selects of chunk ``coords`` into ``out``."""
         nchunk = _c_index(coords, chunk_grid(self.shape, self.chunks))
-        region = [(local[0], local[-1] + 1) for local, _ in parts]
-        wanted = self._decode_blocks(nchunk, region, scratch)
-        if self.dtype.subdtype is None and all(local.step == 1 for local, _ in parts):
-            self._copy_blocks(wanted, parts, scratch, out)
-            return
-        ext = chunk_to_array(scratch, self.chunks, self.blocks, self.dtype)
-        src = tuple(_as_index(local) for local, _ in parts)
-        dst = tuple(_as_index(pos) for _, pos in parts)
-        if all(isinstance(i, slice) for i in src + dst):
-            out[dst] = ext[src]
-        else:
-            out[np.ix_(*map(_as_array, dst))] = ext[np.ix_(*map(_as_array, src))]
+        # The trailing Ellipsis keeps a 0-d destination a view, not a scalar.
+        dst = tuple(slice(pos.start, pos.stop) for _, pos in parts) + (Ellipsis,)
+        decode_selection(
+            self._fetcher(nchunk),
+            self.chunks,
+            self.blocks,
+            self.dtype,
+            [local for local, _ in parts],
+            out[dst],
+            scratch=scratch,
+            label=f"chunk {nchunk}",
+        )
 
-    def _copy_blocks(self, wanted, parts, buf: np.ndarray, out: np.ndarray) -> None:
-        """Copy each decoded block's selected part straight to its place in ``out`` (one
-        copy, whatever the block layout)."""
-        blocks = self.blocks
-        per_dim = [-(-c // b) for c, b in zip(self.chunks, blocks)]
-        block_bytes = math.prod(blocks) * self.dtype.itemsize
-        items = buf.view(self.dtype) if self.dtype.itemsize else buf
-        for j in wanted:
-            coords = np.unravel_index(j, per_dim) if per_dim else ()
-            src, dst = [], []
-            for c, b, (local, pos) in zip(coords, blocks, parts):
-                lo, hi = max(local.start, c * b), min(local.stop, (c + 1) * b)
-                if lo >= hi:
-                    break
-                src.append(slice(lo - c * b, hi - c * b))
-                dst.append(slice(pos.start + lo - local.start, pos.start + hi - local.start))
-            else:
-                block = items[
-                    j * (block_bytes // self.dtype.itemsize) : (j + 1)
-                    * (block_bytes // self.dtype.itemsize)
-                ].reshape(blocks)
-                out[tuple(dst)] = block[tuple(src)]
+    def _fetcher(self, nchunk: int):
+        """What :func:`decode_selection` reads chunk ``nchunk`` through: only the blocks it
+        asks for, or all of it."""
 
-    def _decode_blocks(self, nchunk: int, region, buf: np.ndarray) -> list[int]:
-        """Decode into ``buf`` at least the blocks ``region`` touches; returns them."""
-        wanted = blocks_touched(region, self.chunks, self.blocks) if self.ndim else [0]
-        per_chunk = math.prod(-(-c // b) for c, b in zip(self.chunks, self.blocks))
-        if len(wanted) * 2 <= per_chunk:
-            # Few blocks: read only their bytes (plus block 0, which DELTA may need).
-            chunk = self.schunk.get_chunk_blocks(nchunk, sorted(set(wanted) | {0}))
-        else:
-            chunk = self.schunk.get_chunk(nchunk)
-        decoder = ChunkDecoder(chunk)
-        if decoder.header.nbytes != len(buf):
-            raise FormatError(f"chunk {nchunk} nbytes", str(len(buf)), decoder.header.nbytes)
-        if decoder.special or decoder.header.memcpyed or len(wanted) == decoder.nblocks:
-            decoder.decode_into(buf)
-            return wanted
-        first = None
-        if decoder.pipeline.has_delta:
-            # DELTA codes every block against block 0, which must be decoded first.
-            offset, size = decoder.block_span(0)
-            first = buf[offset : offset + size]
-            decoder.decode_block(0, first)
-        for j in wanted:
-            offset, size = decoder.block_span(j)
-            if j or first is None:
-                decoder.decode_block(j, buf[offset : offset + size], first)
-        return wanted
+        def fetch(blocks):
+            if blocks is None:
+                return self.schunk.get_chunk(nchunk)
+            return self.schunk.get_chunk_blocks(nchunk, blocks)
+
+        return fetch
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -266,13 +221,10 @@ class B2ndArray:
 
     def _setitem_locked(self, key, value) -> None:
         """The body of :meth:`__setitem__`, with the writer lock held."""
-        from .create import encode_array_chunk
-
         dims, final = _normalize(key, self.shape)
         selected = np.empty(tuple(len(d) for d in dims), self.dtype)
         selected[final] = np.asarray(value, dtype=self.dtype)
         grid = chunk_grid(self.shape, self.chunks)
-        inner = tuple(slice(0, c) for c in self.chunks)
         updates = {}
         for coords, parts in _chunks_touched(dims, self.chunks):
             nchunk = _c_index(coords, grid)
@@ -280,8 +232,7 @@ class B2ndArray:
             src = tuple(_as_index(local) for local, _ in parts)
             dst = tuple(_as_index(pos) for _, pos in parts)
             ext[src] = selected[dst]
-            buf = array_to_chunk(ext[inner], self.chunks, self.blocks)
-            updates[nchunk] = encode_array_chunk(buf, self.dtype, self.schunk._cparams)
+            updates[nchunk] = self._encode(ext)
         if updates:
             self.schunk.update_chunks(updates)
 
@@ -331,21 +282,23 @@ class B2ndArray:
         self._meta = meta
 
     def _whole_chunk(self, nchunk: int) -> np.ndarray:
-        """Chunk ``nchunk`` decoded, as an array of the padded chunk shape."""
-        buf = np.empty(chunk_nitems(self.chunks, self.blocks) * self.dtype.itemsize, np.uint8)
-        self._decode_blocks(nchunk, [(0, c) for c in self.chunks], buf)
-        return chunk_to_array(buf, self.chunks, self.blocks, self.dtype)
+        """Chunk ``nchunk`` decoded, as a new array of the chunk shape."""
+        chunk = self.schunk.get_chunk(nchunk)
+        return decode_chunk_array(chunk, self.chunks, self.blocks, self.dtype)
+
+    def _encode(self, items: np.ndarray) -> bytes:
+        """A chunk of ``items`` (the chunk shape) with the frame's parameters."""
+        return encode_chunk_array(
+            items, self.chunks, self.blocks, self.schunk._cparams, dtype=self.dtype
+        )
 
     def _cleared_chunk(self, nchunk: int, keep) -> bytes:
         """Chunk ``nchunk`` re-encoded with everything outside ``keep`` items zeroed."""
-        from .create import encode_array_chunk
-
         ext = self._whole_chunk(nchunk)
         kept = np.zeros(self.chunks, self.dtype)
         region = tuple(slice(0, k) for k in keep)
         kept[region] = ext[region]
-        buf = array_to_chunk(kept, self.chunks, self.blocks)
-        return encode_array_chunk(buf, self.dtype, self.schunk._cparams)
+        return self._encode(kept)
 
 
 def _c_index(coords, dims) -> int:
@@ -429,9 +382,3 @@ def _subrange(r: range, lo: int, hi: int):
 
 def _as_index(r: range):
     return slice(r.start, r.stop, r.step) if len(r) else slice(0, 0)
-
-
-def _as_array(i):
-    if isinstance(i, slice):
-        return np.arange(i.start, i.stop, i.step)
-    return np.asarray(i)

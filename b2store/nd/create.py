@@ -12,41 +12,18 @@ import math
 import msgpack
 import numpy as np
 
-from ..chunk.encoder import encode_chunk, special_chunk
-from ..constants import Filter, SpecialValue
+from ..chunk.encoder import special_chunk
+from ..constants import SpecialValue
 from ..frame.schunk import SChunk
 from .array import B2ndArray
-from .geometry import array_to_chunk, chunk_grid, chunk_nitems, chunk_region
+from .chunks import cparams_for, encode_array_chunk, encode_chunk_array
+from .geometry import chunk_grid, chunk_nitems, chunk_region
 from .meta import B2ndMeta
 from .shapes import default_chunks_blocks
 
-__all__ = ["asarray", "frombuffer", "zeros", "empty", "full", "cparams_for"]
-
-
-def cparams_for(
-    dtype: np.dtype,
-    blocks,
-    *,
-    codec="zstd",
-    clevel=5,
-    filters=None,
-    filters_meta=None,
-    splitmode="auto",
-) -> dict:
-    """The chunk parameters of an array: python-blosc2's defaults unless given."""
-    if filters is None:
-        filters = [0, 0, 0, 0, 0, int(Filter.SHUFFLE)]
-        # UCS4 strings shuffle 4-byte code units, not whole strings (python-blosc2 too).
-        filters_meta = [0, 0, 0, 0, 0, 4 if dtype.kind == "U" else 0]
-    return {
-        "typesize": dtype.itemsize,
-        "codec": codec,
-        "clevel": clevel,
-        "filters": filters,
-        "filters_meta": filters_meta,
-        "splitmode": splitmode,
-        "blocksize": math.prod(blocks) * dtype.itemsize,
-    }
+__all__ = ["asarray", "frombuffer", "zeros", "empty", "full"]
+# Still importable from here for the integrations written against it; nd/chunks.py holds them.
+_REEXPORTED = (cparams_for, encode_array_chunk)
 
 
 def _check_dtype(dtype) -> np.dtype:
@@ -96,18 +73,6 @@ def _finish(schunk, b2nd, vlmeta) -> B2ndArray:
     for name, value in (vlmeta or {}).items():
         arr.vlmeta[name] = value
     return arr
-
-
-def _constant_chunk(buf: np.ndarray, dtype: np.dtype, blocksize: int) -> bytes | None:
-    """A special chunk for a chunk whose items are all one value, else None."""
-    items = buf.view(np.uint8).reshape(-1, dtype.itemsize)
-    if not (items == items[0]).all():
-        return None
-    if not items[0].any():
-        return special_chunk(SpecialValue.ZERO, buf.nbytes, dtype.itemsize, blocksize=blocksize)
-    return special_chunk(
-        SpecialValue.VALUE, buf.nbytes, dtype.itemsize, items[0].tobytes(), blocksize=blocksize
-    )
 
 
 def asarray(
@@ -168,15 +133,9 @@ def encode_chunks(data: np.ndarray, b2nd: B2ndMeta, cparams: dict, nthreads=None
     grid = chunk_grid(b2nd.shape, b2nd.chunkshape)
     for coords in np.ndindex(*grid) if grid else [()]:
         region = chunk_region(coords, b2nd.shape, b2nd.chunkshape)
-        buf = array_to_chunk(data[region], b2nd.chunkshape, b2nd.blockshape)
-        yield encode_array_chunk(buf, data.dtype, cparams, nthreads)
-
-
-def encode_array_chunk(buf: np.ndarray, dtype: np.dtype, cparams: dict, nthreads=None) -> bytes:
-    special = _constant_chunk(buf, dtype, cparams["blocksize"])
-    if special is not None:
-        return special
-    return encode_chunk(buf.view(np.uint8), nthreads=nthreads, **cparams)
+        yield encode_chunk_array(
+            data[region], b2nd.chunkshape, b2nd.blockshape, cparams, nthreads=nthreads
+        )
 
 
 def frombuffer(buffer, shape, dtype, urlpath=None, **kwargs) -> B2ndArray:

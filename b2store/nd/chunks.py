@@ -1,0 +1,304 @@
+"""Encoding and decoding one b2nd chunk: block order, padding to whole blocks, edge crops, and
+decoding only the blocks a selection inside the chunk touches.
+
+A b2nd chunk is one Blosc2 chunk holding ``prod(extchunkshape)`` items (see
+:mod:`b2store.nd.geometry`): the chunk's blocks in C order over its block grid, each block's
+items in C order, padding (beyond an edge chunk's data or the rounding to whole blocks) zero.
+A chunk whose items are all one value is stored as a special chunk (zeros or a repeated
+value) that holds no data, as python-blosc2 does.
+
+API (the array, the writers and the Zarr ``b2nd`` codec all go through it)::
+
+    cparams_for(dtype, blockshape, *, codec="zstd", clevel=5, filters=None,
+                filters_meta=None, splitmode="auto") -> dict
+        python-blosc2's chunk parameters for an array: keywords of ``encode_chunk``.
+    encode_chunk_array(array, chunkshape, blockshape, params, *, dtype=None,
+                       nthreads=None) -> bytes
+        ``array`` (``chunkshape`` or smaller, for edge chunks: padded with zeros) as one
+        chunk. ``params``: encode_chunk keywords (codec, clevel, filters, filters_meta,
+        splitmode, ...); typesize and blocksize follow from ``dtype`` and ``blockshape``.
+        ``dtype`` is the item type when it has a subarray shape (its dimensions trail
+        ``array``'s), else ``array.dtype``.
+    encode_array_chunk(buf, dtype, params, nthreads=None) -> bytes
+        The same for a chunk already in block order (a 1-d buffer of the padded chunk).
+    decode_chunk_array(chunk, chunkshape, blockshape, dtype) -> np.ndarray
+        A stored chunk decoded whole: a new C-contiguous array of ``chunkshape`` (padding
+        cropped; an edge chunk's items beyond the array are whatever was stored, zeros
+        for chunks b2store and python-blosc2 write).
+    decode_selection(source, chunkshape, blockshape, dtype, selection, out, *,
+                     scratch=None, label="chunk") -> None
+        ``out[...] = chunk[selection]``, decoding only the blocks the selection touches.
+        ``selection``: one ``slice`` (step > 0) or ``range`` per dimension, inside
+        ``chunkshape``. ``source``: the chunk's bytes, or a callable ``fetch(blocks)`` that
+        returns the chunk with at least the streams of ``blocks`` (a sorted list of block
+        numbers; None: the whole chunk) in place, so that only those are read from storage.
+
+Errors: a chunk whose decoded size is not the padded chunk's raises FormatError naming
+``label`` (``"chunk 7"``); bad chunk bytes raise the chunk decoder's errors.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..chunk.decoder import ChunkDecoder
+from ..chunk.encoder import encode_chunk, special_chunk
+from ..constants import Filter, SpecialValue
+from ..errors import FormatError
+from .geometry import (
+    array_to_chunk,
+    blocks_per_chunk,
+    blocks_touched,
+    chunk_nitems,
+    chunk_to_array,
+)
+
+__all__ = [
+    "cparams_for",
+    "encode_chunk_array",
+    "encode_array_chunk",
+    "decode_chunk_array",
+    "decode_selection",
+]
+
+ChunkSource = bytes | bytearray | memoryview | np.ndarray | Callable[[list[int] | None], bytes]
+
+
+def cparams_for(
+    dtype: np.dtype,
+    blocks: Sequence[int],
+    *,
+    codec="zstd",
+    clevel: int = 5,
+    filters=None,
+    filters_meta=None,
+    splitmode="auto",
+) -> dict:
+    """The chunk parameters of an array: python-blosc2's defaults unless given.
+
+    Names and the ``Codec``/``Filter``/``SplitMode`` enums are both accepted.
+    """
+    dtype = np.dtype(dtype)
+    if filters is None:
+        filters = [0, 0, 0, 0, 0, int(Filter.SHUFFLE)]
+        # UCS4 strings shuffle 4-byte code units, not whole strings (python-blosc2 too).
+        filters_meta = [0, 0, 0, 0, 0, 4 if dtype.kind == "U" else 0]
+    return {
+        "typesize": dtype.itemsize,
+        "codec": codec,
+        "clevel": clevel,
+        "filters": filters,
+        "filters_meta": filters_meta,
+        "splitmode": splitmode,
+        "blocksize": math.prod(blocks) * dtype.itemsize,
+    }
+
+
+# --- encoding -----------------------------------------------------------------------------
+
+
+def _constant_chunk(buf: np.ndarray, dtype: np.dtype, blocksize: int) -> bytes | None:
+    """A special chunk for a chunk whose items are all one value, else None."""
+    items = buf.view(np.uint8).reshape(-1, dtype.itemsize)
+    if not len(items) or not (items == items[0]).all():
+        return None
+    if not items[0].any():
+        return special_chunk(SpecialValue.ZERO, buf.nbytes, dtype.itemsize, blocksize=blocksize)
+    return special_chunk(
+        SpecialValue.VALUE, buf.nbytes, dtype.itemsize, items[0].tobytes(), blocksize=blocksize
+    )
+
+
+def encode_array_chunk(
+    buf: np.ndarray, dtype: np.dtype, params: Mapping, nthreads: int | None = None
+) -> bytes:
+    """One chunk from ``buf``, the padded chunk already in block order (1-d)."""
+    dtype = np.dtype(dtype)
+    special = _constant_chunk(buf, dtype, params["blocksize"])
+    if special is not None:
+        return special
+    return encode_chunk(buf.view(np.uint8), nthreads=nthreads, **params)
+
+
+def encode_chunk_array(
+    array,
+    chunkshape: Sequence[int],
+    blockshape: Sequence[int],
+    params: Mapping,
+    *,
+    dtype=None,
+    nthreads: int | None = None,
+) -> bytes:
+    """``array`` (the chunk's part of an array: ``chunkshape`` or smaller) as one b2nd chunk.
+
+    Parameters
+    ----------
+    array : array_like
+        The chunk's items; an edge chunk is smaller than ``chunkshape`` and is padded with
+        zeros, as is the rounding of ``chunkshape`` up to whole blocks.
+    chunkshape, blockshape : sequence of int
+        The array's chunk and block shapes.
+    params : mapping
+        Keywords of :func:`b2store.chunk.encoder.encode_chunk` (``codec``, ``clevel``,
+        ``filters``, ``filters_meta``, ``splitmode``, ...), e.g. from :func:`cparams_for`.
+        ``typesize`` and ``blocksize`` are set from ``dtype`` and ``blockshape``.
+    dtype : numpy.dtype, optional
+        The item type, when it has a subarray shape whose dimensions trail ``array``'s.
+    nthreads : int, optional
+        Blocks compressed at once.
+
+    Returns
+    -------
+    bytes
+        The chunk; a special chunk when every item is the same.
+
+    >>> import numpy as np
+    >>> x = np.arange(10, dtype="<i4").reshape(2, 5)
+    >>> chunk = encode_chunk_array(x, (2, 5), (2, 3), cparams_for(x.dtype, (2, 3)))
+    >>> decode_chunk_array(chunk, (2, 5), (2, 3), x.dtype).tolist() == x.tolist()
+    True
+    """
+    array = np.asarray(array)
+    dtype = array.dtype if dtype is None else np.dtype(dtype)
+    buf = array_to_chunk(array, chunkshape, blockshape)
+    kw = dict(params)
+    kw["typesize"] = dtype.itemsize
+    kw["blocksize"] = math.prod(blockshape) * dtype.itemsize
+    return encode_array_chunk(buf, dtype, kw, nthreads)
+
+
+# --- decoding -----------------------------------------------------------------------------
+
+
+def decode_chunk_array(
+    chunk, chunkshape: Sequence[int], blockshape: Sequence[int], dtype
+) -> np.ndarray:
+    """A stored b2nd chunk decoded whole, as a new C-contiguous array of ``chunkshape``."""
+    dtype = np.dtype(dtype)
+    buf = np.empty(chunk_nitems(chunkshape, blockshape) * dtype.itemsize, np.uint8)
+    decoder = ChunkDecoder(chunk)
+    _check_nbytes(decoder, buf, "chunk")
+    decoder.decode_into(buf)
+    ext = chunk_to_array(buf, chunkshape, blockshape, dtype)
+    return np.ascontiguousarray(ext[tuple(slice(0, c) for c in chunkshape)])
+
+
+def decode_selection(
+    source: ChunkSource,
+    chunkshape: Sequence[int],
+    blockshape: Sequence[int],
+    dtype,
+    selection: Sequence[slice | range],
+    out: np.ndarray,
+    *,
+    scratch: np.ndarray | None = None,
+    label: str = "chunk",
+) -> None:
+    """Decode ``chunk[selection]`` into ``out``, decoding only the blocks it touches.
+
+    Parameters
+    ----------
+    source : bytes-like or callable
+        The chunk, or ``fetch(blocks)`` returning it with at least the streams of ``blocks``
+        (sorted block numbers, block 0 included for DELTA; None means all) in place.
+    chunkshape, blockshape : sequence of int
+        The array's chunk and block shapes.
+    dtype : numpy.dtype
+        The item type.
+    selection : sequence of slice or range
+        Per dimension, ascending positions inside the chunk (slices with a positive step).
+    out : numpy.ndarray
+        Where the selected items go: the selection's shape (a view into a larger result is
+        fine), with a subarray dtype's dimensions trailing.
+    scratch : numpy.ndarray, optional
+        A uint8 buffer of the padded chunk's bytes to decode into (reused across calls).
+    label : str
+        How errors name the chunk (``"chunk 7"``).
+    """
+    dtype = np.dtype(dtype)
+    chunkshape = tuple(int(c) for c in chunkshape)
+    blockshape = tuple(int(b) for b in blockshape)
+    ranges = _ranges(selection, chunkshape)
+    if any(len(r) == 0 for r in ranges):
+        return
+    nbytes = chunk_nitems(chunkshape, blockshape) * dtype.itemsize
+    if scratch is None:
+        scratch = np.empty(nbytes, np.uint8)
+    elif scratch.nbytes != nbytes or scratch.dtype != np.uint8:
+        raise ValueError(f"scratch must be {nbytes} bytes of uint8")
+    region = [(r[0], r[-1] + 1) for r in ranges]
+    wanted = _decode_blocks(source, region, chunkshape, blockshape, scratch, label)
+    if dtype.subdtype is None and all(r.step == 1 for r in ranges):
+        _copy_blocks(wanted, ranges, chunkshape, blockshape, dtype, scratch, out)
+        return
+    ext = chunk_to_array(scratch, chunkshape, blockshape, dtype)
+    out[...] = ext[tuple(slice(r.start, r.stop, r.step) for r in ranges)]
+
+
+def _ranges(selection, chunkshape) -> list[range]:
+    if len(selection) != len(chunkshape):
+        raise ValueError(f"{len(selection)} selections for a {len(chunkshape)}-d chunk")
+    ranges = []
+    for s, c in zip(selection, chunkshape):
+        r = range(c)[s] if isinstance(s, slice) else s
+        if not isinstance(r, range) or r.step < 1:
+            raise ValueError(f"a selection is ascending slices or ranges, not {s!r}")
+        if len(r) and not (0 <= r[0] and r[-1] < c):
+            raise ValueError(f"selection {s!r} outside a chunk dimension of {c}")
+        ranges.append(r)
+    return ranges
+
+
+def _check_nbytes(decoder: ChunkDecoder, buf: np.ndarray, label: str) -> None:
+    if decoder.header.nbytes != len(buf):
+        raise FormatError(f"{label} nbytes", str(len(buf)), decoder.header.nbytes)
+
+
+def _decode_blocks(source, region, chunkshape, blockshape, buf: np.ndarray, label) -> list[int]:
+    """Decode into ``buf`` at least the blocks ``region`` touches; returns them."""
+    wanted = blocks_touched(region, chunkshape, blockshape) if chunkshape else [0]
+    if callable(source):
+        nblocks = math.prod(blocks_per_chunk(chunkshape, blockshape))
+        # Few blocks: fetch only their bytes (plus block 0, which DELTA may need).
+        chunk = source(sorted(set(wanted) | {0}) if len(wanted) * 2 <= nblocks else None)
+    else:
+        chunk = source
+    decoder = ChunkDecoder(chunk)
+    _check_nbytes(decoder, buf, label)
+    if decoder.special or decoder.header.memcpyed or len(wanted) == decoder.nblocks:
+        decoder.decode_into(buf)
+        return wanted
+    first = None
+    if decoder.pipeline.has_delta:
+        # DELTA codes every block against block 0, which must be decoded first.
+        offset, size = decoder.block_span(0)
+        first = buf[offset : offset + size]
+        decoder.decode_block(0, first)
+    for j in wanted:
+        offset, size = decoder.block_span(j)
+        if j or first is None:
+            decoder.decode_block(j, buf[offset : offset + size], first)
+    return wanted
+
+
+def _copy_blocks(wanted, ranges, chunkshape, blockshape, dtype, buf, out: np.ndarray) -> None:
+    """Copy each decoded block's selected part straight to its place in ``out`` (one copy,
+    whatever the block layout); every range has step 1."""
+    per_dim = blocks_per_chunk(chunkshape, blockshape)
+    block_items = math.prod(blockshape)
+    items = buf.view(dtype)
+    for j in wanted:
+        coords = np.unravel_index(j, per_dim) if per_dim else ()
+        src, dst = [], []
+        for c, b, r in zip(coords, blockshape, ranges):
+            lo, hi = max(r.start, c * b), min(r.stop, (c + 1) * b)
+            if lo >= hi:
+                break
+            src.append(slice(lo - c * b, hi - c * b))
+            dst.append(slice(lo - r.start, hi - r.start))
+        else:
+            block = items[j * block_items : (j + 1) * block_items].reshape(blockshape)
+            out[tuple(dst)] = block[tuple(src)]
