@@ -121,7 +121,9 @@ class _Files:
 # --- opening one frame ------------------------------------------------------------------------
 
 
-def open_frame(urlpath, *, offset: int = 0, length: int | None = None, storage_options=None):
+def open_frame(
+    urlpath, *, offset: int = 0, length: int | None = None, storage_options=None, dtype=None
+):
     """Open the frame at byte ``offset`` of ``urlpath`` (``length`` bytes long, when known):
     a :class:`~b2store.B2ndArray`, or a :class:`~b2store.SChunk` for frames without the b2nd
     metalayer."""
@@ -130,7 +132,7 @@ def open_frame(urlpath, *, offset: int = 0, length: int | None = None, storage_o
     from . import api
 
     params = inspect.signature(api.open).parameters
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = {} if dtype is None else {"dtype": dtype}
     if storage_options and "storage_options" in params:
         kwargs["storage_options"] = dict(storage_options)
     remote = is_url(urlpath)
@@ -142,7 +144,7 @@ def open_frame(urlpath, *, offset: int = 0, length: int | None = None, storage_o
     files = _Files(urlpath, storage_options)
     if length is None:
         length = files.size() - offset
-    return api.open(files.read("", offset, length))
+    return api.open(files.read("", offset, length), dtype=dtype)
 
 
 # --- .b2z central directory -------------------------------------------------------------------
@@ -326,8 +328,9 @@ class ArrayRef:
     storage_options: dict | None = field(default=None, compare=False)
     embedded: str | None = None
 
-    def open(self):
-        """The array, opened for reading (a :class:`~b2store.B2ndArray`)."""
+    def open(self, dtype=None):
+        """The array, opened for reading (a :class:`~b2store.B2ndArray`); ``dtype`` gives
+        the item type of legacy caterva frames, which store none."""
         from .nd.array import B2ndArray
 
         if self.embedded is None:
@@ -336,6 +339,7 @@ class ArrayRef:
                 offset=self.offset,
                 length=self.length,
                 storage_options=self.storage_options,
+                dtype=dtype,
             )
         else:
             obj = _open_embedded(self)

@@ -21,13 +21,12 @@ from zarr.core.buffer import Buffer, NDBuffer, default_buffer_prototype
 from zarr.core.common import parse_named_configuration
 
 from ..chunk.decoder import ChunkDecoder, decode_chunk
-from ..chunk.encoder import resolve_codec, resolve_splitmode
-from ..constants import EXTENDED_HEADER_LENGTH, MIN_HEADER_LENGTH
+from ..chunk.encoder import resolve_codec, resolve_filters, resolve_splitmode
+from ..constants import EXTENDED_HEADER_LENGTH, MIN_HEADER_LENGTH, Filter
 from ..errors import FormatError
 from ..nd.create import cparams_for, encode_array_chunk
 from ..nd.geometry import array_to_chunk, blocks_per_chunk, blocks_touched, chunk_to_array
 from ..nd.shapes import default_chunks_blocks
-from .zarr_codecs import Blosc2Codec
 
 __all__ = ["B2ndCodec", "default_blockshape"]
 
@@ -84,7 +83,7 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         splitmode = resolve_splitmode(self.splitmode).name.lower().removesuffix("_split")
         object.__setattr__(self, "splitmode", splitmode)
         if self.filters is not None:
-            object.__setattr__(self, "filters", Blosc2Codec._parse_filters(self.filters))
+            object.__setattr__(self, "filters", _parse_filters(self.filters))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> B2ndCodec:
@@ -180,8 +179,6 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         kwargs: dict[str, Any] = dict(codec=self.cname, clevel=self.clevel)
         kwargs["splitmode"] = self.splitmode
         if names is not None:
-            from ..chunk.encoder import resolve_filters
-
             slots, packed = resolve_filters(names, metas)
             kwargs.update(filters=list(slots), filters_meta=list(packed))
         return cparams_for(dtype, blocks, **kwargs)
@@ -254,6 +251,25 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
             if j or first is None:
                 decoder.decode_block(j, out[offset : offset + size], first)
         return self._to_array(out, spec, dtype)[selection]
+
+
+def _parse_filters(filters) -> tuple[tuple[str, int], ...]:
+    """``[{"id": "shuffle", "meta": 0}, ...]`` (or names, or pairs) as checked pairs."""
+    names, metas = [], []
+    for f in filters:
+        if isinstance(f, dict):
+            names.append(f["id"])
+            metas.append(int(f.get("meta", 0)))
+        elif isinstance(f, str):
+            names.append(f)
+            metas.append(0)
+        else:
+            names.append(f[0])
+            metas.append(int(f[1]))
+    slots, packed = resolve_filters(names, metas)
+    return tuple(
+        (Filter(f).name.lower(), m - 256 if m > 127 else m) for f, m in zip(slots, packed) if f
+    )
 
 
 def _selection_bounds(selection, shape) -> list[tuple[int, int]] | None:

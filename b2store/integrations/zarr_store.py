@@ -1,0 +1,573 @@
+"""``B2ndStore``: a Zarr v3 store whose arrays are b2nd frames, read (and written) as they are.
+
+One frame is an array at the root (or, with ``group=True``, a group holding one array named
+after the file, which xarray's zarr engine needs); a directory of frames, python-blosc2's
+``.b2d`` directories and ``.b2z`` zips are groups of arrays and subgroups. The store
+synthesizes each node's ``zarr.json`` from the frames' metalayers and vlmeta (inline
+consolidated metadata at the root, so that opening lists nothing) and serves chunk key
+``c/i/j`` as the frame's stored chunk ``i, j``; the ``b2nd`` codec decodes it. Writes land
+in frames python-blosc2 opens (see :mod:`b2store.integrations.zarr_store_write`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import threading
+import warnings
+from collections.abc import AsyncIterator, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from zarr.abc.store import (
+    ByteRequest,
+    OffsetByteRequest,
+    RangeByteRequest,
+    Store,
+    SuffixByteRequest,
+)
+from zarr.core.buffer import Buffer, BufferPrototype
+
+from ..constants import Filter, SpecialValue
+from ..tree import is_url, open_tree
+from .zarr_b2nd import B2ndCodec
+
+__all__ = ["B2ndStore", "array_metadata"]
+
+META = "zarr.json"
+_SPLITMODES = {1: "always", 2: "never", 3: "auto", 4: "forward_compat"}
+#: vlmeta keys the store keeps for itself (not shown as attributes).
+FILL_KEY = "_zarr_fill_value"
+DIMS_KEY = "_ARRAY_DIMENSIONS"
+
+
+# --- metadata synthesis -----------------------------------------------------------------------
+
+
+def _json_safe(value) -> bool:
+    if value is None or isinstance(value, (str, bool, int)):
+        return not isinstance(value, int) or abs(value) < 2**63
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, (list, tuple)):
+        return all(_json_safe(v) for v in value)
+    if isinstance(value, Mapping):
+        return all(isinstance(k, str) and _json_safe(v) for k, v in value.items())
+    return False
+
+
+def json_attributes(vlmeta: Mapping, where: str, skip=(DIMS_KEY, FILL_KEY)) -> dict:
+    """The JSON-safe vlmeta entries as attributes; others are skipped with a warning."""
+    attrs, skipped = {}, []
+    for key, value in vlmeta.items():
+        if key in skip:
+            continue
+        if isinstance(key, str) and _json_safe(value):
+            attrs[key] = value
+        else:
+            skipped.append(key)
+    if skipped:
+        warnings.warn(
+            f"{where}: vlmeta {skipped} are not JSON-safe and are left out of the Zarr attributes",
+            UserWarning,
+            stacklevel=3,
+        )
+    return attrs
+
+
+def _codec_of(arr) -> B2ndCodec:
+    """The b2nd codec that decodes ``arr``'s chunks and encodes new ones as the frame does."""
+    schunk, dtype = arr.schunk, arr.dtype
+    filters = []
+    for f, m in zip(schunk.filters, schunk.filters_meta):
+        if f:
+            try:
+                filters.append({"id": Filter(f).name.lower(), "meta": m - 256 if m > 127 else m})
+            except ValueError:
+                filters = None
+                break
+    try:
+        cname = schunk.codec.name.lower()
+    except AttributeError:
+        cname = "zstd"  # a codec b2store cannot write: new chunks use Zstd
+    try:
+        B2ndCodec(filters=filters, cname=cname)
+    except (ValueError, KeyError):
+        filters = None
+    splitmode = _SPLITMODES.get(schunk.header.splitmode, "auto")
+    endian = None
+    if dtype.itemsize > 1 and dtype.byteorder != "|" and dtype.fields is None:
+        endian = "big" if dtype.byteorder == ">" else "little"
+    return B2ndCodec(
+        blockshape=tuple(max(b, 1) for b in arr.blocks),
+        endian=endian,
+        cname=cname,
+        clevel=max(0, min(9, schunk.clevel)),
+        filters=filters,
+        splitmode=splitmode,
+    )
+
+
+def _zdtype(dtype: np.dtype):
+    from zarr.core.dtype import get_data_type_from_native_dtype
+
+    if dtype.itemsize > 1 and dtype.byteorder == ">" and dtype.fields is None:
+        dtype = dtype.newbyteorder("<")  # byte order is the codec's business in v3
+    return get_data_type_from_native_dtype(dtype)
+
+
+def array_metadata(arr, where: str = "array") -> dict:
+    """The Zarr v3 ``zarr.json`` of a b2nd array (a :class:`~b2store.B2ndArray`)."""
+    zdtype = _zdtype(arr.dtype)
+    vlmeta = dict(arr.vlmeta)
+    if FILL_KEY in vlmeta:
+        fill = vlmeta[FILL_KEY]
+    else:
+        fill = zdtype.to_json_scalar(zdtype.default_scalar(), zarr_format=3)
+    doc: dict[str, Any] = {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": list(arr.shape),
+        "data_type": zdtype.to_json(zarr_format=3),
+        "chunk_grid": {
+            "name": "regular",
+            # A zero-length dimension may have a zero chunk; zarr wants at least 1.
+            "configuration": {"chunk_shape": [max(c, 1) for c in arr.chunks]},
+        },
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": fill,
+        "codecs": [_codec_of(arr).to_dict()],
+        "attributes": json_attributes(vlmeta, where),
+        "storage_transformers": [],
+    }
+    dims = vlmeta.get(DIMS_KEY)
+    if (
+        isinstance(dims, (list, tuple))
+        and len(dims) == arr.ndim
+        and all(isinstance(d, str) for d in dims)
+    ):
+        doc["dimension_names"] = list(dims)
+    return doc
+
+
+def group_metadata(attrs: Mapping, where: str = "group") -> dict:
+    return {
+        "zarr_format": 3,
+        "node_type": "group",
+        "attributes": json_attributes(attrs, where),
+    }
+
+
+def _slice_bytes(data: bytes, byte_range: ByteRequest | None) -> bytes:
+    if byte_range is None:
+        return data
+    if isinstance(byte_range, RangeByteRequest):
+        return data[byte_range.start : byte_range.end]
+    if isinstance(byte_range, OffsetByteRequest):
+        return data[byte_range.offset :]
+    if isinstance(byte_range, SuffixByteRequest):
+        return data[len(data) - byte_range.suffix :] if byte_range.suffix else b""
+    raise ValueError(f"Unexpected byte_range, got {byte_range}.")
+
+
+# --- the store --------------------------------------------------------------------------------
+
+
+class B2ndStore(Store):
+    """A Zarr v3 store over b2nd frames: one ``.b2nd`` file, a sparse-frame directory, a
+    directory of frames, or a python-blosc2 ``.b2d``/``.b2z`` tree, local or remote.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A local path or an fsspec URL (``https://``, ``s3://``, ``memory://``...).
+    mode : {"r", "a", "w"}
+        Read only; read and change what exists (creating what does not); or start afresh,
+        replacing what is at ``path``.
+    group : bool
+        For one frame: show it as a group with one array named after the file (what
+        ``xarray.open_zarr`` needs) instead of an array at the root.
+    contiguous : bool
+        New frames are contiguous files (``x.b2nd``); False writes sparse frames
+        (directories of chunk files).
+    dtype : numpy dtype, optional
+        The item type of legacy ``caterva`` frames, which store none.
+    storage_options : dict, optional
+        fsspec options for a remote ``path``.
+    read_only : bool, optional
+        Overrides what ``mode`` says (zarr's ``Store.open(read_only=...)`` passes it).
+
+    Examples
+    --------
+    >>> import numpy as np, zarr, b2store, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "x.b2nd")
+    >>> _ = b2store.asarray(np.arange(12).reshape(3, 4), path, chunks=(2, 2), blocks=(1, 2))
+    >>> zarr.open_array(B2ndStore(path))[1:, 2]
+    array([ 6, 10])
+    """
+
+    supports_writes = True
+    supports_deletes = True
+    supports_listing = True
+
+    def __init__(
+        self,
+        path,
+        mode: str = "r",
+        *,
+        group: bool = False,
+        contiguous: bool = True,
+        dtype=None,
+        storage_options: Mapping | None = None,
+        read_only: bool | None = None,
+    ):
+        if mode not in ("r", "a", "w"):
+            raise ValueError(f"mode must be 'r', 'a' or 'w', not {mode!r}")
+        if read_only is None:
+            read_only = mode == "r"
+        elif read_only:
+            mode = "r"
+        elif mode == "r":
+            mode = "a"
+        super().__init__(read_only=read_only)
+        self.path = str(path) if is_url(str(path)) else str(Path(path).expanduser().absolute())
+        self.mode = mode
+        self.group = bool(group)
+        self.contiguous = bool(contiguous)
+        self.dtype = None if dtype is None else np.dtype(dtype).str
+        self.storage_options = dict(storage_options) if storage_options else None
+        self._setup()
+
+    def _setup(self) -> None:
+        self._lock = threading.RLock()
+        self._nodes: dict[str, tuple[str, Any]] | None = None
+        self._arrays: dict[str, Any] = {}
+        self._writer = None
+        if self.mode == "w":
+            from .zarr_store_write import Writer
+
+            self._writer = Writer(self, fresh=True)
+            self.mode = "a"  # pickled copies and reopenings must not wipe it again
+
+    # --- identity, pickling ---------------------------------------------------------------
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            type(other) is type(self)
+            and other.path == self.path
+            and other.group == self.group
+            and other.read_only == self.read_only
+            and other.storage_options == self.storage_options
+        )
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.path, self.group, self.read_only))
+
+    def __repr__(self) -> str:
+        return f"B2ndStore({self.path!r}, mode={self.mode!r})"
+
+    def __getstate__(self) -> dict:
+        state = {
+            "path": self.path,
+            "mode": self.mode,
+            "group": self.group,
+            "contiguous": self.contiguous,
+            "dtype": self.dtype,
+            "storage_options": self.storage_options,
+            "_read_only": self._read_only,
+            "_is_open": False,
+        }
+        if self._writer is not None:
+            state["client_meta"] = self._writer.client_meta()
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        client_meta = state.pop("client_meta", None)
+        self.__dict__.update(state)
+        self._setup()
+        if client_meta:
+            self._ensure_writer().restore_client_meta(client_meta)
+
+    def with_read_only(self, read_only: bool = False) -> B2ndStore:
+        return type(self)(
+            self.path,
+            mode="r" if read_only else "a",
+            group=self.group,
+            contiguous=self.contiguous,
+            dtype=self.dtype,
+            storage_options=self.storage_options,
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            for arr in self._arrays.values():
+                arr.schunk.close()
+            self._arrays.clear()
+            if self._writer is not None:
+                self._writer.close()
+        super().close()
+
+    def _ensure_writer(self):
+        with self._lock:
+            if self._writer is None:
+                from .zarr_store_write import Writer
+
+                # Reads go through the writer's handles from now on.
+                for arr in self._arrays.values():
+                    arr.schunk.close()
+                self._arrays.clear()
+                self._writer = Writer(self, fresh=False)
+            return self._writer
+
+    # --- the node index ---------------------------------------------------------------------
+
+    def _index(self) -> dict[str, tuple[str, Any]]:
+        """Zarr node path -> ("group", attributes) or ("array", ArrayRef)."""
+        nodes = self._nodes
+        if nodes is not None:
+            return nodes
+        with self._lock:
+            if self._nodes is not None:
+                return self._nodes
+            self._nodes = self._build_index()
+            return self._nodes
+
+    def _build_index(self) -> dict[str, tuple[str, Any]]:
+        try:
+            tree = open_tree(self.path, storage_options=self.storage_options)
+        except FileNotFoundError:
+            return {}  # nothing yet (a store about to be written)
+        if tree.kind == "frame":
+            (ref,) = tree.arrays().values()
+            if self.group:
+                return {"": ("group", {}), ref.path.strip("/"): ("array", ref)}
+            return {"": ("array", ref)}
+        nodes: dict[str, tuple[str, Any]] = {}
+        for path, attrs in tree.groups().items():
+            nodes[path.strip("/")] = ("group", dict(attrs))
+        for path, ref in tree.arrays().items():
+            nodes[path.strip("/")] = ("array", ref)
+        return nodes
+
+    def _invalidate(self) -> None:
+        with self._lock:
+            self._nodes = None
+
+    def _array(self, node: str):
+        """The opened array of ``node`` (opened once per store, read by many threads)."""
+        arr = self._arrays.get(node)
+        if arr is not None:
+            return arr
+        with self._lock:
+            arr = self._arrays.get(node)
+            if arr is None:
+                kind, ref = self._index()[node]
+                arr = self._writer.array(node) if self._writer is not None else None
+                if arr is None:
+                    arr = ref.open(dtype=self.dtype)
+                self._arrays[node] = arr
+            return arr
+
+    def _node_meta(self, node: str) -> dict:
+        if self._writer is not None:
+            doc = self._writer.meta_for(node)
+            if doc is not None:
+                return doc
+        kind, value = self._index()[node]
+        where = f"{self.path}:{node or '/'}"
+        if kind == "array":
+            return array_metadata(self._array(node), where)
+        doc = group_metadata(value, where)
+        if node == "":
+            doc["consolidated_metadata"] = {
+                "kind": "inline",
+                "must_understand": False,
+                "metadata": {path: self._node_meta(path) for path in sorted(self._index()) if path},
+            }
+        return doc
+
+    def _parse_key(self, key: str) -> tuple[str, str, tuple[int, ...] | None] | None:
+        """``(node, "meta" | "chunk", chunk coordinates)`` for a key the store serves."""
+        nodes = self._index()
+        if key == META or key.endswith("/" + META):
+            node = key[: -len(META)].rstrip("/")
+            return (node, "meta", None) if node in nodes else None
+        parts = key.split("/")
+        for i, part in enumerate(parts):
+            if part != "c":
+                continue
+            node = "/".join(parts[:i])
+            if nodes.get(node, ("",))[0] != "array":
+                continue
+            try:
+                coords = tuple(int(p) for p in parts[i + 1 :])
+            except ValueError:
+                return None
+            if any(str(c) != p for c, p in zip(coords, parts[i + 1 :])):
+                return None
+            return node, "chunk", coords
+        return None
+
+    def _chunk_number(self, node: str, coords: tuple[int, ...]) -> int | None:
+        arr = self._array(node)
+        if len(coords) != arr.ndim or arr.size == 0:
+            return None
+        grid = [-(-s // c) for s, c in zip(arr.shape, arr.chunks)]
+        if not all(0 <= c < g for c, g in zip(coords, grid)):
+            return None
+        n = 0
+        for c, g in zip(coords, grid):
+            n = n * g + c
+        return n
+
+    def _chunk_bytes(self, node: str, coords) -> bytes | None:
+        if self._writer is not None:
+            found, data = self._writer.client_chunk(node, coords)
+            if found:
+                return data
+        n = self._chunk_number(node, coords)
+        if n is None:
+            return None
+        schunk = self._array(node).schunk
+        if _is_uninit(schunk, n):
+            return None
+        return schunk.get_chunk(n)
+
+    # --- reading ---------------------------------------------------------------------------
+
+    async def get(
+        self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
+    ) -> Buffer | None:
+        if not self._is_open:
+            await self._open()
+        _slice_bytes(b"", byte_range)  # reject a bad range before anything else
+        data = await asyncio.to_thread(self._get_bytes_of, key)
+        if data is None:
+            return None
+        return prototype.buffer.from_bytes(_slice_bytes(data, byte_range))
+
+    def _get_bytes_of(self, key: str) -> bytes | None:
+        parsed = self._parse_key(key)
+        if parsed is None:
+            return None
+        node, what, coords = parsed
+        if what == "meta":
+            return json.dumps(self._node_meta(node)).encode()
+        return self._chunk_bytes(node, coords)
+
+    async def get_partial_values(
+        self,
+        prototype: BufferPrototype,
+        key_ranges: Iterable[tuple[str, ByteRequest | None]],
+    ) -> list[Buffer | None]:
+        return list(await asyncio.gather(*(self.get(k, prototype, r) for k, r in key_ranges)))
+
+    async def exists(self, key: str) -> bool:
+        return await asyncio.to_thread(self._exists, key)
+
+    def _exists(self, key: str) -> bool:
+        parsed = self._parse_key(key)
+        if parsed is None:
+            return False
+        node, what, coords = parsed
+        if what == "meta":
+            return True
+        n = self._chunk_number(node, coords)
+        return n is not None and not _is_uninit(self._array(node).schunk, n)
+
+    async def getsize(self, key: str) -> int:
+        size = await asyncio.to_thread(self._size_of, key)
+        if size is None:
+            raise FileNotFoundError(key)
+        return size
+
+    def _size_of(self, key: str) -> int | None:
+        """A key's size; a chunk's from its header alone, never its data."""
+        parsed = self._parse_key(key)
+        if parsed is None:
+            return None
+        node, what, coords = parsed
+        if what == "meta" or (self._writer is not None and self._writer.transcodes(node)):
+            data = self._get_bytes_of(key)
+            return None if data is None else len(data)
+        n = self._chunk_number(node, coords)
+        schunk = self._array(node).schunk
+        if n is None or _is_uninit(schunk, n):
+            return None
+        if int(schunk.offsets[n]) < 0:
+            return 32  # a special chunk: header only
+        return schunk._stored_sizes(n)[1]
+
+    async def getsize_prefix(self, prefix: str) -> int:
+        keys = [k async for k in self.list_prefix(prefix)]
+        sizes = await asyncio.gather(*(self.getsize(k) for k in keys))
+        return sum(sizes)
+
+    # --- listing ---------------------------------------------------------------------------
+
+    def _all_keys(self) -> list[str]:
+        keys = []
+        for node, (kind, _) in sorted(self._index().items()):
+            prefix = f"{node}/" if node else ""
+            keys.append(prefix + META)
+            if kind != "array":
+                continue
+            arr = self._array(node)
+            if arr.size == 0:
+                continue
+            schunk = arr.schunk
+            grid = [-(-s // c) for s, c in zip(arr.shape, arr.chunks)]
+            for n, coords in enumerate(np.ndindex(*grid) if grid else [()]):
+                if not _is_uninit(schunk, n):
+                    keys.append(prefix + "/".join(["c", *map(str, coords)]))
+        return keys
+
+    async def list(self) -> AsyncIterator[str]:
+        for key in await asyncio.to_thread(self._all_keys):
+            yield key
+
+    async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        for key in await asyncio.to_thread(self._all_keys):
+            if key.startswith(prefix):
+                yield key
+
+    async def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        prefix = prefix.rstrip("/")
+        base = f"{prefix}/" if prefix else ""
+        seen = set()
+        for key in await asyncio.to_thread(self._all_keys):
+            if key.startswith(base):
+                child = key[len(base) :].split("/", 1)[0]
+                if child not in seen:
+                    seen.add(child)
+                    yield child
+
+    # --- writing (see zarr_store_write) ---------------------------------------------------------
+
+    async def set(self, key: str, value: Buffer) -> None:
+        self._check_writable()
+        if not self._is_open:
+            await self._open()
+        if not isinstance(value, Buffer):
+            raise TypeError(f"expected a zarr Buffer, got {type(value).__name__}")
+        await asyncio.to_thread(self._ensure_writer().set, key, value.to_bytes())
+
+    async def delete(self, key: str) -> None:
+        self._check_writable()
+        await asyncio.to_thread(self._ensure_writer().delete, key)
+
+    async def delete_dir(self, prefix: str) -> None:
+        self._check_writable()
+        await asyncio.to_thread(self._ensure_writer().delete_dir, prefix)
+
+    async def is_empty(self, prefix: str) -> bool:
+        async for _ in self.list_prefix(prefix):
+            return False
+        return True
+
+
+def _is_uninit(schunk, n: int) -> bool:
+    entry = int(schunk.offsets[n])
+    return entry < 0 and (entry >> 56) & 0x7F == SpecialValue.UNINIT

@@ -1,0 +1,462 @@
+"""Writes through :class:`~b2store.integrations.zarr_store.B2ndStore`: zarr's ``zarr.json``
+and chunk keys become b2nd frames (one per array) in python-blosc2's layouts.
+
+An array's ``zarr.json`` creates (or resizes, or re-attributes) its frame; a chunk key
+replaces one chunk; deleting a chunk (zarr's way of writing an all-fill chunk) stores a
+special chunk of the fill value. Chunks zarr encodes with the ``b2nd`` codec are stored as
+they come; chunks of any other codec chain are decoded with it and re-encoded as b2nd chunks,
+and served back to that same client encoded its way, so that zarr can read what it wrote.
+One writer per frame: the frame's writer lock refuses a second one, in any process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import shutil
+import threading
+from pathlib import Path
+
+import msgpack
+import numpy as np
+
+from ..chunk.encoder import special_chunk
+from ..constants import SpecialValue
+from ..frame.schunk import SChunk
+from ..nd.geometry import array_to_chunk, chunk_to_array
+from .zarr_b2nd import B2ndCodec, default_blockshape
+from .zarr_store import DIMS_KEY, FILL_KEY, META
+
+__all__ = ["Writer"]
+
+VLMETA_NAME = "__vlmeta__.b2f"
+EMBED_NAME = "embed.b2e"
+
+
+def _compression_of(codecs) -> dict:
+    """b2nd compression parameters from a zarr codec chain (python-blosc2's defaults else)."""
+    for codec in codecs:
+        name = type(codec).__name__
+        if isinstance(codec, B2ndCodec):
+            return {"cname": codec.cname, "clevel": codec.clevel, "filters": codec.filters}
+        if name in ("BloscCodec", "Blosc2Codec"):
+            cname = getattr(codec, "cname", "zstd")
+            cname = getattr(cname, "value", cname)
+            if cname not in ("blosclz", "lz4", "lz4hc", "zlib", "zstd"):
+                cname = "zstd"
+            return {"cname": cname, "clevel": int(getattr(codec, "clevel", 5))}
+        if name == "ZstdCodec":
+            # zstd level 0 means its default; python-blosc2's default level is 5.
+            level = int(codec.level)
+            return {"cname": "zstd", "clevel": max(1, min(9, level)) if level else 5}
+        if name == "GzipCodec":
+            return {"cname": "zlib", "clevel": max(0, min(9, int(codec.level)))}
+    return {}
+
+
+class _Client:
+    """What one zarr client wrote as an array's ``zarr.json``, and its codec pipeline."""
+
+    def __init__(self, doc: dict):
+        from zarr.core.metadata.v3 import ArrayV3Metadata
+        from zarr.registry import get_pipeline_class
+
+        self.doc = doc
+        self.meta = ArrayV3Metadata.from_dict(dict(doc))
+        self.pipeline = get_pipeline_class().from_codecs(self.meta.codecs)
+        codecs = self.meta.codecs
+        self.b2nd = codecs[0] if len(codecs) == 1 and isinstance(codecs[0], B2ndCodec) else None
+
+    def spec(self, coords):
+        from zarr.core.array_spec import ArrayConfig
+        from zarr.core.buffer import default_buffer_prototype
+
+        return self.meta.get_chunk_spec(
+            coords, ArrayConfig.from_dict({}), default_buffer_prototype()
+        )
+
+    async def decode(self, data: bytes, coords) -> np.ndarray:
+        from zarr.core.buffer import default_buffer_prototype
+
+        buf = default_buffer_prototype().buffer.from_bytes(data)
+        (out,) = await self.pipeline.decode([(buf, self.spec(coords))])
+        return out.as_numpy_array()
+
+    async def encode(self, array: np.ndarray, coords) -> bytes | None:
+        from zarr.core.buffer import default_buffer_prototype
+
+        nd = default_buffer_prototype().nd_buffer.from_numpy_array(array)
+        (out,) = await self.pipeline.encode([(nd, self.spec(coords))])
+        return None if out is None else out.to_bytes()
+
+
+class Writer:
+    """The write side of one :class:`B2ndStore` (see the module docstring)."""
+
+    def __init__(self, store, fresh: bool):
+        self.store = store
+        self.root = Path(store.path)
+        if "://" in store.path:
+            from ..errors import UnsupportedError
+
+            raise UnsupportedError("writing to remote B2ndStore paths", store.path)
+        self._lock = threading.RLock()
+        self._node_locks: dict[str, threading.Lock] = {}
+        self._clients: dict[str, _Client] = {}
+        self._open: dict[str, object] = {}
+        self.single = store.path.endswith((".b2nd", ".b2frame")) or (
+            self.root.is_dir() and (self.root / "chunks.b2frame").exists()
+        )
+        self.contiguous = getattr(store, "contiguous", True)
+        if fresh:
+            self._remove(self.root)
+
+    # --- where nodes live -------------------------------------------------------------------
+
+    def _frame_path(self, node: str) -> Path:
+        if self.single:
+            return self.root
+        return self.root / f"{node}.b2nd"
+
+    def _check_node(self, node: str) -> None:
+        parts = node.split("/") if node else []
+        if any(p in ("", ".", "..") or p.startswith(".") for p in parts):
+            raise ValueError(f"node name {node!r} cannot be stored as a b2nd file")
+        if parts and parts[-1] == "__vlmeta__":
+            raise ValueError("'__vlmeta__' is reserved by python-blosc2's tree layout")
+
+    @staticmethod
+    def _remove(path: Path) -> None:
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+    def array(self, node: str):
+        """The array of ``node`` open for writing (shared by the store's reads)."""
+        with self._lock:
+            arr = self._open.get(node)
+            if arr is None:
+                path = self._frame_path(node)
+                if not path.exists():
+                    return None
+                from ..api import open as b2open
+
+                arr = b2open(path, mode="a")
+                self._open[node] = arr
+            return arr
+
+    def _forget(self, node: str) -> None:
+        with self._lock:
+            arr = self._open.pop(node, None)
+            if arr is not None:
+                arr.schunk.close()
+            self.store._arrays.pop(node, None)
+            self.store._invalidate()
+
+    def close(self) -> None:
+        with self._lock:
+            for arr in self._open.values():
+                arr.schunk.close()
+            self._open.clear()
+
+    # --- what the store asks ------------------------------------------------------------------
+
+    def client_meta(self) -> dict:
+        return {node: client.doc for node, client in self._clients.items()}
+
+    def restore_client_meta(self, docs: dict) -> None:
+        for node, doc in docs.items():
+            self._clients[node] = _Client(doc)
+
+    def meta_for(self, node: str) -> dict | None:
+        client = self._clients.get(node)
+        return None if client is None or client.b2nd is not None else client.doc
+
+    def transcodes(self, node: str) -> bool:
+        client = self._clients.get(node)
+        return client is not None and client.b2nd is None
+
+    def client_chunk(self, node: str, coords):
+        """``(True, bytes or None)`` for a chunk a non-b2nd client reads, else ``(False, None)``."""
+        client = self._clients.get(node)
+        if client is None or client.b2nd is not None:
+            return False, None
+        n = self.store._chunk_number(node, coords)
+        if n is None:
+            return True, None
+        arr = self.store._array(node)
+        schunk = arr.schunk
+        from .zarr_store import _is_uninit
+
+        if _is_uninit(schunk, n):
+            return True, None
+        ext = chunk_to_array(schunk.decompress_chunk(n), arr.chunks, arr.blocks, arr.dtype)
+        chunk = np.ascontiguousarray(ext[tuple(slice(0, c) for c in arr.chunks)])
+        return True, asyncio.run(client.encode(chunk, coords))
+
+    # --- set ---------------------------------------------------------------------------------
+
+    def set(self, key: str, data: bytes) -> None:
+        if key == META or key.endswith("/" + META):
+            node = key[: -len(META)].rstrip("/")
+            self._check_node(node)
+            doc = json.loads(data)
+            if doc.get("node_type") == "array":
+                self._set_array_meta(node, doc)
+            elif doc.get("node_type") == "group":
+                self._set_group_meta(node, doc)
+            else:
+                raise ValueError(f"{key}: only Zarr v3 array and group metadata can be stored")
+            return
+        parsed = self.store._parse_key(key)
+        if parsed is None or parsed[1] != "chunk":
+            raise KeyError(f"{key} is neither a node's zarr.json nor a chunk of an array")
+        node, _, coords = parsed
+        client = self._clients.get(node)
+        if client is not None and client.b2nd is None:
+            array = asyncio.run(client.decode(data, coords))
+            self._set_chunk_array(node, coords, array)
+        else:
+            self._set_chunk_bytes(node, coords, data)
+
+    def _node_lock(self, node: str) -> threading.Lock:
+        with self._lock:
+            return self._node_locks.setdefault(node, threading.Lock())
+
+    def _chunk_index(self, node: str, coords) -> int:
+        n = self.store._chunk_number(node, coords)
+        if n is None:
+            raise KeyError(f"chunk {coords} is outside the array {node or '/'}")
+        return n
+
+    def _set_chunk_bytes(self, node: str, coords, data: bytes) -> None:
+        arr = self.array(node)
+        n = self._chunk_index(node, coords)
+        with self._node_lock(node):
+            arr.schunk.update_chunk(n, data)
+
+    def _set_chunk_array(self, node: str, coords, array: np.ndarray) -> None:
+        from ..nd.create import encode_array_chunk
+
+        arr = self.array(node)
+        n = self._chunk_index(node, coords)
+        buf = array_to_chunk(np.asarray(array, arr.dtype), arr.chunks, arr.blocks)
+        chunk = encode_array_chunk(buf, arr.dtype, arr.schunk._cparams)
+        with self._node_lock(node):
+            arr.schunk.update_chunk(n, chunk)
+
+    def _fill_chunk(self, arr) -> bytes:
+        """The special chunk of the array's fill value (what zarr means by a missing chunk)."""
+        dtype = arr.dtype
+        nbytes = arr.schunk.chunksize
+        fill = arr.vlmeta.get(FILL_KEY)
+        value = self._fill_bytes(fill, dtype)
+        blocksize = arr.schunk.blocksize
+        if not value.strip(b"\0"):
+            return special_chunk(SpecialValue.ZERO, nbytes, dtype.itemsize, blocksize=blocksize)
+        nan = np.full(1, np.nan, dtype).tobytes() if dtype.kind == "f" else None
+        if value == nan and dtype.itemsize in (4, 8) and dtype.byteorder in ("<", "="):
+            return special_chunk(SpecialValue.NAN, nbytes, dtype.itemsize, blocksize=blocksize)
+        return special_chunk(SpecialValue.VALUE, nbytes, dtype.itemsize, value, blocksize)
+
+    @staticmethod
+    def _fill_bytes(fill, dtype: np.dtype) -> bytes:
+        if fill is None:
+            return bytes(dtype.itemsize)
+        from .zarr_store import _zdtype
+
+        zdtype = _zdtype(dtype)
+        scalar = zdtype.from_json_scalar(fill, zarr_format=3)
+        return np.asarray(scalar, dtype=dtype).tobytes()
+
+    # --- metadata ------------------------------------------------------------------------------
+
+    def _set_group_meta(self, node: str, doc: dict) -> None:
+        if self.single:
+            return  # the group view's root: nothing to store
+        directory = self.root / node if node else self.root
+        directory.mkdir(parents=True, exist_ok=True)
+        if not node:
+            self._ensure_embed()
+        attrs = dict(doc.get("attributes") or {})
+        path = directory / VLMETA_NAME
+        if attrs or path.exists():
+            schunk = SChunk.create(path, typesize=1)
+            try:
+                for key, value in attrs.items():
+                    schunk.vlmeta[key] = value
+            finally:
+                schunk.close()
+        self.store._invalidate()
+
+    def _ensure_embed(self) -> None:
+        path = self.root / EMBED_NAME
+        if path.exists():
+            return
+        meta = {"b2tree": msgpack.packb({"version": 1})}
+        schunk = SChunk.create(path, typesize=1, chunksize=8192, meta=meta)
+        try:
+            schunk.vlmeta["estore_metadata"] = {"embed_map": {}, "current_offset": 0}
+        finally:
+            schunk.close()
+
+    def _set_array_meta(self, node: str, doc: dict) -> None:
+        client = _Client(doc)
+        meta = client.meta
+        dtype = meta.data_type.to_native_dtype()
+        codec = client.b2nd
+        if codec is not None and codec.endian == "big" and dtype.itemsize > 1:
+            dtype = dtype.newbyteorder(">")
+        elif dtype.itemsize > 1 and dtype.byteorder == ">":
+            dtype = dtype.newbyteorder("<")
+        shape = tuple(meta.shape)
+        chunks = tuple(meta.chunk_grid.chunk_shape)
+        if codec is not None and codec.blockshape is not None:
+            blocks = codec.blockshape
+        else:
+            blocks = default_blockshape(chunks, dtype.itemsize)
+        vlmeta = dict(meta.attributes)
+        if meta.dimension_names is not None:
+            vlmeta[DIMS_KEY] = list(meta.dimension_names)
+        zdtype = meta.data_type
+        fill_json = zdtype.to_json_scalar(meta.fill_value, zarr_format=3)
+        default = zdtype.to_json_scalar(zdtype.default_scalar(), zarr_format=3)
+        if fill_json != default:
+            vlmeta[FILL_KEY] = fill_json
+        existing = self.array(node)
+        with self._node_lock(node):
+            if existing is not None and (
+                existing.chunks == chunks
+                and existing.blocks == tuple(blocks)
+                and existing.dtype == dtype
+            ):
+                self._update(existing, shape, vlmeta)
+            else:
+                self._create(node, shape, dtype, chunks, blocks, client, vlmeta)
+        self._clients[node] = client
+        self._forget_cached_reader(node)
+
+    def _forget_cached_reader(self, node: str) -> None:
+        self.store._arrays.pop(node, None)
+        self.store._invalidate()
+
+    def _create(self, node, shape, dtype, chunks, blocks, client, vlmeta) -> None:
+        from ..nd.create import full
+
+        self._forget(node)
+        path = self._frame_path(node)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not self.single:
+            self._ensure_embed()
+        comp = _compression_of(client.meta.codecs)
+        kwargs = {"codec": comp.get("cname", "zstd"), "clevel": comp.get("clevel", 5)}
+        filters = comp.get("filters")
+        if filters:
+            kwargs["filters"] = [name for name, _ in filters]
+            kwargs["filters_meta"] = [meta for _, meta in filters]
+        fill = self._fill_bytes(vlmeta.get(FILL_KEY), dtype)
+        value = np.frombuffer(fill, dtype)[0] if fill.strip(b"\0") else np.zeros((), dtype)
+        arr = full(
+            shape,
+            value,
+            dtype=dtype,
+            urlpath=path,
+            chunks=chunks,
+            blocks=tuple(blocks),
+            contiguous=self.contiguous,
+            vlmeta=vlmeta,
+            **kwargs,
+        )
+        with self._lock:
+            self._open[node] = arr
+
+    def _update(self, arr, shape, vlmeta) -> None:
+        if tuple(arr.shape) != shape:
+            old_grid = [-(-s // c) for s, c in zip(arr.shape, arr.chunks)]
+            arr.resize(shape)
+            if FILL_KEY in vlmeta:
+                # Chunks new to the array hold the fill value, not resize's zeros.
+                grid = [-(-s // c) for s, c in zip(shape, arr.chunks)]
+                chunk = None
+                updates = {}
+                for n, coords in enumerate(np.ndindex(*grid) if grid else []):
+                    if any(c >= g for c, g in zip(coords, old_grid)):
+                        chunk = chunk or self._fill_chunk_for(arr, vlmeta[FILL_KEY])
+                        updates[n] = chunk
+                if updates:
+                    arr.schunk.update_chunks(updates)
+        current = dict(arr.vlmeta)
+        for key in current:
+            if key not in vlmeta:
+                del arr.vlmeta[key]
+        for key, value in vlmeta.items():
+            if current.get(key, object()) != value:
+                arr.vlmeta[key] = value
+
+    def _fill_chunk_for(self, arr, fill_json) -> bytes:
+        arr.vlmeta[FILL_KEY] = fill_json
+        return self._fill_chunk(arr)
+
+    # --- deleting ------------------------------------------------------------------------------
+
+    def delete(self, key: str) -> None:
+        if key == META or key.endswith("/" + META):
+            node = key[: -len(META)].rstrip("/")
+            self._delete_node(node)
+            return
+        parsed = self.store._parse_key(key)
+        if parsed is None or parsed[1] != "chunk":
+            return  # deleting what is not there is not an error
+        node, _, coords = parsed
+        n = self.store._chunk_number(node, coords)
+        if n is None:
+            return
+        arr = self.array(node)
+        with self._node_lock(node):
+            arr.schunk.update_chunk(n, self._fill_chunk(arr))
+
+    def _delete_node(self, node: str) -> None:
+        nodes = self.store._index()
+        if node not in nodes:
+            return
+        self._forget(node)
+        self._clients.pop(node, None)
+        if nodes[node][0] == "array":
+            self._remove(self._frame_path(node))
+        elif self.single:
+            pass
+        else:
+            (self.root / node / VLMETA_NAME if node else self.root / VLMETA_NAME).unlink(
+                missing_ok=True
+            )
+        self.store._invalidate()
+
+    def delete_dir(self, prefix: str) -> None:
+        prefix = prefix.strip("/")
+        nodes = dict(self.store._index())
+        if not prefix:
+            for node in list(self._open):
+                self._forget(node)
+            self._clients.clear()
+            self._remove(self.root)
+            self.store._invalidate()
+            return
+        if prefix in nodes or any(n.startswith(prefix + "/") for n in nodes):
+            for node in sorted(nodes, reverse=True):
+                if node == prefix or node.startswith(prefix + "/"):
+                    self._delete_node(node)
+            if not self.single and (self.root / prefix).is_dir():
+                shutil.rmtree(self.root / prefix)
+            self.store._invalidate()
+            return
+        # A chunk prefix ("arr/c"): every chunk becomes the fill value.
+        parsed = self.store._parse_key(prefix + "/0")
+        if parsed is not None and parsed[1] == "chunk":
+            node = parsed[0]
+            arr = self.array(node)
+            if arr is not None and math.prod(arr.shape):
+                chunk = self._fill_chunk(arr)
+                with self._node_lock(node):
+                    arr.schunk.update_chunks({n: chunk for n in range(arr.schunk.nchunks)})
