@@ -41,24 +41,14 @@ XARRAY_KEY = "_xarray"
 FORMAT_VERSION = 1
 EXTENSIONS = (".b2nd", ".b2frame", ".b2f", ".b2d", ".b2z")
 _MAGIC = b"\xa8b2frame\x00"  # bytes 1..10 of every frame (after a msgpack array marker)
-# Keys python-blosc2 keeps in vlmeta for its own objects: structure, not attributes.
+# Keys that are bookkeeping, never attributes: ours, and python-blosc2's stores'.
 _STRUCTURAL = frozenset(
-    {
-        DIMENSION_KEY,
-        XARRAY_KEY,
-        "kind",
-        "schema",
-        "version",
-        "b2o",
-        "_object_registry",
-        "zarr-metadata",
-        "hdf5-index",
-        "fill_state",
-        "fill_nonce",
-        "_b2o_user_vlmeta",
-        "estore_metadata",
-        "dstore_tick",
-    }
+    {DIMENSION_KEY, XARRAY_KEY, "_object_registry", "_b2o_user_vlmeta", "estore_metadata"}
+)
+# python-blosc2's serialized objects (b2o) also keep these plain names in vlmeta; elsewhere
+# they are ordinary attributes ("version" is a common one).
+_B2O_KEYS = frozenset(
+    {"kind", "schema", "version", "b2o", "zarr-metadata", "hdf5-index", "fill_state", "fill_nonce"}
 )
 _STRUCTURAL_PREFIXES = ("proxy-", "_b2")
 
@@ -229,16 +219,26 @@ def _as_arrays(local, shape):
 # --- metadata conventions ----------------------------------------------------------------------
 
 
-def is_structural(key: str) -> bool:
-    """Whether a vlmeta key is b2store's or python-blosc2's bookkeeping, not an attribute."""
-    return key in _STRUCTURAL or key.startswith(_STRUCTURAL_PREFIXES)
+def is_structural(key: str, b2o: bool = False) -> bool:
+    """Whether a vlmeta key is b2store's or python-blosc2's bookkeeping, not an attribute
+    (``b2o``: in a python-blosc2 serialized object)."""
+    return (
+        key in _STRUCTURAL
+        or key.startswith(_STRUCTURAL_PREFIXES)
+        or key == "dstore_tick"
+        or (b2o and key in _B2O_KEYS)
+    )
 
 
-def restore_attrs(vlmeta: Mapping, types: Mapping | None, long: Mapping | None = None) -> dict:
+def restore_attrs(
+    vlmeta: Mapping, types: Mapping | None, long: Mapping | None = None, *, raw: bool = False
+) -> dict:
     """The attributes among ``vlmeta`` (and ``long``, those with names too long for a
-    vlmetalayer), with the NumPy types recorded in ``types``."""
+    vlmetalayer), with the NumPy types recorded in ``types``; ``raw`` when ``vlmeta`` holds
+    attributes only (no bookkeeping keys to skip)."""
     attrs = {}
-    items = [(k, vlmeta[k]) for k in vlmeta if not is_structural(k)]
+    b2o = "b2o" in vlmeta or "_b2o_user_vlmeta" in vlmeta
+    items = [(k, vlmeta[k]) for k in vlmeta if raw or not is_structural(k, b2o)]
     if isinstance(long, Mapping):
         items += [(str(k), v) for k, v in long.items()]
     for key, value in items:
@@ -307,7 +307,7 @@ def _embedded_coords(info: Mapping) -> dict[str, Variable]:
         dims = tuple(spec.get("dims") or ())
         if len(dims) != data.ndim:
             dims = tuple(f"dim_{i}" for i in range(data.ndim))
-        attrs = restore_attrs(spec.get("attrs") or {}, spec.get("attr_types"))
+        attrs = restore_attrs(spec.get("attrs") or {}, spec.get("attr_types"), raw=True)
         out[str(name)] = Variable(dims, data, attrs)
     return out
 
@@ -553,7 +553,7 @@ def _frame_dataset(path: str, storage_options, lock, decoders) -> Dataset:
     finally:
         getattr(arr, "schunk", arr).close()
     variables = {**_embedded_coords(info), name: var}
-    attrs = restore_attrs(info.get("attrs") or {}, info.get("dataset_attr_types"))
+    attrs = restore_attrs(info.get("attrs") or {}, info.get("dataset_attr_types"), raw=True)
     return _decode(variables, attrs, decoders, [manager])
 
 
