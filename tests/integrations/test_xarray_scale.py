@@ -65,11 +65,13 @@ def test_open_mfdataset_by_coords_in_threads(tmp_path):
 @pytest.fixture
 def http_root(tmp_path):
     """An HTTP server on localhost serving ``tmp_path`` (with range requests)."""
-    handler = functools.partial(_RangeHandler, directory=str(tmp_path))
+    served = []
+    handler_class = type("Handler", (_RangeHandler,), {"served": served})
+    handler = functools.partial(handler_class, directory=str(tmp_path))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield tmp_path, f"http://127.0.0.1:{server.server_address[1]}"
+    yield tmp_path, f"http://127.0.0.1:{server.server_address[1]}", served
     server.shutdown()
     server.server_close()
 
@@ -80,16 +82,21 @@ class _RangeHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    served: list  # bytes of file content sent, per request
+
     def send_head(self):
         rng = self.headers.get("Range")
         path = self.translate_path(self.path)
         if not rng or not os.path.isfile(path):
+            if self.command == "GET" and os.path.isfile(path):
+                self.served.append(os.path.getsize(path))
             return super().send_head()
         size = os.path.getsize(path)
         start, _, stop = rng.removeprefix("bytes=").partition("-")
         start, stop = int(start), min(int(stop) if stop else size - 1, size - 1)
         fh = open(path, "rb")  # the base class closes it after copying
         fh.seek(start)
+        self.served.append(stop - start + 1)
         self.send_response(206)
         self.send_header("Content-Range", f"bytes {start}-{stop}/{size}")
         self.send_header("Content-Length", str(stop - start + 1))
@@ -114,7 +121,7 @@ class _Limited:
 
 def test_remote_frame_and_tree_by_url(http_root):
     pytest.importorskip("aiohttp")
-    root, url = http_root
+    root, url, served = http_root
     ds = xr.Dataset(
         {"tas": (("time", "lat"), np.arange(40.0).reshape(8, 5), {"units": "K"})},
         coords={"lat": np.linspace(0, 40, 5)},
@@ -122,6 +129,13 @@ def test_remote_frame_and_tree_by_url(http_root):
     to_b2nd(ds, root / "tas.b2nd")
     remote = xr.open_dataset(f"{url}/tas.b2nd", engine="b2nd", chunks={})
     xr.testing.assert_identical(remote.load(), ds)
+    # Byte ranges: one time step of a large frame reads a small part of it.
+    big = xr.Dataset({"v": (("time", "y", "x"), np.random.default_rng(0).random((40, 64, 64)))})
+    path = to_b2nd(big, root / "big.b2nd", encoding={"v": {"chunks": (1, 64, 64)}})
+    lazy = xr.open_dataset(f"{url}/big.b2nd", engine="b2nd")
+    served.clear()
+    np.testing.assert_array_equal(lazy.v.isel(time=7).values, big.v.values[7])
+    assert 0 < sum(served) < os.path.getsize(path) / 10
     both = ds.assign(pr=ds.tas * 2)
     to_b2nd(both, root / "both.b2z")
     remote = xr.open_dataset(f"{url}/both.b2z", engine="b2nd")
