@@ -283,12 +283,7 @@ class Writer:
         attrs = dict(doc.get("attributes") or {})
         path = directory / VLMETA_NAME
         if attrs or path.exists():
-            schunk = SChunk.create(path, typesize=1)
-            try:
-                for key, value in attrs.items():
-                    schunk.vlmeta[key] = value
-            finally:
-                schunk.close()
+            _write_attrs_frame(path, attrs)
         self.store._invalidate()
 
     def _ensure_embed(self) -> None:
@@ -460,3 +455,30 @@ class Writer:
                 chunk = self._fill_chunk(arr)
                 with self._node_lock(node):
                     arr.schunk.update_chunks({n: chunk for n in range(arr.schunk.nchunks)})
+
+
+def _write_attrs_frame(path: Path, attrs: dict) -> None:
+    """An empty frame whose vlmeta are ``attrs`` (python-blosc2's ``__vlmeta__.b2f``).
+
+    A frame without chunks must have its trailer right after the header, where c-blosc2
+    looks for it; the frame writer appends a new trailer after the old one instead, so
+    the frame is assembled here in one piece.
+    """
+    from ..frame import writer
+    from ..frame.trailer import trailer_bytes
+
+    schunk = SChunk.create(None, typesize=1)
+    for key, value in attrs.items():
+        schunk.vlmeta[key] = value
+    header, trailer = schunk.header, trailer_bytes(schunk._raw_vlmeta)
+    published = writer.published_header(
+        header,
+        nbytes=0,
+        cbytes=0,
+        chunksize=header.chunksize,
+        frame_len=header.header_len + len(trailer),
+        has_vlmeta=bool(attrs),
+    )
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(published.to_bytes() + trailer)
+    tmp.replace(path)

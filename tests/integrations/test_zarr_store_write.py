@@ -1,0 +1,121 @@
+"""B2ndStore, writing: zarr and xarray writes produce frames and .b2d trees python-blosc2
+reads bit-exact; all-fill chunks become special chunks; appends, regions, threads."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+zarr = pytest.importorskip("zarr")
+blosc2 = pytest.importorskip("blosc2")
+
+from b2store.integrations.zarr_b2nd import B2ndCodec  # noqa: E402
+from b2store.integrations.zarr_store import B2ndStore  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_create_array_default_codecs(tmp_path, contiguous):
+    path = tmp_path / "x.b2nd"
+    data = np.arange(50 * 60, dtype="<i4").reshape(50, 60)
+    z = zarr.create_array(
+        store=B2ndStore(path, mode="w", contiguous=contiguous),
+        shape=data.shape,
+        chunks=(20, 30),
+        dtype=data.dtype,
+        dimension_names=["y", "x"],
+        attributes={"units": "m"},
+    )
+    z[...] = data
+    np.testing.assert_array_equal(z[...], data)  # zarr reads back what it wrote
+    ref = blosc2.open(str(path))
+    assert path.is_dir() == (not contiguous)
+    np.testing.assert_array_equal(ref[...], data)
+    assert ref.vlmeta.getall() == {"units": "m", "_ARRAY_DIMENSIONS": ["y", "x"]}
+    # The block shape python-blosc2 picks for these chunks.
+    assert ref.blocks == blosc2.empty(data.shape, data.dtype, chunks=(20, 30)).blocks
+    again = zarr.open_array(B2ndStore(path))
+    assert again.metadata.codecs[0].to_dict()["name"] == "b2nd"
+    np.testing.assert_array_equal(again[...], data)
+
+
+def test_b2nd_serializer_chunks_stored_as_encoded(tmp_path):
+    path = tmp_path / "x.b2nd"
+    z = zarr.create_array(
+        store=B2ndStore(path, mode="w"),
+        shape=(50, 60),
+        chunks=(20, 30),
+        dtype="<f8",
+        serializer=B2ndCodec(blockshape=(7, 9), cname="lz4", clevel=3),
+        compressors=None,
+        fill_value=np.nan,
+    )
+    z[20:45, :] = 1.5
+    ref = blosc2.open(str(path))
+    want = np.full((50, 60), np.nan)
+    want[20:45] = 1.5
+    np.testing.assert_array_equal(ref[...], want)
+    assert ref.blocks == (7, 9) and ref.schunk.cparams.codec == blosc2.Codec.LZ4
+    # Chunk (0, 0) was never written (all fill): a special chunk, the header and the value.
+    assert blosc2.get_cbuffer_sizes(ref.schunk.get_chunk(0))[1] == 32 + 8
+
+
+def test_deleted_chunks_become_special(tmp_path):
+    path = tmp_path / "x.b2nd"
+    store = B2ndStore(path, mode="w")
+    z = zarr.create_array(store=store, shape=(40,), chunks=(10,), dtype="<f4", fill_value=0)
+    z[...] = np.arange(40, dtype="<f4") + 1
+    z[10:20] = 0  # all fill: zarr deletes the chunk
+    ref = blosc2.open(str(path))
+    want = np.arange(40, dtype="<f4") + 1
+    want[10:20] = 0
+    np.testing.assert_array_equal(ref[...], want)
+    flags = blosc2.get_cbuffer_sizes(ref.schunk.get_chunk(1))
+    assert flags[1] == 32  # a special chunk: header only
+
+
+def test_xarray_to_zarr_b2d_round_trip(tmp_path):
+    xr = pytest.importorskip("xarray")
+    path = tmp_path / "out.b2d"
+    rng = np.random.default_rng(0)
+    ds = xr.Dataset(
+        {"t": (("time", "x"), rng.random((6, 8))), "p": (("x",), np.arange(8))},
+        coords={"time": np.arange(6), "x": np.linspace(0, 1, 8)},
+        attrs={"title": "test"},
+    )
+    ds["t"].attrs["units"] = "K"
+    ds.to_zarr(B2ndStore(path, mode="w"))
+    ts = blosc2.open(str(path))
+    assert set(ts.keys()) == {"/t", "/p", "/time", "/x"}
+    np.testing.assert_array_equal(ts["/t"][...], ds["t"].values)
+    assert ts.vlmeta["title"] == "test"
+    back = xr.open_zarr(B2ndStore(path)).load()
+    xr.testing.assert_identical(back, ds)
+    # append along time, then a region write
+    more = ds.isel(time=slice(0, 3)).assign_coords(time=[6, 7, 8])
+    more.to_zarr(B2ndStore(path, mode="a"), append_dim="time")
+    back = xr.open_zarr(B2ndStore(path)).load()
+    xr.testing.assert_identical(back, xr.concat([ds, more], "time", data_vars="minimal"))
+    patch = back.isel(time=slice(2, 4))[["t"]] * 0 + 9
+    patch.drop_vars(["x"]).to_zarr(B2ndStore(path, mode="a"), region={"time": slice(2, 4)})
+    final = blosc2.open(str(path))["/t"][...]
+    assert (final[2:4] == 9).all() and final.shape == (9, 8)
+    np.testing.assert_array_equal(final[4:], back["t"].values[4:])
+
+
+def test_threads_write_different_chunks(tmp_path):
+    path = tmp_path / "x.b2nd"
+    z = zarr.create_array(
+        store=B2ndStore(path, mode="w"), shape=(64, 64), chunks=(8, 8), dtype="<i8"
+    )
+    data = np.arange(64 * 64).reshape(64, 64)
+
+    def write(i):
+        z[i * 8 : (i + 1) * 8] = data[i * 8 : (i + 1) * 8]
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(write, range(8)))
+    np.testing.assert_array_equal(blosc2.open(str(path))[...], data)
