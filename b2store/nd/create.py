@@ -8,11 +8,14 @@ defaults (Zstd, clevel 5, shuffle), and constant chunks are stored as special ch
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
 
 import msgpack
 import numpy as np
 
-from ..chunk.encoder import special_chunk
+from ..chunk.encoder import resolve_codec, resolve_filters, resolve_splitmode, special_chunk
 from ..constants import SpecialValue
 from ..frame.schunk import SChunk
 from .array import B2ndArray
@@ -35,26 +38,85 @@ def _check_dtype(dtype) -> np.dtype:
     return dtype
 
 
-def _new(shape, dtype, urlpath, *, chunks, blocks, contiguous, mode, meta, cparams_kw):
-    if mode not in ("w", "x"):
-        raise ValueError(f"mode must be 'w' (overwrite) or 'x' (create new), not {mode!r}")
-    if mode == "x" and urlpath is not None:
+@dataclass(frozen=True)
+class _Options:
+    """The keywords every constructor takes, checked before anything is written."""
+
+    chunks: Sequence[int] | None = None
+    blocks: Sequence[int] | None = None
+    codec: str | int = "zstd"
+    clevel: int = 5
+    filters: Sequence[str | int] | None = None
+    filters_meta: Sequence[int] | None = None
+    splitmode: str | int = "auto"
+    contiguous: bool = True
+    mode: str = "w"
+    meta: Mapping[str, Any] | None = None
+    vlmeta: Mapping[str, Any] | None = None
+    nthreads: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("w", "x"):
+            raise ValueError(f"mode must be 'w' (overwrite) or 'x' (create new), not {self.mode!r}")
+        if isinstance(self.clevel, bool) or not isinstance(self.clevel, int):
+            raise TypeError(f"clevel must be an int from 0 to 9, not {self.clevel!r}")
+        if not 0 <= self.clevel <= 9:
+            raise ValueError(f"clevel must be 0 to 9, not {self.clevel}")
+        resolve_codec(self.codec)
+        resolve_splitmode(self.splitmode)
+        if self.filters is not None:
+            resolve_filters(self.filters, self.filters_meta)
+        for name in ("meta", "vlmeta"):
+            _check_mapping(name, getattr(self, name))
+
+    @classmethod
+    def of(cls, arguments: Mapping[str, Any]) -> _Options:
+        """The options among a constructor's arguments (``locals()`` at its start: the
+        signatures spell every keyword out, so that an unknown one is a TypeError)."""
+        return cls(**{f.name: arguments[f.name] for f in fields(cls)})
+
+    def cparams(self, dtype: np.dtype, blocks) -> dict:
+        return cparams_for(
+            dtype,
+            blocks,
+            codec=self.codec,
+            clevel=self.clevel,
+            filters=self.filters,
+            filters_meta=self.filters_meta,
+            splitmode=self.splitmode,
+        )
+
+
+def _check_mapping(name: str, value) -> None:
+    if value is None:
+        return
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{name} must be a mapping of names to values, not {type(value).__name__}")
+    for key in value:
+        if not isinstance(key, str):
+            raise TypeError(f"{name} names are strings, not {key!r}")
+
+
+def _new(shape, dtype, urlpath, opts: _Options):
+    if opts.mode == "x" and urlpath is not None:
         from ..frame.sources import local_path
 
         if local_path(urlpath).exists():
             raise FileExistsError(f"{urlpath} exists (mode='x')")
     shape = tuple(int(n) for n in shape)
     dtype = _check_dtype(dtype)
-    chunks, blocks = default_chunks_blocks(shape, dtype.itemsize, chunks=chunks, blocks=blocks)
+    chunks, blocks = default_chunks_blocks(
+        shape, dtype.itemsize, chunks=opts.chunks, blocks=opts.blocks
+    )
     b2nd = B2ndMeta(shape=shape, chunkshape=chunks, blockshape=blocks, dtype=dtype)
-    cparams = cparams_for(dtype, blocks, **cparams_kw)
+    cparams = opts.cparams(dtype, blocks)
     user_meta = {
-        name: msgpack.packb(value, use_bin_type=True) for name, value in (meta or {}).items()
+        name: msgpack.packb(value, use_bin_type=True) for name, value in (opts.meta or {}).items()
     }
     size = math.prod(shape)
     schunk = SChunk.create(
         urlpath,
-        contiguous=contiguous,
+        contiguous=opts.contiguous,
         typesize=dtype.itemsize,
         chunksize=chunk_nitems(chunks, blocks) * dtype.itemsize if size else -1,
         codec=cparams["codec"],
@@ -75,57 +137,81 @@ def _finish(schunk, b2nd, vlmeta) -> B2ndArray:
     return arr
 
 
+_KEYWORDS_DOC = """
+    chunks, blocks : tuple of int, optional
+        Chunk and block shapes; python-blosc2's choice for the shape and item size when None.
+    codec : str or Codec
+        ``"zstd"`` (default), ``"lz4"``, ``"lz4hc"``, ``"blosclz"``, ``"zlib"``.
+    clevel : int
+        Compression level, 0 to 9 (default 5).
+    filters : sequence of str or Filter, optional
+        Up to six filters, applied in order; default shuffle, as python-blosc2.
+    filters_meta : sequence of int, optional
+        One meta per filter (shuffle's element size, trunc_prec's bits, ...).
+    splitmode : str or SplitMode
+        ``"auto"`` (default), ``"always"``, ``"never"``.
+    contiguous : bool
+        One frame file (default) or a sparse-frame directory.
+    mode : {"w", "x"}
+        Overwrite ``urlpath`` (default) or refuse to when it exists.
+    meta : mapping, optional
+        Fixed metalayers: names to msgpack-packable values.
+    vlmeta : mapping, optional
+        Variable-length metalayers (user attributes such as ``{"units": "K"}``): names to
+        msgpack-packable values; python-blosc2 reads them as ``array.vlmeta``.
+    nthreads : int, optional
+        Chunks' blocks compressed at once.
+
+    Unknown keywords raise TypeError: attributes go in ``vlmeta``, never loose keywords."""
+
+
 def asarray(
     array,
     urlpath=None,
     *,
-    chunks=None,
-    blocks=None,
+    chunks: Sequence[int] | None = None,
+    blocks: Sequence[int] | None = None,
+    codec: str | int = "zstd",
+    clevel: int = 5,
+    filters: Sequence[str | int] | None = None,
+    filters_meta: Sequence[int] | None = None,
+    splitmode: str | int = "auto",
     contiguous: bool = True,
     mode: str = "w",
-    codec="zstd",
-    clevel: int = 5,
-    filters=None,
-    filters_meta=None,
-    splitmode="auto",
-    meta: dict | None = None,
-    vlmeta: dict | None = None,
+    meta: Mapping[str, Any] | None = None,
+    vlmeta: Mapping[str, Any] | None = None,
     nthreads: int | None = None,
-    **metadata,
 ) -> B2ndArray:
     """Write ``array`` as a b2nd frame (in memory when ``urlpath`` is None).
 
-    ``meta`` adds fixed metalayers (msgpack-packed values); ``vlmeta`` and any other keyword
-    (``units="K"``) become variable-length metalayers.
+    Parameters
+    ----------
+    array : array_like
+        The data (any fixed-size dtype).
+    urlpath : str or path, optional
+        The ``.b2nd`` file (or sparse-frame directory) to write; None keeps it in memory.
+    {keywords}
+
+    Returns
+    -------
+    B2ndArray
 
     >>> import numpy as np, b2store
-    >>> a = b2store.asarray(np.arange(12.0).reshape(3, 4), units="K")
+    >>> a = b2store.asarray(np.arange(12.0).reshape(3, 4), vlmeta={{"units": "K"}})
     >>> a[1, ::2], a.vlmeta["units"]
     (array([4., 6.]), 'K')
     """
-    vlmeta = {**(vlmeta or {}), **metadata}
+    opts = _Options.of(locals())
     data = np.asarray(array)
+    return _from_array(data, urlpath, opts)
+
+
+def _from_array(data: np.ndarray, urlpath, opts: _Options) -> B2ndArray:
     dtype = _check_dtype(data.dtype)
-    schunk, b2nd, cparams = _new(
-        data.shape,
-        dtype,
-        urlpath,
-        chunks=chunks,
-        blocks=blocks,
-        contiguous=contiguous,
-        mode=mode,
-        meta=meta,
-        cparams_kw=dict(
-            codec=codec,
-            clevel=clevel,
-            filters=filters,
-            filters_meta=filters_meta,
-            splitmode=splitmode,
-        ),
-    )
+    schunk, b2nd, cparams = _new(data.shape, dtype, urlpath, opts)
     if data.size:
-        schunk.extend_chunks(encode_chunks(data, b2nd, cparams, nthreads))
-    return _finish(schunk, b2nd, vlmeta)
+        schunk.extend_chunks(encode_chunks(data, b2nd, cparams, opts.nthreads))
+    return _finish(schunk, b2nd, opts.vlmeta)
 
 
 def encode_chunks(data: np.ndarray, b2nd: B2ndMeta, cparams: dict, nthreads=None):
@@ -138,55 +224,153 @@ def encode_chunks(data: np.ndarray, b2nd: B2ndMeta, cparams: dict, nthreads=None
         )
 
 
-def frombuffer(buffer, shape, dtype, urlpath=None, **kwargs) -> B2ndArray:
-    """Write the items of ``buffer`` (C order) as an array of ``shape`` and ``dtype``."""
+def frombuffer(
+    buffer,
+    shape: Sequence[int],
+    dtype,
+    urlpath=None,
+    *,
+    chunks: Sequence[int] | None = None,
+    blocks: Sequence[int] | None = None,
+    codec: str | int = "zstd",
+    clevel: int = 5,
+    filters: Sequence[str | int] | None = None,
+    filters_meta: Sequence[int] | None = None,
+    splitmode: str | int = "auto",
+    contiguous: bool = True,
+    mode: str = "w",
+    meta: Mapping[str, Any] | None = None,
+    vlmeta: Mapping[str, Any] | None = None,
+    nthreads: int | None = None,
+) -> B2ndArray:
+    """Write the items of ``buffer`` (C order) as an array of ``shape`` and ``dtype``.
+
+    Parameters
+    ----------
+    buffer : bytes-like
+        At least ``prod(shape)`` items of ``dtype``.
+    shape : tuple of int
+    dtype : numpy dtype
+    urlpath : str or path, optional
+        Where to write; None keeps it in memory.
+    {keywords}
+    """
+    opts = _Options.of(locals())
     dtype = _check_dtype(dtype)
     data = np.frombuffer(buffer, dtype=dtype, count=math.prod(shape)).reshape(shape)
-    return asarray(data, urlpath, **kwargs)
+    return _from_array(data, urlpath, opts)
 
 
-def _filled(kind, shape, dtype, value: bytes, urlpath, **kwargs) -> B2ndArray:
-    vlmeta = kwargs.pop("vlmeta", None)
-    cparams_kw = {
-        k: kwargs.pop(k)
-        for k in ("codec", "clevel", "filters", "filters_meta", "splitmode")
-        if k in kwargs
-    }
-    schunk, b2nd, cparams = _new(
-        shape,
-        dtype,
-        urlpath,
-        chunks=kwargs.pop("chunks", None),
-        blocks=kwargs.pop("blocks", None),
-        contiguous=kwargs.pop("contiguous", True),
-        mode=kwargs.pop("mode", "w"),
-        meta=kwargs.pop("meta", None),
-        cparams_kw=cparams_kw,
-    )
-    if kwargs:
-        raise TypeError(f"unexpected arguments: {', '.join(kwargs)}")
+def _filled(kind, shape, dtype, value: bytes, urlpath, opts: _Options) -> B2ndArray:
+    schunk, b2nd, cparams = _new(shape, dtype, urlpath, opts)
     if math.prod(b2nd.shape):
         nbytes = chunk_nitems(b2nd.chunkshape, b2nd.blockshape) * b2nd.dtype.itemsize
         chunk = special_chunk(kind, nbytes, b2nd.dtype.itemsize, value, cparams["blocksize"])
         n = math.prod(chunk_grid(b2nd.shape, b2nd.chunkshape))
         schunk.extend_chunks([chunk] * n)
-    return _finish(schunk, b2nd, vlmeta)
+    return _finish(schunk, b2nd, opts.vlmeta)
 
 
-def zeros(shape, dtype=np.float64, urlpath=None, **kwargs) -> B2ndArray:
-    """An array of zeros: every chunk a zeros special chunk (no data stored)."""
-    return _filled(SpecialValue.ZERO, shape, dtype, b"", urlpath, **kwargs)
+def zeros(
+    shape: Sequence[int],
+    dtype=np.float64,
+    urlpath=None,
+    *,
+    chunks: Sequence[int] | None = None,
+    blocks: Sequence[int] | None = None,
+    codec: str | int = "zstd",
+    clevel: int = 5,
+    filters: Sequence[str | int] | None = None,
+    filters_meta: Sequence[int] | None = None,
+    splitmode: str | int = "auto",
+    contiguous: bool = True,
+    mode: str = "w",
+    meta: Mapping[str, Any] | None = None,
+    vlmeta: Mapping[str, Any] | None = None,
+    nthreads: int | None = None,
+) -> B2ndArray:
+    """An array of zeros: every chunk a zeros special chunk (no data stored).
+
+    Parameters
+    ----------
+    shape : tuple of int
+    dtype : numpy dtype
+        Default float64.
+    urlpath : str or path, optional
+        Where to write; None keeps it in memory.
+    {keywords}
+    """
+    opts = _Options.of(locals())
+    return _filled(SpecialValue.ZERO, shape, dtype, b"", urlpath, opts)
 
 
-def empty(shape, dtype=np.float64, urlpath=None, **kwargs) -> B2ndArray:
-    """An array whose values are not set; like python-blosc2, it reads as zeros."""
-    return zeros(shape, dtype, urlpath, **kwargs)
+def empty(
+    shape: Sequence[int],
+    dtype=np.float64,
+    urlpath=None,
+    *,
+    chunks: Sequence[int] | None = None,
+    blocks: Sequence[int] | None = None,
+    codec: str | int = "zstd",
+    clevel: int = 5,
+    filters: Sequence[str | int] | None = None,
+    filters_meta: Sequence[int] | None = None,
+    splitmode: str | int = "auto",
+    contiguous: bool = True,
+    mode: str = "w",
+    meta: Mapping[str, Any] | None = None,
+    vlmeta: Mapping[str, Any] | None = None,
+    nthreads: int | None = None,
+) -> B2ndArray:
+    """An array whose values are not set; like python-blosc2's, it reads as zeros.
+
+    Parameters are those of :func:`zeros`.
+    """
+    opts = _Options.of(locals())
+    return _filled(SpecialValue.ZERO, shape, dtype, b"", urlpath, opts)
 
 
-def full(shape, fill_value, dtype=None, urlpath=None, **kwargs) -> B2ndArray:
-    """An array of ``fill_value`` everywhere: repeated-value special chunks."""
+def full(
+    shape: Sequence[int],
+    fill_value,
+    dtype=None,
+    urlpath=None,
+    *,
+    chunks: Sequence[int] | None = None,
+    blocks: Sequence[int] | None = None,
+    codec: str | int = "zstd",
+    clevel: int = 5,
+    filters: Sequence[str | int] | None = None,
+    filters_meta: Sequence[int] | None = None,
+    splitmode: str | int = "auto",
+    contiguous: bool = True,
+    mode: str = "w",
+    meta: Mapping[str, Any] | None = None,
+    vlmeta: Mapping[str, Any] | None = None,
+    nthreads: int | None = None,
+) -> B2ndArray:
+    """An array of ``fill_value`` everywhere: repeated-value special chunks.
+
+    Parameters
+    ----------
+    shape : tuple of int
+    fill_value : scalar
+        The value of every item.
+    dtype : numpy dtype, optional
+        Default: ``fill_value``'s.
+    urlpath : str or path, optional
+        Where to write; None keeps it in memory.
+    {keywords}
+    """
+    opts = _Options.of(locals())
     value = np.asarray(fill_value, dtype=dtype)
     dtype = _check_dtype(value.dtype)
-    if not value.tobytes().strip(b"\0"):
-        return zeros(shape, dtype, urlpath, **kwargs)
-    return _filled(SpecialValue.VALUE, shape, dtype, value.tobytes(), urlpath, **kwargs)
+    kind = SpecialValue.VALUE if value.tobytes().strip(b"\0") else SpecialValue.ZERO
+    raw = value.tobytes() if kind == SpecialValue.VALUE else b""
+    return _filled(kind, shape, dtype, raw, urlpath, opts)
+
+
+for _f in (asarray, frombuffer, zeros, full):
+    if _f.__doc__:  # None under python -OO
+        _f.__doc__ = _f.__doc__.format(keywords=_KEYWORDS_DOC.strip())
+del _f

@@ -1,0 +1,111 @@
+"""The array constructors' keywords: explicit signatures, metadata only as a mapping, and the
+Codec/Filter/SplitMode enums wherever names are accepted."""
+
+import inspect
+
+import numpy as np
+import pytest
+
+import b2store
+from b2store.constants import Codec, Filter, SplitMode
+
+blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 reads what b2store writes")
+
+X = np.arange(60.0).reshape(6, 10)
+CONSTRUCTORS = {
+    "asarray": lambda **kw: b2store.asarray(X, **kw),
+    "frombuffer": lambda **kw: b2store.frombuffer(X.tobytes(), X.shape, X.dtype, **kw),
+    "zeros": lambda **kw: b2store.zeros(X.shape, X.dtype, **kw),
+    "empty": lambda **kw: b2store.empty(X.shape, X.dtype, **kw),
+    "full": lambda **kw: b2store.full(X.shape, 2.5, **kw),
+}
+KEYWORDS = {
+    "chunks",
+    "blocks",
+    "codec",
+    "clevel",
+    "filters",
+    "filters_meta",
+    "splitmode",
+    "contiguous",
+    "mode",
+    "meta",
+    "vlmeta",
+    "nthreads",
+}
+
+
+@pytest.mark.parametrize("name", CONSTRUCTORS)
+@pytest.mark.parametrize("bad", [{"clvel": 9}, {"cname": "lz4"}, {"units": "K"}])
+def test_unknown_keywords_raise(tmp_path, name, bad):
+    path = tmp_path / "a.b2nd"
+    with pytest.raises(TypeError, match=next(iter(bad))):
+        CONSTRUCTORS[name](urlpath=path, **bad)
+    assert not path.exists()
+
+
+@pytest.mark.parametrize("name", CONSTRUCTORS)
+def test_signatures_are_explicit(name):
+    params = inspect.signature(getattr(b2store, name)).parameters
+    assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    assert KEYWORDS <= {n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+@pytest.mark.parametrize("name", CONSTRUCTORS)
+def test_vlmeta_mapping_is_what_python_blosc2_reads(tmp_path, name):
+    path = tmp_path / "a.b2nd"
+    attrs = {"units": "K", "scale": 0.5, "dims": ["y", "x"]}
+    arr = CONSTRUCTORS[name](urlpath=path, vlmeta=attrs, meta={"mine": {"v": 1}})
+    arr.close()
+    theirs = blosc2.open(str(path))
+    assert {k: theirs.vlmeta[k] for k in attrs} == attrs
+    assert theirs.schunk.meta["mine"] == {"v": 1}
+    with b2store.open(path) as ours:
+        assert dict(ours.vlmeta) == attrs
+
+
+@pytest.mark.parametrize("name", CONSTRUCTORS)
+def test_metadata_that_is_not_a_mapping_is_refused(tmp_path, name):
+    path = tmp_path / "a.b2nd"
+    for bad in ({"vlmeta": [("units", "K")]}, {"vlmeta": {1: "K"}}, {"meta": "b2nd"}):
+        with pytest.raises(TypeError, match="meta"):
+            CONSTRUCTORS[name](urlpath=path, **bad)
+    assert not path.exists()
+
+
+@pytest.mark.parametrize("name", CONSTRUCTORS)
+def test_bad_parameters_are_refused_before_writing(tmp_path, name):
+    path = tmp_path / "a.b2nd"
+    for bad, error in [
+        ({"clevel": 42}, ValueError),
+        ({"clevel": "9"}, TypeError),
+        ({"codec": "lz5"}, ValueError),
+        ({"filters": ["shufle"]}, ValueError),
+        ({"splitmode": "sometimes"}, ValueError),
+        ({"mode": "a"}, ValueError),
+    ]:
+        with pytest.raises(error):
+            CONSTRUCTORS[name](urlpath=path, **bad)
+        assert not path.exists()
+
+
+@pytest.mark.parametrize("name", CONSTRUCTORS)
+def test_enums_wherever_names_are_accepted(tmp_path, name):
+    path = tmp_path / "a.b2nd"
+    arr = CONSTRUCTORS[name](
+        urlpath=path,
+        codec=Codec.LZ4,
+        clevel=7,
+        filters=[Filter.BITSHUFFLE],
+        filters_meta=[0],
+        splitmode=SplitMode.NEVER_SPLIT,
+    )
+    assert arr.schunk.codec == Codec.LZ4 and arr.schunk.filters[0] == Filter.BITSHUFFLE
+    arr.close()
+    theirs = blosc2.open(str(path))
+    assert theirs.schunk.cparams.codec == blosc2.Codec.LZ4
+    assert theirs.schunk.cparams.filters[0] == blosc2.Filter.BITSHUFFLE
+    expected = {"zeros": 0, "empty": 0, "full": 2.5}.get(name)
+    np.testing.assert_array_equal(theirs[...], X if expected is None else np.full_like(X, expected))
+    named = CONSTRUCTORS[name](codec="lz4", clevel=7, filters=["bitshuffle"], splitmode="never")
+    assert named.schunk.codec == Codec.LZ4 and named.schunk.filters == arr.schunk.filters
