@@ -15,6 +15,9 @@ __all__ = [
     "MIN_HEADER_LENGTH",
     "EXTENDED_HEADER_LENGTH",
     "MAX_DICT_SIZE",
+    "MAX_BUFFERSIZE",
+    "CLEVEL_BLOCK_FACTOR",
+    "FRAME_MAGIC",
 ]
 
 
@@ -91,3 +94,11 @@ EXTENDED_HEADER_LENGTH = 32
 MAX_BLOCKSIZE = 536866816
 MAX_TYPESIZE = 255
 MAX_DICT_SIZE = 32768
+# BLOSC2_MAX_BUFFERSIZE: the most one chunk holds (its header sizes are int32, and c-blosc2
+# keeps room for the largest header).
+MAX_BUFFERSIZE = 2**31 - 1 - EXTENDED_HEADER_LENGTH
+# c-blosc2's block size factor per clevel (its compute_blocksize and python-blosc2's default
+# block shapes both scale a 32 KiB block by it), indexed by clevel 0..9.
+CLEVEL_BLOCK_FACTOR = (0.25, 0.5, 1, 2, 4, 4, 8, 8, 8, 8)
+# A frame header starts with a msgpack fixarray byte and then this, at bytes 1..9 of any frame.
+FRAME_MAGIC = b"\xa8b2frame\x00"

@@ -16,9 +16,8 @@ import numpy as np
 from .. import _shuffle
 from ..constants import (
     EXTENDED_HEADER_LENGTH,
-    MAX_BLOCKSIZE,
+    MAX_BUFFERSIZE,
     MAX_DICT_SIZE,
-    MAX_FILTERS,
     Codec,
     Filter,
     SpecialValue,
@@ -28,77 +27,57 @@ from .compressors import stream_encoder, train_dictionary
 from .decoder import as_uint8
 from .filters import Pipeline
 from .header import BLOSC2_FLAGS, FLAGS, ChunkHeader
+from .params import ChunkParams, parse_codec, parse_filters, parse_splitmode, parse_typesize
 from .tuning import MIN_BUFFERSIZE, compute_blocksize, header_typesize, split_block
 
-__all__ = ["encode_chunk", "special_chunk", "resolve_codec", "resolve_filters", "resolve_splitmode"]
+__all__ = [
+    "encode_chunk",
+    "special_chunk",
+    "resolve_codec",
+    "resolve_filters",
+    "resolve_splitmode",
+    "MAX_BUFFERSIZE",
+]
 
 CHUNK_VERSION = 5
-# The largest input c-blosc2 compresses into one chunk (its header sizes are int32).
-MAX_BUFFERSIZE = 2**31 - 1 - EXTENDED_HEADER_LENGTH
 # Dictionaries smaller than this are not worth storing (c-blosc2 falls back to none).
 _MIN_USEFUL_DICT = 256
 _DICT_CODECS = frozenset({Codec.ZSTD, Codec.LZ4, Codec.LZ4HC})
 _CODEC_FORMAT = {Codec.BLOSCLZ: 0, Codec.LZ4: 1, Codec.LZ4HC: 1, Codec.ZLIB: 3, Codec.ZSTD: 4}
-_ENCODABLE_FILTERS = frozenset(Filter) - {Filter.NDCELL, Filter.NDMEAN}
+_NOT_ENCODABLE_FILTERS = frozenset({Filter.NDCELL, Filter.NDMEAN})
 
-
-def _by_name(enum_type, value, what: str):
-    if isinstance(value, str):
-        try:
-            return enum_type[value.upper()]
-        except KeyError:
-            names = ", ".join(m.name.lower() for m in enum_type)
-            raise ValueError(f"unknown {what} {value!r}; expected one of {names}") from None
-    try:
-        return enum_type(int(value))
-    except ValueError:
-        raise ValueError(f"unknown {what} id {value!r}") from None
-
-
-def resolve_codec(codec) -> Codec:
-    """A :class:`Codec` from the enum, its value or its (case-insensitive) name."""
-    return _by_name(Codec, codec, "codec")
-
-
-def resolve_splitmode(splitmode) -> SplitMode:
-    if isinstance(splitmode, str) and not splitmode.upper().endswith("_SPLIT"):
-        splitmode = f"{splitmode}_split"  # "auto" -> AUTO_SPLIT
-    return _by_name(SplitMode, splitmode, "split mode")
+# The names the frame and nd layers import; each is a ChunkParams field normalisation.
+resolve_codec = parse_codec
+resolve_splitmode = parse_splitmode
 
 
 def resolve_filters(filters, filters_meta) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Six filter slots and their metas, filled from the start as python-blosc2 fills them."""
-    if isinstance(filters, (str, int)):
-        filters = (filters,)
-    ids = [_by_name(Filter, f, "filter") for f in filters]
-    if len(ids) > MAX_FILTERS:
-        raise ValueError(f"at most {MAX_FILTERS} filters, got {len(ids)}")
-    for fid in ids:
-        if fid not in _ENCODABLE_FILTERS:
+    """Six filter slots and their meta bytes, filled from the start as python-blosc2 fills
+    them (metas as given: a BYTEDELTA 0 is resolved only when a chunk is encoded)."""
+    ids, metas = parse_filters(filters, filters_meta)
+    _check_encodable(ids)
+    pad = 6 - len(ids)
+    return tuple(int(f) for f in ids) + (0,) * pad, tuple(m & 0xFF for m in metas) + (0,) * pad
+
+
+def _check_encodable(filters) -> None:
+    for fid in filters:
+        if fid in _NOT_ENCODABLE_FILTERS:
             raise ValueError(f"filter {fid.name} needs the b2nd block shape; not encodable here")
-    metas = [0] * len(ids) if filters_meta is None else [int(m) for m in filters_meta]
-    if len(metas) != len(ids):
-        raise ValueError(f"{len(metas)} filters_meta for {len(ids)} filters")
-    metas = [m & 0xFF if -128 <= m < 256 else _bad_meta(m) for m in metas]
-    pad = MAX_FILTERS - len(ids)
-    return tuple(int(f) for f in ids) + (0,) * pad, tuple(metas) + (0,) * pad
-
-
-def _bad_meta(m: int):
-    raise ValueError(f"filters_meta must fit in a byte (-128..255), got {m}")
 
 
 def encode_chunk(
     data,
+    params: ChunkParams | None = None,
     *,
     typesize: int | None = None,
-    codec="zstd",
-    clevel: int = 5,
-    filters: Sequence = ("shuffle",),
+    codec: Codec | str | None = None,
+    clevel: int | None = None,
+    filters: Sequence | None = None,
     filters_meta: Sequence[int] | None = None,
-    blocksize: int = 0,
-    splitmode="auto",
-    use_dict: bool = False,
+    blocksize: int | None = None,
+    splitmode: SplitMode | str | None = None,
+    use_dict: bool | None = None,
     nthreads: int | None = None,
 ) -> bytes:
     """Compress ``data`` into one Blosc2 chunk (format version 5, extended header).
@@ -107,6 +86,9 @@ def encode_chunk(
     ----------
     data
         Any contiguous buffer; a numpy array's itemsize is the default ``typesize``.
+    params
+        A :class:`~b2store.chunk.params.ChunkParams`; keywords given as well replace its
+        fields. Without it, the keywords' defaults are ChunkParams's: zstd, clevel 5, shuffle.
     typesize
         Bytes per item (1 for a plain byte buffer); items wider than 255 bytes are stored
         as bytes, as c-blosc2 stores them.
@@ -117,7 +99,7 @@ def encode_chunk(
     filters, filters_meta
         Up to six filters (``Filter`` or names, applied in order) and their parameters:
         shuffle's element size (0 = typesize), trunc_prec's and int_trunc's bits (int8),
-        bytedelta's element size.
+        bytedelta's element size (0 = typesize, written as the typesize).
     blocksize
         Bytes per block; 0 picks c-blosc2's size for these parameters.
     splitmode
@@ -138,17 +120,40 @@ def encode_chunk(
     >>> bool((b2store.decode_chunk(chunk).view("<i4") == x).all())
     True
     """
+    given = {
+        name: value
+        for name, value in (
+            ("typesize", typesize),
+            ("codec", codec),
+            ("clevel", clevel),
+            ("filters", filters),
+            ("filters_meta", filters_meta),
+            ("blocksize", blocksize),
+            ("splitmode", splitmode),
+            ("use_dict", use_dict),
+        )
+        if value is not None
+    }
+    if params is None:
+        params = ChunkParams(**given)
+    elif not isinstance(params, ChunkParams):
+        raise TypeError(f"params must be a ChunkParams, not {type(params).__name__}")
+    elif given:
+        if "filters" in given and "filters_meta" not in given:
+            given["filters_meta"] = None  # the old metas belong to the old filters
+        params = params.replace(**given)
     src = as_uint8(data, name="data")
+    typesize = params.typesize
     if typesize is None:
-        typesize = data.dtype.itemsize if isinstance(data, np.ndarray) else 1
-    codec = resolve_codec(codec)
-    splitmode = resolve_splitmode(splitmode)
-    slots, metas = resolve_filters(filters, filters_meta)
-    _check_parameters(len(src), typesize, codec, clevel, blocksize, use_dict)
+        typesize = parse_typesize(data.dtype.itemsize if isinstance(data, np.ndarray) else 1)
+    codec, clevel, blocksize = params.codec, params.clevel, params.blocksize
+    _check_encodable(params.filters)
+    _check_parameters(len(src), codec, params.use_dict)
     nbytes = len(src)
-    active = [f for f in slots if f]
-    bs = compute_blocksize(nbytes, typesize, clevel, codec, active, splitmode, blocksize)
     ts = header_typesize(typesize)
+    slots, metas = params.slots(ts)
+    active = [f for f in slots if f]
+    bs = compute_blocksize(nbytes, typesize, clevel, codec, active, params.splitmode, blocksize)
     pipeline = Pipeline(slots, metas, ts, encoding=True)
 
     header = ChunkHeader(
@@ -170,12 +175,12 @@ def encode_chunk(
     if 4 * -(-nbytes // bs) > nbytes:
         # Not even the block starts would fit in what c-blosc2 allows the chunk.
         return _memcpyed(header, src, FLAGS.EXTENDED | FLAGS.MEMCPYED)
-    split = split_block(codec, clevel, active, splitmode, ts, bs)
+    split = split_block(codec, clevel, active, params.splitmode, ts, bs)
     flags = FLAGS.EXTENDED | (_CODEC_FORMAT[codec] << 5) | (0 if split else FLAGS.DONT_SPLIT)
     if Filter.DELTA in active:
         flags |= FLAGS.DELTA
     job = _Job(src, bs, ts if split else 1, pipeline, codec, clevel)
-    dictionary = job.train(nbytes, ts, split) if use_dict else None
+    dictionary = job.train(nbytes, ts, split) if params.use_dict else None
     blocks = job.run(nthreads, dictionary)
 
     # Each block is a list of its streams' pieces; the chunk is joined once, at the end.
@@ -227,15 +232,9 @@ def special_chunk(
     return header.to_bytes() + body
 
 
-def _check_parameters(nbytes, typesize, codec, clevel, blocksize, use_dict) -> None:
-    if not isinstance(clevel, (int, np.integer)) or not 0 <= clevel <= 9:
-        raise ValueError(f"clevel must be an integer 0..9, got {clevel!r}")
-    if not 1 <= typesize <= MAX_BLOCKSIZE:
-        raise ValueError(f"typesize must be 1..{MAX_BLOCKSIZE}, got {typesize}")
+def _check_parameters(nbytes, codec, use_dict) -> None:
     if nbytes > MAX_BUFFERSIZE:
         raise ValueError(f"a chunk holds at most {MAX_BUFFERSIZE} bytes, got {nbytes}")
-    if not 0 <= blocksize <= MAX_BLOCKSIZE:
-        raise ValueError(f"blocksize must be 0 (automatic) or 1..{MAX_BLOCKSIZE}, got {blocksize}")
     if codec not in _CODEC_FORMAT:
         raise ValueError(f"codec {codec.name} is a plugin b2store cannot encode")
     if use_dict and codec not in _DICT_CODECS:

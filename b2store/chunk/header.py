@@ -12,6 +12,7 @@ from functools import cached_property
 
 from ..constants import (
     EXTENDED_HEADER_LENGTH,
+    FRAME_MAGIC,
     MAX_BLOCKSIZE,
     MAX_FILTERS,
     MIN_HEADER_LENGTH,
@@ -64,6 +65,10 @@ _BLOSC1_MAX_SPLITS = 16
 _BLOSC1_MIN_ITEMS = 128
 LAST_BLOSC1_VERSION = 2
 LAST_KNOWN_VERSION = 6
+# Versions above LAST_KNOWN_VERSION are read as c-blosc2 reads them (while they add no unknown
+# flags); but the format has reached 6 in fifteen years, so a first byte past this is not a
+# chunk from a newer writer: it is text (32..126), a frame (0x9e) or other bytes.
+MAX_PLAUSIBLE_VERSION = 15
 
 
 def _enum_or_int(enum_type, value: int):
@@ -101,6 +106,11 @@ class ChunkHeader:
     def from_bytes(cls, buf) -> ChunkHeader:
         """Parse and check the header at the start of ``buf`` (at least 16 bytes)."""
         mv = memoryview(buf).cast("B")
+        if mv[1 : 1 + len(FRAME_MAGIC)] == FRAME_MAGIC:
+            # HDF5's Blosc2 filter and PyTables store each HDF5 chunk as a whole frame.
+            raise FormatError(
+                "chunk header", "a Blosc chunk", "a Blosc2 frame: open it with b2store.open", 0
+            )
         if len(mv) < MIN_HEADER_LENGTH:
             raise FormatError(
                 "chunk header", f"at least {MIN_HEADER_LENGTH} bytes", f"{len(mv)} bytes", 0
@@ -159,13 +169,13 @@ class ChunkHeader:
         )
 
     def _check(self, buflen: int) -> None:
-        if self.version == 0:
-            raise FormatError("version", "a chunk format version from 1 to 6", 0, 0)
-        if self.version > LAST_KNOWN_VERSION and (
-            not self.extended or self.blosc2_flags2 & ~VL_BLOCKS
-        ):
-            # c-blosc2 reads newer versions only while they add no unknown flags.
-            raise UnsupportedError("chunk format version", self.version)
+        if not 0 < self.version <= MAX_PLAUSIBLE_VERSION:
+            raise FormatError(
+                "version",
+                f"a chunk format version from 1 to {LAST_KNOWN_VERSION} (is this a Blosc chunk?)",
+                self.version,
+                0,
+            )
         if self.codec_format in (5, CodecFormat.IN_SCHUNK):
             # 5 was never assigned; 7 ("codec in super-chunk") only ever lives in memory.
             raise FormatError(
@@ -203,6 +213,12 @@ class ChunkHeader:
             raise FormatError("blocksize", "a size > 0", self.blocksize, 8)
         if self.blocksize > MAX_BLOCKSIZE:
             raise FormatError("blocksize", f"at most {MAX_BLOCKSIZE}", self.blocksize, 8)
+        if self.version > LAST_KNOWN_VERSION and (
+            not self.extended or self.blosc2_flags2 & ~VL_BLOCKS
+        ):
+            # A plausible header from a newer writer: c-blosc2 reads newer versions only while
+            # they add no unknown flags.
+            raise UnsupportedError("chunk format version", self.version)
 
     # --- what the fields mean ----------------------------------------------------------------
 

@@ -6,7 +6,7 @@ compress as well as python-blosc2's and decode the same way in both libraries.
 
 from __future__ import annotations
 
-from ..constants import MAX_TYPESIZE, Codec, Filter, SplitMode
+from ..constants import CLEVEL_BLOCK_FACTOR, MAX_TYPESIZE, Codec, Filter, SplitMode
 
 __all__ = ["split_block", "compute_blocksize", "MIN_BUFFERSIZE"]
 
@@ -16,7 +16,6 @@ _L1 = 32 * 1024
 _MAX_STREAMS = 16
 # Codecs that like large blocks ("high compression ratio" codecs in c-blosc2's tuner).
 _HCR = frozenset({Codec.LZ4HC, Codec.ZLIB, Codec.ZSTD})
-_CLEVEL_FACTOR = {0: 0.25, 1: 0.5, 2: 1, 3: 2, 4: 4, 5: 4, 6: 8, 7: 8, 8: 8, 9: 8}
 _SPLIT_ITEMS = {1: 32, 2: 32, 3: 32, 4: 64, 5: 64, 6: 64, 7: 128, 8: 256, 9: 512}
 
 
@@ -57,7 +56,7 @@ def compute_blocksize(
         bs = nbytes
         if nbytes >= _L1:
             bs = _L1 * (2 if codec in _HCR else 1)
-            bs = int(bs * _CLEVEL_FACTOR[clevel])
+            bs = int(bs * CLEVEL_BLOCK_FACTOR[clevel])
             if clevel == 9 and codec in _HCR:
                 bs *= 2
         if clevel > 0 and split_block(codec, clevel, filters, splitmode, typesize, nbytes):

@@ -14,19 +14,11 @@ from numcodecs.abc import Codec
 from numcodecs.compat import ensure_contiguous_ndarray
 
 from ..chunk.decoder import decode_chunk
-from ..chunk.encoder import (
-    MAX_BUFFERSIZE,
-    encode_chunk,
-    resolve_codec,
-    resolve_filters,
-    resolve_splitmode,
-)
-from ..constants import Filter
+from ..chunk.encoder import encode_chunk, resolve_codec, resolve_filters, resolve_splitmode
+from ..chunk.params import ChunkParams, codec_name, filter_name, splitmode_name
+from ..constants import MAX_BUFFERSIZE
 
-__all__ = ["Blosc2", "B2nd"]
-
-# ocf_blosc2 offered cname "blosc2" for c-blosc2's own codec, BloscLZ.
-_CNAME_ALIASES = {"blosc2": "blosclz"}
+__all__ = ["Blosc2"]
 
 
 class Blosc2(Codec):
@@ -73,38 +65,45 @@ class Blosc2(Codec):
         use_dict: bool = False,
         nthreads: int = 1,
     ):
-        cname = _CNAME_ALIASES.get(str(cname).lower(), str(cname).lower())
-        slots, metas = resolve_filters(filters, filters_meta)
-        active = [(f, m) for f, m in zip(slots, metas) if f]
-        if not 0 <= int(clevel) <= 9:
-            raise ValueError(f"clevel must be 0..9, got {clevel}")
-        if typesize is not None and typesize < 1:
-            raise ValueError(f"typesize must be >= 1, got {typesize}")
-        self.cname = resolve_codec(cname).name.lower()
-        self.clevel = int(clevel)
-        self.filters = [Filter(f).name.lower() for f, _ in active]
-        self.filters_meta = [m - 256 if m > 127 else m for _, m in active]
-        self.blocksize = int(blocksize)
-        self.splitmode = resolve_splitmode(splitmode).name.lower().removesuffix("_split")
-        self.typesize = typesize
-        self.use_dict = bool(use_dict)
+        self.params = ChunkParams.from_numcodecs(
+            {
+                "cname": cname,
+                "clevel": clevel,
+                "filters": filters,
+                "filters_meta": filters_meta,
+                "blocksize": blocksize,
+                "splitmode": splitmode,
+                "typesize": typesize,
+                "use_dict": use_dict,
+            }
+        )
         self._nthreads = nthreads
+
+    @classmethod
+    def from_params(cls, params: ChunkParams, nthreads: int = 1) -> Blosc2:
+        """The codec that compresses with ``params``."""
+        config = params.to_numcodecs()
+        del config["id"]
+        return cls(**config, nthreads=nthreads)
+
+    # The configuration's fields, as numcodecs users read them off a codec.
+    cname = property(lambda self: codec_name(self.params.codec))
+    clevel = property(lambda self: self.params.clevel)
+    filters = property(lambda self: [filter_name(f) for f in self.params.filters])
+    filters_meta = property(lambda self: list(self.params.filters_meta))
+    blocksize = property(lambda self: self.params.blocksize)
+    splitmode = property(lambda self: splitmode_name(self.params.splitmode))
+    typesize = property(lambda self: self.params.typesize)
+    use_dict = property(lambda self: self.params.use_dict)
 
     def encode(self, buf) -> bytes:
         arr = ensure_contiguous_ndarray(buf, self.max_buffer_size)
-        typesize = self.typesize or (arr.dtype.itemsize if isinstance(buf, np.ndarray) else 1)
-        return encode_chunk(
-            arr,
-            typesize=typesize,
-            codec=self.cname,
-            clevel=self.clevel,
-            filters=self.filters,
-            filters_meta=self.filters_meta,
-            blocksize=self.blocksize,
-            splitmode=self.splitmode,
-            use_dict=self.use_dict,
-            nthreads=self._nthreads,
-        )
+        params = self.params
+        if params.typesize is None:
+            # ensure_contiguous_ndarray keeps a numpy input's dtype; other buffers are bytes.
+            size = arr.dtype.itemsize if isinstance(buf, np.ndarray) else 1
+            params = params.replace(typesize=size)
+        return encode_chunk(arr, params, nthreads=self._nthreads)
 
     def decode(self, buf, out=None):
         src = ensure_contiguous_ndarray(buf, self.max_buffer_size)
@@ -115,19 +114,9 @@ class Blosc2(Codec):
         return out
 
     def get_config(self) -> dict:
-        config = {
-            "id": self.codec_id,
-            "cname": self.cname,
-            "clevel": self.clevel,
-            "filters": list(self.filters),
-            "filters_meta": list(self.filters_meta),
-            "blocksize": self.blocksize,
-            "splitmode": self.splitmode,
-            "use_dict": self.use_dict,
-        }
-        if self.typesize is not None:
-            config["typesize"] = self.typesize
-        return config
+        """``id``, ``cname`` and ``clevel``, plus the settings that differ from the defaults
+        (so that ocf_blosc2 reads what default settings write)."""
+        return self.params.to_numcodecs()
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items() if k != "id")

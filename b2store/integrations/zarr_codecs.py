@@ -17,13 +17,16 @@ from zarr.core.buffer import Buffer
 from zarr.core.common import parse_named_configuration
 
 from ..chunk.decoder import decode_chunk
-from ..chunk.encoder import encode_chunk, resolve_codec, resolve_filters, resolve_splitmode
-from ..constants import Filter
+from ..chunk.encoder import encode_chunk
+from ..chunk.params import (
+    ChunkParams,
+    codec_name,
+    parse_zarr_filters,
+    splitmode_name,
+)
 from .numcodecs_codec import Blosc2
 
 __all__ = ["Blosc2Codec", "NumcodecsBlosc2Codec"]
-
-_SHUFFLES = {"noshuffle": (), "shuffle": ("shuffle",), "bitshuffle": ("bitshuffle",)}
 
 
 def _item_size(spec: ArraySpec) -> int:
@@ -72,6 +75,12 @@ class Blosc2Codec(_ThreadedSync, BytesBytesCodec):
         Bytes per block; 0 lets c-blosc2's rules pick.
     splitmode : str
         ``"auto"``, ``"always"``, ``"never"`` or ``"forward_compat"``.
+    use_dict : bool
+        Train a dictionary per chunk (zstd, lz4, lz4hc).
+
+    Codecs, filters and split modes may also be given as the ``Codec``, ``Filter`` and
+    ``SplitMode`` enums. The configuration written holds ``cname`` and ``clevel`` and only
+    the settings that differ from what would be assumed (see ``ChunkParams.to_zarr``).
     """
 
     is_fixed_size = False
@@ -83,58 +92,65 @@ class Blosc2Codec(_ThreadedSync, BytesBytesCodec):
     filters: tuple[tuple[str, int], ...] | None = None
     blocksize: int = 0
     splitmode: str = "auto"
+    use_dict: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "cname", resolve_codec(self.cname).name.lower())
-        if not isinstance(self.clevel, int) or not 0 <= self.clevel <= 9:
-            raise ValueError(f"clevel must be an integer 0..9, got {self.clevel!r}")
-        if self.typesize is not None and (not isinstance(self.typesize, int) or self.typesize < 1):
-            raise ValueError(f"typesize must be a positive integer, got {self.typesize!r}")
-        if self.shuffle is not None and self.shuffle not in _SHUFFLES:
-            raise ValueError(f"shuffle must be one of {sorted(_SHUFFLES)}, got {self.shuffle!r}")
-        if not isinstance(self.blocksize, int) or self.blocksize < 0:
-            raise ValueError(f"blocksize must be an integer >= 0, got {self.blocksize!r}")
-        splitmode = resolve_splitmode(self.splitmode).name.lower().removesuffix("_split")
-        object.__setattr__(self, "splitmode", splitmode)
-        if self.filters is not None:
-            object.__setattr__(self, "filters", self._parse_filters(self.filters))
+        # ChunkParams normalises and checks each field once. shuffle and filters stay None
+        # when both are left out (they follow the array: see evolve_from_array_spec); else
+        # they take the one form to_dict writes, so that a codec equals its round trip.
+        params = self._params(1)
+        given = self.shuffle is not None or self.filters is not None
+        config = params.to_zarr() if given else {}
+        filters = config.get("filters")
+        if filters is not None:
+            filters = tuple((f["id"], f["meta"]) for f in filters)
+        object.__setattr__(self, "shuffle", config.get("shuffle"))
+        object.__setattr__(self, "filters", filters)
+        object.__setattr__(self, "typesize", params.typesize)
+        object.__setattr__(self, "cname", codec_name(params.codec))
+        object.__setattr__(self, "clevel", params.clevel)
+        object.__setattr__(self, "blocksize", params.blocksize)
+        object.__setattr__(self, "splitmode", splitmode_name(params.splitmode))
+        object.__setattr__(self, "use_dict", params.use_dict)
 
-    @staticmethod
-    def _parse_filters(filters) -> tuple[tuple[str, int], ...]:
-        names, metas = [], []
-        for f in filters:
-            if isinstance(f, dict):
-                names.append(f["id"])
-                metas.append(int(f.get("meta", 0)))
-            elif isinstance(f, str):
-                names.append(f)
-                metas.append(0)
-            else:
-                names.append(f[0])
-                metas.append(int(f[1]))
-        slots, packed = resolve_filters(names, metas)
-        return tuple(
-            (Filter(f).name.lower(), m - 256 if m > 127 else m) for f, m in zip(slots, packed) if f
+    def _params(self, itemsize: int) -> ChunkParams:
+        """The chunk parameters for items of ``itemsize`` bytes (used when typesize is
+        None: as the typesize, and to pick shuffle or bitshuffle when neither is given)."""
+        filters, metas = parse_zarr_filters(self.filters, self.shuffle, self.typesize or itemsize)
+        return ChunkParams(
+            codec=self.cname,
+            clevel=self.clevel,
+            typesize=self.typesize,
+            filters=filters,
+            filters_meta=metas,
+            splitmode=self.splitmode,
+            blocksize=self.blocksize,
+            use_dict=self.use_dict,
         )
+
+    @classmethod
+    def from_params(cls, params: ChunkParams) -> Blosc2Codec:
+        """The codec that compresses with ``params``."""
+        return cls.from_dict({"name": "blosc2", "configuration": params.to_zarr()})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Blosc2Codec:
         _, config = parse_named_configuration(data, "blosc2")
+        config = dict(config or {})
+        if "filters" in config:
+            config["filters"] = [
+                (f["id"], f.get("meta", 0)) if isinstance(f, dict) else f for f in config["filters"]
+            ]
         return cls(**config)
 
     def to_dict(self) -> dict[str, Any]:
-        config: dict[str, Any] = {
-            "cname": self.cname,
-            "clevel": self.clevel,
-            "blocksize": self.blocksize,
-            "splitmode": self.splitmode,
-        }
-        if self.typesize is not None:
-            config["typesize"] = self.typesize
-        if self.filters is not None:
-            config["filters"] = [{"id": name, "meta": meta} for name, meta in self.filters]
-        elif self.shuffle is not None:
-            config["shuffle"] = self.shuffle
+        """``cname`` and ``clevel``, and the settings that differ from what the codec would
+        take from the array (see ``ChunkParams.to_zarr``)."""
+        config = self._params(1).to_zarr()
+        if self.shuffle is None and self.filters is None and self.typesize is None:
+            # Left to the array: written once evolve_from_array_spec has chosen.
+            config.pop("shuffle", None)
+            config.pop("filters", None)
         return {"name": "blosc2", "configuration": config}
 
     def evolve_from_array_spec(self, array_spec: ArraySpec) -> Blosc2Codec:
@@ -142,28 +158,14 @@ class Blosc2Codec(_ThreadedSync, BytesBytesCodec):
         codec = self
         if codec.typesize is None:
             codec = replace(codec, typesize=size)
-        if codec.shuffle is None and codec.filters is None:
-            codec = replace(codec, shuffle="bitshuffle" if size == 1 else "shuffle")
         return codec
 
-    def _pipeline(self) -> tuple[list[str], list[int]]:
-        if self.filters is not None:
-            return [n for n, _ in self.filters], [m for _, m in self.filters]
-        names = list(_SHUFFLES[self.shuffle or "shuffle"])
-        return names, [0] * len(names)
-
     def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer | None:
-        names, metas = self._pipeline()
-        chunk = encode_chunk(
-            chunk_bytes.as_numpy_array(),
-            typesize=self.typesize or _item_size(chunk_spec),
-            codec=self.cname,
-            clevel=self.clevel,
-            filters=names,
-            filters_meta=metas,
-            blocksize=self.blocksize,
-            splitmode=self.splitmode,
-        )
+        size = _item_size(chunk_spec)
+        params = self._params(size)
+        if params.typesize is None:
+            params = params.replace(typesize=size)
+        chunk = encode_chunk(chunk_bytes.as_numpy_array(), params)
         return chunk_spec.prototype.buffer.from_bytes(chunk)
 
     def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:

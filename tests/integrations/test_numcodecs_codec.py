@@ -53,10 +53,8 @@ def test_config_round_trips_through_json_and_the_entry_point(codec):
 def test_repr(monkeypatch):
     # check_repr evaluates in numcodecs.tests.common's namespace, which lacks our class.
     monkeypatch.setitem(common.__dict__, "Blosc2", Blosc2)
-    common.check_repr(
-        "Blosc2(cname='lz4', clevel=3, filters=['bitshuffle'], filters_meta=[0], "
-        "blocksize=0, splitmode='auto', use_dict=False)"
-    )
+    common.check_repr("Blosc2(cname='lz4', clevel=3, filters=['bitshuffle'])")
+    common.check_repr("Blosc2(cname='zstd', clevel=5)")
 
 
 def test_object_buffers_and_the_size_limit():
@@ -113,3 +111,68 @@ def test_bad_configs_are_refused():
         Blosc2(filters=["sharpen"])
     with pytest.raises(ValueError, match="typesize"):
         Blosc2(typesize=0)
+
+
+def test_default_settings_write_the_config_ocf_blosc2_takes():
+    # ocf_blosc2's constructor is Blosc2(cname="blosc2", clevel=5): numcodecs calls it with
+    # the config's keys, so any other key was a TypeError there.
+    def ocf_blosc2_init(cname="blosc2", clevel=5):
+        return cname, clevel
+
+    for codec, expected in [
+        (Blosc2(), {"id": "blosc2", "cname": "zstd", "clevel": 5}),
+        (Blosc2(cname="lz4", clevel=9, filters=["shuffle"], filters_meta=[0]), None),
+        (Blosc2(cname="blosc2", clevel=9, splitmode="auto", blocksize=0, use_dict=False), None),
+    ]:
+        config = codec.get_config()
+        assert list(config) == ["id", "cname", "clevel"]
+        assert expected is None or config == expected
+        ocf_blosc2_init(**{k: v for k, v in config.items() if k != "id"})
+    # Settings ocf_blosc2 cannot take are written, and only those.
+    config = Blosc2(filters=["bitshuffle"], blocksize=4096, typesize=4).get_config()
+    assert set(config) == {"id", "cname", "clevel", "filters", "blocksize", "typesize"}
+
+
+@pytest.mark.parametrize(
+    "codec",
+    [
+        Blosc2(filters=["shuffle", "bytedelta"]),
+        Blosc2(cname="lz4", filters=["bytedelta"], filters_meta=[0]),
+        Blosc2(filters=[b2store.Filter.SHUFFLE, b2store.Filter.BYTEDELTA], clevel=9),
+    ],
+    ids=repr,
+)
+@pytest.mark.parametrize("dtype", ["<i4", "<f8", "<u2"])
+def test_bytedelta_chunks_with_default_metas_are_read_by_python_blosc2(codec, dtype):
+    data = (np.arange(20000) * 3 % 1000).astype(dtype)
+    chunk = codec.encode(data)
+    assert b2store.chunk_info(chunk).filters_meta[list(codec.params.filters).index(35)] == (
+        data.dtype.itemsize
+    )
+    np.testing.assert_array_equal(np.frombuffer(blosc2.decompress2(chunk), dtype), data)
+
+
+def test_enums_are_accepted_where_names_are():
+    from b2store import Codec, Filter, SplitMode
+
+    by_enum = Blosc2(
+        cname=Codec.LZ4HC,
+        filters=[Filter.DELTA, Filter.BITSHUFFLE],
+        splitmode=SplitMode.NEVER_SPLIT,
+    )
+    by_name = Blosc2(cname="lz4hc", filters=["delta", "bitshuffle"], splitmode="never")
+    assert by_enum == by_name and by_enum.get_config()["cname"] == "lz4hc"
+    # python-blosc2's enums carry the same names.
+    by_blosc2 = Blosc2(cname=blosc2.Codec.LZ4HC, filters=[blosc2.Filter.DELTA, "bitshuffle"])
+    assert by_blosc2.cname == "lz4hc" and by_blosc2.filters == ["delta", "bitshuffle"]
+    with pytest.raises(ValueError, match="unknown codec"):
+        Blosc2(cname=Filter.SHUFFLE)  # an enum of the wrong kind is not its integer
+
+
+def test_garbage_and_frames_are_format_errors():
+    codec = Blosc2()
+    with pytest.raises(b2store.FormatError, match="^version"):
+        codec.decode(b"hello, this is a text file and not a chunk\n" * 3)
+    frame = blosc2.SChunk(chunksize=4000, data=np.arange(1000, dtype="i4")).to_cframe()
+    with pytest.raises(b2store.FormatError, match="a Blosc2 frame: open it with b2store.open"):
+        codec.decode(frame)

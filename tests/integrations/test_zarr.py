@@ -9,6 +9,8 @@ import pytest
 zarr = pytest.importorskip("zarr", reason="the zarr extra is not installed")
 blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 writes the ocf_blosc2-style data")
 
+import b2store  # noqa: E402
+from b2store import Codec, Filter  # noqa: E402
 from b2store.integrations.numcodecs_codec import Blosc2  # noqa: E402
 from b2store.integrations.zarr_codecs import Blosc2Codec, NumcodecsBlosc2Codec  # noqa: E402
 
@@ -65,10 +67,13 @@ def test_zarr_v3_array_round_trips(tmp_path, codec, dtype):
     meta = json.loads((path / "zarr.json").read_text())
     stored = [c for c in meta["codecs"] if c["name"] == "blosc2"][0]["configuration"]
     assert stored["typesize"] == data.dtype.itemsize or codec.typesize == stored["typesize"]
-    if codec.shuffle is None and codec.filters is None:
-        assert stored["shuffle"] == ("bitshuffle" if data.dtype.itemsize == 1 else "shuffle")
-    np.testing.assert_array_equal(zarr.open_array(path, mode="r")[:], data)
     chunk = (path / "c" / "0" / "1").read_bytes()
+    if codec.shuffle is None and codec.filters is None:
+        # Left out, shuffle follows the items (and is not written, being implied).
+        assert "shuffle" not in stored and "filters" not in stored
+        expected_filter = Filter.BITSHUFFLE if stored["typesize"] == 1 else Filter.SHUFFLE
+        assert b2store.chunk_info(chunk).filters[0] == expected_filter
+    np.testing.assert_array_equal(zarr.open_array(path, mode="r")[:], data)
     expected = np.ascontiguousarray(data[:32, 32:64])
     np.testing.assert_array_equal(
         np.frombuffer(blosc2.decompress(chunk), data.dtype), expected.ravel()
@@ -173,3 +178,67 @@ def test_numcodecs_blosc2_name_writes_too(tmp_path):
     )
     arr[:] = data
     np.testing.assert_array_equal(zarr.open_array(tmp_path / "n.zarr", mode="r")[:], data)
+
+
+def all_chunks(path):
+    return [
+        f for f in path.rglob("*") if f.is_file() and f.name != "zarr.json" and f.name[0] != "."
+    ]
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_bytedelta_with_default_metas_writes_chunks_python_blosc2_reads(tmp_path, zarr_format):
+    data = field((70, 90), "f4")
+    if zarr_format == 2:
+        codec = Blosc2(filters=["shuffle", "bytedelta"])
+    else:
+        codec = Blosc2Codec(filters=["shuffle", "bytedelta"])
+    arr = zarr.create_array(
+        tmp_path / "a.zarr",
+        shape=data.shape,
+        chunks=(32, 32),
+        dtype=data.dtype,
+        zarr_format=zarr_format,
+        compressors=codec,
+    )
+    arr[:] = data
+    chunks = all_chunks(tmp_path / "a.zarr")
+    assert len(chunks) == 9
+    for path in chunks:
+        assert b2store.chunk_info(path.read_bytes()).filters_meta[1] == 4
+        assert len(blosc2.decompress2(path.read_bytes())) == 32 * 32 * 4
+    np.testing.assert_array_equal(zarr.open_array(tmp_path / "a.zarr", mode="r")[:], data)
+
+
+def test_v2_metadata_of_default_settings_is_what_ocf_blosc2_reads(tmp_path):
+    arr = zarr.create_array(
+        tmp_path / "d.zarr",
+        shape=(10,),
+        chunks=(5,),
+        dtype="i4",
+        zarr_format=2,
+        compressors=Blosc2(cname="zstd", clevel=5),
+    )
+    arr[:] = np.arange(10)
+    meta = json.loads((tmp_path / "d.zarr" / ".zarray").read_text())
+    assert meta["compressor"] == {"id": "blosc2", "cname": "zstd", "clevel": 5}
+
+
+def test_v3_codec_takes_enums_and_writes_only_what_it_must():
+    by_enum = Blosc2Codec(cname=Codec.LZ4, filters=[Filter.DELTA, Filter.SHUFFLE])
+    by_name = Blosc2Codec(cname="lz4", filters=[{"id": "delta"}, {"id": "shuffle", "meta": 0}])
+    assert by_enum == by_name
+    assert by_enum.to_dict()["configuration"] == {
+        "cname": "lz4",
+        "clevel": 5,
+        "filters": [{"id": "delta", "meta": 0}, {"id": "shuffle", "meta": 0}],
+    }
+    assert Blosc2Codec().to_dict()["configuration"] == {"cname": "zstd", "clevel": 5}
+    # A pipeline that is the one implied by the typesize is not written.
+    implied = Blosc2Codec(typesize=8, shuffle="shuffle")
+    assert implied.to_dict()["configuration"] == {"cname": "zstd", "clevel": 5, "typesize": 8}
+    for codec in [by_enum, implied, Blosc2Codec(typesize=1, shuffle="shuffle")]:
+        assert Blosc2Codec.from_dict(codec.to_dict()) == codec
+    assert Blosc2Codec(typesize=1, shuffle="shuffle").to_dict()["configuration"]["shuffle"] == (
+        "shuffle"
+    )
