@@ -79,12 +79,20 @@ class _Files:
 
     def isdir(self, rel: str = "") -> bool:
         if self.remote:
-            return self.fs.isdir(self._fspath(rel))
+            path = self._fspath(rel)
+            if "http" in self.fs.protocol and not path.endswith(("/", ".b2d")):
+                return False  # an HTTP "directory" test downloads the page to list links
+            return self.fs.isdir(path)
         return (self.root / rel).is_dir()
 
     def exists(self, rel: str = "") -> bool:
         if self.remote:
-            return self.fs.exists(self._fspath(rel))
+            # info() (a HEAD over HTTP), not exists(), which GETs the whole file there.
+            try:
+                self.fs.info(self._fspath(rel))
+            except (FileNotFoundError, OSError):
+                return False
+            return True
         return (self.root / rel).exists()
 
     def size(self, rel: str = "") -> int:
@@ -181,8 +189,12 @@ def _safe_member_name(name: str) -> str:
 def _zip_members(files: _Files) -> list[_Member]:
     """The members of a zip file, read from its central directory (a few range reads)."""
     size = files.size()
-    tail_len = min(size, _EOCD.size + 0xFFFF + _EOCD64_LOCATOR.size)
+    # Most zips have no comment: the end record is the last 22 bytes (one small read).
+    tail_len = min(size, _EOCD.size + _EOCD64_LOCATOR.size)
     tail = files.read("", size - tail_len, tail_len)
+    if tail[-_EOCD.size : -_EOCD.size + 4] != b"PK\x05\x06":
+        tail_len = min(size, _EOCD.size + 0xFFFF + _EOCD64_LOCATOR.size)
+        tail = files.read("", size - tail_len, tail_len)
     at = tail.rfind(b"PK\x05\x06", 0, len(tail) - _EOCD.size + 4)
     while at >= 0 and at + _EOCD.size + struct.unpack_from("<H", tail, at + 20)[0] > len(tail):
         at = tail.rfind(b"PK\x05\x06", 0, at)

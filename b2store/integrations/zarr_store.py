@@ -443,10 +443,37 @@ class B2ndStore(Store):
         if not self._is_open:
             await self._open()
         _slice_bytes(b"", byte_range)  # reject a bad range before anything else
+        if byte_range is not None:
+            data = await asyncio.to_thread(self._get_range_of, key, byte_range)
+            return None if data is None else prototype.buffer.from_bytes(data)
         data = await asyncio.to_thread(self._get_bytes_of, key)
         if data is None:
             return None
-        return prototype.buffer.from_bytes(_slice_bytes(data, byte_range))
+        return prototype.buffer.from_bytes(data)
+
+    def _get_range_of(self, key: str, byte_range: ByteRequest) -> bytes | None:
+        """Part of a key's value; a stored chunk's part is read alone (a range request)."""
+        parsed = self._parse_key(key)
+        if (
+            parsed is None
+            or parsed[1] != "chunk"
+            or (self._writer is not None and self._writer.transcodes(parsed[0]))
+        ):
+            data = self._get_bytes_of(key)
+            return None if data is None else _slice_bytes(data, byte_range)
+        node, _, coords = parsed
+        n = self._chunk_number(node, coords)
+        if n is None:
+            return None
+        schunk = self._array(node).schunk
+        if _is_uninit(schunk, n):
+            return None
+        span = schunk.chunk_span(n)
+        if span is None:
+            return _slice_bytes(schunk.get_chunk(n), byte_range)
+        url, offset, length = span
+        start, stop = _range_bounds(byte_range, length)
+        return _read_span(url, offset + start, stop - start, self.storage_options)
 
     def _get_bytes_of(self, key: str) -> bytes | None:
         parsed = self._parse_key(key)
@@ -566,6 +593,35 @@ class B2ndStore(Store):
         async for _ in self.list_prefix(prefix):
             return False
         return True
+
+
+def _range_bounds(byte_range: ByteRequest, length: int) -> tuple[int, int]:
+    if isinstance(byte_range, RangeByteRequest):
+        start, stop = byte_range.start, byte_range.end
+    elif isinstance(byte_range, OffsetByteRequest):
+        start, stop = byte_range.offset, length
+    else:
+        start, stop = length - byte_range.suffix, length
+    start = max(0, min(start, length))
+    return start, max(start, min(stop, length))
+
+
+def _read_span(url: str, offset: int, size: int, storage_options) -> bytes:
+    """``size`` bytes at ``offset`` of a local file or a URL (one range request)."""
+    if size <= 0:
+        return b""
+    if is_url(url):
+        import fsspec
+
+        fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+        return fs.cat_file(path, start=offset, end=offset + size)
+    import os
+
+    fd = os.open(url, os.O_RDONLY)
+    try:
+        return os.pread(fd, size, offset)
+    finally:
+        os.close(fd)
 
 
 def _is_uninit(schunk, n: int) -> bool:

@@ -1,0 +1,48 @@
+"""B2ndStore over HTTP: a frame and a .b2z tree read by byte ranges from a server on
+localhost that counts the bytes it serves (never whole files)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from http_server import serve_directory
+
+zarr = pytest.importorskip("zarr")
+blosc2 = pytest.importorskip("blosc2")
+pytest.importorskip("aiohttp")
+
+from b2store.integrations.zarr_store import B2ndStore  # noqa: E402
+
+
+def test_remote_frame_reads_by_ranges(tmp_path):
+    data = np.random.default_rng(0).random((400, 500))
+    path = tmp_path / "big.b2nd"
+    blosc2.asarray(data, urlpath=str(path), mode="w", chunks=(100, 100), blocks=(10, 100))
+    size = path.stat().st_size
+    with serve_directory(tmp_path) as (url, served):
+        z = zarr.open_array(B2ndStore(f"{url}/big.b2nd"))
+        opened = served.bytes
+        assert opened < size / 10  # header, index, trailer
+        served.reset()
+        np.testing.assert_array_equal(z[205, 310:320], data[205, 310:320])
+        assert 0 < served.bytes < size / 25 * 0.5  # a few blocks of one chunk
+        assert all(r is not None for _, _, r in served.requests)  # ranges only
+        served.reset()
+        np.testing.assert_array_equal(z[...], data)
+        assert served.bytes <= size * 1.01  # each chunk once (plus its 16-byte header)
+
+
+def test_remote_b2z_tree(tmp_path):
+    path = tmp_path / "t.b2z"
+    temp = np.random.default_rng(1).random((600, 800))
+    with blosc2.TreeStore(str(path), mode="w") as ts:
+        ts["/temp"] = blosc2.asarray(temp, chunks=(200, 400), blocks=(5, 400))
+        ts["/grp/lon"] = np.arange(80.0)
+        ts.vlmeta["title"] = "remote"
+    with serve_directory(tmp_path) as (url, served):
+        g = zarr.open_group(B2ndStore(f"{url}/t.b2z"), mode="r")
+        assert dict(g.attrs) == {"title": "remote"}
+        np.testing.assert_array_equal(g["temp"][33, :7], temp[33, :7])
+        np.testing.assert_array_equal(g["grp/lon"][...], np.arange(80.0))
+        assert served.bytes < path.stat().st_size / 20  # the central directory, a few blocks
+        assert all(r is not None for method, _, r in served.requests if method == "GET")
