@@ -96,9 +96,9 @@ def to_b2nd(
 
     Examples
     --------
-    >>> import numpy as np, xarray as xr, b2store, tempfile, os
+    >>> import numpy as np, xarray as xr, tempfile, os
     >>> ds = xr.Dataset({"t": (("y", "x"), np.arange(6.0).reshape(2, 3))}, {"x": [10, 20, 30]})
-    >>> p = b2store.to_b2nd(ds, os.path.join(tempfile.mkdtemp(), "t.b2nd"))
+    >>> p = to_b2nd(ds, os.path.join(tempfile.mkdtemp(), "t.b2nd"))
     >>> xr.open_dataset(p, engine="b2nd").t.sel(x=20).values
     array([1., 4.])
     """
