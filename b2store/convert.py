@@ -1,0 +1,465 @@
+"""Converting between .npy, netCDF/HDF5, Zarr v2/v3 and Blosc2 (.b2nd, .b2d, .b2z), chunk by
+chunk, so that memory stays within a few chunks whatever the size of the data (``b2store
+convert``).
+
+Plain arrays (``.npy``, a b2nd frame, a Zarr array) are copied region by region of the
+output's chunk grid. Datasets (netCDF/HDF5, ``.b2d``/``.b2z`` trees, Zarr groups) go through
+xarray, each variable rechunked with dask to the output's chunks, and written by
+:func:`b2store.to_b2nd`, ``to_zarr`` or ``to_netcdf``, which compute a few chunks at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .inspection import InputError, detect
+
+__all__ = ["convert", "ARRAY_SUFFIXES", "TREE_SUFFIXES"]
+
+ARRAY_SUFFIXES = (".b2nd", ".b2frame", ".npy")
+TREE_SUFFIXES = (".b2d", ".b2z")
+NETCDF_SUFFIXES = (".nc", ".nc4", ".h5", ".hdf5")
+#: Rows of an .npy source copied at once when nothing else sets the grid (bytes per piece).
+NPY_PIECE_BYTES = 16 * 2**20
+
+
+def _dst_kind(dst: str) -> str:
+    suffix = Path(dst.rstrip("/")).suffix.lower()
+    if suffix in (".b2nd", ".b2frame"):
+        return "b2nd"
+    if suffix in TREE_SUFFIXES:
+        return suffix[1:]
+    if suffix == ".npy":
+        return "npy"
+    if suffix == ".zarr":
+        return "zarr"
+    if suffix in NETCDF_SUFFIXES:
+        return "netcdf"
+    raise InputError(
+        f"{dst}: unknown output format {suffix or '(no suffix)'!r}; "
+        "use .b2nd, .b2d, .b2z, .npy, .zarr or .nc"
+    )
+
+
+# --- progress ------------------------------------------------------------------------------
+
+
+def _bar(total: int, desc: str, progress: bool | None):
+    """A tqdm bar on stderr counting bytes: always (``True``), never (``False``), or on a
+    terminal after half a second of work (``None``); a stand-in when tqdm is missing."""
+    try:
+        from tqdm import tqdm
+    except ImportError:  # tqdm is optional: the work goes on without a bar
+        return _NoBar()
+    if progress is False or (progress is None and not sys.stderr.isatty()):
+        return _NoBar()
+    return tqdm(
+        total=total,
+        desc=desc,
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        delay=0 if progress else 0.5,
+        file=sys.stderr,
+        leave=True,
+    )
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+# --- compression options -----------------------------------------------------------------
+
+
+def _b2_options(codec, clevel, filters) -> dict:
+    out: dict[str, Any] = {}
+    if codec is not None:
+        out["codec"] = codec
+    if clevel is not None:
+        out["clevel"] = clevel
+    if filters is not None:
+        out["filters"] = list(filters)
+    return out
+
+
+def _zarr_compressor(zarr_format: int, codec, clevel, filters):
+    if zarr_format == 2:
+        from .integrations.numcodecs_codec import Blosc2
+
+        kw: dict[str, Any] = {"cname": codec or "zstd", "clevel": 5 if clevel is None else clevel}
+        if filters is not None:
+            kw["filters"] = list(filters)
+        return Blosc2(**kw)
+    from .integrations.zarr_codecs import Blosc2Codec
+
+    kw = {"cname": codec or "zstd", "clevel": 5 if clevel is None else clevel}
+    if filters is not None:
+        kw["filters"] = [{"id": f, "meta": 0} for f in filters] or [{"id": "nofilter", "meta": 0}]
+    return Blosc2Codec(**kw)
+
+
+# --- sources -------------------------------------------------------------------------------
+
+
+def _open_source(src: str, dst_kind: str, variable: str | None):
+    """``("array", array-like, attrs, closer)`` or ``("dataset", xarray.Dataset, None, closer)``."""
+    kind = detect(src)
+    if kind == "npy":
+        return "array", np.load(src, mmap_mode="r"), {}, None
+    if kind in ("frame", "sparse-frame"):
+        from .api import open as open_b2
+
+        obj = open_b2(src)
+        if not hasattr(obj, "shape"):
+            obj.close()
+            raise InputError(f"{src}: a super-chunk without array metadata (no b2nd metalayer)")
+        return "array", obj, dict(obj.vlmeta), obj.close
+    if kind == "zarr":
+        import zarr
+
+        node = zarr.open(store=src, mode="r")
+        if isinstance(node, zarr.Array):
+            return "array", node, dict(node.attrs), None
+        import xarray as xr
+
+        ds = xr.open_zarr(src, chunks={}, consolidated=None)
+        return "dataset", ds, None, ds.close
+    if kind == "tree":
+        import xarray as xr
+
+        ds = xr.open_dataset(src, engine="b2nd", chunks={})
+        return "dataset", ds, None, ds.close
+    if kind in ("netcdf", "hdf5"):
+        import xarray as xr
+
+        try:
+            ds = xr.open_dataset(src, chunks={})
+        except (ValueError, OSError):
+            # Plain HDF5 (no netCDF dimensions): h5netcdf names the dimensions itself.
+            ds = xr.open_dataset(src, engine="h5netcdf", phony_dims="sort", chunks={})
+        return "dataset", ds, None, ds.close
+    raise InputError(f"{src}: a single Blosc chunk; nothing to convert (b2store decode reads it)")
+
+
+def _pick_variable(ds, src: str, variable: str | None):
+    names = list(ds.data_vars)
+    if variable is None:
+        if len(names) != 1:
+            raise InputError(
+                f"{src} holds {len(names)} variables ({', '.join(names)}): "
+                "choose one with --variable"
+            )
+        variable = names[0]
+    if variable not in ds.variables:
+        raise InputError(f"{src}: no variable {variable!r} (it has {', '.join(names)})")
+    return ds[variable]
+
+
+# --- array to array ----------------------------------------------------------------------
+
+
+def _regions(shape, chunks) -> Iterator[tuple[slice, ...]]:
+    grid = [-(-n // c) if c else 0 for n, c in zip(shape, chunks)]
+    if any(g == 0 for g in grid):
+        return
+    for idx in np.ndindex(*grid):
+        yield tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(idx, chunks, shape))
+
+
+def _piece_chunks(src, shape, dtype) -> tuple[int, ...]:
+    """The grid to copy by when the output has none (``.npy``): the source's chunks, else
+    slabs along the first axis of about :data:`NPY_PIECE_BYTES`."""
+    chunks = getattr(src, "chunksize", None) or getattr(src, "chunks", None)  # dask: chunksize
+    if chunks is not None and len(chunks) == len(shape):
+        return tuple(int(c) for c in chunks)
+    if not shape:
+        return ()
+    row = max(1, int(np.prod(shape[1:])) * np.dtype(dtype).itemsize)
+    return (max(1, min(shape[0], NPY_PIECE_BYTES // row)), *shape[1:])
+
+
+def _copy(src, dst, chunks, bar) -> None:
+    if not src.shape:
+        dst[()] = np.asarray(src[()])
+        return
+    for region in _regions(src.shape, chunks):
+        piece = np.asarray(src[region])
+        dst[region] = piece
+        bar.update(piece.nbytes)
+
+
+def _array_to(src, dst: str, dst_kind: str, attrs: dict, opts: dict, bar) -> None:
+    shape, dtype = tuple(src.shape), np.dtype(src.dtype)
+    if dst_kind == "b2nd":
+        from .nd.create import zeros
+
+        out = zeros(
+            shape,
+            dtype,
+            dst,
+            chunks=opts["chunks"],
+            blocks=opts["blocks"],
+            vlmeta=_vlmeta(attrs),
+            **_b2_options(opts["codec"], opts["clevel"], opts["filters"]),
+        )
+        with out:
+            _copy(src, out, out.chunks, bar)
+    elif dst_kind == "npy":
+        out = np.lib.format.open_memmap(dst, mode="w+", dtype=dtype, shape=shape)
+        _copy(src, out, opts["chunks"] or _piece_chunks(src, shape, dtype), bar)
+        out.flush()
+        del out
+    elif dst_kind == "zarr":
+        import zarr
+
+        chunks = opts["chunks"] or _piece_chunks(src, shape, dtype)
+        out = zarr.create_array(
+            store=dst,
+            shape=shape,
+            dtype=dtype,
+            chunks=chunks if shape else (),
+            compressors=[
+                _zarr_compressor(
+                    opts["zarr_format"], opts["codec"], opts["clevel"], opts["filters"]
+                )
+            ],
+            zarr_format=opts["zarr_format"],
+            attributes=_json_attrs(attrs),
+            overwrite=True,
+        )
+        _copy(src, out, chunks, bar)
+    else:
+        import dask.array as da
+        import xarray as xr
+
+        if isinstance(src, da.Array) or not shape:
+            data = src if shape else np.asarray(src[()])
+        else:
+            data = da.from_array(src, chunks=_piece_chunks(src, shape, dtype), lock=True)
+        dims = attrs.get("_ARRAY_DIMENSIONS") or [f"dim_{i}" for i in range(len(shape))]
+        clean = {k: v for k, v in _json_attrs(attrs).items() if k != "_ARRAY_DIMENSIONS"}
+        name = Path(str(getattr(src, "name", None) or "data")).stem.strip("/") or "data"
+        ds = xr.Dataset({name: (tuple(dims), data, clean)})
+        _dataset_to(ds, dst, dst_kind, opts, bar)
+
+
+def _vlmeta(attrs: dict) -> dict:
+    return {k: v for k, v in attrs.items() if isinstance(k, str)}
+
+
+def _json_attrs(attrs: dict) -> dict:
+    from .inspection import jsonable
+
+    return {k: jsonable(v) for k, v in attrs.items() if isinstance(k, str)}
+
+
+# --- datasets -------------------------------------------------------------------------------
+
+
+def _target_chunks(var, opts) -> tuple[int, ...]:
+    from .nd.shapes import default_chunks_blocks
+
+    given = opts["chunks"]
+    if given is not None and len(given) == var.ndim:
+        return tuple(min(c, n) if n else c for c, n in zip(given, var.shape))
+    chunks, _ = default_chunks_blocks(tuple(var.shape), var.dtype.itemsize)
+    return tuple(chunks)
+
+
+def _ticking(var, bar):
+    """``var`` rechunked as given, with each computed chunk counted on ``bar``."""
+    import dask.array as da
+
+    data = var.data
+    if not isinstance(data, da.Array):
+        return var
+
+    def tick(block):
+        bar.update(block.nbytes)
+        return block
+
+    return var.copy(data=data.map_blocks(tick, dtype=data.dtype))
+
+
+def _dataset_to(ds, dst: str, dst_kind: str, opts: dict, bar) -> None:
+    import xarray as xr
+
+    variables = {}
+    encoding: dict[str, dict] = {}
+    for name, var in ds.variables.items():
+        if var.ndim and var.dtype.kind not in "OUS":
+            chunks = _target_chunks(var, opts)
+            var = _ticking(var.chunk(dict(zip(var.dims, chunks))), bar)
+            enc: dict[str, Any] = {}
+            if dst_kind in ("b2nd", "b2d", "b2z"):
+                enc = {
+                    "chunks": chunks,
+                    **_b2_options(opts["codec"], opts["clevel"], opts["filters"]),
+                }
+                if opts["blocks"] is not None and len(opts["blocks"]) == var.ndim:
+                    enc["blocks"] = opts["blocks"]
+            elif dst_kind == "zarr":
+                enc = {
+                    "chunks": chunks,
+                    "compressors": [
+                        _zarr_compressor(
+                            opts["zarr_format"], opts["codec"], opts["clevel"], opts["filters"]
+                        )
+                    ],
+                }
+            encoding[name] = enc
+        variables[name] = var
+    coords = {k: variables[k] for k in ds.coords}
+    data_vars = {k: variables[k] for k in ds.data_vars}
+    out = xr.Dataset(data_vars, coords, ds.attrs)
+    # Encodings of the source (netCDF chunk sizes, compression) do not apply to the output.
+    for var in out.variables.values():
+        var.encoding = {k: v for k, v in var.encoding.items() if k in _CF_ENCODING}
+    if dst_kind in ("b2nd", "b2d", "b2z"):
+        from .integrations.xarray_writer import to_b2nd
+
+        to_b2nd(out, dst, encoding=encoding, layout="frame" if dst_kind == "b2nd" else dst_kind)
+    elif dst_kind == "zarr":
+        with warnings.catch_warnings():
+            # zarr warns that consolidated metadata is not in the v3 spec; xarray writes it.
+            warnings.filterwarnings("ignore", "Consolidated metadata", UserWarning)
+            out.to_zarr(dst, mode="w", encoding=encoding, zarr_format=opts["zarr_format"])
+    elif dst_kind == "netcdf":
+        out.to_netcdf(dst)
+    else:
+        raise InputError(f"{dst}: a dataset cannot be written as {dst_kind}")
+
+
+_CF_ENCODING = frozenset(
+    {"units", "calendar", "dtype", "_FillValue", "missing_value", "scale_factor", "add_offset"}
+)
+
+
+# --- entry point ----------------------------------------------------------------------------
+
+
+def _disk_size(path: str) -> int:
+    p = Path(path)
+    if p.is_file():
+        return p.stat().st_size
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+
+
+def _remove(path: str) -> None:
+    p = Path(path)
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p)
+    elif p.exists() or p.is_symlink():
+        p.unlink()
+
+
+def convert(
+    src,
+    dst,
+    *,
+    chunks=None,
+    blocks=None,
+    codec: str | None = None,
+    clevel: int | None = None,
+    filters=None,
+    variable: str | None = None,
+    zarr_format: int = 3,
+    overwrite: bool = False,
+    progress: bool | None = None,
+    verbose: bool = False,
+) -> str:
+    """Convert ``src`` into ``dst``, chunk by chunk.
+
+    Parameters
+    ----------
+    src : str or path-like
+        An ``.npy`` file, a b2nd frame (contiguous or sparse), a ``.b2d``/``.b2z`` tree, a
+        Zarr v2/v3 array or group, or a netCDF/HDF5 file (recognised by content).
+    dst : str or path-like
+        ``.b2nd`` (one array), ``.b2d``/``.b2z`` (a tree), ``.npy``, ``.zarr`` or ``.nc``
+        (chosen by suffix).
+    chunks, blocks : tuple of int, optional
+        The output's chunk shape (and, for Blosc2 outputs, block shape); by default
+        python-blosc2's choice for Blosc2 outputs, the source's chunks otherwise.
+    codec, clevel, filters
+        Blosc2 compression of Blosc2 and Zarr outputs (``"zstd"``, 5, ``["shuffle"]`` by
+        default); ``filters=[]`` for none.
+    variable : str, optional
+        The variable of a dataset to write to an array output (``.npy``, ``.b2nd`` of one
+        array); the only one when there is one.
+    zarr_format : {2, 3}
+        For ``.zarr`` outputs.
+    overwrite : bool
+        Replace ``dst`` if it exists (otherwise that is an error).
+    progress : bool, optional
+        A tqdm bar on stderr: always, never, or on a terminal for work that lasts (None).
+    verbose : bool
+        Print one line saying what was written.
+
+    Returns
+    -------
+    str
+        ``dst``.
+    """
+    src, dst = os.fspath(src), os.fspath(dst)
+    dst_kind = _dst_kind(dst)
+    if os.path.lexists(dst):
+        if not overwrite:
+            raise InputError(f"{dst} exists; give --overwrite to replace it")
+        if Path(dst).resolve() == Path(src).resolve():
+            raise InputError(f"{dst} is the source itself")
+    opts = dict(
+        chunks=tuple(chunks) if chunks is not None else None,
+        blocks=tuple(blocks) if blocks is not None else None,
+        codec=codec,
+        clevel=clevel,
+        filters=filters,
+        zarr_format=zarr_format,
+    )
+    start = time.perf_counter()
+    kind, obj, attrs, closer = _open_source(src, dst_kind, variable)
+    try:
+        if kind == "dataset" and (dst_kind in ("npy",) or variable is not None):
+            da_ = _pick_variable(obj, src, variable)
+            kind, attrs = "array", {**da_.attrs, "_ARRAY_DIMENSIONS": list(da_.dims)}
+            obj = da_.variable.data if hasattr(da_.variable.data, "shape") else da_.values
+        nbytes = (
+            int(np.prod(obj.shape)) * np.dtype(obj.dtype).itemsize
+            if kind == "array"
+            else (int(obj.nbytes))
+        )
+        if os.path.lexists(dst):
+            _remove(dst)
+        bar = _bar(nbytes, Path(dst).name, progress)
+        try:
+            if kind == "array":
+                _array_to(obj, dst, dst_kind, attrs or {}, opts, bar)
+            else:
+                _dataset_to(obj, dst, dst_kind, opts, bar)
+        finally:
+            bar.close()
+    finally:
+        if closer is not None:
+            closer()
+    if verbose:
+        size = _disk_size(dst)
+        ratio = f"{nbytes / size:.2f}x" if size else "-"
+        print(
+            f"{src} -> {dst}: {nbytes} bytes of data, {size} bytes written ({ratio}) "
+            f"in {time.perf_counter() - start:.2f} s"
+        )
+    return dst

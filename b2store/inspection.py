@@ -1,0 +1,804 @@
+"""What a path holds, told by its bytes: describe any Blosc input and check every chunk of it
+(the ``info``, ``dump`` and ``verify`` commands of :mod:`b2store.cli`).
+
+Inputs are recognised by content, not by name: a Blosc1/Blosc2 chunk, a contiguous frame (the
+frame magic at byte 1), a sparse frame (a directory holding ``chunks.b2frame``), a tree of
+frames (a directory of ``.b2nd`` files, a ``.b2d`` directory, a ``.b2z`` zip) or a Zarr v2/v3
+store (``zarr.json``, ``.zarray``, ``.zgroup``). Zarr is imported only for Zarr stores.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from .chunk.decoder import chunk_info, decode_chunk
+from .constants import Filter, SplitMode
+from .errors import B2StoreError, FormatError
+from .frame.header import MAGIC
+
+__all__ = [
+    "InputError",
+    "detect",
+    "describe",
+    "verify",
+    "open_arrays",
+    "jsonable",
+    "Problem",
+]
+
+#: Kinds :func:`detect` returns.
+KINDS = ("chunk", "frame", "sparse-frame", "tree", "zarr", "npy", "netcdf", "hdf5")
+_HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+_NPY_MAGIC = b"\x93NUMPY"
+# Values longer than this are shortened in text output (never in --json).
+_SHOWN_VALUE_CHARS = 200
+
+
+class InputError(B2StoreError):
+    """A path that is missing, or holds nothing b2store can read, said in one line."""
+
+
+# --- recognising an input --------------------------------------------------------------------
+
+
+def detect(path: str | os.PathLike) -> str:
+    """What ``path`` holds, from its bytes (and, for directories, the names in it).
+
+    Returns
+    -------
+    str
+        One of ``"chunk"``, ``"frame"`` (contiguous), ``"sparse-frame"``, ``"tree"`` (a
+        directory of frames, ``.b2d`` or ``.b2z``), ``"zarr"``, ``"npy"``, ``"netcdf"``
+        (netCDF-3 or netCDF-4/HDF5 with a ``.nc`` name) or ``"hdf5"``.
+
+    Raises
+    ------
+    InputError
+        When ``path`` does not exist or holds none of these.
+    """
+    p = Path(path)
+    if p.is_dir():
+        names = set(os.listdir(p))
+        if "chunks.b2frame" in names:
+            return "sparse-frame"
+        if names & {"zarr.json", ".zarray", ".zgroup"}:
+            return "zarr"
+        if p.suffix == ".b2d" or names & {"embed.b2e", "__vlmeta__.b2f"}:
+            return "tree"
+        for name in names:
+            if name.endswith(".b2nd") or (p / name / "chunks.b2frame").is_file():
+                return "tree"
+        raise InputError(f"{path}: a directory with no Blosc2 frames and no Zarr metadata")
+    if not p.exists():
+        raise InputError(f"{path}: no such file or directory")
+    if not p.is_file():
+        raise InputError(f"{path}: not a regular file or directory")
+    with open(p, "rb") as fh:
+        head = fh.read(16)
+    if len(head) >= 10 and head[1:10] == MAGIC:
+        return "frame"
+    if head[:4] == b"PK\x03\x04":
+        return "tree"
+    if head[:6] == _NPY_MAGIC:
+        return "npy"
+    if head[:3] == b"CDF":
+        return "netcdf"
+    if head[:8] == _HDF5_MAGIC:
+        return "netcdf" if p.suffix in (".nc", ".nc4", ".cdf") else "hdf5"
+    if len(head) >= 16:
+        return "chunk"  # anything else of header size: the chunk decoder judges it
+    raise InputError(f"{path}: {len(head)} bytes, too short for any Blosc input")
+
+
+def _not_blosc(path, kind: str) -> InputError:
+    return InputError(
+        f"{path}: a {'NumPy .npy' if kind == 'npy' else kind} file, not a Blosc input "
+        f"(b2store convert turns it into one)"
+    )
+
+
+# --- values for people and for JSON ---------------------------------------------------------
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON can hold it: containers recursively, arrays as lists (large ones as a
+    summary), bytes as a summary, anything else as its repr."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, np.generic):
+        return jsonable(value.item())
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        if value.size <= 64 and value.dtype.kind in "biufUS":
+            return jsonable(value.tolist())
+        return f"<array shape={value.shape} dtype={value.dtype.str}>"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return f"<{len(value)} bytes>"
+    if isinstance(value, msgpack.ExtType):
+        return f"<msgpack ext type {value.code}, {len(value.data)} bytes (not evaluated)>"
+    return repr(value)
+
+
+def _shown(value: Any) -> str:
+    text = repr(jsonable(value)) if not isinstance(value, str) else repr(value)
+    if len(text) > _SHOWN_VALUE_CHARS:
+        text = text[: _SHOWN_VALUE_CHARS - 3] + "..."
+    return text
+
+
+def _name(value) -> str:
+    return value.name.lower() if hasattr(value, "name") else str(value)
+
+
+def _filter_name(f) -> str:
+    try:
+        return _name(Filter(int(f)))
+    except ValueError:
+        return str(int(f))
+
+
+def _filters(filters, filters_meta) -> list[dict]:
+    return [
+        {"name": _filter_name(f), "meta": int(m)}
+        for f, m in zip(filters, filters_meta)
+        if int(f) != 0  # NOFILTER slots
+    ]
+
+
+def _splitmode(value: int) -> str:
+    try:
+        return _name(SplitMode(value))
+    except ValueError:
+        return str(value)
+
+
+def _spread(values: list[float]) -> dict | None:
+    if not values:
+        return None
+    return {
+        "min": min(values),
+        "median": float(np.median(values)),
+        "max": max(values),
+    }
+
+
+# --- frames -------------------------------------------------------------------------------
+
+
+def _chunk_record(schunk, i: int) -> dict:
+    """What the header of stored chunk ``i`` says, reading only its header and block starts."""
+    span = schunk.chunk_span(i)
+    head = schunk.get_chunk(i) if span is None or span[2] <= 64 else schunk.get_chunk_blocks(i, ())
+    info = chunk_info(head)
+    special = info.special if info.special else None
+    return {
+        "chunk": i,
+        "offset": None if span is None else span[1],
+        "stored": span is not None,
+        "nbytes": info.nbytes,
+        "cbytes": 0 if span is None else span[2],
+        "version": info.version,
+        "special": None if special is None else _name(special),
+    }
+
+
+def _chunk_stats(records: list[dict]) -> dict:
+    stored = [r for r in records if r["special"] is None]
+    specials: dict[str, int] = {}
+    for r in records:
+        if r["special"] is not None:
+            specials[r["special"]] = specials.get(r["special"], 0) + 1
+    return {
+        "count": len(records),
+        "special": specials,
+        "in_index_only": sum(not r["stored"] for r in records),
+        "cbytes": _spread([r["cbytes"] for r in stored]),
+        "ratio": _spread([r["nbytes"] / r["cbytes"] for r in stored if r["cbytes"]]),
+        "chunk_format_versions": sorted({r["version"] for r in records if r["stored"]}),
+    }
+
+
+def _b2nd_version(meta) -> int | None:
+    from .nd.meta import B2ndMeta
+
+    for name in ("b2nd", "caterva"):
+        if name in meta:
+            return B2ndMeta.from_bytes(meta[name], caterva=name == "caterva").version
+    return None
+
+
+def _frame_info(obj, *, chunks: bool) -> dict:
+    """Everything about an open frame (a B2ndArray or an SChunk)."""
+    schunk = obj.schunk if hasattr(obj, "schunk") else obj
+    header = schunk.header
+    records = [_chunk_record(schunk, i) for i in range(schunk.nchunks)]
+    out: dict[str, Any] = {
+        "kind": "contiguous frame" if schunk.contiguous else "sparse frame",
+        "type": "b2nd array" if hasattr(obj, "shape") else "super-chunk",
+        "frame_format_version": header.version,
+    }
+    if hasattr(obj, "shape"):
+        out.update(
+            b2nd_metalayer_version=_b2nd_version(schunk.meta),
+            shape=list(obj.shape),
+            dtype=obj.dtype.str,
+            chunks=list(obj.chunks),
+            blocks=list(obj.blocks),
+        )
+    out.update(
+        typesize=schunk.typesize,
+        codec=_name(schunk.codec),
+        clevel=schunk.clevel,
+        filters=_filters(schunk.filters, schunk.filters_meta),
+        splitmode=_splitmode(header.splitmode),
+        blocksize=schunk.blocksize,
+        chunksize=schunk.chunksize,
+        nchunks=schunk.nchunks,
+        nbytes=schunk.nbytes,
+        cbytes=schunk.cbytes,
+        ratio=schunk.nbytes / schunk.cbytes if schunk.cbytes else None,
+        metalayers={name: len(content) for name, content in schunk.meta.items()},
+        vlmeta={k: v for k, v in schunk.vlmeta.items()},
+        chunk_stats=_chunk_stats(records),
+    )
+    if chunks:
+        out["chunk_list"] = records
+    return out
+
+
+def open_frame_path(path):
+    """Open a contiguous or sparse frame for reading (a B2ndArray or an SChunk)."""
+    from .api import open as open_b2
+
+    return open_b2(os.fspath(path))
+
+
+# --- trees and Zarr stores -------------------------------------------------------------------
+
+
+def _tree_info(path, *, chunks: bool) -> dict:
+    from .tree import open_tree
+
+    tree = open_tree(os.fspath(path))
+    arrays = {}
+    for name, ref in tree.arrays().items():
+        with ref.open() as arr:
+            arrays[name] = _frame_info(arr, chunks=chunks)
+    return {
+        "kind": {"b2z": ".b2z tree (zip)", "b2d": ".b2d tree", "dir": "directory of frames"}.get(
+            tree.kind, tree.kind
+        ),
+        "groups": {g: dict(attrs) for g, attrs in tree.groups().items()},
+        "arrays": arrays,
+    }
+
+
+def _zarr_arrays(path) -> Iterator[tuple[str, Any]]:
+    import zarr
+
+    node = zarr.open(store=os.fspath(path), mode="r")
+    if isinstance(node, zarr.Array):
+        yield "/", node
+        return
+    for name, arr in sorted(node.arrays(), key=lambda kv: kv[0]):
+        yield "/" + name, arr
+    for gname, group in sorted(node.groups(), key=lambda kv: kv[0]):
+        for name, arr in sorted(group.arrays(), key=lambda kv: kv[0]):
+            yield f"/{gname}/{name}", arr
+
+
+def _codec_configs(arr) -> list:
+    meta = arr.metadata
+    if getattr(meta, "zarr_format", 3) == 2:
+        parts = [meta.compressor] if meta.compressor is not None else []
+        parts += list(meta.filters or [])
+        return [jsonable(p.get_config()) for p in parts]
+    return [jsonable(c.to_dict()) for c in meta.codecs]
+
+
+def _zarr_chunk_records(arr) -> list[dict]:
+    """Per stored chunk: key, size, and what its Blosc header says when it has one."""
+    from zarr.core.sync import sync
+
+    store = arr.store_path.store
+    prefix = arr.store_path.path
+    records = []
+    for idx in np.ndindex(*arr.cdata_shape):
+        key = arr.metadata.encode_chunk_key(idx)
+        full = f"{prefix}/{key}" if prefix else key
+        data = sync(store.get(full, prototype=_prototype()))
+        if data is None:
+            continue
+        raw = data.to_bytes()
+        rec = {"chunk": key, "cbytes": len(raw), "special": None, "nbytes": None}
+        try:
+            info = chunk_info(raw) if len(raw) >= 16 else None
+        except B2StoreError:
+            info = None
+        if info is not None:
+            rec.update(nbytes=info.nbytes, version=info.version)
+            if info.special:
+                rec["special"] = _name(info.special)
+        records.append(rec)
+    return records
+
+
+def _prototype():
+    from zarr.core.buffer import default_buffer_prototype
+
+    return default_buffer_prototype()
+
+
+def _zarr_info(path, *, chunks: bool) -> dict:
+    import zarr
+
+    arrays = {}
+    for name, arr in _zarr_arrays(path):
+        records = _zarr_chunk_records(arr)
+        stored = sum(r["cbytes"] for r in records)
+        blosc = [r for r in records if r.get("nbytes") is not None]
+        info = {
+            "zarr_format": arr.metadata.zarr_format,
+            "shape": list(arr.shape),
+            "dtype": str(arr.dtype),
+            "chunks": list(arr.chunks),
+            "codecs": _codec_configs(arr),
+            "nbytes": arr.nbytes,
+            "cbytes": stored,
+            "ratio": arr.nbytes / stored if stored else None,
+            "attributes": dict(arr.attrs),
+            "chunk_stats": {
+                "count": math.prod(arr.cdata_shape),
+                "not_written": math.prod(arr.cdata_shape) - len(records),
+                "special": _count_special(records),
+                "cbytes": _spread([r["cbytes"] for r in records if r["special"] is None]),
+                "ratio": _spread(
+                    [r["nbytes"] / r["cbytes"] for r in blosc if r["special"] is None]
+                ),
+                "chunk_format_versions": sorted({r["version"] for r in blosc}),
+            },
+        }
+        if chunks:
+            info["chunk_list"] = records
+        arrays[name] = info
+    root = zarr.open(store=os.fspath(path), mode="r")
+    return {
+        "kind": f"Zarr v{root.metadata.zarr_format} "
+        + ("array" if isinstance(root, zarr.Array) else "group"),
+        "attributes": dict(root.attrs),
+        "arrays": arrays,
+    }
+
+
+def _count_special(records) -> dict:
+    out: dict[str, int] = {}
+    for r in records:
+        if r["special"] is not None:
+            out[r["special"]] = out.get(r["special"], 0) + 1
+    return out
+
+
+# --- chunks -----------------------------------------------------------------------------------
+
+
+def _chunk_file_info(path) -> dict:
+    data = Path(path).read_bytes()
+    info = chunk_info(data)
+    return {
+        "kind": "chunk",
+        "chunk_format_version": info.version,
+        "codec_format_version": info.versionlz,
+        "typesize": info.typesize,
+        "codec": _name(info.codec),
+        "filters": _filters(info.filters, info.filters_meta),
+        "split": info.split,
+        "memcpyed": info.memcpyed,
+        "special": _name(info.special) if info.special else None,
+        "use_dict": info.use_dict,
+        "vl_blocks": info.vl_blocks,
+        "blocksize": info.blocksize,
+        "nblocks": info.nblocks,
+        "nbytes": info.nbytes,
+        "cbytes": info.cbytes,
+        "ratio": info.nbytes / info.cbytes if info.cbytes else None,
+        "trailing_bytes": len(data) - info.cbytes,
+    }
+
+
+# --- describe ------------------------------------------------------------------------------
+
+
+def describe(path, *, chunks: bool = False) -> dict:
+    """Everything ``b2store info`` reports about ``path``, as a JSON-ready mapping.
+
+    Parameters
+    ----------
+    path : str or path-like
+        Any Blosc input (see :func:`detect`).
+    chunks : bool
+        Also list every chunk (offset, sizes, format version, special kind).
+    """
+    kind = detect(path)
+    if kind == "chunk":
+        out = _chunk_file_info(path)
+    elif kind in ("frame", "sparse-frame"):
+        with open_frame_path(path) as obj:
+            out = _frame_info(obj, chunks=chunks)
+    elif kind == "tree":
+        out = _tree_info(path, chunks=chunks)
+    elif kind == "zarr":
+        out = _zarr_info(path, chunks=chunks)
+    else:
+        raise _not_blosc(path, kind)
+    return {"path": os.fspath(path), **jsonable(out)}
+
+
+# --- text ---------------------------------------------------------------------------------
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def _ratio(r) -> str:
+    return "-" if r is None else f"{r:.2f}x"
+
+
+def _filters_text(filters: list[dict]) -> str:
+    return ", ".join(f"{f['name']}({f['meta']})" if f["meta"] else f["name"] for f in filters) or (
+        "none"
+    )
+
+
+def _stats_lines(stats: dict, indent: str) -> list[str]:
+    special = ", ".join(f"{n} {k}" for k, n in sorted(stats["special"].items()))
+    missing = stats.get("not_written", 0)
+    nstored = stats["count"] - sum(stats["special"].values()) - missing
+    lines = [
+        f"{indent}chunks    {stats['count']}: {nstored} compressed"
+        + (f", special: {special}" if special else "")
+        + (f", {missing} not written (fill value)" if missing else "")
+    ]
+    if stats.get("cbytes"):
+        c, r = stats["cbytes"], stats.get("ratio")
+        line = (
+            f"{indent}per chunk {_size(c['min'])} .. {_size(int(c['median']))} (median) .. "
+            f"{_size(c['max'])}"
+        )
+        if r:
+            line += f"; ratio {_ratio(r['min'])} .. {_ratio(r['median'])} .. {_ratio(r['max'])}"
+        lines.append(line)
+    if stats.get("chunk_format_versions"):
+        versions = ", ".join(map(str, stats["chunk_format_versions"]))
+        lines.append(f"{indent}chunk format version {versions}")
+    return lines
+
+
+def _attr_lines(title: str, attrs: Mapping, indent: str) -> list[str]:
+    if not attrs:
+        return []
+    lines = [f"{indent}{title}"]
+    lines += [f"{indent}  {k} = {_shown(v)}" for k, v in attrs.items()]
+    return lines
+
+
+def _frame_lines(info: dict, indent: str) -> list[str]:
+    lines = []
+    if "shape" in info:
+        lines.append(
+            f"{indent}shape     {tuple(info['shape'])}  dtype {info['dtype']}  "
+            f"(b2nd metalayer version {info['b2nd_metalayer_version']})"
+        )
+        lines.append(f"{indent}chunks    {tuple(info['chunks'])}  blocks {tuple(info['blocks'])}")
+    lines.append(
+        f"{indent}codec     {info['codec']}  clevel {info['clevel']}  filters "
+        f"{_filters_text(info['filters'])}  splitmode {info['splitmode']}"
+    )
+    lines.append(
+        f"{indent}items     typesize {info['typesize']}, blocksize {info['blocksize']}, "
+        f"chunksize {info['chunksize']}"
+    )
+    lines.append(
+        f"{indent}size      {_size(info['nbytes'])} -> {_size(info['cbytes'])} "
+        f"({_ratio(info['ratio'])})"
+    )
+    lines += _stats_lines(info["chunk_stats"], indent)
+    metas = ", ".join(f"{k} ({n} bytes)" for k, n in info["metalayers"].items()) or "none"
+    lines.append(f"{indent}metalayers {metas}")
+    lines += _attr_lines("vlmeta", info["vlmeta"], indent)
+    for rec in info.get("chunk_list", []):
+        lines.append(_chunk_line(rec, indent))
+    return lines
+
+
+def _chunk_line(rec: dict, indent: str) -> str:
+    where = f"offset {rec['offset']}" if rec.get("offset") is not None else "in index"
+    if rec.get("offset") is None and "stored" not in rec:
+        where = "stored"
+    kind = f"special {rec['special']}" if rec["special"] else f"v{rec.get('version', '?')}"
+    nbytes = rec.get("nbytes")
+    ratio = f" ({_ratio(nbytes / rec['cbytes'])})" if nbytes and rec["cbytes"] else ""
+    return f"{indent}  chunk {rec['chunk']}: {where}, {rec['cbytes']} bytes{ratio}, {kind}" + (
+        f", {nbytes} bytes decoded" if nbytes is not None else ""
+    )
+
+
+def format_info(info: dict) -> str:
+    """:func:`describe`'s mapping as text, in the manner of ``ncdump -h``."""
+    path, kind = info["path"], info["kind"]
+    if kind == "chunk":
+        return "\n".join(
+            [
+                f"{path}: Blosc chunk, format version {info['chunk_format_version']} "
+                f"(codec format {info['codec_format_version']})",
+                f"  codec     {info['codec']}  filters {_filters_text(info['filters'])}",
+                f"  items     typesize {info['typesize']}, {info['nblocks']} blocks of "
+                f"{info['blocksize']} bytes" + (", split streams" if info["split"] else ""),
+                f"  size      {_size(info['nbytes'])} -> {_size(info['cbytes'])} "
+                f"({_ratio(info['ratio'])})",
+                "  kind      "
+                + (
+                    f"special ({info['special']})"
+                    if info["special"]
+                    else "memcpyed"
+                    if info["memcpyed"]
+                    else "compressed"
+                )
+                + (", dictionary" if info["use_dict"] else "")
+                + (", variable-length blocks" if info["vl_blocks"] else ""),
+            ]
+            + (
+                [f"  trailing  {info['trailing_bytes']} bytes after the chunk"]
+                if info["trailing_bytes"]
+                else []
+            )
+        )
+    if "frame_format_version" in info:
+        head = (
+            f"{path}: {info['type']} in a {kind} (frame format version "
+            f"{info['frame_format_version']}, {info['nchunks']} chunks)"
+        )
+        return "\n".join([head, *_frame_lines(info, "  ")])
+    if "groups" in info:
+        lines = [f"{path}: {kind}, {len(info['arrays'])} arrays"]
+        for group, attrs in info["groups"].items():
+            if attrs:
+                lines += _attr_lines(f"group {group} attributes", attrs, "  ")
+        for name, arr in info["arrays"].items():
+            lines.append(
+                f"  array {name}: {arr['type']} in a {arr['kind']} "
+                f"(frame format version {arr['frame_format_version']})"
+            )
+            lines += _frame_lines(arr, "    ")
+        return "\n".join(lines)
+    lines = [f"{path}: {kind}" + (f", {len(info['arrays'])} arrays" if "group" in kind else "")]
+    lines += _attr_lines("attributes", info.get("attributes", {}), "  ")
+    for name, arr in info["arrays"].items():
+        lines.append(f"  array {name}: Zarr v{arr['zarr_format']}")
+        lines.append(
+            f"    shape     {tuple(arr['shape'])}  dtype {arr['dtype']}  "
+            f"chunks {tuple(arr['chunks'])}"
+        )
+        for codec in arr["codecs"]:
+            lines.append(f"    codec     {codec}")
+        lines.append(
+            f"    size      {_size(arr['nbytes'])} -> {_size(arr['cbytes'])} "
+            f"({_ratio(arr['ratio'])})"
+        )
+        stats = dict(arr["chunk_stats"])
+        lines += _stats_lines(stats, "    ")
+        lines += _attr_lines("attributes", arr["attributes"], "    ")
+        for rec in arr.get("chunk_list", []):
+            lines.append(_chunk_line(rec, "    "))
+    return "\n".join(lines)
+
+
+# --- opening arrays (dump) --------------------------------------------------------------------
+
+
+def open_arrays(path, *, dtype=None) -> Iterator[tuple[str, Any]]:
+    """``(name, array-like)`` for every array ``path`` holds; array-likes take numpy basic
+    indexing and have ``shape`` and ``dtype``. A chunk or a super-chunk is its decoded bytes,
+    viewed as ``dtype`` when given."""
+    kind = detect(path)
+    if kind == "chunk":
+        data = decode_chunk(Path(path).read_bytes())
+        yield Path(path).name, _bytes_view(data, dtype)
+    elif kind in ("frame", "sparse-frame"):
+        obj = open_frame_path(path)
+        try:
+            if hasattr(obj, "shape"):
+                yield Path(os.fspath(path).rstrip("/")).name, obj
+            else:
+                data = np.concatenate(
+                    [obj.decompress_chunk(i) for i in range(obj.nchunks)] or [np.empty(0, "u1")]
+                )
+                yield Path(path).name, _bytes_view(data, dtype)
+        finally:
+            obj.close()
+    elif kind == "tree":
+        from .tree import open_tree
+
+        for name, ref in open_tree(os.fspath(path)).arrays().items():
+            with ref.open() as arr:
+                yield name, arr
+    elif kind == "zarr":
+        yield from _zarr_arrays(path)
+    else:
+        raise _not_blosc(path, kind)
+
+
+def _bytes_view(data: np.ndarray, dtype) -> np.ndarray:
+    if dtype is None:
+        return data
+    dtype = np.dtype(dtype)
+    if len(data) % dtype.itemsize:
+        raise InputError(f"{len(data)} bytes are not whole items of {dtype} ({dtype.itemsize})")
+    return data.view(dtype)
+
+
+# --- verify -------------------------------------------------------------------------------
+
+
+@dataclass
+class Problem:
+    """One thing ``verify`` found wrong: where (array, chunk, byte offset) and the error."""
+
+    error: str
+    array: str | None = None
+    chunk: int | str | None = None
+    offset: int | None = None
+    extra: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {
+            "array": self.array,
+            "chunk": self.chunk,
+            "offset": self.offset,
+            "error": self.error,
+        }
+
+    def __str__(self) -> str:
+        where = []
+        if self.array is not None:
+            where.append(f"array {self.array}")
+        if self.chunk is not None:
+            where.append(f"chunk {self.chunk}")
+        if self.offset is not None:
+            where.append(f"offset {self.offset}")
+        return f"{', '.join(where) or 'file'}: {self.error}"
+
+
+def _error_text(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if isinstance(exc, B2StoreError) else f"{type(exc).__name__}: {text}"
+
+
+def _verify_frame(obj, array: str | None) -> tuple[int, list[Problem]]:
+    schunk = obj.schunk if hasattr(obj, "schunk") else obj
+    problems = []
+    header = schunk.header
+    for i in range(schunk.nchunks):
+        offset = None
+        try:
+            span = schunk.chunk_span(i)
+            offset = None if span is None else span[1]
+            decoded = decode_chunk(schunk.get_chunk(i))
+            expected = _expected_nbytes(header, i, schunk.nchunks)
+            if expected is not None and len(decoded) != expected:
+                raise FormatError(f"chunk {i} nbytes", expected, len(decoded))
+        except Exception as exc:  # every failure is a finding: verify reports, never stops
+            if offset is None:
+                offset = _index_entry(schunk, i)
+            problems.append(Problem(_error_text(exc), array, i, offset))
+    return schunk.nchunks, problems
+
+
+def _index_entry(schunk, i: int) -> int | None:
+    try:
+        entry = int(schunk.offsets[i])
+    except Exception:
+        return None
+    return entry if entry >= 0 else None
+
+
+def _expected_nbytes(header, i: int, nchunks: int) -> int | None:
+    if header.chunksize <= 0:
+        return None
+    last = header.nbytes - header.chunksize * (nchunks - 1)
+    return header.chunksize if i < nchunks - 1 else last
+
+
+def _verify_zarr(path) -> tuple[int, list[Problem]]:
+    count, problems = 0, []
+    for name, arr in _zarr_arrays(path):
+        grid = arr.cdata_shape
+        for idx in np.ndindex(*grid):
+            count += 1
+            region = tuple(
+                slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(idx, arr.chunks, arr.shape)
+            )
+            try:
+                arr[region]
+            except Exception as exc:
+                key = arr.metadata.encode_chunk_key(idx)
+                problems.append(Problem(_error_text(exc), name, key))
+    return count, problems
+
+
+def verify(path) -> dict:
+    """Decode every chunk of ``path``; report each one that fails.
+
+    Returns
+    -------
+    dict
+        ``{"path", "kind", "chunks": number checked, "ok": bool, "problems": [{"array",
+        "chunk", "offset", "error"}, ...]}``; ``offset`` is the chunk's byte offset in its
+        file when known.
+    """
+    kind = detect(path)
+    problems: list[Problem] = []
+    count = 0
+    if kind == "chunk":
+        count = 1
+        try:
+            decode_chunk(Path(path).read_bytes())
+        except Exception as exc:
+            off = getattr(exc, "offset", None)
+            problems.append(Problem(_error_text(exc), None, 0, off))
+    elif kind in ("frame", "sparse-frame"):
+        try:
+            obj = open_frame_path(path)
+        except Exception as exc:
+            problems.append(Problem(_error_text(exc), offset=getattr(exc, "offset", None)))
+        else:
+            with obj:
+                count, problems = _verify_frame(obj, None)
+    elif kind == "tree":
+        from .tree import open_tree
+
+        try:
+            refs = open_tree(os.fspath(path)).arrays()
+        except Exception as exc:
+            problems.append(Problem(_error_text(exc), offset=getattr(exc, "offset", None)))
+            refs = {}
+        for name, ref in refs.items():
+            try:
+                obj = ref.open()
+            except Exception as exc:
+                problems.append(Problem(_error_text(exc), name, offset=ref.offset or None))
+                continue
+            with obj:
+                n, found = _verify_frame(obj, name)
+            count += n
+            problems += found
+    elif kind == "zarr":
+        count, problems = _verify_zarr(path)
+    else:
+        raise _not_blosc(path, kind)
+    return {
+        "path": os.fspath(path),
+        "kind": kind,
+        "chunks": count,
+        "ok": not problems,
+        "problems": [p.as_dict() for p in problems],
+    }
