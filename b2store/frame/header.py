@@ -7,11 +7,11 @@ reads and rewrites them in place, so b2store does too.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field, replace
 
 from ..constants import MAX_FILTERS
 from ..errors import FormatError, UnsupportedError
+from . import wire
 
 __all__ = ["FrameHeader", "MAGIC", "HEADER_FIXED_LEN", "MAX_METALAYERS"]
 
@@ -34,10 +34,10 @@ MAX_FRAME_LEN = 2**63 - 1
 
 @dataclass(frozen=True)
 class _Layout:
-    """Where each fixed field sits: (offset of its msgpack marker, marker, struct format)."""
+    """Where each fixed field sits: the offset of its msgpack item, and the item."""
 
     nfields: int
-    fields: dict[str, tuple[int, int, str]]
+    fields: dict[str, tuple[int, wire.Item]]
     filters_at: int | None  # offset of the 16-byte filter pipeline extension, if any
     metalayers_at: int
 
@@ -45,36 +45,38 @@ class _Layout:
 _MODERN = _Layout(
     nfields=14,
     fields={
-        "header_len": (10, 0xD2, ">i"),
-        "frame_len": (15, 0xCF, ">Q"),
-        "nbytes": (29, 0xD3, ">q"),
-        "cbytes": (38, 0xD3, ">q"),
-        "typesize": (47, 0xD2, ">i"),
-        "blocksize": (52, 0xD2, ">i"),
-        "chunksize": (57, 0xD2, ">i"),
-        "nthreads_comp": (62, 0xD1, ">h"),
-        "nthreads_decomp": (65, 0xD1, ">h"),
+        "header_len": (10, wire.INT32),
+        "frame_len": (15, wire.UINT64),
+        "nbytes": (29, wire.INT64),
+        "cbytes": (38, wire.INT64),
+        "typesize": (47, wire.INT32),
+        "blocksize": (52, wire.INT32),
+        "chunksize": (57, wire.INT32),
+        "nthreads_comp": (62, wire.INT16),
+        "nthreads_decomp": (65, wire.INT16),
     },
     filters_at=69,
     metalayers_at=HEADER_FIXED_LEN,
 )
 # 2.0.0 betas: no blocksize, so everything from typesize on sits 5 bytes earlier.
 _BETA = {
-    "header_len": (10, 0xD2, ">i"),
-    "frame_len": (15, 0xCF, ">Q"),
-    "nbytes": (29, 0xD3, ">q"),
-    "cbytes": (38, 0xD3, ">q"),
-    "typesize": (47, 0xD2, ">i"),
-    "chunksize": (52, 0xD2, ">i"),
-    "nthreads_comp": (57, 0xD1, ">h"),
-    "nthreads_decomp": (60, 0xD1, ">h"),
+    "header_len": (10, wire.INT32),
+    "frame_len": (15, wire.UINT64),
+    "nbytes": (29, wire.INT64),
+    "cbytes": (38, wire.INT64),
+    "typesize": (47, wire.INT32),
+    "chunksize": (52, wire.INT32),
+    "nthreads_comp": (57, wire.INT16),
+    "nthreads_decomp": (60, wire.INT16),
 }
 _LAYOUTS = {
-    0x90 + 14: _MODERN,
-    0x90 + 13: _Layout(13, _BETA, filters_at=64, metalayers_at=82),
-    0x90 + 12: _Layout(12, _BETA, filters_at=None, metalayers_at=64),
-    0x90 + 11: _Layout(11, _BETA, filters_at=None, metalayers_at=64),
+    wire.FIXARRAY + 14: _MODERN,
+    wire.FIXARRAY + 13: _Layout(13, _BETA, filters_at=64, metalayers_at=82),
+    wire.FIXARRAY + 12: _Layout(12, _BETA, filters_at=None, metalayers_at=64),
+    wire.FIXARRAY + 11: _Layout(11, _BETA, filters_at=None, metalayers_at=64),
 }
+# The flags: a fixstr of 4 bytes (general, frame type, codec, other) at 24.
+_FLAGS_AT = 24
 _HAS_VLMETA_AT = {14: 68, 13: 63, 12: 63, 11: 63}
 
 
@@ -143,10 +145,8 @@ class FrameHeader:
 
     @staticmethod
     def _read(mv, layout: _Layout, name: str) -> int:
-        at, marker, fmt = layout.fields[name]
-        if mv[at] != marker:
-            raise FormatError(f"{name} marker", hex(marker), hex(mv[at]), at)
-        return struct.unpack_from(fmt, mv, at + 1)[0]
+        at, item = layout.fields[name]
+        return wire.read(mv, at, item, name)
 
     @classmethod
     def from_bytes(cls, buf) -> FrameHeader:
@@ -157,11 +157,13 @@ class FrameHeader:
         _need(mv, layout.metalayers_at, "frame header", 0)
         values = {name: cls._read(mv, layout, name) for name in layout.fields}
         values.setdefault("blocksize", 0)
-        if mv[24] != 0xA4:
-            raise FormatError("flags marker", "0xa4 (a 4-byte string)", hex(mv[24]), 24)
-        general_flags, frame_type, codec_flags, other_flags = mv[25:29]
+        if mv[_FLAGS_AT] != wire.FIXSTR + 4:
+            raise FormatError(
+                "flags marker", "0xa4 (a 4-byte string)", hex(mv[_FLAGS_AT]), _FLAGS_AT
+            )
+        general_flags, frame_type, codec_flags, other_flags = mv[_FLAGS_AT + 1 : _FLAGS_AT + 5]
         vl_at = _HAS_VLMETA_AT[layout.nfields]
-        if mv[vl_at] not in (0xC2, 0xC3):
+        if mv[vl_at] not in (wire.FALSE, wire.TRUE):
             raise FormatError("has_vlmeta", "a msgpack bool", hex(mv[vl_at]), vl_at)
         extra = {}
         if layout.nfields == 14:
@@ -253,19 +255,19 @@ class FrameHeader:
         meta_block = _metalayers_bytes(self.metalayers, HEADER_FIXED_LEN)
         header_len = HEADER_FIXED_LEN + len(meta_block)
         out = bytearray(HEADER_FIXED_LEN)
-        out[0] = 0x90 + 14
+        out[0] = wire.FIXARRAY + 14
         out[1:10] = MAGIC
         values = {f.name: getattr(self, f.name) for f in self.__dataclass_fields__.values()}
         values["header_len"] = header_len
-        for name, (at, marker, fmt) in _MODERN.fields.items():
-            out[at] = marker
-            struct.pack_into(fmt, out, at + 1, values[name])
-        out[24] = 0xA4
-        out[25:29] = bytes(
+        for name, (at, item) in _MODERN.fields.items():
+            wire.write(out, at, item, values[name])
+        out[_FLAGS_AT] = wire.FIXSTR + 4
+        out[_FLAGS_AT + 1 : _FLAGS_AT + 5] = bytes(
             [self.general_flags, self.frame_type, self.codec_flags, self.other_flags]
         )
-        out[68] = 0xC3 if self.has_vlmeta else 0xC2
-        out[69], out[70] = 0xD8, MAX_FILTERS
+        out[68] = wire.TRUE if self.has_vlmeta else wire.FALSE
+        # The filter pipeline: a fixext16 whose ext type c-blosc2 sets to MAX_FILTERS.
+        wire.write(out, 69, wire.FIXEXT16, MAX_FILTERS)
         out[71:77] = bytes(self.filters)
         out[77], out[78] = self.udcodec, self.compcode_meta
         out[79:85] = bytes(self.filters_meta)
@@ -274,72 +276,59 @@ class FrameHeader:
 
 
 def _read_metalayers(mv, at: int, header_len: int) -> dict[str, bytes]:
-    """The fixed metalayers: a map of names to absolute offsets of bin32 values."""
+    """The fixed metalayers: ``[index_len, {name: offset}, [bin32 values]]`` whose offsets
+    are absolute (from the frame's start)."""
     if header_len <= at:
         return {}
-    _need(mv, at + 6, "metalayers index", at)
-    if mv[at] != 0x93 or mv[at + 1] != 0xCD or mv[at + 4] != 0xDE:
-        raise FormatError("metalayers index", "93 cd .. .. de", bytes(mv[at : at + 5]).hex(" "), at)
-    count = struct.unpack_from(">H", mv, at + 5)[0]
+    cur = wire.Cursor(mv, at, header_len, name="header")
+    cur.marker("metalayers index", wire.FIXARRAY + 3)
+    cur.item(wire.UINT16, "metalayers index")  # the index length: implied by what follows
+    count = cur.item(wire.MAP16, "metalayers count")
     if count > MAX_METALAYERS:
-        raise FormatError("metalayers count", f"at most {MAX_METALAYERS}", count, at + 5)
-    pos = at + 7
-    metalayers: dict[str, bytes] = {}
+        raise FormatError("metalayers count", f"at most {MAX_METALAYERS}", count, cur.pos - 2)
+    return read_named_values(cur, count, "metalayer")
+
+
+def read_named_values(cur: wire.Cursor, count: int, what: str) -> dict[str, bytes]:
+    """``count`` index entries (a fixstr name, an int32 offset in ``cur.buf``), each naming a
+    bin32 value before ``cur.end``: the layout of both metalayers and vlmetalayers."""
+    values: dict[str, bytes] = {}
     for k in range(count):
-        name, pos = _read_name(mv, pos, header_len, f"metalayer {k} name")
-        if pos + 5 > header_len or mv[pos] != 0xD2:
-            raise FormatError(
-                f"metalayer {name!r} offset", "0xd2 and an int32", "end of header", pos
-            )
-        offset = struct.unpack_from(">i", mv, pos + 1)[0]
-        pos += 5
-        metalayers[name] = _read_bin32(mv, offset, header_len, f"metalayer {name!r}")
-    return metalayers
+        name = cur.fixstr(f"{what} {k} name")
+        offset = cur.item(wire.INT32, f"{what} {name!r} offset")
+        values[name] = wire.read_bin32(cur.buf, offset, cur.end, f"{what} {name!r}")
+    return values
 
 
-def _read_name(mv, pos: int, end: int, what: str) -> tuple[str, int]:
-    if pos >= end or not 0xA0 <= mv[pos] <= 0xBF:
-        raise FormatError(what, "a msgpack fixstr", hex(mv[pos]) if pos < end else "end", pos)
-    n = mv[pos] - 0xA0
-    if pos + 1 + n > end:
-        raise FormatError(what, f"{n} bytes of name", "end of header", pos)
-    try:
-        name = bytes(mv[pos + 1 : pos + 1 + n]).decode("utf-8")
-    except UnicodeDecodeError:
-        raise FormatError(what, "UTF-8", bytes(mv[pos + 1 : pos + 1 + n]), pos) from None
-    return name, pos + 1 + n
-
-
-def _read_bin32(mv, offset: int, end: int, what: str) -> bytes:
-    if not 0 <= offset <= end - 5 or mv[offset] != 0xC6:
-        raise FormatError(f"{what} value", f"a bin32 inside [0, {end})", offset, offset)
-    n = struct.unpack_from(">I", mv, offset + 1)[0]
-    if offset + 5 + n > end:
-        raise FormatError(f"{what} length", f"at most {end - offset - 5} bytes", n, offset + 1)
-    return bytes(mv[offset + 5 : offset + 5 + n])
+def named_values_bytes(
+    values: dict[str, bytes], limit: int, what: str, entries_at: int
+) -> tuple[bytes, bytes]:
+    """The index entries and the values array (the layout :func:`read_named_values` reads)
+    for entries starting at offset ``entries_at``, the values array right after them."""
+    if len(values) > limit:
+        raise ValueError(f"at most {limit} {what}s, got {len(values)}")
+    names = [n.encode() for n in values]
+    for n in names:
+        if len(n) > MAX_METALAYER_NAME:
+            raise ValueError(f"{what} names are at most {MAX_METALAYER_NAME} bytes: {n!r}")
+    values_at = entries_at + sum(1 + len(n) + wire.INT32.size for n in names)
+    entries = bytearray()
+    array = bytearray(wire.pack(wire.ARRAY16, len(names)))
+    for name, content in zip(names, values.values()):
+        entries += wire.pack_fixstr(name) + wire.pack(wire.INT32, values_at + len(array))
+        array += wire.pack_bin32(content)
+    return bytes(entries), bytes(array)
 
 
 def _metalayers_bytes(metalayers: dict[str, bytes], at: int) -> bytes:
     """The metalayers index and values starting at absolute offset ``at`` (c-blosc2 writes
     the empty index too when there are none)."""
-    if len(metalayers) > MAX_METALAYERS:
-        raise ValueError(f"at most {MAX_METALAYERS} metalayers, got {len(metalayers)}")
-    names = [n.encode() for n in metalayers]
-    for n in names:
-        if len(n) > MAX_METALAYER_NAME:
-            raise ValueError(f"metalayer names are at most {MAX_METALAYER_NAME} bytes: {n!r}")
-    index_len = 7 + sum(1 + len(n) + 5 for n in names)
-    values_at = at + index_len + 3
-    index = bytearray(
-        b"\x93\xcd" + struct.pack(">H", index_len) + b"\xde" + struct.pack(">H", len(names))
+    # 93 cd <index_len, counted from the 0x93 byte to the values> de <count>, entries
+    head_len = 1 + wire.UINT16.size + wire.MAP16.size
+    entries, array = named_values_bytes(metalayers, MAX_METALAYERS, "metalayer", at + head_len)
+    head = (
+        bytes([wire.FIXARRAY + 3])
+        + wire.pack(wire.UINT16, head_len + len(entries))
+        + wire.pack(wire.MAP16, len(metalayers))
     )
-    values = bytearray(b"\xdc" + struct.pack(">H", len(names)))
-    for name, content in zip(names, metalayers.values()):
-        index += (
-            bytes([0xA0 + len(name)])
-            + name
-            + b"\xd2"
-            + struct.pack(">i", values_at + len(values) - 3)
-        )
-        values += b"\xc6" + struct.pack(">I", len(content)) + bytes(content)
-    return bytes(index) + bytes(values)
+    return head + entries + array

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import ast
 import math
-import struct
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import FormatError, UnsupportedError
+from ..frame import wire
 from .geometry import extchunkshape
 
 __all__ = [
@@ -49,24 +49,10 @@ MAX_DIM = 16  # B2ND_MAX_DIM
 MAX_BUFFERSIZE = 2**31 - 1 - 32
 NUMPY_DTYPE_FORMAT = 0
 
-_B2ND_ARRAY = 0x90 + 7
-_CATERVA_ARRAY = 0x90 + 5
-_FIXARRAY = 0x90
-_INT64 = 0xD3
-_INT32 = 0xD2
-_STR32 = 0xDB
-_BIN = {0xC4: ">B", 0xC5: ">H", 0xC6: ">I"}
-_FIXED_INTS = {
-    0xCC: ">B",
-    0xCD: ">H",
-    0xCE: ">I",
-    0xCF: ">Q",
-    0xD0: ">b",
-    0xD1: ">h",
-    0xD2: ">i",
-    0xD3: ">q",
-}
-_SECTIONS = (("shape", _INT64, ">q"), ("chunkshape", _INT32, ">i"), ("blockshape", _INT32, ">i"))
+_B2ND_ARRAY = wire.FIXARRAY + 7
+_CATERVA_ARRAY = wire.FIXARRAY + 5
+_SECTIONS = (("shape", wire.INT64), ("chunkshape", wire.INT32), ("blockshape", wire.INT32))
+_BINS = (0xC4, 0xC5, wire.BIN32.marker)  # a caterva metalayer wrapped by python-blosc2
 
 
 def dtype_string(dtype) -> str:
@@ -157,52 +143,6 @@ def _check_geometry(
             )
 
 
-class _Reader:
-    """A cursor over the metalayer that raises FormatError at its end instead of reading on."""
-
-    def __init__(self, content: bytes, start: int = 0, end: int | None = None):
-        self.buf = content
-        self.pos = start
-        self.end = len(content) if end is None else end
-
-    def take(self, n: int, field: str) -> bytes:
-        if n > self.end - self.pos:
-            raise FormatError(
-                field, f"{n} bytes", f"{self.end - self.pos} (the metalayer ends)", self.pos
-            )
-        out = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-    def byte(self, field: str) -> int:
-        return self.take(1, field)[0]
-
-    def marker(self, field: str, expected: int) -> None:
-        found = self.byte(field)
-        if found != expected:
-            raise FormatError(field, f"marker {expected:#04x}", f"{found:#04x}", self.pos - 1)
-
-    def unpack(self, fmt: str, field: str) -> int:
-        return struct.unpack(fmt, self.take(struct.calcsize(fmt), field))[0]
-
-    def fixint(self, field: str, limit: int) -> int:
-        value = self.byte(field)
-        if value > 0x7F:
-            raise FormatError(field, "a positive fixint (0 to 127)", f"{value:#04x}", self.pos - 1)
-        if value > limit:
-            raise FormatError(field, f"0 to {limit}", value, self.pos - 1)
-        return value
-
-    def finish(self) -> None:
-        if self.pos != self.end:
-            raise FormatError(
-                "metalayer length",
-                f"{self.pos} bytes",
-                f"{self.end} ({self.end - self.pos} trailing bytes)",
-                self.pos,
-            )
-
-
 def _check_version(version: int, caterva: bool, offset: int | None) -> None:
     known = CATERVA_METALAYER_VERSION if caterva else B2ND_METALAYER_VERSION
     if version != known:
@@ -211,28 +151,31 @@ def _check_version(version: int, caterva: bool, offset: int | None) -> None:
         raise FormatError("version", expected, version, offset)
 
 
-def _read_positional(reader: _Reader, caterva: bool) -> B2ndMeta:
+def _cursor(content: bytes, start: int = 0, end: int | None = None) -> wire.Cursor:
+    return wire.Cursor(content, start, end, name="metalayer")
+
+
+def _read_positional(reader: wire.Cursor, caterva: bool) -> B2ndMeta:
     reader.marker("metalayer array", _CATERVA_ARRAY if caterva else _B2ND_ARRAY)
     version = reader.fixint("version", 127)
     _check_version(version, caterva, reader.pos - 1)
     ndim = reader.fixint("ndim", MAX_DIM)
     values: dict[str, list[int]] = {}
     offsets: dict[str, list[int]] = {}
-    for name, marker, fmt in _SECTIONS:
-        reader.marker(f"{name} array", _FIXARRAY + ndim)  # 0xa0 for 16 dims: still expected
+    for name, item in _SECTIONS:
+        reader.marker(f"{name} array", wire.FIXARRAY + ndim)  # 0xa0 for 16 dims: still expected
         values[name], offsets[name] = [], []
         for i in range(ndim):
-            reader.marker(f"{name}[{i}] marker", marker)
-            offsets[name].append(reader.pos)
-            values[name].append(reader.unpack(fmt, f"{name}[{i}]"))
-    shape, chunks, blocks = (tuple(values[name]) for name, _, _ in _SECTIONS)
+            offsets[name].append(reader.pos + 1)
+            values[name].append(reader.item(item, f"{name}[{i}]"))
+    shape, chunks, blocks = (tuple(values[name]) for name, _ in _SECTIONS)
     dtype = None
     if not caterva:
         dtype_format = reader.fixint("dtype_format", 127)
         if dtype_format != NUMPY_DTYPE_FORMAT:
             raise UnsupportedError("b2nd dtype_format", dtype_format)
-        reader.marker("dtype marker", _STR32)
-        length = reader.unpack(">I", "dtype length")
+        reader.marker("dtype marker", wire.STR32.marker)
+        length = reader.unpack(wire.STR32.fmt, "dtype length")
         start = reader.pos
         raw = reader.take(length, "dtype")
         try:
@@ -240,55 +183,32 @@ def _read_positional(reader: _Reader, caterva: bool) -> B2ndMeta:
         except UnicodeDecodeError as exc:
             raise FormatError("dtype", "a UTF-8 string", repr(raw[:200]), start) from exc
         dtype = dtype_from_string(text, start)
-    reader.finish()
+    reader.finish("metalayer length")
     _check_geometry(shape, chunks, blocks, None if dtype is None else dtype.itemsize, offsets)
     return B2ndMeta(shape, chunks, blocks, dtype, legacy_caterva=caterva)
 
 
-def _read_int(reader: _Reader, field: str) -> tuple[int, int]:
-    offset = reader.pos
-    first = reader.byte(field)
-    if first <= 0x7F:
-        return first, offset
-    if first >= 0xE0:
-        return first - 0x100, offset
-    if first in _FIXED_INTS:
-        return reader.unpack(_FIXED_INTS[first], field), offset
-    raise FormatError(field, "a msgpack integer", f"{first:#04x}", offset)
-
-
-def _read_array_len(reader: _Reader, field: str) -> int:
-    first = reader.byte(field)
-    if _FIXARRAY <= first <= _FIXARRAY + 15:
-        return first - _FIXARRAY
-    if first == 0xDC:
-        return reader.unpack(">H", field)
-    if first == 0xDD:
-        return reader.unpack(">I", field)
-    raise FormatError(field, "a msgpack array", f"{first:#04x}", reader.pos - 1)
-
-
-def _read_caterva_compact(reader: _Reader) -> B2ndMeta:
+def _read_caterva_compact(reader: wire.Cursor) -> B2ndMeta:
     """``[version, ndim, shape, chunkshape, blockshape]`` in any msgpack integer encoding."""
-    n = _read_array_len(reader, "metalayer array")
+    n = reader.array_len("metalayer array")
     if n != 5:
         raise FormatError("metalayer array", "5 entries", n, reader.pos - 1)
-    version, offset = _read_int(reader, "version")
+    version, offset = reader.any_int("version")
     _check_version(version, True, offset)
-    ndim, offset = _read_int(reader, "ndim")
+    ndim, offset = reader.any_int("ndim")
     if not 0 <= ndim <= MAX_DIM:
         raise FormatError("ndim", f"0 to {MAX_DIM}", ndim, offset)
     values: dict[str, list[int]] = {}
     offsets: dict[str, list[int]] = {}
-    for name, _, _ in _SECTIONS:
-        n = _read_array_len(reader, f"{name} array")
+    for name, _ in _SECTIONS:
+        n = reader.array_len(f"{name} array")
         if n != ndim:
             raise FormatError(f"{name} array", f"{ndim} entries", n, reader.pos - 1)
-        pairs = [_read_int(reader, f"{name}[{i}]") for i in range(ndim)]
+        pairs = [reader.any_int(f"{name}[{i}]") for i in range(ndim)]
         values[name] = [v for v, _ in pairs]
         offsets[name] = [o for _, o in pairs]
-    reader.finish()
-    shape, chunks, blocks = (tuple(values[name]) for name, _, _ in _SECTIONS)
+    reader.finish("metalayer length")
+    shape, chunks, blocks = (tuple(values[name]) for name, _ in _SECTIONS)
     _check_geometry(shape, chunks, blocks, None, offsets)
     return B2ndMeta(shape, chunks, blocks, None, legacy_caterva=True)
 
@@ -301,18 +221,17 @@ def _read_caterva(content: bytes) -> B2ndMeta:
     as bytes; c-blosc2 cannot read it, but its content is unambiguous, so it is accepted.
     """
     start, end = 0, len(content)
-    if content and content[0] in _BIN:
-        reader = _Reader(content)
-        reader.byte("metalayer bin")
-        length = reader.unpack(_BIN[content[0]], "metalayer bin length")
+    if content and content[0] in _BINS:
+        reader = _cursor(content)
+        length = reader.bin_len("metalayer bin")
         start = reader.pos
         if length != end - start:
             raise FormatError("metalayer bin length", f"{end - start}", length, 1)
     try:
-        return _read_positional(_Reader(content, start, end), caterva=True)
+        return _read_positional(_cursor(content, start, end), caterva=True)
     except FormatError as positional:
         try:
-            return _read_caterva_compact(_Reader(content, start, end))
+            return _read_caterva_compact(_cursor(content, start, end))
         except FormatError:
             raise positional from None
 
@@ -368,7 +287,7 @@ class B2ndMeta:
         content = bytes(content)
         if caterva:
             return _read_caterva(content)
-        return _read_positional(_Reader(content), caterva=False)
+        return _read_positional(_cursor(content), caterva=False)
 
     def to_bytes(self) -> bytes:
         """The metalayer content, byte for byte as c-blosc2 writes it.
@@ -379,17 +298,13 @@ class B2ndMeta:
         out = bytearray(
             (_CATERVA_ARRAY if self.legacy_caterva else _B2ND_ARRAY, self.version, ndim)
         )
-        for name, marker, fmt in _SECTIONS:
-            out.append(_FIXARRAY + ndim)
+        for name, item in _SECTIONS:
+            out.append(wire.FIXARRAY + ndim)
             for value in getattr(self, name):
-                out.append(marker)
-                out += struct.pack(fmt, value)
+                out += wire.pack(item, value)
         if not self.legacy_caterva:
-            text = dtype_string(self.dtype).encode("utf-8")
             out.append(self.dtype_format)
-            out.append(_STR32)
-            out += struct.pack(">I", len(text))
-            out += text
+            out += wire.pack_str32(dtype_string(self.dtype).encode("utf-8"))
         return bytes(out)
 
     @property
