@@ -119,3 +119,33 @@ def test_threads_write_different_chunks(tmp_path):
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(write, range(8)))
     np.testing.assert_array_equal(blosc2.open(str(path))[...], data)
+
+
+def _write_rows(args):
+    path, i = args
+    z = zarr.open_array(B2ndStore(path, mode="a"))
+    for j in range(4):
+        z[i * 8 : (i + 1) * 8, j * 8 : (j + 1) * 8] = i * 100 + j
+    return i
+
+
+def test_processes_write_different_chunks(tmp_path):
+    import multiprocessing
+
+    path = str(tmp_path / "mp.b2nd")
+    zarr.create_array(
+        store=B2ndStore(path, mode="w"),
+        shape=(32, 32),
+        chunks=(8, 8),
+        dtype="<i4",
+        serializer=B2ndCodec(),
+        compressors=None,
+    )
+    # Each change takes the frame's writer lock and rereads what others published.
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        assert pool.map(_write_rows, [(path, i) for i in range(4)]) == [0, 1, 2, 3]
+    want = np.zeros((32, 32), "<i4")
+    for i in range(4):
+        for j in range(4):
+            want[i * 8 : (i + 1) * 8, j * 8 : (j + 1) * 8] = i * 100 + j
+    np.testing.assert_array_equal(blosc2.open(path)[...], want)

@@ -1,0 +1,109 @@
+"""Zarr through B2ndStore against python-blosc2 on the same .b2nd file, and against a Zarr
+LocalStore copy of the same data: a whole 256 MB read, and one small selection inside a chunk
+(time and bytes read). Medians over interleaved rounds; one decoding thread everywhere.
+
+    python bench/bench_zarr_store.py [--quick] [--repeat N] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from _common import parse_args, versions
+
+
+def _timed(funcs: dict, repeat: int) -> dict[str, float]:
+    times: dict[str, list[float]] = {n: [] for n in funcs}
+    names = list(funcs)
+    for r in range(repeat):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            t0 = time.perf_counter()
+            funcs[name]()
+            times[name].append(time.perf_counter() - t0)
+    return {n: statistics.median(t) for n, t in times.items()}
+
+
+class _Counting:
+    """Counts bytes read through a zarr store (wraps its get)."""
+
+    def __init__(self):
+        self.bytes = 0
+
+
+def main() -> None:
+    args, repeat = parse_args(__doc__, 5, "a 32 MB array and 3 rounds")
+    import blosc2
+    import zarr
+    from zarr.storage import LocalStore, WrapperStore
+
+    from b2store.integrations.zarr_store import B2ndStore
+
+    blosc2.set_nthreads(1)
+    zarr.config.set({"async.concurrency": 1, "threading.max_workers": 1})
+    n = 2048 if args.quick else 8192  # 8192 x 4096 float64 = 256 MB
+    y, x = np.mgrid[0:n, 0:4096].astype(np.float32) / 4096.0
+    data = (np.sin(6.0 * x) * np.cos(4.0 * y) + 0.5 * x * y).astype(np.float64)
+    del y, x
+    tmp = Path(tempfile.mkdtemp())
+    path = tmp / "a.b2nd"
+    arr = blosc2.asarray(data, urlpath=str(path), mode="w", chunks=(512, 1024))
+    blocks = arr.blocks
+    z_local = zarr.create_array(
+        store=LocalStore(tmp / "copy.zarr"), shape=data.shape, chunks=(512, 1024), dtype=data.dtype
+    )
+    z_local[...] = data
+    counter = _Counting()
+
+    class Counting(WrapperStore):
+        async def get(self, key, prototype, byte_range=None):
+            buf = await self._store.get(key, prototype, byte_range)
+            if buf is not None:
+                counter.bytes += len(buf)
+            return buf
+
+    zb = zarr.open_array(B2ndStore(path))
+    zb_count = zarr.open_array(Counting(B2ndStore(path)))
+    zl_count = zarr.open_array(Counting(LocalStore(tmp / "copy.zarr", read_only=True)))
+    b2 = blosc2.open(str(path))
+
+    whole = _timed({"b2store zarr": lambda: zb[...], "python-blosc2": lambda: b2[...]}, repeat)
+    sel = (slice(700, 702), slice(1500, 1510))  # inside one chunk, one or two blocks
+    small = _timed(
+        {
+            "b2store zarr": lambda: zb[sel],
+            "python-blosc2": lambda: b2[sel],
+            "zarr LocalStore": lambda: z_local[sel],
+        },
+        max(repeat, 20),
+    )
+    counter.bytes = 0
+    zb_count[sel]
+    b2nd_bytes = counter.bytes
+    counter.bytes = 0
+    zl_count[sel]
+    local_bytes = counter.bytes
+    result = {
+        "versions": versions(),
+        "nbytes": data.nbytes,
+        "file_bytes": os.path.getsize(path),
+        "chunks": [512, 1024],
+        "blocks": list(blocks),
+        "whole_read_s": whole,
+        "whole_read_ratio_vs_blosc2": whole["python-blosc2"] / whole["b2store zarr"],
+        "small_selection_s": small,
+        "small_selection_bytes": {"b2store zarr": b2nd_bytes, "zarr LocalStore": local_bytes},
+    }
+    print(json.dumps(result, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
