@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..constants import MAX_BUFFERSIZE
 from ..errors import FormatError, UnsupportedError
 from ..frame import wire
 from .geometry import extchunkshape
@@ -39,14 +40,11 @@ __all__ = [
     "dtype_from_string",
     "B2ND_METALAYER_VERSION",
     "MAX_DIM",
-    "MAX_BUFFERSIZE",
 ]
 
 B2ND_METALAYER_VERSION = 0
 CATERVA_METALAYER_VERSION = 0
 MAX_DIM = 16  # B2ND_MAX_DIM
-# BLOSC2_MAX_BUFFERSIZE: INT32_MAX minus the 32-byte maximum overhead; the most one chunk holds.
-MAX_BUFFERSIZE = 2**31 - 1 - 32
 NUMPY_DTYPE_FORMAT = 0
 
 _B2ND_ARRAY = wire.FIXARRAY + 7

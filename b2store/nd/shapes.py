@@ -42,9 +42,9 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 
-from ..constants import EXTENDED_HEADER_LENGTH, MAX_BLOCKSIZE, Codec
+from ..constants import CLEVEL_BLOCK_FACTOR, MAX_BLOCKSIZE, MAX_BUFFERSIZE, Codec
 
-__all__ = ["DEFAULT_CACHE_SIZES", "MAX_BUFFERSIZE", "cache_sizes", "default_chunks_blocks"]
+__all__ = ["DEFAULT_CACHE_SIZES", "cache_sizes", "default_chunks_blocks"]
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -52,14 +52,10 @@ MiB = 1 << 20
 # What python-blosc2 assumes for any level it cannot detect.
 DEFAULT_CACHE_SIZES: Mapping[str, int] = {"l1": 32 * KiB, "l2": 256 * KiB, "l3": 1 * MiB}
 
-# BLOSC2_MAX_BUFFERSIZE: the largest chunk c-blosc2 compresses.
-MAX_BUFFERSIZE = 2**31 - 1 - EXTENDED_HEADER_LENGTH
-
 # Codecs whose default block size python-blosc2 asks STUNE for, instead of taking 32 KiB.
 _STUNE_CODECS = frozenset({Codec.NDLZ, Codec.ZFP_ACC, Codec.ZFP_PREC, Codec.ZFP_RATE})
-# STUNE's scaling of its 32 KiB base per compression level, for codecs that are neither
-# "high compression ratio" ones nor split into streams (true of every codec above).
-_STUNE_FACTOR = {0: 0.25, 1: 0.5, 2: 1, 3: 2, 4: 4, 5: 4, 6: 8, 7: 8, 8: 8, 9: 8}
+# STUNE scales its 32 KiB base per compression level by CLEVEL_BLOCK_FACTOR for codecs that
+# are neither "high compression ratio" ones nor split into streams (true of every codec above).
 _STUNE_PROBE_NBYTES = 8 * MiB
 
 
@@ -261,7 +257,7 @@ def _default_blocksize(
 ) -> int:
     if codec in _STUNE_CODECS:
         probe = _STUNE_PROBE_NBYTES // itemsize * itemsize
-        blocksize = int(32 * KiB * _STUNE_FACTOR[clevel]) if probe >= 32 * KiB else probe
+        blocksize = int(32 * KiB * CLEVEL_BLOCK_FACTOR[clevel]) if probe >= 32 * KiB else probe
         blocksize = min(blocksize, probe)
     else:
         blocksize = 32 * KiB

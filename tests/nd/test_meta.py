@@ -18,8 +18,9 @@ from helpers import case_id, corpus_cases, corpus_dir
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from b2store.constants import MAX_BUFFERSIZE
 from b2store.errors import FormatError, UnsupportedError
-from b2store.nd.meta import MAX_BUFFERSIZE, B2ndMeta, dtype_from_string, dtype_string
+from b2store.nd.meta import B2ndMeta, dtype_from_string, dtype_string
 
 blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 writes the reference metalayers")
 
