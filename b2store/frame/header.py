@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..constants import MAX_FILTERS
+from ..constants import FRAME_MAGIC, MAX_FILTERS
 from ..errors import FormatError, UnsupportedError
 from . import wire
 
 __all__ = ["FrameHeader", "MAGIC", "HEADER_FIXED_LEN", "MAX_METALAYERS"]
 
-MAGIC = b"\xa8b2frame\x00"
+# The fixstr "b2frame\0" at bytes 1..9 of every frame (b2store.constants holds it once).
+MAGIC = FRAME_MAGIC
 # The 14-field header (every c-blosc2 since 2.0.0-rc1) has 87 fixed bytes.
 HEADER_FIXED_LEN = 87
 MAX_METALAYERS = 16
