@@ -26,6 +26,7 @@ from ..constants import MIN_HEADER_LENGTH
 from ..errors import B2StoreError, FormatError
 from .header import HEADER_FIXED_LEN, FrameHeader
 from .sources import ByteSource, FileSource, FsspecSource, MemorySource, is_url, local_path
+from .trailer import TRAILER_TAIL_LEN, trailer_span
 
 __all__ = [
     "Backend",
@@ -318,6 +319,8 @@ class ContiguousFrame(Backend):
         return at - header.header_len
 
     def publish(self, header, index, trailer, *, stored_bytes, full_header):
+        if header.nbytes == 0:
+            return self._publish_empty(header, trailer, full_header)
         at = self._end
         cbytes = (
             at if index is not None else header.header_len + header.cbytes
@@ -325,6 +328,10 @@ class ContiguousFrame(Backend):
         self._write(at, (index or b"") + trailer)
         trailer_at = at + len(index or b"")
         new = header.with_fields(cbytes=cbytes, frame_len=trailer_at + len(trailer))
+        self._commit(new, full_header)
+        return new, trailer_at
+
+    def _commit(self, new: FrameHeader, full_header: bool) -> None:
         data = new.to_bytes()
         # The commit point: one write of the fixed header (or the whole, same-size header).
         self._write(0, data if full_header else data[:HEADER_FIXED_LEN])
@@ -332,7 +339,30 @@ class ContiguousFrame(Backend):
             os.fsync(self._wfd)
         self._set_len(new.frame_len)
         self._seen = data[:HEADER_FIXED_LEN]
-        return new, trailer_at
+
+    def _publish_empty(self, header, trailer, full_header):
+        """A frame with no data keeps its trailer right after the header: that is where
+        c-blosc2 looks when there is no index. Rewriting it there in place could tear it,
+        so the old trailer is first parked at the end (b2store finds a trailer from the
+        frame's end), then the new one goes in place, then the new length is committed. A
+        crash at any point leaves a frame that b2store reads whole."""
+        old_len = self._trailer_len(header.header_len)
+        old_trailer = self.read(self._frame_len - old_len, old_len)
+        at = self._end
+        if at < header.header_len + len(trailer):
+            at = header.header_len + len(trailer)  # park it past where the new one will go
+        self._write(at, old_trailer)
+        parked = header.with_fields(cbytes=at - header.header_len, frame_len=at + len(old_trailer))
+        self._commit(parked, full_header=False)
+        self._write(header.header_len, trailer)
+        new = header.with_fields(cbytes=0, frame_len=header.header_len + len(trailer))
+        self._commit(new, full_header)
+        return new, header.header_len
+
+    def _trailer_len(self, header_len: int) -> int:
+        # The trailer's own length sits in its last bytes (see frame/trailer.py).
+        tail = self.read(self._frame_len - TRAILER_TAIL_LEN, TRAILER_TAIL_LEN)
+        return trailer_span(tail, self._frame_len, header_len)[1]
 
     def rewrite_header(self, data: bytes) -> None:
         self._write(0, data)

@@ -22,12 +22,16 @@ class VLMetaView(MutableMapping):
         return unpack_value(bytes(decode_chunk(self._schunk._raw_vlmeta[name])))
 
     def __setitem__(self, name: str, value) -> None:
-        # python-blosc2 stores each value compressed with its defaults for typesize 1.
-        packed = encode_chunk(
-            pack_value(value), typesize=1, codec=Codec.ZSTD, clevel=5, filters=[Filter.SHUFFLE]
-        )
+        self.update({name: value})
+
+    def update(self, other=(), /, **kwargs) -> None:
+        """Set several values in one published change (one new trailer, not one each)."""
         raw = dict(self._schunk._raw_vlmeta)
-        raw[name] = packed
+        for name, value in dict(other, **kwargs).items():
+            # python-blosc2 stores each value compressed with its defaults for typesize 1.
+            raw[name] = encode_chunk(
+                pack_value(value), typesize=1, codec=Codec.ZSTD, clevel=5, filters=[Filter.SHUFFLE]
+            )
         self._schunk._set_vlmeta(raw)
 
     def __delitem__(self, name: str) -> None:

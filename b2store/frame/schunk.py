@@ -540,7 +540,8 @@ class SChunk:
         )
         new, trailer_at = self._backend.publish(
             h,
-            writer.encode_index(offsets) if index else None,
+            # A frame with no data has no index: c-blosc2 reads its trailer after the header.
+            writer.encode_index(offsets) if index and nbytes else None,
             trailer_bytes(vlmeta),
             stored_bytes=self._stored_bytes,
             full_header=metalayers is not None,

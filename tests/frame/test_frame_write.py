@@ -233,3 +233,30 @@ def test_a_killed_writer_loses_nothing_committed(tmp_path, contiguous):
                 assert s.vlmeta["count"] >= committed
         theirs = blosc2.open(str(path))
         assert theirs.nchunks == s.nchunks
+
+
+@pytest.mark.parametrize("contiguous", [True, False], ids=["cframe", "sframe"])
+def test_vlmeta_of_frames_without_data_is_where_c_blosc2_looks(tmp_path, contiguous):
+    # With no data there is no index, and c-blosc2 reads the trailer right after the header.
+    path = tmp_path / "empty.b2frame"
+    s = SChunk.create(path, contiguous=contiguous, typesize=1)
+    s.vlmeta["x"] = 1
+    s.vlmeta.update({"y": [1, 2], "z": "three"})
+    s.vlmeta["x"] = "a longer value than before, so the trailer grows"
+    s.close()
+    theirs = blosc2.open(str(path))
+    assert theirs.vlmeta["x"] == "a longer value than before, so the trailer grows"
+    assert theirs.vlmeta["y"] == [1, 2] and theirs.vlmeta["z"] == "three"
+    with SChunk.open(path, mode="a") as ours:
+        assert dict(ours.vlmeta) == dict(theirs.vlmeta[:])
+        ours.append_chunk(chunk_of(2))
+        ours.delete_chunk(0)  # back to no data
+        ours.vlmeta["w"] = 4
+    again = blosc2.open(str(path))  # python-blosc2's vlmeta needs its SChunk alive
+    assert again.vlmeta["w"] == 4
+    if contiguous:
+        # The frame holds its header and one trailer: nothing parked is left behind.
+        with SChunk.open(path) as ours:
+            assert ours.header.frame_len == ours.header.header_len + len(
+                ours._backend.read(ours._trailer_start, ours.header.frame_len - ours._trailer_start)
+            )
