@@ -17,6 +17,9 @@ from .nd.create import asarray, empty, frombuffer, full, zeros
 __all__ = [
     "decode_chunk",
     "Blosc2",
+    "B2ndStore",
+    "to_b2nd",
+    "open_tree",
     "encode_chunk",
     "open",
     "SChunk",
@@ -42,10 +45,19 @@ __all__ = [
 __version__ = "0.1.0.dev0"
 
 
-def __getattr__(name: str):
-    # The numcodecs codec is imported on first use: importing b2store stays cheap.
-    if name == "Blosc2":
-        from .integrations.numcodecs_codec import Blosc2
+# Integrations are imported on first use: importing b2store stays cheap (no numcodecs, zarr
+# or xarray until a name that needs them is asked for).
+_LAZY = {
+    "Blosc2": ".integrations.numcodecs_codec",
+    "B2ndStore": ".integrations.zarr_store",
+    "to_b2nd": ".integrations.xarray_writer",
+    "open_tree": ".tree",
+}
 
-        return Blosc2
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
     raise AttributeError(f"module 'b2store' has no attribute {name!r}")
