@@ -17,7 +17,7 @@ from ..constants import MAX_DICT_SIZE, SpecialValue
 from ..errors import FormatError
 from .compressors import check_inflatable, stream_decoder
 from .filters import Pipeline
-from .header import ChunkHeader, ChunkInfo
+from .header import LAST_BLOSC1_VERSION, ChunkHeader, ChunkInfo
 
 __all__ = ["decode_chunk", "chunk_info", "ChunkDecoder", "as_uint8"]
 
@@ -88,10 +88,19 @@ def decode_chunk(buf, out=None, *, nthreads: int | None = None) -> np.ndarray:
     return dest
 
 
+def block_bounds(bstarts: np.ndarray, cbytes: int) -> np.ndarray:
+    """Where each block's bytes end: at the next larger block start, or at ``cbytes``."""
+    ends = np.append(np.unique(bstarts), cbytes)
+    return ends[np.searchsorted(ends, bstarts, side="right")]
+
+
 class ChunkDecoder:
     """A parsed chunk whose layout has been checked, ready to decode whole or block by block."""
 
-    def __init__(self, buf):
+    def __init__(self, buf, *, blocks=None):
+        # ``blocks``: walk only these blocks' streams (the others' bytes may be absent, as in
+        # a partial read); only they can then be decoded.
+        self._only = None if blocks is None else sorted(set(blocks))
         src = as_uint8(buf)
         self.header = header = ChunkHeader.from_bytes(src)
         self.src = src[: header.cbytes]
@@ -187,20 +196,69 @@ class ChunkDecoder:
         if h.vl_blocks:
             self._read_vl_layout()
         else:
-            self._read_streams()
+            self._read_split_or_not()
         # Codec contexts are not shared between threads: each thread makes its own.
         self._make_stream_decoder = lambda: make_decoder(dictionary)
         self.decode_stream = self._make_stream_decoder()
 
-    def _read_streams(self) -> None:
+    def _read_split_or_not(self) -> None:
+        h = self.header
+        self.split = split = h.splits(h.effective_blocksize)
+        ambiguous = not (
+            split
+            or h.version > LAST_BLOSC1_VERSION
+            or h.dont_split
+            or h.typesize == 1
+            or h.effective_blocksize % h.typesize
+        )
+        if not ambiguous:
+            self._read_streams(split)
+            return
+        # c-blosc 1.21 under BLOSC_SPLITMODE=ALWAYS splits blocks of items over 16 bytes (or
+        # of few items) and leaves dont_split clear, as writers before 1.11 left it clear on
+        # blocks they did not split. The layout whose streams fill the chunk exactly, block
+        # after block, is the one written; the unsplit one is kept when neither does.
+        try:
+            self._read_streams(False)
+        except FormatError as exc:
+            unsplit_error, unsplit = exc, None
+        else:
+            if self._streams_tile():
+                return
+            unsplit_error, unsplit = None, self.streams
+        try:
+            self._read_streams(True)
+        except FormatError:
+            if unsplit is None:
+                raise unsplit_error from None
+            self.streams = unsplit
+            return
+        if unsplit is not None and not self._streams_tile():
+            self.streams = unsplit
+            return
+        self.split = True
+
+    def _streams_tile(self) -> bool:
+        """Whether each block's streams end where another block starts (or the chunk ends)."""
+        bounds = set(self.bstarts.tolist()) | {self.header.cbytes}
+        return all(end in bounds for end in self._block_ends.values())
+
+    def _read_streams(self, split: bool) -> None:
         """Walk every stream header of every block, so that nothing is allocated or inflated
         for a chunk whose streams cannot hold what its header says."""
         h = self.header
         src, end = self._bytes, h.cbytes
         full = h.effective_blocksize
-        full_nstreams = h.typesize if h.splits(full) else 1
-        self.streams = table = []
-        for j in range(self.nblocks):
+        full_nstreams = h.typesize if split else 1
+        walk = range(self.nblocks) if self._only is None else self._only
+        bounds = None if self._only is None else block_bounds(self.bstarts, h.cbytes)
+        self.streams = table = {}
+        self._block_ends = ends = {}
+        for j in walk:
+            if bounds is not None:
+                # Only this block's bytes are there: its streams must end where the next
+                # block (in storage order) starts, as every writer lays them out.
+                end = int(bounds[j])
             size = min(full, h.nbytes - j * full)
             nstreams = full_nstreams if size == full else 1
             neblock = size // nstreams
@@ -251,7 +309,8 @@ class ChunkDecoder:
                     )
                 entries.append((pos, csize))
                 pos += csize
-            table.append(entries)
+            table[j] = entries
+            ends[j] = pos
 
     def _read_vl_layout(self) -> None:
         # VL blocks are written in order, each `i32 block_nbytes` then one stream that runs
