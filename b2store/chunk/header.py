@@ -103,8 +103,12 @@ class ChunkHeader:
     # --- reading and writing ---------------------------------------------------------------
 
     @classmethod
-    def from_bytes(cls, buf) -> ChunkHeader:
-        """Parse and check the header at the start of ``buf`` (at least 16 bytes)."""
+    def from_bytes(cls, buf, *, available: int | None = None) -> ChunkHeader:
+        """Parse and check the header at the start of ``buf`` (at least 16 bytes).
+
+        ``available`` is how many bytes the chunk has where it is stored, when ``buf`` holds
+        only its first bytes (default: ``len(buf)``); ``cbytes`` must not exceed it.
+        """
         mv = memoryview(buf).cast("B")
         if mv[1 : 1 + len(FRAME_MAGIC)] == FRAME_MAGIC:
             # HDF5's Blosc2 filter and PyTables store each HDF5 chunk as a whole frame.
@@ -143,7 +147,7 @@ class ChunkHeader:
             )
         else:
             header = cls(version, versionlz, flags, typesize, nbytes, blocksize, cbytes)
-        header._check(len(mv))
+        header._check(len(mv) if available is None else available)
         return header
 
     def to_bytes(self) -> bytes:

@@ -1,0 +1,246 @@
+"""Partial chunk reads: which byte ranges of a chunk some of its blocks need, and decoding just
+those blocks from the fetched pieces.
+
+A read takes three steps, each a range request where the chunk lives remotely::
+
+    head = read(0, HEADER_BYTES)                  # or the whole chunk if it is shorter
+    prefix = head + read(len(head), prefix_length(head))   # header + block starts (+ dict size)
+    plan = plan_blocks(prefix, blocks)            # None: read the chunk whole
+    pieces = [read(start, stop) for start, stop in plan.ranges]
+    decode_blocks(plan, prefix, pieces, out)
+
+DELTA codes every block against block 0, so a plan for a DELTA chunk always includes block 0.
+Everything a whole-chunk decode checks is checked for the bytes that are read; a block's
+streams must also end where the next stored block starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..constants import EXTENDED_HEADER_LENGTH, MAX_BUFFERSIZE, MAX_DICT_SIZE
+from ..errors import FormatError
+from .decoder import ChunkDecoder, as_uint8, block_bounds
+from .filters import Pipeline
+from .header import ChunkHeader
+
+__all__ = ["HEADER_BYTES", "BlockPlan", "prefix_length", "plan_blocks", "decode_blocks"]
+
+# Read this many bytes of a chunk first (fewer if the chunk is shorter): the longest header.
+HEADER_BYTES = EXTENDED_HEADER_LENGTH
+
+
+def _header(head, size: int | None = None) -> ChunkHeader:
+    """The header in ``head``; ``cbytes`` is checked against ``size`` when it is known."""
+    return ChunkHeader.from_bytes(head, available=MAX_BUFFERSIZE + 32 if size is None else size)
+
+
+def _whole(header: ChunkHeader) -> bool:
+    """Chunks with no block starts to go by: read them whole."""
+    return bool(header.special or header.memcpyed or header.vl_blocks or not header.nbytes)
+
+
+def prefix_length(head) -> int:
+    """How many bytes from the chunk's start :func:`plan_blocks` needs.
+
+    Parameters
+    ----------
+    head
+        The chunk's first :data:`HEADER_BYTES` bytes (all of it if shorter).
+
+    Returns
+    -------
+    int
+        The header, the block starts, and 4 more (the dictionary's size) when the chunk has a
+        dictionary; just the header for a chunk read whole (special, memcpyed, VL blocks).
+        Never more than ``cbytes``.
+    """
+    header = _header(head)
+    if _whole(header):
+        return min(header.header_size, header.cbytes)
+    n = header.header_size + 4 * header.nblocks + (4 if header.use_dict else 0)
+    return min(n, header.cbytes)
+
+
+@dataclass(frozen=True)
+class BlockPlan:
+    """What to fetch of one chunk to decode some of its blocks.
+
+    Attributes
+    ----------
+    header
+        The chunk header.
+    blocks
+        The blocks :func:`decode_blocks` writes, ascending (block 0 added for DELTA).
+    ranges
+        ``(start, stop)`` byte ranges of the chunk to fetch after the prefix, ascending and
+        merged where they touch: the dictionary (if any), then the blocks' bytes.
+    prefix_length
+        The bytes from the chunk's start the plan was made from.
+    """
+
+    header: ChunkHeader
+    blocks: tuple[int, ...]
+    ranges: tuple[tuple[int, int], ...]
+    prefix_length: int
+
+    @property
+    def nbytes(self) -> int:
+        """Size of the decoded chunk (the ``out`` of :func:`decode_blocks`)."""
+        return self.header.nbytes
+
+    @property
+    def fetch_size(self) -> int:
+        """Bytes the ranges add up to."""
+        return sum(stop - start for start, stop in self.ranges)
+
+    def block_span(self, j: int) -> tuple[int, int]:
+        """Where block ``j`` lands in the decoded chunk: ``(offset, size)``."""
+        bs = self.header.effective_blocksize
+        return j * bs, min(bs, self.header.nbytes - j * bs)
+
+
+def plan_blocks(prefix, blocks: Iterable[int], *, size: int | None = None) -> BlockPlan | None:
+    """The byte ranges of a chunk that decoding ``blocks`` needs.
+
+    Parameters
+    ----------
+    prefix
+        The chunk's first :func:`prefix_length` bytes (more is fine).
+    blocks
+        Block indices (any order, repeats allowed).
+    size
+        The stored length of the chunk, if known: a ``cbytes`` beyond it is a FormatError.
+
+    Returns
+    -------
+    BlockPlan or None
+        None when the chunk has no block starts to go by (special, memcpyed, VL blocks or
+        empty): read it whole and decode it with :func:`b2store.decode_chunk`.
+
+    Raises
+    ------
+    FormatError
+        The header, block starts or dictionary size break the format.
+    IndexError
+        A block index outside the chunk.
+    """
+    src = as_uint8(prefix, name="prefix")
+    header = _header(src, size)
+    if _whole(header):
+        return None
+    needed = prefix_length(src)
+    if len(src) < needed:
+        raise ValueError(f"a prefix of {needed} bytes is needed, got {len(src)}")
+    nblocks = header.nblocks
+    wanted = sorted({int(j) for j in blocks})
+    if wanted and not 0 <= wanted[0] <= wanted[-1] < nblocks:
+        raise IndexError(f"block {wanted[0] if wanted[0] < 0 else wanted[-1]} of {nblocks}")
+    starts_at = header.header_size
+    starts_end = starts_at + 4 * nblocks
+    if starts_end > header.cbytes:
+        raise FormatError(
+            "bstarts",
+            f"{nblocks} block starts within cbytes={header.cbytes}",
+            f"{starts_end} bytes needed (nbytes={header.nbytes}, blocksize={header.blocksize})",
+            starts_at,
+        )
+    ranges = []
+    data_start = starts_end
+    if header.use_dict:
+        if starts_end + 4 > header.cbytes:
+            raise FormatError(
+                "dict size", "4 bytes after the block starts", "end of chunk", starts_end
+            )
+        dsize = int.from_bytes(src[starts_end : starts_end + 4], "little", signed=True)
+        if not 0 < dsize <= MAX_DICT_SIZE or starts_end + 4 + dsize > header.cbytes:
+            raise FormatError(
+                "dict size", f"1..{MAX_DICT_SIZE} bytes inside the chunk", dsize, starts_end
+            )
+        data_start = starts_end + 4 + dsize
+        ranges.append((starts_end + 4, data_start))
+    bstarts = np.frombuffer(src, "<i4", nblocks, starts_at).astype(np.int64)
+    bad = np.flatnonzero((bstarts < data_start) | (bstarts >= header.cbytes))
+    if len(bad):
+        j = int(bad[0])
+        raise FormatError(
+            f"bstarts[{j}]",
+            f"an offset in [{data_start}, {header.cbytes})",
+            int(bstarts[j]),
+            starts_at + 4 * j,
+        )
+    if wanted and Pipeline.for_header(header).has_delta and wanted[0] != 0:
+        wanted.insert(0, 0)
+    ends = block_bounds(bstarts, header.cbytes)
+    for start, stop in sorted((int(bstarts[j]), int(ends[j])) for j in wanted):
+        if ranges and start <= ranges[-1][1]:
+            ranges[-1] = (ranges[-1][0], max(stop, ranges[-1][1]))
+        else:
+            ranges.append((start, stop))
+    return BlockPlan(header, tuple(wanted), tuple(ranges), needed)
+
+
+def decode_blocks(plan: BlockPlan, prefix, pieces: Sequence, out) -> np.ndarray:
+    """Decode the blocks of ``plan`` from the chunk's prefix and its fetched ``pieces``.
+
+    Parameters
+    ----------
+    plan
+        From :func:`plan_blocks` on the same prefix.
+    prefix
+        The chunk's first ``plan.prefix_length`` bytes (or more).
+    pieces
+        The bytes of ``plan.ranges``, one buffer per range, in order.
+    out
+        A writable contiguous buffer of ``plan.nbytes`` bytes, laid out as the decoded
+        chunk; only the spans of ``plan.blocks`` are written.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``out`` as a flat uint8 view.
+
+    Raises
+    ------
+    FormatError
+        A piece is shorter than its range (a truncated chunk), or the blocks' streams break
+        the format.
+    """
+    dest = as_uint8(out, writable=True, name="out")
+    if len(dest) != plan.nbytes:
+        raise ValueError(f"out has {len(dest)} bytes, the chunk decodes to {plan.nbytes}")
+    if len(pieces) != len(plan.ranges):
+        raise ValueError(f"{len(pieces)} pieces for {len(plan.ranges)} ranges")
+    src = as_uint8(prefix, name="prefix")
+    if len(src) < plan.prefix_length:
+        raise ValueError(f"a prefix of {plan.prefix_length} bytes is needed, got {len(src)}")
+    # np.zeros maps fresh zero pages: the parts of a large chunk not read cost nothing.
+    buf = np.zeros(plan.header.cbytes, np.uint8)
+    n = min(len(src), plan.header.cbytes)
+    buf[:n] = src[:n]
+    for (start, stop), piece in zip(plan.ranges, pieces):
+        piece = as_uint8(piece, name="piece")
+        if len(piece) < stop - start:
+            raise FormatError(
+                f"chunk bytes {start}..{stop}",
+                f"{stop - start} bytes",
+                f"{len(piece)} bytes (truncated chunk?)",
+                start,
+            )
+        buf[start:stop] = piece[: stop - start]
+    if not plan.blocks:
+        return dest
+    decoder = ChunkDecoder(buf, blocks=plan.blocks)
+    first = None
+    if decoder.pipeline.has_delta:
+        offset, size = plan.block_span(0)
+        first = dest[offset : offset + size]
+        decoder.decode_block(0, first)
+    for j in plan.blocks:
+        if j or first is None:
+            offset, size = plan.block_span(j)
+            decoder.decode_block(j, dest[offset : offset + size], first)
+    return dest
