@@ -31,7 +31,10 @@ API (the array, the writers and the Zarr ``b2nd`` codec all go through it)::
         ``selection``: one ``slice`` (step > 0) or ``range`` per dimension, inside
         ``chunkshape``. ``source``: the chunk's bytes, or a callable ``fetch(blocks)`` that
         returns the chunk with at least the streams of ``blocks`` (a sorted list of block
-        numbers; None: the whole chunk) in place, so that only those are read from storage.
+        numbers, block 0 included; None: the whole chunk) in place, so that only those are
+        read from storage. Which byte ranges the blocks need, and DELTA's block-0 rule, are
+        :mod:`b2store.chunk.partial`'s; a chunk whose Blosc blocks are not the array's
+        blocks (or special, memcpyed, VL-block) is decoded whole.
 
 Errors: a chunk whose decoded size is not the padded chunk's raises FormatError naming
 ``label`` (``"chunk 7"``); bad chunk bytes raise the chunk decoder's errors.
@@ -44,8 +47,9 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..chunk.decoder import ChunkDecoder
+from ..chunk.decoder import ChunkDecoder, as_uint8
 from ..chunk.encoder import encode_chunk, special_chunk
+from ..chunk.partial import decode_blocks, plan_blocks
 from ..constants import Filter, SpecialValue
 from ..errors import FormatError
 from .geometry import (
@@ -180,7 +184,7 @@ def decode_chunk_array(
     dtype = np.dtype(dtype)
     buf = np.empty(chunk_nitems(chunkshape, blockshape) * dtype.itemsize, np.uint8)
     decoder = ChunkDecoder(chunk)
-    _check_nbytes(decoder, buf, "chunk")
+    _check_nbytes(decoder.header.nbytes, buf, "chunk")
     decoder.decode_into(buf)
     ext = chunk_to_array(buf, chunkshape, blockshape, dtype)
     return np.ascontiguousarray(ext[tuple(slice(0, c) for c in chunkshape)])
@@ -230,7 +234,7 @@ def decode_selection(
     elif scratch.nbytes != nbytes or scratch.dtype != np.uint8:
         raise ValueError(f"scratch must be {nbytes} bytes of uint8")
     region = [(r[0], r[-1] + 1) for r in ranges]
-    wanted = _decode_blocks(source, region, chunkshape, blockshape, scratch, label)
+    wanted = _decode_blocks(source, region, chunkshape, blockshape, dtype, scratch, label)
     if dtype.subdtype is None and all(r.step == 1 for r in ranges):
         _copy_blocks(wanted, ranges, chunkshape, blockshape, dtype, scratch, out)
         return
@@ -252,35 +256,39 @@ def _ranges(selection, chunkshape) -> list[range]:
     return ranges
 
 
-def _check_nbytes(decoder: ChunkDecoder, buf: np.ndarray, label: str) -> None:
-    if decoder.header.nbytes != len(buf):
-        raise FormatError(f"{label} nbytes", str(len(buf)), decoder.header.nbytes)
+def _check_nbytes(nbytes: int, buf: np.ndarray, label: str) -> None:
+    if nbytes != len(buf):
+        raise FormatError(f"{label} nbytes", str(len(buf)), nbytes)
 
 
-def _decode_blocks(source, region, chunkshape, blockshape, buf: np.ndarray, label) -> list[int]:
+def _decode_blocks(
+    source, region, chunkshape, blockshape, dtype, buf: np.ndarray, label
+) -> list[int]:
     """Decode into ``buf`` at least the blocks ``region`` touches; returns them."""
     wanted = blocks_touched(region, chunkshape, blockshape) if chunkshape else [0]
+    nblocks = math.prod(blocks_per_chunk(chunkshape, blockshape))
+    few = len(wanted) * 2 <= nblocks
     if callable(source):
-        nblocks = math.prod(blocks_per_chunk(chunkshape, blockshape))
-        # Few blocks: fetch only their bytes (plus block 0, which DELTA may need).
-        chunk = source(sorted(set(wanted) | {0}) if len(wanted) * 2 <= nblocks else None)
+        # Few blocks: fetch only their bytes. Block 0 too, which DELTA needs, until the
+        # frame plans its reads with chunk/partial.py itself.
+        chunk = source(sorted(set(wanted) | {0}) if few else None)
     else:
         chunk = source
-    decoder = ChunkDecoder(chunk)
-    _check_nbytes(decoder, buf, label)
-    if decoder.special or decoder.header.memcpyed or len(wanted) == decoder.nblocks:
-        decoder.decode_into(buf)
+    chunk = as_uint8(chunk, name="chunk")
+    plan = plan_blocks(chunk, wanted) if len(wanted) < nblocks else None
+    if (
+        plan is not None
+        and plan.header.effective_blocksize == math.prod(blockshape) * dtype.itemsize
+    ):
+        _check_nbytes(plan.header.nbytes, buf, label)
+        pieces = [chunk[start:stop] for start, stop in plan.ranges]
+        decode_blocks(plan, chunk, pieces, buf)
         return wanted
-    first = None
-    if decoder.pipeline.has_delta:
-        # DELTA codes every block against block 0, which must be decoded first.
-        offset, size = decoder.block_span(0)
-        first = buf[offset : offset + size]
-        decoder.decode_block(0, first)
-    for j in wanted:
-        offset, size = decoder.block_span(j)
-        if j or first is None:
-            decoder.decode_block(j, buf[offset : offset + size], first)
+    # Special, memcpyed or VL-block chunks, all blocks wanted, or Blosc blocks that are not
+    # the array's blocks: decode it whole (the items are in block order all the same).
+    decoder = ChunkDecoder(chunk)
+    _check_nbytes(decoder.header.nbytes, buf, label)
+    decoder.decode_into(buf)
     return wanted
 
 

@@ -156,3 +156,20 @@ def test_array_does_not_import_create():
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert "create" not in imported and "b2store.nd.create" not in imported
     assert "chunks" in imported
+
+
+def test_blosc_blocks_other_than_the_array_blocks_decode_whole():
+    """A chunk written with a Blosc blocksize that is not the b2nd block's (two blocks a
+    Blosc block here) cannot be decoded block by block: it is decoded whole, correctly."""
+    from b2store.chunk.decoder import chunk_info
+    from b2store.nd.chunks import encode_array_chunk
+    from b2store.nd.geometry import array_to_chunk
+
+    x = data((40, 30))
+    params = cparams_for(x.dtype, (8, 6))
+    params["blocksize"] *= 2
+    chunk = encode_array_chunk(array_to_chunk(x, (40, 30), (8, 6)), x.dtype, params)
+    assert chunk_info(chunk).blocksize == 2 * 8 * 6 * 4
+    out = np.empty((3, 2), x.dtype)
+    decode_selection(chunk, (40, 30), (8, 6), x.dtype, [slice(9, 12), slice(13, 15)], out)
+    np.testing.assert_array_equal(out, x[9:12, 13:15])
