@@ -226,8 +226,15 @@ def _names(text: str | None) -> list[str] | None:
 # --- the parser ---------------------------------------------------------------------------
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line (no usage block): ``b2store: error: ...``."""
+
+    def error(self, message: str):
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="b2store",
         description="Look into, verify and convert Blosc2 data (chunks, frames, .b2nd arrays, "
         ".b2d/.b2z trees, Zarr stores using Blosc2).",

@@ -219,10 +219,7 @@ def _array_to(src, dst: str, dst_kind: str, attrs: dict, opts: dict, bar) -> Non
         with out:
             _copy(src, out, out.chunks, bar)
     elif dst_kind == "npy":
-        out = np.lib.format.open_memmap(dst, mode="w+", dtype=dtype, shape=shape)
-        _copy(src, out, opts["chunks"] or _piece_chunks(src, shape, dtype), bar)
-        out.flush()
-        del out
+        _write_npy(src, dst, shape, dtype, bar)
     elif dst_kind == "zarr":
         import zarr
 
@@ -255,6 +252,41 @@ def _array_to(src, dst: str, dst_kind: str, attrs: dict, opts: dict, bar) -> Non
         name = Path(str(getattr(src, "name", None) or "data")).stem.strip("/") or "data"
         ds = xr.Dataset({name: (tuple(dims), data, clean)})
         _dataset_to(ds, dst, dst_kind, opts, bar)
+
+
+def _write_npy(src, dst: str, shape, dtype: np.dtype, bar) -> None:
+    """Write ``src`` as an ``.npy`` file in slabs along the first axis, appended in order
+    (a memory map would keep every written page in the process's memory)."""
+    row = int(np.prod(shape[1:])) * dtype.itemsize if shape else dtype.itemsize
+    if shape and row > NPY_PIECE_BYTES * 4:
+        # Rows too large to hold: fill a memory map chunk by chunk instead.
+        out = np.lib.format.open_memmap(dst, mode="w+", dtype=dtype, shape=shape)
+        _copy(src, out, _piece_chunks(src, shape, dtype), bar)
+        out.flush()
+        return
+    header = {
+        "descr": np.lib.format.dtype_to_descr(dtype),
+        "fortran_order": False,
+        "shape": tuple(shape),
+    }
+    with open(dst, "wb") as fh:
+        try:
+            np.lib.format.write_array_header_1_0(fh, header)
+        except ValueError:  # a header over 64 KiB (many structured fields)
+            fh.seek(0)
+            fh.truncate()
+            np.lib.format.write_array_header_2_0(fh, header)
+        if not shape:
+            fh.write(np.asarray(src[()], dtype).tobytes())
+            return
+        chunk0 = _piece_chunks(src, shape, dtype)[0]
+        # Whole source chunks along axis 0 when that is small enough, else thinner slabs.
+        step = chunk0 if chunk0 * row <= 4 * NPY_PIECE_BYTES else NPY_PIECE_BYTES // row
+        step = max(1, min(shape[0], step))
+        for start in range(0, shape[0], step):
+            piece = np.ascontiguousarray(src[start : start + step], dtype=dtype)
+            fh.write(memoryview(piece).cast("B"))
+            bar.update(piece.nbytes)
 
 
 def _vlmeta(attrs: dict) -> dict:

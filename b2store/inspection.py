@@ -211,6 +211,11 @@ def _chunk_stats(records: list[dict]) -> dict:
     }
 
 
+def _dtype_text(dtype: np.dtype) -> str:
+    """``<f8``, or for structured items their numpy description (the b2nd metalayer's form)."""
+    return str(dtype.descr) if dtype.fields else dtype.str
+
+
 def _b2nd_version(meta) -> int | None:
     from .nd.meta import B2ndMeta
 
@@ -234,7 +239,7 @@ def _frame_info(obj, *, chunks: bool) -> dict:
         out.update(
             b2nd_metalayer_version=_b2nd_version(schunk.meta),
             shape=list(obj.shape),
-            dtype=obj.dtype.str,
+            dtype=_dtype_text(obj.dtype),
             chunks=list(obj.chunks),
             blocks=list(obj.blocks),
         )

@@ -1,0 +1,178 @@
+"""``b2store convert``: .npy, netCDF/HDF5, Zarr v2/v3 and Blosc2, both ways, chunk by chunk,
+checked with python-blosc2, xarray and zarr."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+from conftest import assert_user_error, run_b2store
+
+blosc2 = pytest.importorskip("blosc2")
+
+
+def _ok(*args):
+    result = run_b2store("convert", *args)
+    assert result.code == 0, result
+    return result
+
+
+def test_npy_to_b2nd_with_options_and_back(tmp_path):
+    data = np.random.default_rng(1).normal(size=(300, 500)).astype("f4")
+    np.save(tmp_path / "x.npy", data)
+    _ok(
+        tmp_path / "x.npy",
+        tmp_path / "x.b2nd",
+        "--chunks",
+        "100,250",
+        "--blocks",
+        "25,125",
+        "--codec",
+        "lz4",
+        "--clevel",
+        "7",
+        "--filters",
+        "bitshuffle",
+    )
+    arr = blosc2.open(str(tmp_path / "x.b2nd"))
+    assert np.array_equal(arr[:], data)
+    assert arr.chunks == (100, 250) and arr.blocks == (25, 125)
+    cparams = arr.schunk.cparams
+    assert cparams.codec == blosc2.Codec.LZ4 and cparams.clevel == 7
+    assert blosc2.Filter.BITSHUFFLE in cparams.filters
+    assert blosc2.Filter.SHUFFLE not in cparams.filters
+    del arr
+    _ok(tmp_path / "x.b2nd", tmp_path / "y.npy")
+    assert np.array_equal(np.load(tmp_path / "y.npy"), data)
+
+
+def test_python_blosc2_frame_to_npy_and_zarr(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    data = np.arange(24 * 50 * 7, dtype="<i8").reshape(24, 50, 7)
+    blosc2.asarray(data, urlpath=str(tmp_path / "a.b2nd"), mode="w", chunks=(10, 20, 7))
+    _ok(tmp_path / "a.b2nd", tmp_path / "a.npy")
+    assert np.array_equal(np.load(tmp_path / "a.npy"), data)
+    for fmt in (2, 3):
+        out = tmp_path / f"a{fmt}.zarr"
+        _ok(tmp_path / "a.b2nd", out, "--zarr-format", fmt, "--codec", "zstd", "--clevel", "3")
+        z = zarr.open_array(str(out), mode="r")
+        assert z.metadata.zarr_format == fmt
+        assert z.chunks == (10, 20, 7)
+        assert np.array_equal(z[:], data)
+        text = "".join(p.read_text() for p in out.glob("*.json")) + "".join(
+            p.read_text() for p in out.glob(".z*")
+        )
+        assert '"blosc2"' in text
+        # ...and back to a frame python-blosc2 reads
+        back = tmp_path / f"back{fmt}.b2nd"
+        _ok(out, back)
+        assert np.array_equal(blosc2.open(str(back))[:], data)
+
+
+def test_netcdf_to_b2d_b2z_and_back(tmp_path):
+    xr = pytest.importorskip("xarray")
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(2)
+    ds = xr.Dataset(
+        {
+            "t2m": (("time", "lat", "lon"), rng.random((12, 10, 20), "f4"), {"units": "K"}),
+            "mask": (("lat", "lon"), rng.integers(0, 2, (10, 20)).astype("u1")),
+        },
+        coords={
+            "time": pd.date_range("2001-01-01", periods=12, freq="MS"),
+            "lat": np.linspace(-45, 45, 10),
+            "lon": np.arange(20.0),
+        },
+        attrs={"title": "convert test"},
+    )
+    ds.to_netcdf(tmp_path / "d.nc")
+    for suffix in (".b2d", ".b2z"):
+        out = tmp_path / f"d{suffix}"
+        _ok(tmp_path / "d.nc", out, "--chunks", "4,10,10", "--codec", "zstd")
+        back = xr.open_dataset(out, engine="b2nd")
+        xr.testing.assert_identical(back.load(), ds)
+        back.close()
+    # python-blosc2 opens each array of the tree
+    t2m = blosc2.open(str(tmp_path / "d.b2d" / "t2m.b2nd"))
+    assert t2m.chunks == (4, 10, 10)
+    assert np.array_equal(t2m[:], ds.t2m.values)
+    del t2m
+    _ok(tmp_path / "d.b2d", tmp_path / "again.nc")
+    xr.testing.assert_identical(xr.load_dataset(tmp_path / "again.nc"), ds)
+    _ok(tmp_path / "d.nc", tmp_path / "t2m.npy", "--variable", "t2m")
+    assert np.array_equal(np.load(tmp_path / "t2m.npy"), ds.t2m.values)
+
+
+def test_hdf5_without_netcdf_dimensions(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    data = np.arange(600, dtype="f8").reshape(20, 30)
+    with h5py.File(tmp_path / "plain.h5", "w") as f:
+        f.create_dataset("values", data=data, chunks=(10, 10))
+    _ok(tmp_path / "plain.h5", tmp_path / "v.b2nd", "--variable", "values")
+    assert np.array_equal(blosc2.open(str(tmp_path / "v.b2nd"))[:], data)
+
+
+def test_progress_bar(tmp_path):
+    pytest.importorskip("tqdm")
+    np.save(tmp_path / "x.npy", np.zeros((100, 100)))
+    result = _ok(tmp_path / "x.npy", tmp_path / "x.b2nd", "--progress")
+    assert "100%" in result.err
+    result = _ok(tmp_path / "x.npy", tmp_path / "y.b2nd")
+    assert "%" not in result.err  # not a terminal: no bar unless asked
+
+
+def test_convert_user_errors(tmp_path):
+    np.save(tmp_path / "x.npy", np.arange(10))
+    _ok(tmp_path / "x.npy", tmp_path / "x.b2nd")
+    assert_user_error(run_b2store("convert", tmp_path / "x.npy", tmp_path / "x.b2nd"), "exists")
+    _ok(tmp_path / "x.npy", tmp_path / "x.b2nd", "--overwrite", "--quiet")
+    assert_user_error(run_b2store("convert", tmp_path / "x.npy", tmp_path / "x.png"), ".png")
+    assert_user_error(
+        run_b2store("convert", tmp_path / "x.npy", tmp_path / "z.b2nd", "--chunks", "a,b"),
+        "--chunks",
+    )
+    assert_user_error(
+        run_b2store("convert", tmp_path / "x.npy", tmp_path / "z.b2nd", "--clevel", "12"),
+        "--clevel",
+    )
+    assert_user_error(
+        run_b2store("convert", tmp_path / "x.npy", tmp_path / "z.b2nd", "--codec", "snappy"),
+        "snappy",
+    )
+    assert_user_error(run_b2store("convert", tmp_path / "no.npy", tmp_path / "z.b2nd"), "no.npy")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform != "linux", reason="peak memory read from /proc-like rusage")
+def test_memory_stays_within_a_few_chunks(tmp_path):
+    """A 256 MiB array converted b2nd -> b2nd and b2nd -> npy: the converting process peaks
+    far below the data's size (its chunks are 2 MiB)."""
+    import b2store
+
+    shape, chunks = (512, 65536), (4, 65536)  # 256 MiB of float64, 2 MiB chunks
+    src = tmp_path / "big.b2nd"
+    out = b2store.zeros(shape, "f8", src, chunks=chunks, blocks=(1, 16384))
+    with out:
+        row = np.arange(65536, dtype="f8")
+        for i in range(0, shape[0], chunks[0]):
+            out[i : i + chunks[0]] = row + i
+    probe = (
+        "import resource, sys\n"
+        "from b2store.cli import main\n"
+        "rc = main(sys.argv[1:]) if len(sys.argv) > 1 else 0\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n"
+    )
+    import subprocess
+
+    def peak_mib(*args) -> int:
+        proc = subprocess.run(
+            [sys.executable, "-c", probe, *map(str, args)], capture_output=True, text=True
+        )
+        assert proc.returncode == 0, proc.stderr
+        return int(proc.stdout.strip().splitlines()[-1])
+
+    base = peak_mib("info", src)
+    for dst in ("copy.b2nd", "copy.npy"):
+        grown = peak_mib("convert", src, tmp_path / dst, "--quiet") - base
+        assert grown < 64, f"{dst}: {grown} MiB above the baseline for 256 MiB of data"
