@@ -8,24 +8,28 @@ backend's business (:mod:`b2store.frame.backends`); this module never asks which
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import shutil
-import struct
 from collections.abc import Iterator, Mapping, MutableMapping
 
 import numpy as np
 
-from ..chunk.decoder import decode_chunk
+from ..chunk import partial
+from ..chunk.decoder import ChunkDecoder, as_uint8, decode_chunk
 from ..chunk.encoder import (
-    encode_chunk,
     resolve_codec,
     resolve_filters,
     resolve_splitmode,
     special_chunk,
 )
-from ..chunk.header import ChunkHeader
-from ..constants import EXTENDED_HEADER_LENGTH, MIN_HEADER_LENGTH, Codec, Filter, SpecialValue
+from ..constants import (
+    EXTENDED_HEADER_LENGTH,
+    MAX_BUFFERSIZE,
+    MIN_HEADER_LENGTH,
+    Codec,
+    Filter,
+    SpecialValue,
+)
 from ..errors import B2StoreError, FormatError
 from . import writer
 from .backends import (
@@ -36,10 +40,11 @@ from .backends import (
     open_backend,
     read_header,
 )
+from .changes import Changes
 from .header import FrameHeader
 from .mappings import MetaView, VLMetaView
 from .sources import FileSource, MemorySource, local_path
-from .trailer import MIN_TRAILER_LEN, TRAILER_TAIL_LEN, read_trailer, trailer_bytes, trailer_span
+from .trailer import MIN_TRAILER_LEN, TRAILER_TAIL_LEN, read_trailer, trailer_span
 
 __all__ = ["SChunk", "FrameClosedError"]
 
@@ -53,7 +58,7 @@ def _special_kind(offset: int) -> int:
     return (offset >> 56) & 0x7F
 
 
-class SChunk:
+class SChunk(Changes):
     """The chunks of a Blosc2 frame (contiguous or sparse).
 
     Use :meth:`open` (or :func:`b2store.open`) to read one. ``meta`` maps the fixed
@@ -352,223 +357,55 @@ class SChunk:
             return None
         return self._backend.chunk_span(entry, self.header, f"offsets[{i}]")
 
-    def get_chunk_blocks(self, i: int, blocks):
-        """Chunk ``i`` with only what decoding ``blocks`` needs read from storage: the header,
-        the block starts, the dictionary and those blocks' streams; the rest is zeros (which
-        a decoder reads as runs of zeros, never as data of the blocks asked for)."""
+    def _plan(self, i: int, blocks):
+        """How to read ``blocks`` of chunk ``i``: ``(read, prefix, plan)``, where ``plan`` is
+        None when the chunk must be read whole (special, memcpyed, VL blocks)."""
         self._check_open()
         i = self._index(i)
         header, entry = self.header, int(self.offsets[i])
         if entry < 0:
-            return self._special(i, entry)
+            return None, self._special(i, entry), None
         read, limit = self._backend.chunk_reader(entry, header, f"offsets[{i}]")
-        partial = _partial_chunk(read, limit, blocks)
-        return (
-            self._backend.read_chunk(entry, header, f"offsets[{i}]") if partial is None else partial
-        )
+        span = limit if limit is not None else MAX_BUFFERSIZE
+        head = read(0, min(partial.HEADER_BYTES, span))
+        prefix = head + read(len(head), partial.prefix_length(head) - len(head))
+        plan = partial.plan_blocks(prefix, blocks, size=span)
+        if plan is None:
+            cbytes = int.from_bytes(head[12:16], "little", signed=True)
+            return read, read(0, cbytes), None
+        return read, prefix, plan
+
+    def get_chunk_blocks(self, i: int, blocks) -> bytes | np.ndarray:
+        """Chunk ``i`` with only what decoding ``blocks`` needs read from storage: the header,
+        the block starts, the dictionary and those blocks' streams (block 0 too when DELTA
+        needs it); the rest is zeros, which a decoder reads as runs of zeros, never as data
+        of the blocks asked for."""
+        read, prefix, plan = self._plan(i, blocks)
+        if plan is None:
+            return prefix  # the whole chunk
+        # np.zeros maps fresh zero pages: untouched parts of a large chunk cost nothing.
+        buf = np.zeros(plan.header.cbytes, np.uint8)
+        buf[: len(prefix)] = np.frombuffer(prefix, np.uint8)
+        for start, stop in plan.ranges:
+            buf[start:stop] = np.frombuffer(read(start, stop - start), np.uint8)
+        return buf
+
+    def decode_blocks(self, i: int, blocks, out) -> list[int]:
+        """Decode at least ``blocks`` of chunk ``i`` into ``out`` (laid out as the decoded
+        chunk), reading only what they need; returns the blocks decoded (all of them when
+        the chunk had to be read whole)."""
+        read, prefix, plan = self._plan(i, blocks)
+        if plan is None:
+            decoder = ChunkDecoder(prefix)
+            decoder.decode_into(as_uint8(out, writable=True, name="out")[: decoder.header.nbytes])
+            return list(range(decoder.nblocks)) if not decoder.special else list(blocks)
+        pieces = [read(start, stop - start) for start, stop in plan.ranges]
+        partial.decode_blocks(plan, prefix, pieces, out)
+        return list(plan.blocks)
 
     def decompress_chunk(self, i: int, out=None) -> np.ndarray:
         """Chunk ``i`` decoded: a 1-d uint8 array (or written into ``out``)."""
         return decode_chunk(self.get_chunk(i), out=out)
-
-    # --- changing the frame -------------------------------------------------------------------
-
-    @property
-    def writable(self) -> bool:
-        return self._backend.writable
-
-    @contextlib.contextmanager
-    def changing(self):
-        """Hold the writer lock across a read-modify-write of several calls (array writes
-        use it): inside, the state is what is on disk, and no other writer publishes."""
-        with self._changing():
-            yield self
-
-    @contextlib.contextmanager
-    def _changing(self):
-        """One change: under the writer lock, from the state on disk (another handle or
-        process may have published since this one last looked)."""
-        self._check_open()
-        if not self.writable:
-            raise PermissionError("the frame is open for reading; open it with mode='a'")
-        with self._backend.locked() as changed:
-            if changed:
-                self._load(read_header(self._backend))
-            yield
-
-    def append_data(self, data) -> int:
-        """Compress ``data`` with the frame's parameters and append it as a chunk."""
-        return self.append_chunk(encode_chunk(data, **self._cparams))
-
-    def append_chunk(self, chunk) -> int:
-        """Append a compressed chunk; returns the new number of chunks."""
-        with self._changing():
-            return self.insert_chunk(self.nchunks, chunk, _op="append")
-
-    def insert_chunk(self, i: int, chunk, *, _op: str = "insert") -> int:
-        """Insert a compressed chunk before chunk ``i``; returns the new number of chunks."""
-        with self._changing():
-            if not 0 <= i <= self.nchunks:
-                raise IndexError(f"cannot insert at {i} in {self.nchunks} chunks")
-            chunk, nbytes = _checked(chunk)
-            chunksize = writer.chunksize_after(
-                self.chunksize, self.nchunks, self.nbytes, _op, i, nbytes
-            )
-            entry = self._store(chunk, chunksize)
-            offsets = np.insert(self.offsets, i, entry)
-            self._publish(offsets, self.nbytes + nbytes, chunksize)
-            return self.nchunks
-
-    def extend_chunks(self, chunks) -> int:
-        """Append many compressed chunks, published at once; returns the number of chunks."""
-        with self._changing():
-            offsets, nbytes, chunksize = list(self.offsets), self.nbytes, self.chunksize
-            for chunk in chunks:
-                chunk, n = _checked(chunk)
-                chunksize = writer.chunksize_after(
-                    chunksize, len(offsets), nbytes, "append", len(offsets), n
-                )
-                offsets.append(self._store(chunk, chunksize, pending=offsets))
-                nbytes += n
-            self._publish(np.array(offsets, np.int64), nbytes, chunksize)
-            return self.nchunks
-
-    def update_chunks(self, updates: Mapping[int, bytes]) -> None:
-        """Replace several chunks ({index: chunk}), published at once."""
-        with self._changing():
-            offsets, nbytes, chunksize = self.offsets.copy(), self.nbytes, self.chunksize
-            gone = []
-            for i, chunk in updates.items():
-                i = self._index(i)
-                chunk, n = _checked(chunk)
-                old_nbytes, old_stored = self._stored_sizes(i)
-                nbytes += n - old_nbytes
-                chunksize = writer.chunksize_after(
-                    chunksize, len(offsets), self.nbytes, "update", i, n
-                )
-                gone.append(int(offsets[i]))
-                self._stored_bytes -= old_stored
-                offsets[i] = self._store(chunk, chunksize)
-            self._publish(offsets, nbytes, chunksize)
-            self._forget(gone)
-
-    def _stored_sizes(self, i: int) -> tuple[int, int]:
-        """``(nbytes, bytes stored)`` of chunk ``i``, from its header alone."""
-        entry = int(self.offsets[i])
-        if entry < 0:
-            return self._chunk_nbytes(i), 0
-        read, _ = self._backend.chunk_reader(entry, self.header)
-        nbytes, _, cbytes = struct.unpack_from("<iii", read(0, MIN_HEADER_LENGTH), 4)
-        return nbytes, cbytes
-
-    def reindex(
-        self,
-        entries,
-        nbytes: int,
-        metalayers: dict[str, bytes] | None = None,
-        replace: Mapping[int, bytes] | None = None,
-    ) -> None:
-        """Publish a new chunk order at once: ``entries`` are existing index entries (or
-        special offsets), ``replace`` new chunks for some positions, ``metalayers`` same-size
-        replacements (b2nd resize uses this)."""
-        with self._changing():
-            entries = np.asarray(entries, np.int64)
-            for i, chunk in (replace or {}).items():
-                entries[i] = self._store(_checked(chunk)[0], self.chunksize, pending=entries)
-            chunksize = self.chunksize if len(entries) else -1
-            old = [int(e) for e in self.offsets]
-            self._publish(entries, nbytes, chunksize, metalayers=metalayers)
-            self._forget(old)
-
-    def update_chunk(self, i: int, chunk) -> int:
-        """Replace chunk ``i``; returns the number of chunks."""
-        self.update_chunks({i: chunk})
-        return self.nchunks
-
-    def delete_chunk(self, i: int) -> int:
-        """Remove chunk ``i``; returns the new number of chunks."""
-        with self._changing():
-            i = self._index(i)
-            old_nbytes, old_stored = self._stored_sizes(i)
-            old = int(self.offsets[i])
-            self._stored_bytes -= old_stored
-            offsets = np.delete(self.offsets, i)
-            chunksize = self.chunksize if len(offsets) else -1
-            self._publish(offsets, self.nbytes - old_nbytes, chunksize)
-            self._forget([old])
-            return self.nchunks
-
-    def _store(self, chunk: bytes, chunksize: int, pending=()) -> int:
-        """Write a chunk where no reader looks yet; returns its index entry."""
-        kind = writer.special_kind_of(chunk)
-        if kind and chunksize > 0:
-            return writer.special_offset(kind)  # no bytes: the index entry says it all
-        self._stored_bytes += len(chunk)
-        in_use = np.concatenate([self.offsets, np.asarray(pending, np.int64)])
-        return self._backend.store(chunk, self.header, in_use)
-
-    def _forget(self, entries) -> None:
-        # Stored chunks the published index no longer names (a sparse frame's files go; a
-        # contiguous frame keeps them as orphan bytes, which c-blosc2 allows).
-        live = set(int(e) for e in self.offsets)
-        self._backend.discard([e for e in entries if e >= 0 and e not in live])
-
-    def _publish(
-        self,
-        offsets: np.ndarray,
-        nbytes: int,
-        chunksize: int,
-        vlmeta: dict[str, bytes] | None = None,
-        index: bool = True,
-        metalayers: dict[str, bytes] | None = None,
-    ) -> None:
-        """Make a change visible in one step (see :mod:`b2store.frame.writer`); new
-        metalayers, of the same sizes, go in the same step."""
-        vlmeta = self._raw_vlmeta if vlmeta is None else vlmeta
-        h = self.header
-        if metalayers is not None:
-            h = h.with_fields(metalayers=metalayers)
-            if len(h.to_bytes()) != self.header.header_len:
-                raise ValueError("metalayers can only change in place, keeping their sizes")
-        h = writer.published_header(
-            h,
-            nbytes=nbytes,
-            cbytes=h.cbytes,
-            chunksize=chunksize,
-            frame_len=h.frame_len,
-            has_vlmeta=bool(vlmeta),
-        )
-        new, trailer_at = self._backend.publish(
-            h,
-            # A frame with no data has no index: c-blosc2 reads its trailer after the header.
-            writer.encode_index(offsets) if index and nbytes else None,
-            trailer_bytes(vlmeta),
-            stored_bytes=self._stored_bytes,
-            full_header=metalayers is not None,
-        )
-        self.header, self.offsets = new, np.asarray(offsets, np.int64)
-        self._raw_vlmeta, self._trailer_start = dict(vlmeta), trailer_at
-
-    def _set_vlmeta(self, vlmeta: dict[str, bytes]) -> None:
-        with self._changing():
-            # Only the trailer changes; a contiguous frame's index stays where it is.
-            self._publish(
-                self.offsets, self.nbytes, self.chunksize, vlmeta, index=not self.contiguous
-            )
-
-    def _set_meta(self, name: str, content: bytes) -> None:
-        with self._changing():
-            old = self.header.metalayers.get(name)
-            if old is None or len(old) != len(content):
-                raise ValueError(
-                    f"metalayer {name!r} can only be updated in place, with content of "
-                    f"the same size ({None if old is None else len(old)} bytes)"
-                )
-            metalayers = dict(self.header.metalayers)
-            metalayers[name] = bytes(content)
-            new = self.header.with_fields(metalayers=metalayers)
-            self._backend.rewrite_header(new.to_bytes())
-            self.header = new
 
     def to_cframe(self) -> bytes:
         """The whole frame as one contiguous frame's bytes."""
@@ -615,49 +452,3 @@ class SChunk:
 
 def _reopen(backend: Backend) -> SChunk:
     return SChunk(backend, read_header(backend))
-
-
-def _partial_chunk(read, limit: int | None, blocks) -> np.ndarray | None:
-    """The sparse copy of a chunk that :meth:`SChunk.get_chunk_blocks` describes, or None
-    when the chunk has no block starts to go by (special, memcpyed, VL blocks: read it
-    whole)."""
-    head = read(0, MIN_HEADER_LENGTH)
-    cbytes = int.from_bytes(head[12:16], "little", signed=True)
-    if cbytes < MIN_HEADER_LENGTH or (limit is not None and cbytes > limit):
-        raise FormatError(
-            "chunk cbytes", f"a chunk inside the chunks section (to {limit})", cbytes, 12
-        )
-    prefix_len = min(cbytes, EXTENDED_HEADER_LENGTH)
-    # np.zeros maps fresh zero pages: untouched parts of a large chunk cost nothing.
-    buf = np.zeros(cbytes, np.uint8)
-    buf[:prefix_len] = np.frombuffer(read(0, prefix_len), np.uint8)
-    header = ChunkHeader.from_bytes(buf)
-    if header.special or header.memcpyed or header.vl_blocks or not header.nbytes:
-        return None
-    nblocks = header.nblocks
-    starts_at = header.header_size
-    starts_end = starts_at + 4 * nblocks
-    if starts_end > cbytes:
-        return None  # let the whole-chunk decoder report it
-    buf[starts_at:starts_end] = np.frombuffer(read(starts_at, 4 * nblocks), np.uint8)
-    if header.use_dict and starts_end + 4 <= cbytes:
-        dsize = int.from_bytes(read(starts_end, 4), "little", signed=True)
-        if 0 < dsize <= cbytes - starts_end - 4:
-            piece = read(starts_end, 4 + dsize)
-            buf[starts_end : starts_end + 4 + dsize] = np.frombuffer(piece, np.uint8)
-    bstarts = buf[starts_at:starts_end].view("<i4").astype(np.int64)
-    ends = np.append(np.unique(bstarts), cbytes)
-    for j in sorted(set(blocks)):
-        start = int(bstarts[j])
-        if not starts_end <= start < cbytes:
-            return None
-        end = int(ends[np.searchsorted(ends, start, side="right")])
-        buf[start:end] = np.frombuffer(read(start, end - start), np.uint8)
-    return buf
-
-
-def _checked(chunk) -> tuple[bytes, int]:
-    """A chunk's bytes (exactly cbytes of them) and its nbytes, after checking its header."""
-    data = bytes(memoryview(chunk).cast("B"))
-    header = ChunkHeader.from_bytes(data)
-    return data[: header.cbytes], header.nbytes

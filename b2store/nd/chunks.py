@@ -31,7 +31,7 @@ API (the array, the writers and the Zarr ``b2nd`` codec all go through it)::
         ``selection``: one ``slice`` (step > 0) or ``range`` per dimension, inside
         ``chunkshape``. ``source``: the chunk's bytes, or a callable ``fetch(blocks)`` that
         returns the chunk with at least the streams of ``blocks`` (a sorted list of block
-        numbers, block 0 included; None: the whole chunk) in place, so that only those are
+        numbers; None: the whole chunk) in place, so that only those are
         read from storage. Which byte ranges the blocks need, and DELTA's block-0 rule, are
         :mod:`b2store.chunk.partial`'s; a chunk whose Blosc blocks are not the array's
         blocks (or special, memcpyed, VL-block) is decoded whole.
@@ -207,7 +207,8 @@ def decode_selection(
     ----------
     source : bytes-like or callable
         The chunk, or ``fetch(blocks)`` returning it with at least the streams of ``blocks``
-        (sorted block numbers, block 0 included for DELTA; None means all) in place.
+        (sorted block numbers; None means all) in place; the fetcher adds block 0 where DELTA
+        needs it.
     chunkshape, blockshape : sequence of int
         The array's chunk and block shapes.
     dtype : numpy.dtype
@@ -269,9 +270,8 @@ def _decode_blocks(
     nblocks = math.prod(blocks_per_chunk(chunkshape, blockshape))
     few = len(wanted) * 2 <= nblocks
     if callable(source):
-        # Few blocks: fetch only their bytes. Block 0 too, which DELTA needs, until the
-        # frame plans its reads with chunk/partial.py itself.
-        chunk = source(sorted(set(wanted) | {0}) if few else None)
+        # Few blocks: fetch only their bytes (the fetcher adds block 0 when DELTA needs it).
+        chunk = source(sorted(set(wanted)) if few else None)
     else:
         chunk = source
     chunk = as_uint8(chunk, name="chunk")
