@@ -173,6 +173,8 @@ class ChunkParams:
     use_dict
         Train a dictionary per chunk (zstd, lz4, lz4hc).
 
+    Examples
+    --------
     >>> p = ChunkParams(codec="lz4", filters=["shuffle", "bytedelta"])
     >>> p.codec, p.filters, p.filters_meta
     (<Codec.LZ4: 1>, (<Filter.SHUFFLE: 1>, <Filter.BYTEDELTA: 35>), (0, 0))

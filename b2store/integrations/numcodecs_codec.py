@@ -47,6 +47,8 @@ class Blosc2(Codec):
     nthreads : int
         Blocks compressed in parallel (not part of the configuration).
 
+    Notes
+    -----
     Decoding reads any Blosc1 or Blosc2 chunk, whatever the configuration.
     """
 

@@ -78,6 +78,8 @@ class Blosc2Codec(_ThreadedSync, BytesBytesCodec):
     use_dict : bool
         Train a dictionary per chunk (zstd, lz4, lz4hc).
 
+    Notes
+    -----
     Codecs, filters and split modes may also be given as the ``Codec``, ``Filter`` and
     ``SplitMode`` enums. The configuration written holds ``cname`` and ``clevel`` and only
     the settings that differ from what would be assumed (see ``ChunkParams.to_zarr``).
