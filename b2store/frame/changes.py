@@ -53,7 +53,7 @@ class Changes:
 
     def append_data(self, data) -> int:
         """Compress ``data`` with the frame's parameters and append it as a chunk."""
-        return self.append_chunk(encode_chunk(data, **self._cparams))
+        return self.append_chunk(encode_chunk(data, self.params))
 
     def append_chunk(self, chunk) -> int:
         """Append a compressed chunk; returns the new number of chunks."""

@@ -22,6 +22,7 @@ from ..chunk.encoder import (
     resolve_splitmode,
     special_chunk,
 )
+from ..chunk.params import ChunkParams
 from ..constants import (
     EXTENDED_HEADER_LENGTH,
     MAX_BUFFERSIZE,
@@ -86,15 +87,6 @@ class SChunk(Changes):
         self._raw_vlmeta = read_trailer(memoryview(backend.read(trailer_start, trailer_len)))
         self.offsets = self._read_offsets()
         self._stored_bytes = header.cbytes
-        self._cparams = {
-            "typesize": header.typesize,
-            "codec": self.codec,
-            "clevel": header.clevel,
-            "filters": header.filters,
-            "filters_meta": header.filters_meta,
-            "splitmode": header.splitmode,
-            "blocksize": header.blocksize,
-        }
 
     @classmethod
     def open(
@@ -131,17 +123,24 @@ class SChunk(Changes):
         splitmode="auto",
         blocksize: int = 0,
         meta: Mapping[str, bytes] | None = None,
+        params: ChunkParams | None = None,
     ) -> SChunk:
         """A new empty frame, in memory (``urlpath=None``) or replacing what is at
         ``urlpath``: a contiguous file, or a sparse-frame directory with ``contiguous=False``.
 
-        The compression parameters are stored in the header and used by :meth:`append_data`.
+        The compression parameters (``params``, or the separate keywords) are stored in the
+        header and used by :meth:`append_data`.
         """
-        codec = resolve_codec(codec)
-        if filters is None:
-            slots, metas = (0, 0, 0, 0, 0, int(Filter.SHUFFLE)), (0,) * 6
+        if params is not None:
+            codec, clevel, splitmode = params.codec, params.clevel, params.splitmode
+            typesize, blocksize = params.typesize or typesize, params.blocksize
+            slots, metas = params.slots(typesize)
         else:
-            slots, metas = resolve_filters(filters, filters_meta)
+            codec = resolve_codec(codec)
+            if filters is None:
+                slots, metas = (0, 0, 0, 0, 0, int(Filter.SHUFFLE)), (0,) * 6
+            else:
+                slots, metas = resolve_filters(filters, filters_meta)
         header, frame = writer.empty_frame(
             contiguous=contiguous or urlpath is None,
             typesize=typesize,
@@ -248,6 +247,20 @@ class SChunk(Changes):
                 )
             offsets = offsets[:nchunks]
         return offsets
+
+    @property
+    def params(self) -> ChunkParams:
+        """The compression parameters the header records (what new chunks are encoded with)."""
+        h = self.header
+        return ChunkParams(
+            codec=h.compcode,
+            clevel=h.clevel,
+            typesize=h.typesize,
+            filters=h.filters,
+            filters_meta=h.filters_meta,
+            splitmode=h.splitmode,
+            blocksize=h.blocksize,
+        )
 
     # --- what the header says ----------------------------------------------------------------
 

@@ -389,14 +389,8 @@ def _write_variable(var, path: Path, storage: dict, contiguous: bool, nthreads, 
     schunk = SChunk.create(
         None if not size else path,
         contiguous=contiguous,
-        typesize=dtype.itemsize,
         chunksize=chunk_nitems(chunks, blocks) * dtype.itemsize if size else -1,
-        codec=cparams["codec"],
-        clevel=cparams["clevel"],
-        filters=cparams["filters"],
-        filters_meta=cparams["filters_meta"],
-        splitmode=cparams["splitmode"],
-        blocksize=cparams["blocksize"],
+        params=cparams,
         meta={"b2nd": meta.to_bytes()},
     )
     if not size:

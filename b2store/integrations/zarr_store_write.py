@@ -243,7 +243,7 @@ class Writer:
         arr = self.array(node)
         n = self._chunk_index(node, coords)
         buf = array_to_chunk(np.asarray(array, arr.dtype), arr.chunks, arr.blocks)
-        chunk = encode_array_chunk(buf, arr.dtype, arr.schunk._cparams)
+        chunk = encode_array_chunk(buf, arr.dtype, arr.schunk.params)
         with self._node_lock(node):
             arr.schunk.update_chunk(n, chunk)
 

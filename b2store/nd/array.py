@@ -289,7 +289,7 @@ class B2ndArray:
     def _encode(self, items: np.ndarray) -> bytes:
         """A chunk of ``items`` (the chunk shape) with the frame's parameters."""
         return encode_chunk_array(
-            items, self.chunks, self.blocks, self.schunk._cparams, dtype=self.dtype
+            items, self.chunks, self.blocks, self.schunk.params, dtype=self.dtype
         )
 
     def _cleared_chunk(self, nchunk: int, keep) -> bytes:

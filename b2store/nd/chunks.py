@@ -43,12 +43,13 @@ Errors: a chunk whose decoded size is not the padded chunk's raises FormatError 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from ..chunk.decoder import ChunkDecoder, as_uint8
 from ..chunk.encoder import encode_chunk, special_chunk
+from ..chunk.params import ChunkParams
 from ..chunk.partial import decode_blocks, plan_blocks
 from ..constants import Filter, SpecialValue
 from ..errors import FormatError
@@ -80,7 +81,7 @@ def cparams_for(
     filters=None,
     filters_meta=None,
     splitmode="auto",
-) -> dict:
+) -> ChunkParams:
     """The chunk parameters of an array: python-blosc2's defaults unless given.
 
     Names and the ``Codec``/``Filter``/``SplitMode`` enums are both accepted.
@@ -90,15 +91,15 @@ def cparams_for(
         filters = [0, 0, 0, 0, 0, int(Filter.SHUFFLE)]
         # UCS4 strings shuffle 4-byte code units, not whole strings (python-blosc2 too).
         filters_meta = [0, 0, 0, 0, 0, 4 if dtype.kind == "U" else 0]
-    return {
-        "typesize": dtype.itemsize,
-        "codec": codec,
-        "clevel": clevel,
-        "filters": filters,
-        "filters_meta": filters_meta,
-        "splitmode": splitmode,
-        "blocksize": math.prod(blocks) * dtype.itemsize,
-    }
+    return ChunkParams(
+        codec=codec,
+        clevel=clevel,
+        typesize=dtype.itemsize,
+        filters=filters,
+        filters_meta=filters_meta,
+        splitmode=splitmode,
+        blocksize=math.prod(blocks) * dtype.itemsize,
+    )
 
 
 # --- encoding -----------------------------------------------------------------------------
@@ -117,21 +118,21 @@ def _constant_chunk(buf: np.ndarray, dtype: np.dtype, blocksize: int) -> bytes |
 
 
 def encode_array_chunk(
-    buf: np.ndarray, dtype: np.dtype, params: Mapping, nthreads: int | None = None
+    buf: np.ndarray, dtype: np.dtype, params: ChunkParams, nthreads: int | None = None
 ) -> bytes:
     """One chunk from ``buf``, the padded chunk already in block order (1-d)."""
     dtype = np.dtype(dtype)
-    special = _constant_chunk(buf, dtype, params["blocksize"])
+    special = _constant_chunk(buf, dtype, params.blocksize)
     if special is not None:
         return special
-    return encode_chunk(buf.view(np.uint8), nthreads=nthreads, **params)
+    return encode_chunk(buf.view(np.uint8), params, nthreads=nthreads)
 
 
 def encode_chunk_array(
     array,
     chunkshape: Sequence[int],
     blockshape: Sequence[int],
-    params: Mapping,
+    params: ChunkParams,
     *,
     dtype=None,
     nthreads: int | None = None,
@@ -168,10 +169,10 @@ def encode_chunk_array(
     array = np.asarray(array)
     dtype = array.dtype if dtype is None else np.dtype(dtype)
     buf = array_to_chunk(array, chunkshape, blockshape)
-    kw = dict(params)
-    kw["typesize"] = dtype.itemsize
-    kw["blocksize"] = math.prod(blockshape) * dtype.itemsize
-    return encode_array_chunk(buf, dtype, kw, nthreads)
+    params = params.replace(
+        typesize=dtype.itemsize, blocksize=math.prod(blockshape) * dtype.itemsize
+    )
+    return encode_array_chunk(buf, dtype, params, nthreads)
 
 
 # --- decoding -----------------------------------------------------------------------------

@@ -117,14 +117,8 @@ def _new(shape, dtype, urlpath, opts: _Options):
     schunk = SChunk.create(
         urlpath,
         contiguous=opts.contiguous,
-        typesize=dtype.itemsize,
         chunksize=chunk_nitems(chunks, blocks) * dtype.itemsize if size else -1,
-        codec=cparams["codec"],
-        clevel=cparams["clevel"],
-        filters=cparams["filters"],
-        filters_meta=cparams["filters_meta"],
-        splitmode=cparams["splitmode"],
-        blocksize=cparams["blocksize"],
+        params=cparams,
         meta={"b2nd": b2nd.to_bytes(), **user_meta},
     )
     return schunk, b2nd, cparams
@@ -132,8 +126,8 @@ def _new(shape, dtype, urlpath, opts: _Options):
 
 def _finish(schunk, b2nd, vlmeta) -> B2ndArray:
     arr = B2ndArray(schunk, b2nd)
-    for name, value in (vlmeta or {}).items():
-        arr.vlmeta[name] = value
+    if vlmeta:
+        arr.vlmeta.update(vlmeta)
     return arr
 
 
@@ -265,7 +259,7 @@ def _filled(kind, shape, dtype, value: bytes, urlpath, opts: _Options) -> B2ndAr
     schunk, b2nd, cparams = _new(shape, dtype, urlpath, opts)
     if math.prod(b2nd.shape):
         nbytes = chunk_nitems(b2nd.chunkshape, b2nd.blockshape) * b2nd.dtype.itemsize
-        chunk = special_chunk(kind, nbytes, b2nd.dtype.itemsize, value, cparams["blocksize"])
+        chunk = special_chunk(kind, nbytes, b2nd.dtype.itemsize, value, cparams.blocksize)
         n = math.prod(chunk_grid(b2nd.shape, b2nd.chunkshape))
         schunk.extend_chunks([chunk] * n)
     return _finish(schunk, b2nd, opts.vlmeta)

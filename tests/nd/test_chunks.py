@@ -168,7 +168,7 @@ def test_blosc_blocks_other_than_the_array_blocks_decode_whole():
 
     x = data((40, 30))
     params = cparams_for(x.dtype, (8, 6))
-    params["blocksize"] *= 2
+    params = params.replace(blocksize=2 * params.blocksize)
     chunk = encode_array_chunk(array_to_chunk(x, (40, 30), (8, 6)), x.dtype, params)
     assert chunk_info(chunk).blocksize == 2 * 8 * 6 * 4
     out = np.empty((3, 2), x.dtype)
