@@ -190,32 +190,36 @@ cdef inline void _store64(uint8_t* p, uint64_t x) noexcept nogil:
     memcpy(p, &x, 8)
 
 
-cdef int c_bitshuffle(const uint8_t* src, uint8_t* dst, Py_ssize_t n,
-                      Py_ssize_t es) noexcept nogil:
-    """Bit-transpose ``n`` elements (``n % 8 == 0``); returns -1 if out of memory."""
+cdef void c_bitshuffle_tmp(const uint8_t* src, uint8_t* dst, Py_ssize_t n, Py_ssize_t es,
+                           uint8_t* tmp) noexcept nogil:
+    """Bit-transpose ``n`` elements (``n % 8 == 0``) through ``tmp`` (``n * es`` bytes)."""
     cdef Py_ssize_t nrow = n // 8, b, g, k
     cdef uint64_t x
-    cdef uint8_t* tmp = <uint8_t*>malloc(n * es if n * es > 0 else 1)
-    if tmp == NULL:
-        return -1
     c_shuffle(src, tmp, n * es, es)
     for b in range(es):
         for g in range(nrow):
             x = _transpose8x8(_load64(tmp + b * n + 8 * g))
             for k in range(8):
                 dst[(8 * b + k) * nrow + g] = <uint8_t>(x >> (8 * k))
+
+
+cdef int c_bitshuffle(const uint8_t* src, uint8_t* dst, Py_ssize_t n,
+                      Py_ssize_t es) noexcept nogil:
+    """Bit-transpose ``n`` elements (``n % 8 == 0``); returns -1 if out of memory."""
+    cdef uint8_t* tmp = <uint8_t*>malloc(n * es if n * es > 0 else 1)
+    if tmp == NULL:
+        return -1
+    c_bitshuffle_tmp(src, dst, n, es, tmp)
     free(tmp)
     return 0
 
 
-cdef int c_bitunshuffle(const uint8_t* src, uint8_t* dst, Py_ssize_t n,
-                        Py_ssize_t es) noexcept nogil:
+cdef void c_bitunshuffle_tmp(const uint8_t* src, uint8_t* dst, Py_ssize_t n, Py_ssize_t es,
+                             uint8_t* tmp) noexcept nogil:
+    """Inverse of :func:`c_bitshuffle_tmp` (``tmp``: ``n * es`` bytes of scratch)."""
     cdef Py_ssize_t nrow = n // 8, b, g, k, g0
     cdef uint64_t x
     cdef const uint8_t* rows
-    cdef uint8_t* tmp = <uint8_t*>malloc(n * es if n * es > 0 else 1)
-    if tmp == NULL:
-        return -1
     for b in range(es):
         rows = src + 8 * b * nrow
         g0 = 0
@@ -229,6 +233,14 @@ cdef int c_bitunshuffle(const uint8_t* src, uint8_t* dst, Py_ssize_t n,
                 x |= (<uint64_t>rows[k * nrow + g]) << (8 * k)
             _store64(tmp + b * n + 8 * g, _transpose8x8(x))
     c_unshuffle(tmp, dst, n * es, es)
+
+
+cdef int c_bitunshuffle(const uint8_t* src, uint8_t* dst, Py_ssize_t n,
+                        Py_ssize_t es) noexcept nogil:
+    cdef uint8_t* tmp = <uint8_t*>malloc(n * es if n * es > 0 else 1)
+    if tmp == NULL:
+        return -1
+    c_bitunshuffle_tmp(src, dst, n, es, tmp)
     free(tmp)
     return 0
 
@@ -437,18 +449,23 @@ def zero_low_bits(uint8_t[::1] buf, Py_ssize_t width, int zeroed):
             c_zero_low_bits(&buf[0], buf.shape[0], width, zeroed)
 
 
+cdef bint c_is_run(const uint8_t* buf, Py_ssize_t n) noexcept nogil:
+    """Whether every byte of ``buf[:n]`` (n > 0) equals its first; stops at the first that
+    differs."""
+    cdef Py_ssize_t i
+    cdef uint8_t first = buf[0]
+    for i in range(1, n):
+        if buf[i] != first:
+            return False
+    return True
+
+
 def is_run(const uint8_t[::1] buf):
     """Whether every byte of ``buf`` (non-empty) equals its first: c-blosc2 stores such
     streams as runs. Returns at the first differing byte."""
-    cdef Py_ssize_t i, n = buf.shape[0]
-    cdef uint8_t first
-    cdef bint same = True
-    if n == 0:
+    cdef bint same
+    if buf.shape[0] == 0:
         return False
     with nogil:
-        first = buf[0]
-        for i in range(1, n):
-            if buf[i] != first:
-                same = False
-                break
+        same = c_is_run(&buf[0], buf.shape[0])
     return same

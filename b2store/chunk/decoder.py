@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 import struct
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ..constants import MAX_DICT_SIZE, SpecialValue
 from ..errors import FormatError
+from . import native
 from .compressors import check_inflatable, stream_decoder
 from .filters import Pipeline
 from .header import LAST_BLOSC1_VERSION, ChunkHeader, ChunkInfo
@@ -101,6 +101,8 @@ class ChunkDecoder:
         # ``blocks``: walk only these blocks' streams (the others' bytes may be absent, as in
         # a partial read); only they can then be decoded.
         self._only = None if blocks is None else sorted(set(blocks))
+        # Whether the streams were walked in C (b2store._blocks), which then decodes them.
+        self.native = False
         src = as_uint8(buf)
         self.header = header = ChunkHeader.from_bytes(src)
         self.src = src[: header.cbytes]
@@ -184,6 +186,7 @@ class ChunkDecoder:
                 )
             dictionary = bytes(self._bytes[data_start + 4 : data_start + 4 + dsize])
             data_start += 4 + dsize
+        self.dictionary = dictionary
         bad = np.flatnonzero((self.bstarts < data_start) | (self.bstarts >= h.cbytes))
         if len(bad):
             j = int(bad[0])
@@ -212,7 +215,12 @@ class ChunkDecoder:
             or h.effective_blocksize % h.typesize
         )
         if not ambiguous:
-            self._read_streams(split)
+            ends = None if self._only is None else block_bounds(self.bstarts, h.cbytes)
+            if native.walk(self, split, self._only, ends):
+                # Checked in C; the Python walk runs only if the Python decoder is needed.
+                self.native, self.streams = True, None
+            else:
+                self._read_streams(split)
             return
         # c-blosc 1.21 under BLOSC_SPLITMODE=ALWAYS splits blocks of items over 16 bytes (or
         # of few items) and leaves dont_split clear, as writers before 1.11 left it clear on
@@ -370,16 +378,20 @@ class ChunkDecoder:
         elif h.nbytes:
             first = dest[: self.block_span(0)[1]]
             nthreads = max(1, min(nthreads or 1, self.nblocks, os.cpu_count() or 1))
+            if self.native:
+                if native.decode_whole(self, dest, nthreads):
+                    return
+                self._walk_in_python()
             if nthreads == 1:
                 self._decode_blocks(range(self.nblocks), dest, first, self.decode_stream)
                 return
             # Block 0 first: DELTA codes every other block against it.
             self._decode_blocks([0], dest, first, self.decode_stream)
             groups = [range(k, self.nblocks, nthreads) for k in range(1, nthreads + 1)]
-            with ThreadPoolExecutor(nthreads) as pool:
-                jobs = [pool.submit(self._decode_blocks, g, dest, first, None) for g in groups]
-                for job in jobs:
-                    job.result()
+            pool = native.executor(nthreads)
+            jobs = [pool.submit(self._decode_blocks, g, dest, first, None) for g in groups]
+            for job in jobs:
+                job.result()
 
     def _decode_blocks(self, blocks, dest, first, decode_stream) -> None:
         work, spare = self._scratch()
@@ -390,8 +402,19 @@ class ChunkDecoder:
 
     def decode_block(self, j: int, dest: np.ndarray, first_block: np.ndarray | None = None):
         """Decode block ``j`` alone into ``dest``; DELTA chunks need ``first_block`` decoded."""
+        if self.native:
+            if native.decode(self, [j], dest, self.block_span(j)[0], first_block):
+                return
+            self._walk_in_python()
         work, spare = self._scratch()
         self._decode_block(j, dest, work, spare, first_block, self.decode_stream)
+
+    def _walk_in_python(self) -> None:
+        # The C decoder failed on a layout the C walk passed: walk it here, where a broken
+        # stream gets its FormatError, and let the Python decoder say what else is wrong.
+        if self.streams is None:
+            self._read_streams(self.split)
+        self.native = False
 
     def _scratch(self) -> tuple[np.ndarray, np.ndarray]:
         h = self.header

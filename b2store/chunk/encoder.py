@@ -23,7 +23,8 @@ from ..constants import (
     SpecialValue,
     SplitMode,
 )
-from .compressors import stream_encoder, train_dictionary
+from . import native
+from .compressors import ZSTD_LEVELS, stream_encoder, train_dictionary
 from .decoder import as_uint8
 from .filters import Pipeline
 from .header import BLOSC2_FLAGS, FLAGS, ChunkHeader
@@ -181,16 +182,20 @@ def encode_chunk(
         flags |= FLAGS.DELTA
     job = _Job(src, bs, ts if split else 1, pipeline, codec, clevel)
     dictionary = job.train(nbytes, ts, split) if params.use_dict else None
-    blocks = job.run(nthreads, dictionary)
-
     # Each block is a list of its streams' pieces; the chunk is joined once, at the end.
-    sizes = [sum(len(p) for p in block) for block in blocks]
+    fast = native.encode(job, dictionary, nthreads or 1, ZSTD_LEVELS)
+    if fast is not None:  # the GIL-free block loop (b2store._blocks)
+        blocks, sizes, all_zero = fast
+    else:
+        blocks = job.run(nthreads, dictionary)
+        sizes = [sum(len(p) for p in block) for block in blocks]
+        all_zero = dictionary is None and job.all_zero_runs(blocks)
     prefix = 4 * job.nblocks + (0 if dictionary is None else 4 + len(dictionary))
     body_size = prefix + sum(sizes)
     # python-blosc2 gives c-blosc2 room for nbytes plus one header: past that, memcpy.
     if body_size > nbytes:
         return _memcpyed(header, src, flags | FLAGS.MEMCPYED)
-    if dictionary is None and job.all_zero_runs(blocks):
+    if all_zero:
         special = SpecialValue.ZERO << 4
         return _replace(
             header, flags=flags, blosc2_flags=special, cbytes=EXTENDED_HEADER_LENGTH

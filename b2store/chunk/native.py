@@ -1,0 +1,360 @@
+"""The codecs' C entry points for the GIL-free block loop (``b2store._blocks``), and its threads.
+
+The ``lz4`` wheel's extension exports LZ4's API as dynamic symbols, and ``zstandard``'s cffi
+extension exports Zstd's; Python's ``zlib`` module links the system ``libz``. Their addresses
+are found once, with ``ctypes``, the first time a chunk is decoded or encoded, and handed to
+``_blocks``, which calls them without the GIL. Whatever is missing (another build of a wheel,
+no system zlib, ``B2STORE_NATIVE=0`` in the environment) leaves that codec on the Python path
+of :mod:`b2store.chunk.compressors`, which decodes the same chunks, only slower.
+
+Threads come from one long-lived pool, made again in a child process after ``fork``; they
+split a chunk's blocks, taking the next block from a shared counter.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ..constants import Codec, CodecFormat, Filter
+
+try:
+    from .. import _blocks
+except ImportError:  # pragma: no cover - a build without the extension
+    _blocks = None
+
+__all__ = [
+    "enabled",
+    "walk",
+    "decode",
+    "decode_whole",
+    "encode",
+    "executor",
+    "default_nthreads",
+    "set_nthreads",
+]
+
+_LZ4 = (
+    "LZ4_decompress_safe",
+    "LZ4_decompress_safe_usingDict",
+    "LZ4_compress_fast",
+    "LZ4_compress_HC",
+)
+_ZSTD = (
+    "ZSTD_createDCtx",
+    "ZSTD_freeDCtx",
+    "ZSTD_createCCtx",
+    "ZSTD_freeCCtx",
+    "ZSTD_isError",
+    "ZSTD_getFrameContentSize",
+    "ZSTD_decompressDCtx",
+    "ZSTD_decompress_usingDict",
+    "ZSTD_compressCCtx",
+)
+# Zstd before 1.4 lacks parts of this API; zlib before 1.2.9 has no uncompress2.
+_MIN_ZSTD = 10400
+_USER_FORMATS = {
+    Codec.BLOSCLZ: CodecFormat.BLOSCLZ,
+    Codec.LZ4: CodecFormat.LZ4,
+    Codec.LZ4HC: CodecFormat.LZ4,
+    Codec.ZLIB: CodecFormat.ZLIB,
+    Codec.ZSTD: CodecFormat.ZSTD,
+}
+_TRUNCATIONS = frozenset({Filter.TRUNC_PREC, Filter.INT_TRUNC})
+
+_UNWALKED = -(1 << 40)
+_lock = threading.Lock()
+_state: dict = {"ready": False, "entry_points": {}}
+
+
+def _symbols(path: str | None, names) -> dict[str, int]:
+    if path is None:
+        return {}
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError:
+        return {}
+    found = {}
+    for name in names:
+        try:
+            found[name] = ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+        except AttributeError:
+            pass
+    return found
+
+
+def _module_path(name: str) -> str | None:
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    return spec.origin if spec is not None else None
+
+
+def _zlib_path() -> str | None:
+    # The library Python's zlib module is linked against; Windows has no system zlib.
+    if sys.platform.startswith("linux"):
+        return "libz.so.1"
+    if sys.platform == "darwin":
+        return "libz.dylib"
+    return None
+
+
+def _resolve() -> dict[str, int]:
+    import lz4.block  # noqa: F401 - the extension whose symbols are used must be loaded
+    import zstandard
+
+    found = _symbols(_module_path("lz4.block._block"), _LZ4)
+    zstd = _symbols(_module_path("zstandard._cffi"), (*_ZSTD, "ZSTD_versionNumber"))
+    version = zstd.pop("ZSTD_versionNumber", None)
+    major, minor, patch = zstandard.ZSTD_VERSION
+    # The very library zstandard runs (so frames match the Python path's), recent enough.
+    if version and ctypes.CFUNCTYPE(ctypes.c_uint)(version)() == max(
+        major * 10000 + minor * 100 + patch, _MIN_ZSTD
+    ):
+        found.update(zstd)
+    found.update(_symbols(_zlib_path(), ("uncompress2",)))
+    return found
+
+
+def _ready() -> bool:
+    if _state["ready"]:
+        return _blocks is not None
+    with _lock:
+        if not _state["ready"]:
+            if _blocks is not None and os.environ.get("B2STORE_NATIVE", "1") != "0":
+                _state["entry_points"] = _resolve()
+                _blocks.set_entry_points(_state["entry_points"])
+            _state["ready"] = True
+    return _blocks is not None
+
+
+def enabled() -> bool:
+    """Whether the GIL-free block loop is in use (the extension is built, not disabled)."""
+    return _ready() and os.environ.get("B2STORE_NATIVE", "1") != "0"
+
+
+def entry_points() -> dict[str, int]:
+    """The C functions found, by name (for ``b2store`` diagnostics and the benchmarks)."""
+    _ready()
+    return dict(_state["entry_points"])
+
+
+# --- threads ----------------------------------------------------------------------------------
+
+_pool: dict = {"executor": None, "size": 0}
+_nthreads: dict = {"value": None}
+
+
+def _forget_pool() -> None:
+    # A forked child has the parent's pool object but none of its threads.
+    _pool["executor"], _pool["size"] = None, 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
+def executor(workers: int) -> ThreadPoolExecutor:
+    """The long-lived pool, with at least ``workers`` threads."""
+    with _lock:
+        if _pool["executor"] is None or _pool["size"] < workers:
+            old = _pool["executor"]
+            _pool["executor"] = ThreadPoolExecutor(workers, thread_name_prefix="b2store-blocks")
+            _pool["size"] = workers
+            if old is not None:
+                old.shutdown(wait=False)
+        return _pool["executor"]
+
+
+def default_nthreads() -> int:
+    """Threads a whole-array read decodes with: ``set_nthreads``, else ``B2STORE_NTHREADS``,
+    else the number of cores (as python-blosc2 does)."""
+    if _nthreads["value"] is not None:
+        return _nthreads["value"]
+    env = os.environ.get("B2STORE_NTHREADS")
+    if env and env.isdigit() and int(env) > 0:
+        return int(env)
+    return os.cpu_count() or 1
+
+
+def set_nthreads(n: int | None) -> None:
+    """Set the threads of array reads (None: back to the default)."""
+    if n is not None and int(n) < 1:
+        raise ValueError(f"nthreads must be at least 1, not {n}")
+    _nthreads["value"] = None if n is None else int(n)
+
+
+def _share(run, nthreads: int) -> int:
+    """Run ``run()`` in ``nthreads`` threads (this one included); the worst status."""
+    if nthreads <= 1:
+        return run()
+    pool = executor(nthreads - 1)
+    jobs = [pool.submit(run) for _ in range(nthreads - 1)]
+    rc = run()
+    for job in jobs:
+        rc = min(rc, job.result())
+    return rc
+
+
+# --- decoding ---------------------------------------------------------------------------------
+
+
+def _effective_format(header) -> int:
+    fmt = header.codec_format
+    if fmt == CodecFormat.USER:
+        return _USER_FORMATS.get(header.udcodec, -1)
+    return fmt
+
+
+def walk(decoder, split: bool, only=None, ends=None) -> bool:
+    """Check and record every stream of ``decoder``'s chunk (or of the blocks ``only``) in
+    ``decoder.stream_table``; False when the Python walk has to do it (and say what is wrong)."""
+    if not enabled():
+        return False
+    h = decoder.header
+    fmt = _effective_format(h)
+    if not _blocks.decodable(fmt, decoder.dictionary is not None):
+        return False
+    nstreams = h.typesize if split else 1
+    nblocks = len(decoder.bstarts)
+    # Blocks left unwalked keep a csize no stream has: decoding them fails.
+    table = np.full((nblocks, 2 * nstreams), _UNWALKED, np.int64)
+    which = np.arange(nblocks, dtype=np.int64) if only is None else np.asarray(only, np.int64)
+    if ends is None:
+        ends = np.full(nblocks, h.cbytes, np.int64)
+    rc = _blocks.walk(
+        decoder.src,
+        decoder.bstarts,
+        which,
+        np.ascontiguousarray(ends, np.int64),
+        h.nbytes,
+        h.effective_blocksize,
+        nstreams,
+        fmt,
+        table,
+    )
+    if rc:
+        return False
+    decoder.stream_table = table
+    decoder.stream_format = fmt
+    decoder.split = split
+    return True
+
+
+def _steps(decoder) -> list[tuple[int, int]]:
+    return [(int(fid), int(meta)) for fid, meta in decoder.pipeline.steps]
+
+
+def decode(decoder, blocks, dest: np.ndarray, dest_base: int, first=None, nthreads=1) -> bool:
+    """Decode ``blocks`` of a walked chunk into ``dest`` (the decoded chunk from byte
+    ``dest_base`` on); False if any failed (the Python path then says why)."""
+    table = getattr(decoder, "stream_table", None)
+    if table is None:
+        return False
+    h = decoder.header
+    if dest.dtype != np.uint8 or not dest.flags.c_contiguous or not dest.flags.writeable:
+        return False
+    if first is not None and (first.dtype != np.uint8 or not first.flags.c_contiguous):
+        return False
+    blocks = np.asarray(blocks, np.int64)
+    counter = np.zeros(1, np.int64)
+    failed = np.zeros(1, np.int32)
+    steps = _steps(decoder)
+    nstreams = table.shape[1] // 2
+
+    def run() -> int:
+        return _blocks.decode(
+            decoder.src,
+            table,
+            blocks,
+            counter,
+            failed,
+            dest,
+            dest_base,
+            h.nbytes,
+            h.effective_blocksize,
+            nstreams,
+            decoder.stream_format,
+            steps,
+            h.typesize,
+            decoder.pipeline.blosc1,
+            decoder.dictionary,
+            first,
+        )
+
+    nthreads = max(1, min(nthreads, len(blocks)))
+    return _share(run, nthreads) == 0 and not failed[0]
+
+
+def decode_whole(decoder, dest: np.ndarray, nthreads: int = 1) -> bool:
+    """Decode every block of a walked chunk into ``dest`` (``nbytes`` long)."""
+    n = decoder.nblocks
+    if decoder.pipeline.has_delta:
+        # Block 0 first: DELTA codes every other block against it.
+        if not decode(decoder, [0], dest, 0):
+            return False
+        first = dest[: min(decoder.header.effective_blocksize, decoder.header.nbytes)]
+        return n == 1 or decode(decoder, np.arange(1, n), dest, 0, first, nthreads)
+    return decode(decoder, np.arange(n), dest, 0, None, nthreads)
+
+
+# --- encoding ---------------------------------------------------------------------------------
+
+
+def encode(job, dictionary, nthreads: int, zstd_levels) -> tuple[list, list[int], bool] | None:
+    """Filter and compress the blocks of an encoder job; ``(blocks, sizes, all_zero_runs)``
+    with each block a list of one piece, or None when the Python path has to (no entry point, a
+    dictionary, zlib)."""
+    if dictionary is not None or not enabled():
+        return None
+    codec = int(job.codec)
+    if not _blocks.encodable(codec):
+        return None
+    clevel = job.clevel
+    level = {Codec.LZ4: 10 - clevel, Codec.LZ4HC: clevel}.get(job.codec)
+    if level is None:
+        level = zstd_levels.get(clevel, 0) if job.codec == Codec.ZSTD else 0
+    from .filters import truncated_bits
+
+    steps = []
+    for fid, meta in job.pipeline.steps:
+        if fid in _TRUNCATIONS:
+            meta = truncated_bits(fid, meta, job.pipeline.typesize)
+        steps.append((int(fid), int(meta)))
+    bs, nstreams, nblocks = job.blocksize, job.nstreams, job.nblocks
+    slot = bs + 5 * nstreams
+    out = np.empty(nblocks * slot, np.uint8)
+    sizes = np.zeros(nblocks, np.int64)
+    counter = np.zeros(1, np.int64)
+    flags = np.zeros(2, np.int32)
+
+    def run() -> int:
+        return _blocks.encode(
+            job.src,
+            bs,
+            nstreams,
+            steps,
+            job.pipeline.typesize,
+            codec,
+            clevel,
+            level,
+            out,
+            slot,
+            sizes,
+            counter,
+            flags,
+        )
+
+    rc = _share(run, max(1, min(nthreads, nblocks)))
+    if rc or flags[0]:
+        return None
+    mv = memoryview(out)
+    pieces = [[mv[j * slot : j * slot + int(sizes[j])]] for j in range(nblocks)]
+    return pieces, sizes.tolist(), not flags[1]
