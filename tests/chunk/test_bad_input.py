@@ -400,18 +400,21 @@ def plausible_chunks(draw) -> bytes:
 FUZZ = settings(deadline=None, suppress_health_check=list(HealthCheck))
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=4000)
 @given(mutated_chunks())
 def test_mutated_chunks_decode_or_raise_format_error(buf):
     check_contract(buf)
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=2000)
 @given(plausible_chunks())
 def test_random_streams_behind_plausible_headers(buf):
     check_contract(buf)
 
 
+@pytest.mark.slow
 @settings(FUZZ, max_examples=1000)
 @given(st.binary(min_size=16, max_size=400))
 def test_random_bytes_decode_or_raise_format_error(buf):

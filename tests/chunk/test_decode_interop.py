@@ -104,6 +104,7 @@ def check(chunk: bytes, data: np.ndarray, pipeline, typesize: int) -> None:
             np.testing.assert_array_equal(got, np.frombuffer(blosc2.decompress2(chunk), np.uint8))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name)
 @pytest.mark.parametrize("pipeline", PIPELINES, ids=lambda p: "-".join(f.name for f in p) or "none")
 def test_matrix_of_codecs_filters_splits_and_clevels(codec, pipeline):
@@ -118,6 +119,7 @@ def test_matrix_of_codecs_filters_splits_and_clevels(codec, pipeline):
     assert checked > 0
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     typesize=st.sampled_from(TYPESIZES),
@@ -216,6 +218,7 @@ def test_multithreaded_chunks_with_unordered_block_starts():
     assert nblocks == 62 and len(starts) == nblocks
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cname", ["blosclz", "lz4", "lz4hc", "zlib", "zstd"])
 @pytest.mark.parametrize("shuffle", [0, 1, 2])
 @pytest.mark.parametrize("dtype", ["u1", "<i2", "<f4", "<f8", "S12", "V20"])

@@ -68,6 +68,7 @@ def usable(pipeline, typesize) -> bool:
     return not ("bytedelta" in pipeline and typesize > 255)
 
 
+@pytest.mark.slow
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     typesize=st.sampled_from(TYPESIZES),

@@ -196,6 +196,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("contiguous", [True, False], ids=["cframe", "sframe"])
 def test_a_killed_writer_loses_nothing_committed(tmp_path, contiguous):
     rng = np.random.default_rng(7)

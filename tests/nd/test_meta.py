@@ -536,6 +536,7 @@ def test_error_message():
 FUZZ = settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
 
 
+@pytest.mark.slow
 @FUZZ
 @given(
     sample=st.sampled_from(SAMPLES[:4]),
