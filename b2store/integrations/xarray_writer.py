@@ -21,8 +21,6 @@ import xarray as xr
 from xarray import conventions
 
 from ..frame.schunk import SChunk
-from ..frame.trailer import trailer_bytes
-from ..frame.writer import published_header
 from ..nd.create import cparams_for, encode_array_chunk
 from ..nd.geometry import array_to_chunk, chunk_grid, chunk_nitems, chunk_region
 from ..nd.meta import B2ndMeta
@@ -321,33 +319,8 @@ def _write_embed(path: Path) -> None:
 
 def _write_attrs_frame(path: Path, attrs: dict, types: dict) -> None:
     """A group's ``__vlmeta__.b2f``: an empty frame whose vlmeta are the group attributes."""
-    vlmeta = _with_info(attrs, {"attr_types": types} if types else {})
-    _write_empty_frame(path, SChunk.create(None, typesize=1), vlmeta, contiguous=True)
-
-
-def _write_empty_frame(path: Path, schunk: SChunk, vlmeta: dict, contiguous: bool) -> None:
-    """A frame without chunks, written with its trailer right after the header: c-blosc2
-    looks for an index-less frame's trailer there, not at the end of the file."""
-    for key, value in vlmeta.items():
-        schunk.vlmeta[key] = value
-    raw = dict(schunk._raw_vlmeta)
-    trailer = trailer_bytes(raw)
-    h = schunk.header
-    header = published_header(
-        h,
-        nbytes=0,
-        cbytes=0,
-        chunksize=h.chunksize,
-        frame_len=h.header_len + len(trailer),
-        has_vlmeta=bool(raw),
-    )
-    schunk.close()
-    data = header.to_bytes() + trailer
-    if contiguous:
-        path.write_bytes(data)
-    else:
-        path.mkdir()
-        (path / "chunks.b2frame").write_bytes(data)
+    with SChunk.create(path, typesize=1) as schunk:
+        schunk.vlmeta.update(_with_info(attrs, {"attr_types": types} if types else {}))
 
 
 def _with_info(attrs: dict, info: dict) -> dict:
@@ -387,19 +360,16 @@ def _write_variable(var, path: Path, storage: dict, contiguous: bool, nthreads, 
     }
     size = math.prod(shape)
     schunk = SChunk.create(
-        None if not size else path,
+        path,
         contiguous=contiguous,
         chunksize=chunk_nitems(chunks, blocks) * dtype.itemsize if size else -1,
         params=cparams,
         meta={"b2nd": meta.to_bytes()},
     )
-    if not size:
-        _write_empty_frame(path, schunk, vlmeta, contiguous)
-        return
     with schunk:
-        schunk.extend_chunks(_chunks_of(var, meta, cparams, nthreads))
-        for key, value in vlmeta.items():
-            schunk.vlmeta[key] = value
+        if size:
+            schunk.extend_chunks(_chunks_of(var, meta, cparams, nthreads))
+        schunk.vlmeta.update(vlmeta)
 
 
 def _chunking(var: xr.Variable, storage: dict) -> tuple[tuple, tuple]:

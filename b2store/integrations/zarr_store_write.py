@@ -458,27 +458,6 @@ class Writer:
 
 
 def _write_attrs_frame(path: Path, attrs: dict) -> None:
-    """An empty frame whose vlmeta are ``attrs`` (python-blosc2's ``__vlmeta__.b2f``).
-
-    A frame without chunks must have its trailer right after the header, where c-blosc2
-    looks for it; the frame writer appends a new trailer after the old one instead, so
-    the frame is assembled here in one piece.
-    """
-    from ..frame import writer
-    from ..frame.trailer import trailer_bytes
-
-    schunk = SChunk.create(None, typesize=1)
-    for key, value in attrs.items():
-        schunk.vlmeta[key] = value
-    header, trailer = schunk.header, trailer_bytes(schunk._raw_vlmeta)
-    published = writer.published_header(
-        header,
-        nbytes=0,
-        cbytes=0,
-        chunksize=header.chunksize,
-        frame_len=header.header_len + len(trailer),
-        has_vlmeta=bool(attrs),
-    )
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(published.to_bytes() + trailer)
-    tmp.replace(path)
+    """An empty frame whose vlmeta are ``attrs`` (python-blosc2's ``__vlmeta__.b2f``)."""
+    with SChunk.create(path, typesize=1) as schunk:
+        schunk.vlmeta.update(attrs)

@@ -268,3 +268,14 @@ def test_long_attribute_names_survive(tmp_path):
     for suffix in (".b2nd", ".b2d"):
         back = xr.open_dataset(to_b2nd(ds, tmp_path / f"l{suffix}"), engine="b2nd")
         xr.testing.assert_identical(back.load(), ds)
+
+
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_zero_size_frame_opens_in_python_blosc2(tmp_path, contiguous):
+    # A frame without chunks keeps its trailer where c-blosc2 looks: its vlmeta are seen.
+    ds = xr.Dataset({"v": (("t", "x"), np.zeros((0, 3), "f4"), {"units": "K"})})
+    path = to_b2nd(ds, tmp_path / "v.b2nd", contiguous=contiguous)
+    arr = blosc2.open(str(path))
+    assert arr.shape == (0, 3) and arr.dtype == np.float32
+    assert arr.vlmeta["_ARRAY_DIMENSIONS"] == ["t", "x"]
+    assert arr.vlmeta["units"] == "K"
