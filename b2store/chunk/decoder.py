@@ -14,6 +14,7 @@ import numpy as np
 
 from ..constants import MAX_DICT_SIZE, SpecialValue
 from ..errors import FormatError
+from ..limits import DEFAULT_LIMITS, LimitError
 from . import native
 from .compressors import check_inflatable, stream_decoder
 from .filters import Pipeline
@@ -52,7 +53,9 @@ def chunk_info(buf) -> ChunkInfo:
     return ChunkHeader.from_bytes(buf).info()
 
 
-def decode_chunk(buf, out=None, *, nthreads: int | None = None) -> np.ndarray:
+def decode_chunk(
+    buf, out=None, *, nthreads: int | None = None, max_nbytes: int | None = None
+) -> np.ndarray:
     """Decode one Blosc1 or Blosc2 chunk.
 
     Parameters
@@ -63,6 +66,10 @@ def decode_chunk(buf, out=None, *, nthreads: int | None = None) -> np.ndarray:
         Optional writable contiguous buffer of exactly ``nbytes`` bytes to decode into.
     nthreads
         Blocks decoded at once (default 1); the codecs and kernels release the GIL.
+    max_nbytes
+        The most the chunk may decode to (default: ``b2store.limits.DEFAULT_LIMITS``'s
+        ``max_chunk_nbytes``); a header asking for more raises ``LimitError`` before
+        anything is allocated.
 
     Returns
     -------
@@ -78,6 +85,10 @@ def decode_chunk(buf, out=None, *, nthreads: int | None = None) -> np.ndarray:
     """
     decoder = ChunkDecoder(buf)
     nbytes = decoder.header.nbytes
+    if max_nbytes is None:
+        max_nbytes = DEFAULT_LIMITS.max_chunk_nbytes
+    if nbytes > max_nbytes:
+        raise LimitError("nbytes", "max_chunk_nbytes", max_nbytes, nbytes, 4)
     if out is None:
         dest = np.empty(nbytes, np.uint8)
     else:

@@ -1,0 +1,90 @@
+"""The largest things a reader accepts from a file, in one place, and the error for more.
+
+A file states sizes (a chunk's decoded bytes, the number of chunks, a metalayer's length) and a
+reader would allocate what they say. Each size is checked against a :class:`Limits` *before*
+anything is allocated for it, so a hostile 32-byte file cannot ask for gigabytes. The defaults
+admit every file python-blosc2 writes with its own defaults and far larger ones; raise them
+for files you trust that go beyond (``b2store.open(p, limits=Limits(max_chunk_nbytes=...))``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .errors import FormatError
+
+__all__ = ["Limits", "LimitError", "DEFAULT_LIMITS", "resolve"]
+
+
+class LimitError(FormatError):
+    """A file asks for more than a :class:`Limits` allows (a FormatError: refuse the file, or
+    raise the limit if you trust it)."""
+
+    def __init__(self, field: str, limit_name: str, limit: int, found: int, offset=None):
+        self.limit_name = limit_name
+        self.limit = limit
+        super().__init__(
+            field,
+            f"at most {limit} (Limits.{limit_name}; raise it to read this file)",
+            found,
+            offset,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What a reader accepts. Every field is an inclusive maximum.
+
+    Parameters
+    ----------
+    max_chunk_nbytes
+        Decoded bytes of one chunk: data chunks, the offsets index, a vlmeta value, and a b2nd
+        chunk (chunk shape times item size). Default 1 GiB (c-blosc2's own ceiling is 2 GiB).
+    max_frame_nbytes
+        Decoded bytes of a whole frame (the header's ``nbytes``). Default 2**50 (1 PiB): a
+        sanity bound; what is allocated is bounded by the chunk limit.
+    max_nchunks
+        Chunks in one frame (entries of the offsets index). Default 2**25.
+    max_metalayer_nbytes
+        The frame header with its fixed metalayers (``header_len``), and so each metalayer.
+        Default 1 MiB (python-blosc2's b2nd metalayer is under 200 bytes).
+    max_vlmeta_nbytes
+        One variable-length metalayer, stored and decoded. Default 64 MiB.
+    max_ndim
+        Dimensions of a b2nd array. Default 16 (B2ND_MAX_DIM, what the format can store).
+    """
+
+    max_chunk_nbytes: int = 1 << 30
+    max_frame_nbytes: int = 1 << 50
+    max_nchunks: int = 1 << 25
+    max_metalayer_nbytes: int = 1 << 20
+    max_vlmeta_nbytes: int = 64 << 20
+    max_ndim: int = 16
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"Limits.{f.name} must be a non-negative int, not {value!r}")
+
+    def check(self, name: str, found: int, field: str | None = None, offset=None) -> int:
+        """``found`` if it is within ``Limits.<name>``, else a :class:`LimitError`."""
+        limit = getattr(self, name)
+        if found > limit:
+            raise LimitError(field or name.removeprefix("max_"), name, limit, found, offset)
+        return found
+
+    def replace(self, **changes) -> Limits:
+        return dataclasses.replace(self, **changes)
+
+
+DEFAULT_LIMITS = Limits()
+
+
+def resolve(limits: Limits | None) -> Limits:
+    """``limits``, or the defaults when None."""
+    if limits is None:
+        return DEFAULT_LIMITS
+    if not isinstance(limits, Limits):
+        raise TypeError(f"limits must be a b2store.Limits, not {type(limits).__name__}")
+    return limits
