@@ -47,6 +47,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ..chunk import native
 from ..chunk.decoder import ChunkDecoder, as_uint8
 from ..chunk.encoder import encode_chunk, special_chunk
 from ..chunk.params import ChunkParams
@@ -236,6 +237,12 @@ def decode_selection(
     elif scratch.nbytes != nbytes or scratch.dtype != np.uint8:
         raise ValueError(f"scratch must be {nbytes} bytes of uint8")
     region = [(r[0], r[-1] + 1) for r in ranges]
+    direct = _direct_target(ranges, chunkshape, blockshape, dtype, out)
+    if direct is not None:
+        # The whole chunk, whose decoded bytes are its items in C order, into a contiguous
+        # part of the output: decode straight there, no scratch, no copy.
+        _decode_blocks(source, region, chunkshape, blockshape, dtype, direct, label)
+        return
     wanted = _decode_blocks(source, region, chunkshape, blockshape, dtype, scratch, label)
     if dtype.subdtype is None and all(r.step == 1 for r in ranges):
         _copy_blocks(wanted, ranges, chunkshape, blockshape, dtype, scratch, out)
@@ -256,6 +263,24 @@ def _ranges(selection, chunkshape) -> list[range]:
             raise ValueError(f"selection {s!r} outside a chunk dimension of {c}")
         ranges.append(r)
     return ranges
+
+
+def _direct_target(ranges, chunkshape, blockshape, dtype, out: np.ndarray) -> np.ndarray | None:
+    """``out`` as the flat bytes of the decoded chunk, when the selection is the whole chunk,
+    ``out`` is contiguous and the chunk's block order is C order: every block is a run of
+    whole trailing rows (blocks of 1 before some dimension, the full chunk after it)."""
+    if not isinstance(out, np.ndarray) or dtype.subdtype is not None or out.dtype != dtype:
+        return None
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        return None
+    if any(r.start != 0 or r.step != 1 or len(r) != c for r, c in zip(ranges, chunkshape)):
+        return None
+    split = next((d for d in range(len(blockshape)) if blockshape[d] != 1), len(blockshape))
+    if any(b != c for b, c in zip(blockshape[split + 1 :], chunkshape[split + 1 :])):
+        return None
+    if split < len(blockshape) and chunkshape[split] % blockshape[split]:
+        return None  # padded to whole blocks
+    return out.reshape(-1).view(np.uint8)
 
 
 def _check_nbytes(nbytes: int, buf: np.ndarray, label: str) -> None:
@@ -283,13 +308,14 @@ def _decode_blocks(
     ):
         _check_nbytes(plan.header.nbytes, buf, label)
         pieces = [chunk[start:stop] for start, stop in plan.ranges]
-        decode_blocks(plan, chunk, pieces, buf)
+        # Only the prefix as the prefix: the rest of ``chunk`` is not copied again.
+        decode_blocks(plan, chunk[: plan.prefix_length], pieces, buf)
         return wanted
     # Special, memcpyed or VL-block chunks, all blocks wanted, or Blosc blocks that are not
     # the array's blocks: decode it whole (the items are in block order all the same).
     decoder = ChunkDecoder(chunk)
     _check_nbytes(decoder.header.nbytes, buf, label)
-    decoder.decode_into(buf)
+    decoder.decode_into(buf, nthreads=native.default_nthreads())
     return wanted
 
 
