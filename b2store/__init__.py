@@ -11,6 +11,7 @@ from .constants import Codec, Filter, SpecialValue, SplitMode
 from .errors import B2StoreError, FormatError, UnsupportedError
 from .frame.backends import WriterLockedError
 from .frame.schunk import FrameClosedError, SChunk
+from .limits import LimitError, Limits
 from .nd.array import B2ndArray
 from .nd.create import asarray, empty, frombuffer, full, zeros
 
@@ -40,6 +41,8 @@ __all__ = [
     "UnsupportedError",
     "WriterLockedError",
     "FrameClosedError",
+    "Limits",
+    "LimitError",
 ]
 
 __version__ = "0.1.0.dev0"

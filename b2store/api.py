@@ -4,13 +4,22 @@ super-chunk."""
 from __future__ import annotations
 
 from .frame.schunk import SChunk
+from .limits import Limits, resolve
 from .nd.array import B2ndArray
 from .nd.meta import B2ndMeta
 
 __all__ = ["open"]
 
 
-def open(urlpath, mode: str = "r", *, dtype=None, offset: int = 0, storage_options=None):
+def open(
+    urlpath,
+    mode: str = "r",
+    *,
+    dtype=None,
+    offset: int = 0,
+    storage_options=None,
+    limits: Limits | None = None,
+):
     """Open the frame at ``urlpath``.
 
     Parameters
@@ -27,6 +36,10 @@ def open(urlpath, mode: str = "r", *, dtype=None, offset: int = 0, storage_optio
         Where the frame starts inside the file (a member of a ``.b2z`` zip stored as is).
     storage_options
         Options for the fsspec filesystem of a URL.
+    limits
+        The largest chunk, frame, chunk count, metalayer, vlmeta entry and dimension count
+        accepted (:class:`b2store.Limits`; its defaults when None). A file asking for more
+        raises :class:`b2store.limits.LimitError` before anything is allocated for it.
 
     Returns
     -------
@@ -39,16 +52,39 @@ def open(urlpath, mode: str = "r", *, dtype=None, offset: int = 0, storage_optio
             f"mode must be 'r' (read) or 'a' (read and write), not {mode!r}; "
             "b2store.asarray/zeros/... create new arrays"
         )
-    schunk = SChunk.open(urlpath, mode=mode, offset=offset, storage_options=storage_options)
+    limits = resolve(limits)
+    schunk = SChunk.open(
+        urlpath, mode=mode, offset=offset, storage_options=storage_options, limits=limits
+    )
     try:
         meta = schunk.meta
-        if "b2nd" in meta:
-            return B2ndArray(schunk, B2ndMeta.from_bytes(meta["b2nd"]), dtype=dtype)
-        if "caterva" in meta:
-            return B2ndArray(
-                schunk, B2ndMeta.from_bytes(meta["caterva"], caterva=True), dtype=dtype
-            )
+        for name in ("b2nd", "caterva"):
+            if name in meta:
+                nd = B2ndMeta.from_bytes(meta[name], caterva=name == "caterva")
+                _check_array_limits(nd, schunk, dtype, limits)
+                return B2ndArray(schunk, nd, dtype=dtype)
         return schunk
     except BaseException:
         schunk.close()
         raise
+
+
+def _check_array_limits(nd: B2ndMeta, schunk: SChunk, dtype, limits: Limits) -> None:
+    """The dimension count and one chunk's decoded size (what a read allocates) within
+    ``limits``, before the array is made."""
+    import numpy as np
+
+    from .nd.geometry import chunk_nitems
+
+    limits.check("max_ndim", len(nd.shape), "ndim")
+    if dtype is not None:
+        itemsize = np.dtype(dtype).itemsize
+    elif nd.dtype is not None:
+        itemsize = nd.dtype.itemsize
+    else:
+        itemsize = schunk.typesize
+    limits.check(
+        "max_chunk_nbytes",
+        chunk_nitems(nd.chunkshape, nd.blockshape) * itemsize,
+        "b2nd chunk nbytes",
+    )

@@ -24,6 +24,7 @@ from pathlib import Path
 from .. import _platform
 from ..constants import MIN_HEADER_LENGTH
 from ..errors import B2StoreError, FormatError
+from ..limits import Limits, resolve
 from .header import HEADER_FIXED_LEN, FrameHeader
 from .sources import ByteSource, FileSource, FsspecSource, MemorySource, is_url, local_path
 from .trailer import TRAILER_TAIL_LEN, trailer_span
@@ -566,7 +567,12 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 def open_backend(
-    urlpath, *, writable: bool = False, offset: int = 0, storage_options: dict | None = None
+    urlpath,
+    *,
+    writable: bool = False,
+    offset: int = 0,
+    storage_options: dict | None = None,
+    limits: Limits | None = None,
 ) -> tuple[Backend, FrameHeader]:
     """The layout and header of the frame at ``urlpath``: a local file or directory, an
     fsspec URL, the frame's bytes, or a :class:`Backend` already made."""
@@ -591,20 +597,23 @@ def open_backend(
         else:
             raise FileNotFoundError(f"no frame at {path}")
     try:
-        header = read_header(backend)
+        header = read_header(backend, limits)
     except BaseException:
         backend.close()
         raise
     return backend, header
 
 
-def read_header(backend: Backend) -> FrameHeader:
+def read_header(backend: Backend, limits: Limits | None = None) -> FrameHeader:
     """Read and check the header; the frame ends where the header says (bytes after a frame
-    are not ours)."""
+    are not ours). ``header_len`` and ``nbytes`` are checked against ``limits``."""
+    limits = resolve(limits)
     available = backend.frame_len
     header_len, frame_len = FrameHeader.peek_len(backend.read(0, min(24, available)))
     if frame_len > available:
         raise FormatError("frame_len", f"at most the {available} bytes there are", frame_len, 16)
+    limits.check("max_metalayer_nbytes", header_len, "header_len", 10)
     header = FrameHeader.from_bytes(backend.read(0, min(header_len, frame_len)))
+    limits.check("max_frame_nbytes", header.nbytes, "nbytes", 25)
     backend.adopt(header)
     return header

@@ -48,7 +48,7 @@ class Changes:
             raise PermissionError("the frame is open for reading; open it with mode='a'")
         with self._backend.locked() as changed:
             if changed:
-                self._load(read_header(self._backend))
+                self._load(read_header(self._backend, self.limits))
             yield
 
     def append_data(self, data) -> int:

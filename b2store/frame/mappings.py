@@ -19,7 +19,10 @@ class VLMetaView(MutableMapping):
         self._schunk = schunk
 
     def __getitem__(self, name: str):
-        return unpack_value(bytes(decode_chunk(self._schunk._raw_vlmeta[name])))
+        raw = self._schunk._raw_vlmeta[name]
+        limits = self._schunk.limits
+        limits.check("max_vlmeta_nbytes", len(raw), f"vlmeta[{name!r}] stored bytes")
+        return unpack_value(bytes(decode_chunk(raw, max_nbytes=limits.max_vlmeta_nbytes)))
 
     def __setitem__(self, name: str, value) -> None:
         self.update({name: value})

@@ -32,6 +32,7 @@ from ..constants import (
     SpecialValue,
 )
 from ..errors import B2StoreError, FormatError
+from ..limits import Limits, resolve
 from . import writer
 from .backends import (
     INDEX_NAME,
@@ -68,9 +69,10 @@ class SChunk(Changes):
     reopen the frame by its path (or carry its bytes when it lives in memory).
     """
 
-    def __init__(self, backend: Backend, header: FrameHeader):
+    def __init__(self, backend: Backend, header: FrameHeader, limits: Limits | None = None):
         self._backend = backend
         self._closed = False
+        self.limits = resolve(limits)
         backend.adopt(header)
         self._load(header)
 
@@ -90,20 +92,31 @@ class SChunk(Changes):
 
     @classmethod
     def open(
-        cls, urlpath, mode: str = "r", *, offset: int = 0, storage_options: dict | None = None
+        cls,
+        urlpath,
+        mode: str = "r",
+        *,
+        offset: int = 0,
+        storage_options: dict | None = None,
+        limits: Limits | None = None,
     ) -> SChunk:
         """Open the frame at ``urlpath``: a file, a sparse-frame directory, an fsspec URL
         (read by byte ranges), the frame's bytes, or a backend. ``mode="r"`` reads; ``"a"``
-        allows changes too. ``offset`` opens a frame that starts inside a larger file."""
+        allows changes too. ``offset`` opens a frame that starts inside a larger file.
+        ``limits`` (:class:`b2store.limits.Limits`) bounds what the file may ask for."""
         if mode not in ("r", "a"):
             raise ValueError(
                 f"mode must be 'r' or 'a' here (use SChunk.create for 'w'), not {mode!r}"
             )
         backend, header = open_backend(
-            urlpath, writable=mode == "a", offset=offset, storage_options=storage_options
+            urlpath,
+            writable=mode == "a",
+            offset=offset,
+            storage_options=storage_options,
+            limits=limits,
         )
         try:
-            return cls(backend, header)
+            return cls(backend, header, limits)
         except BaseException:
             backend.close()
             raise
@@ -191,7 +204,7 @@ class SChunk(Changes):
     def __reduce__(self):
         # The backend pickles as the recipe to reopen it; the state is read again there.
         self._check_open()
-        return _reopen, (self._backend.reopen(),)
+        return _reopen, (self._backend.reopen(), self.limits)
 
     def __dask_tokenize__(self):
         if isinstance(self._backend, ContiguousFrame) and self._backend.name == "<bytes>":
@@ -228,9 +241,13 @@ class SChunk(Changes):
         h = self.header
         if h.nbytes == 0 or h.chunksize == -1:  # c-blosc2: no bytes, no chunks
             return np.zeros(0, np.int64)
+        limits = self.limits
+        if h.chunksize > 0:
+            limits.check("max_nchunks", -(-h.nbytes // h.chunksize), "nchunks", 25)
         at = self._backend.index_at(h)
         index = self._read_chunk_at(at, self._trailer_start)
-        offsets = decode_chunk(index)
+        max_index = min(limits.max_chunk_nbytes, 8 * limits.max_nchunks)
+        offsets = decode_chunk(index, max_nbytes=max_index)
         if len(offsets) % 8:
             raise FormatError(
                 "offsets index", "a whole number of int64", f"{len(offsets)} bytes", at
@@ -418,7 +435,7 @@ class SChunk(Changes):
 
     def decompress_chunk(self, i: int, out=None) -> np.ndarray:
         """Chunk ``i`` decoded: a 1-d uint8 array (or written into ``out``)."""
-        return decode_chunk(self.get_chunk(i), out=out)
+        return decode_chunk(self.get_chunk(i), out=out, max_nbytes=self.limits.max_chunk_nbytes)
 
     def to_cframe(self) -> bytes:
         """The whole frame as one contiguous frame's bytes."""
@@ -463,5 +480,5 @@ class SChunk(Changes):
         )
 
 
-def _reopen(backend: Backend) -> SChunk:
-    return SChunk(backend, read_header(backend))
+def _reopen(backend: Backend, limits: Limits | None = None) -> SChunk:
+    return SChunk(backend, read_header(backend, limits), limits)
