@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -45,9 +46,10 @@ def _array_refs(arr, name: str, offset: int = 0) -> dict[str, object]:
 
 
 def _meta(arr, name: str, shape) -> dict[str, str]:
-    from .zarr_store import json_attributes
+    from .zarr_store import _attribute_vlmeta, json_attributes
 
     dtype = arr.dtype
+    vlmeta = dict(arr.vlmeta)
     compressor = {
         "id": "b2nd",
         "chunkshape": list(arr.chunks),
@@ -60,18 +62,35 @@ def _meta(arr, name: str, shape) -> dict[str, str]:
         "chunks": list(arr.chunks) or [1],
         "dtype": dtype.str if dtype.fields is None else dtype.descr,
         "compressor": compressor,
-        # None: no value is missing data to xarray (uninitialized chunks read as zeros).
-        "fill_value": None,
+        # None: no value is missing data to xarray (uninitialized chunks read as zeros);
+        # a CF _FillValue is v2's fill_value, which xarray masks with in Zarr v2.
+        "fill_value": _v2_fill(vlmeta.get("_FillValue"), dtype),
         "filters": None,
         "order": "C",
         "dimension_separator": ".",
     }
-    vlmeta = dict(arr.vlmeta)
-    attrs = json_attributes(vlmeta, name)
+    attrs = json_attributes(_attribute_vlmeta(vlmeta, None), name, skip=_SKIP)
     dims = vlmeta.get("_ARRAY_DIMENSIONS")
     if isinstance(dims, (list, tuple)) and len(dims) == arr.ndim:
         attrs["_ARRAY_DIMENSIONS"] = list(dims)
     return {f"{name}/.zarray": json.dumps(zarray), f"{name}/.zattrs": json.dumps(attrs)}
+
+
+_SKIP = ("_ARRAY_DIMENSIONS", "_zarr_fill_value", "_FillValue")
+
+
+def _v2_fill(value, dtype: np.dtype):
+    """A CF ``_FillValue`` as Zarr v2 JSON (NaN and infinities as strings), or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if dtype.kind == "f":
+        value = float(value)
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return value
+    return int(value) if dtype.kind in "iu" and float(value).is_integer() else None
 
 
 def kerchunk_refs(path, name: str | None = None, *, storage_options=None) -> dict:

@@ -42,8 +42,16 @@ FORMAT_VERSION = 1
 EXTENSIONS = (".b2nd", ".b2frame", ".b2f", ".b2d", ".b2z")
 _MAGIC = b"\xa8b2frame\x00"  # bytes 1..10 of every frame (after a msgpack array marker)
 # Keys that are bookkeeping, never attributes: ours, and python-blosc2's stores'.
+# ``_zarr_fill_value`` is the fill value a Zarr client gave B2ndStore (not a CF attribute).
 _STRUCTURAL = frozenset(
-    {DIMENSION_KEY, XARRAY_KEY, "_object_registry", "_b2o_user_vlmeta", "estore_metadata"}
+    {
+        DIMENSION_KEY,
+        XARRAY_KEY,
+        "_zarr_fill_value",
+        "_object_registry",
+        "_b2o_user_vlmeta",
+        "estore_metadata",
+    }
 )
 # python-blosc2's serialized objects (b2o) also keep these plain names in vlmeta; elsewhere
 # they are ordinary attributes ("version" is a common one).

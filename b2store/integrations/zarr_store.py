@@ -12,8 +12,10 @@ in frames python-blosc2 opens (see :mod:`b2store.integrations.zarr_store_write`)
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import math
+import struct
 import threading
 import warnings
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -41,6 +43,9 @@ _SPLITMODES = {1: "always", 2: "never", 3: "auto", 4: "forward_compat"}
 #: vlmeta keys the store keeps for itself (not shown as attributes).
 FILL_KEY = "_zarr_fill_value"
 DIMS_KEY = "_ARRAY_DIMENSIONS"
+#: The b2nd xarray engine's bookkeeping (see xarray_backend): names, types, embedded coords.
+XARRAY_KEY = "_xarray"
+CF_FILL = "_FillValue"
 
 
 # --- metadata synthesis -----------------------------------------------------------------------
@@ -75,6 +80,56 @@ def json_attributes(vlmeta: Mapping, where: str, skip=(DIMS_KEY, FILL_KEY)) -> d
             stacklevel=3,
         )
     return attrs
+
+
+def _b64_double(value: float) -> str:
+    return base64.standard_b64encode(struct.pack("<d", float(value))).decode()
+
+
+def zarr_fill_attr(value, dtype: np.dtype):
+    """A CF ``_FillValue`` as xarray's zarr engine stores it in v3 attributes (its
+    ``FillValueCoder``: floats as base64 of a little-endian float64, so NaN is JSON-safe),
+    or ``value`` unchanged when it is not one of the forms that coder reads."""
+    kind = np.dtype(dtype).kind
+    if isinstance(value, bool) or value is None:
+        return value
+    if kind == "f" and isinstance(value, (int, float)):
+        return _b64_double(value)
+    if kind == "c" and isinstance(value, (int, float, complex)):
+        value = complex(value)
+        return [_b64_double(value.real), _b64_double(value.imag)]
+    if kind == "S" and isinstance(value, bytes):
+        return base64.standard_b64encode(value).decode()
+    return value
+
+
+def plain_fill_attr(value, dtype: np.dtype):
+    """The inverse of :func:`zarr_fill_attr`: the plain number (or bytes) b2nd files keep,
+    as python-blosc2 users and the ``b2nd`` engine expect; other values unchanged."""
+    kind = np.dtype(dtype).kind
+    try:
+        if kind == "f" and isinstance(value, str):
+            return struct.unpack("<d", base64.standard_b64decode(value))[0]
+        if kind == "c" and isinstance(value, (list, tuple)) and len(value) == 2:
+            re, im = (struct.unpack("<d", base64.standard_b64decode(v))[0] for v in value)
+            return complex(re, im)
+        if kind == "S" and isinstance(value, str):
+            return base64.standard_b64decode(value)
+    except (ValueError, TypeError, struct.error):
+        pass  # not the coder's form: keep what was given
+    return value
+
+
+def _attribute_vlmeta(vlmeta: Mapping, dtype: np.dtype | None) -> dict:
+    """vlmeta as Zarr attributes: ``_FillValue`` in xarray's zarr form, the ``_xarray``
+    bookkeeping dropped and its over-long attribute names restored."""
+    out = dict(vlmeta)
+    info = out.pop(XARRAY_KEY, None)
+    if isinstance(info, Mapping) and isinstance(info.get("long_attrs"), Mapping):
+        out.update({str(k): v for k, v in info["long_attrs"].items()})
+    if dtype is not None and CF_FILL in out:
+        out[CF_FILL] = zarr_fill_attr(out[CF_FILL], dtype)
+    return out
 
 
 def _codec_of(arr) -> B2ndCodec:
@@ -139,7 +194,7 @@ def array_metadata(arr, where: str = "array") -> dict:
         "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
         "fill_value": fill,
         "codecs": [_codec_of(arr).to_dict()],
-        "attributes": json_attributes(vlmeta, where),
+        "attributes": json_attributes(_attribute_vlmeta(vlmeta, arr.dtype), where),
         "storage_transformers": [],
     }
     dims = vlmeta.get(DIMS_KEY)
@@ -156,7 +211,7 @@ def group_metadata(attrs: Mapping, where: str = "group") -> dict:
     return {
         "zarr_format": 3,
         "node_type": "group",
-        "attributes": json_attributes(attrs, where),
+        "attributes": json_attributes(_attribute_vlmeta(attrs, None), where),
     }
 
 
@@ -342,13 +397,40 @@ class B2ndStore(Store):
         if tree.kind == "frame":
             (ref,) = tree.arrays().values()
             if self.group:
-                return {"": ("group", {}), ref.path.strip("/"): ("array", ref)}
+                return self._frame_group(ref)
             return {"": ("array", ref)}
         nodes: dict[str, tuple[str, Any]] = {}
         for path, attrs in tree.groups().items():
             nodes[path.strip("/")] = ("group", dict(attrs))
         for path, ref in tree.arrays().items():
             nodes[path.strip("/")] = ("array", ref)
+        return nodes
+
+    def _frame_group(self, ref) -> dict[str, tuple[str, Any]]:
+        """The group view of one frame: the array, named as the ``b2nd`` engine names it;
+        a frame written by ``to_b2nd`` also shows its embedded coordinates as arrays and
+        the Dataset's attributes as the group's, so xarray's zarr engine sees the same
+        Dataset as the ``b2nd`` engine."""
+        arr = ref.open(dtype=self.dtype)
+        try:
+            vlmeta = dict(arr.vlmeta) if hasattr(arr, "vlmeta") else {}
+        finally:
+            getattr(arr, "schunk", arr).close()
+        info = vlmeta.get(XARRAY_KEY)
+        info = info if isinstance(info, Mapping) else {}
+        name = info.get("name")
+        if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+            name = ref.path.strip("/")
+        attrs = info.get("attrs")
+        nodes: dict[str, tuple[str, Any]] = {
+            "": ("group", dict(attrs) if isinstance(attrs, Mapping) else {}),
+            name: ("array", ref),
+        }
+        coords = info.get("coords")
+        for cname, spec in coords.items() if isinstance(coords, Mapping) else ():
+            if isinstance(spec, Mapping) and isinstance(cname, str) and cname not in nodes:
+                if cname and "/" not in cname and not cname.startswith("."):
+                    nodes[cname] = ("array", _EmbeddedCoord(cname, spec))
         return nodes
 
     def _invalidate(self) -> None:
@@ -469,7 +551,7 @@ class B2ndStore(Store):
         if _is_uninit(schunk, n):
             return None
         span = schunk.chunk_span(n)
-        if span is None:
+        if span is None or span[0].startswith("<"):  # special, or a frame in memory
             return _slice_bytes(schunk.get_chunk(n), byte_range)
         url, offset, length = span
         start, stop = _range_bounds(byte_range, length)
@@ -593,6 +675,27 @@ class B2ndStore(Store):
         async for _ in self.list_prefix(prefix):
             return False
         return True
+
+
+class _EmbeddedCoord:
+    """A coordinate a single-frame ``to_b2nd`` Dataset keeps in its ``_xarray`` vlmeta,
+    shown as a small in-memory array (read-only, like the vlmeta it comes from)."""
+
+    def __init__(self, name: str, spec: Mapping):
+        self.path, self.spec = "/" + name, spec
+
+    def open(self, dtype=None):
+        from ..nd.create import asarray
+
+        spec = self.spec
+        data = np.asarray(spec.get("data"))
+        if "dtype" in spec:
+            data = data.astype(np.dtype(spec["dtype"]), copy=False)
+        dims = list(spec.get("dims") or ())
+        vlmeta = dict(spec.get("attrs") or {})
+        if len(dims) == data.ndim:
+            vlmeta[DIMS_KEY] = dims
+        return asarray(data, vlmeta=vlmeta)
 
 
 def _range_bounds(byte_range: ByteRequest, length: int) -> tuple[int, int]:

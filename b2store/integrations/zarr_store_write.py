@@ -26,7 +26,7 @@ from ..constants import SpecialValue
 from ..frame.schunk import SChunk
 from ..nd.geometry import array_to_chunk, chunk_to_array
 from .zarr_b2nd import B2ndCodec, default_blockshape
-from .zarr_store import DIMS_KEY, FILL_KEY, META
+from .zarr_store import CF_FILL, DIMS_KEY, FILL_KEY, META, XARRAY_KEY, plain_fill_attr
 
 __all__ = ["Writer"]
 
@@ -313,6 +313,9 @@ class Writer:
         else:
             blocks = default_blockshape(chunks, dtype.itemsize)
         vlmeta = dict(meta.attributes)
+        if CF_FILL in vlmeta:
+            # xarray's zarr form (base64 for floats) back to the plain value b2nd keeps.
+            vlmeta[CF_FILL] = plain_fill_attr(vlmeta[CF_FILL], dtype)
         if meta.dimension_names is not None:
             vlmeta[DIMS_KEY] = list(meta.dimension_names)
         zdtype = meta.data_type
@@ -384,11 +387,12 @@ class Writer:
                     arr.schunk.update_chunks(updates)
         current = dict(arr.vlmeta)
         for key in current:
-            if key not in vlmeta:
+            # The b2nd engine's bookkeeping is not a Zarr attribute: a client never sends it.
+            if key not in vlmeta and key != XARRAY_KEY:
                 del arr.vlmeta[key]
-        for key, value in vlmeta.items():
-            if current.get(key, object()) != value:
-                arr.vlmeta[key] = value
+        changed = {k: v for k, v in vlmeta.items() if not _same(current.get(k, _MISSING), v)}
+        if changed:
+            arr.vlmeta.update(changed)
 
     def _fill_chunk_for(self, arr, fill_json) -> bytes:
         arr.vlmeta[FILL_KEY] = fill_json
@@ -455,6 +459,16 @@ class Writer:
                 chunk = self._fill_chunk(arr)
                 with self._node_lock(node):
                     arr.schunk.update_chunks({n: chunk for n in range(arr.schunk.nchunks)})
+
+
+_MISSING = object()
+
+
+def _same(a, b) -> bool:
+    """Equal values, NaN equal to NaN (a NaN fill value is not a change)."""
+    if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
+        return True
+    return type(a) is type(b) and a == b
 
 
 def _write_attrs_frame(path: Path, attrs: dict) -> None:

@@ -64,3 +64,26 @@ def test_mismatched_files_are_refused(tmp_path):
     blosc2.asarray(np.zeros((6, 4)), urlpath=str(b), mode="w", chunks=(4, 4), blocks=(2, 2))
     with pytest.raises(ValueError, match="whole number of chunks"):
         combine_refs([a, b])
+
+
+def test_nan_fill_value_becomes_the_v2_fill_value(tmp_path):
+    import warnings
+
+    xr = pytest.importorskip("xarray")
+    import b2store
+
+    parts = []
+    for k in range(2):
+        data = np.random.default_rng(k).random((4, 3)).astype("f4")
+        data[k, 1] = np.nan
+        ds = xr.Dataset({"v": (("time", "x"), data, {"units": "K"})})
+        b2store.to_b2nd(ds, tmp_path / f"v{k}.b2nd", encoding={"v": {"chunks": (2, 3)}})
+        parts.append(data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # nothing left out as not JSON-safe
+        refs = combine_refs([tmp_path / "v0.b2nd", tmp_path / "v1.b2nd"], name="v")
+    zarray = __import__("json").loads(refs["refs"]["v/.zarray"])
+    assert zarray["fill_value"] == "NaN"
+    ds = xr.open_dataset(_mapper(refs), engine="zarr", consolidated=False, zarr_format=2)
+    assert "_xarray" not in ds.v.attrs and ds.v.attrs["units"] == "K"
+    np.testing.assert_array_equal(ds.v.values, np.concatenate(parts))
