@@ -407,6 +407,10 @@ class SparseFrame(Backend):
         self.directory = local_path(directory)
         self.name = str(self.directory)
         self.writable = writable
+        if not (self.directory / INDEX_NAME).is_file():
+            raise FormatError(
+                INDEX_NAME, f"a sparse frame's index file in {self.directory}", "none"
+            )
         self._index = FileSource(self.directory / INDEX_NAME)
         self._frame_len = self._index.size
         self._next_id = 0

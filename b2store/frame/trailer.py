@@ -39,7 +39,8 @@ def read_trailer(trailer: memoryview) -> dict[str, bytes]:
     """The vlmetalayers of a trailer (name -> stored chunk bytes), in order."""
     end = len(trailer) - TRAILER_TAIL_LEN
     if end < 2 or trailer[0] != wire.FIXARRAY + 4:
-        raise FormatError("trailer", "a msgpack array of 4 (0x94)", hex(trailer[0]), 0)
+        found = hex(trailer[0]) if len(trailer) else "no bytes"
+        raise FormatError("trailer", "a msgpack array of 4 (0x94)", found, 0)
     if trailer[2] == wire.BIN32.marker:
         # 2.0 betas: one unnamed usermeta chunk.
         return {LEGACY_USERMETA: wire.read_bin32(trailer, 2, end, "usermeta")}
