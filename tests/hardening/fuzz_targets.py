@@ -1,0 +1,359 @@
+"""The fuzz targets: each takes hostile bytes and must end normally or raise a B2StoreError.
+
+The quick runs in this folder and the long atheris runs (``fuzz/run.py``) share them. A target
+reads what it is given as a user would (open, list, read metadata, read data); the bytes may
+also describe several files (a sparse frame, a ``.b2d`` tree), split by :data:`SEP`.
+
+What a target may allocate is bounded by :data:`FUZZ_LIMITS`: the decoded size of one chunk
+(and so of the offsets index) is capped there, and arrays are read whole only when small.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+import b2store
+from b2store.chunk.decoder import chunk_info, decode_chunk
+from b2store.errors import B2StoreError
+from b2store.frame.schunk import SChunk
+from b2store.limits import Limits
+
+# One chunk decodes to at most this here (the library's default is larger): each fuzz input
+# then costs little memory and time, and the limit's own refusal is exercised often.
+FUZZ_LIMITS = Limits(max_chunk_nbytes=4 << 20)
+# Arrays at most this large are read whole; larger ones are read at a few points.
+WHOLE_READ = 1 << 20
+# Chunks read per frame: the first few and the last (a frame may name millions of chunks).
+CHUNKS_READ = 6
+SEP = b"\x00B2FILE\x00"
+
+# Names a multi-file input may create: chunk files, the index, tree members. Anything else is
+# dropped before it touches the disk (the fuzzer must never write outside its scratch folder;
+# traversal through names the *reader* sees is tested in test_hostile.py).
+_NAME = re.compile(r"^(?:[A-Za-z0-9_][A-Za-z0-9_.-]{0,40}/){0,3}[A-Za-z0-9_][A-Za-z0-9_.-]{0,40}$")
+
+_SCRATCH: Path | None = None
+
+
+def scratch() -> Path:
+    """A per-process scratch folder, in memory (tmpfs) where there is one."""
+    global _SCRATCH
+    if _SCRATCH is None:
+        base = "/dev/shm" if os.path.isdir("/dev/shm") else None
+        _SCRATCH = Path(tempfile.mkdtemp(prefix="b2store-fuzz-", dir=base))
+    return _SCRATCH
+
+
+def pack_files(files: dict[str, bytes]) -> bytes:
+    """Several files as one fuzz input: ``SEP name \\n data`` for each."""
+    return b"".join(SEP + name.encode() + b"\n" + data for name, data in files.items())
+
+
+def unpack_files(data: bytes) -> dict[str, bytes]:
+    files = {}
+    for part in data.split(SEP)[1:]:
+        name, _, body = part.partition(b"\n")
+        try:
+            text = name.decode("ascii")
+        except UnicodeDecodeError:
+            continue
+        if _NAME.match(text) and ".." not in text and len(files) < 64:
+            files[text] = body
+    return files
+
+
+def write_files(root: Path, files: dict[str, bytes]) -> None:
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    for name, body in files.items():
+        path = root / name
+        if path.is_dir():
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.parent.is_file():
+            continue
+        path.write_bytes(body)
+
+
+# --- exercising what opened ---------------------------------------------------------------
+
+
+def _indices(n: int) -> list[int]:
+    return sorted({*range(min(n, CHUNKS_READ - 1)), n - 1} - {-1})
+
+
+def exercise_schunk(s: SChunk) -> None:
+    len(s), s.nbytes, s.cbytes, repr(s)
+    dict(s.meta)
+    dict(s.vlmeta)
+    for i in _indices(s.nchunks):
+        s.chunk_span(i)
+        s.decompress_chunk(i)
+        s.get_chunk_blocks(i, [0])
+
+
+def exercise_array(a) -> None:
+    a.shape, a.dtype, a.chunks, a.blocks, repr(a), a.info
+    dict(a.vlmeta)
+    if a.size == 0:
+        a[...]
+        return
+    if a.nbytes <= WHOLE_READ:
+        a[...]
+    else:
+        a[(0,) * a.ndim]
+        a[tuple(n - 1 for n in a.shape)]
+        a[tuple(slice(0, 3) for _ in a.shape)]
+    exercise_schunk(a.schunk)
+
+
+def exercise(obj) -> None:
+    try:
+        if isinstance(obj, SChunk):
+            exercise_schunk(obj)
+        else:
+            exercise_array(obj)
+    finally:
+        obj.close()
+
+
+# --- the targets ----------------------------------------------------------------------------
+
+
+def target_chunk(data: bytes) -> None:
+    """``chunk_info`` and ``decode_chunk`` of one chunk."""
+    chunk_info(data)
+    decode_chunk(data, max_nbytes=FUZZ_LIMITS.max_chunk_nbytes)
+
+
+def target_cframe(data: bytes) -> None:
+    """A contiguous frame from its bytes: opened, metadata and chunks read."""
+    exercise(b2store.open(data, limits=FUZZ_LIMITS))
+
+
+def target_sframe(data: bytes) -> None:
+    """A sparse frame: ``chunks.b2frame`` and chunk files, each of them mutated."""
+    root = scratch() / "s.b2nd"
+    write_files(root, unpack_files(data))
+    exercise(b2store.open(root, limits=FUZZ_LIMITS))
+
+
+def target_meta(data: bytes) -> None:
+    """The b2nd (first byte even) or legacy caterva (odd) metalayer's content."""
+    from b2store.nd.meta import B2ndMeta
+
+    if data:
+        B2ndMeta.from_bytes(data[1:], caterva=bool(data[0] & 1))
+
+
+def target_vlmeta(data: bytes) -> None:
+    """A trailer (vlmeta index) and a vlmeta value, as python-blosc2 encodes them."""
+    from b2store.frame.trailer import read_trailer
+    from b2store.frame.vlmeta_codec import unpack_value
+
+    unpack_value(data)
+    read_trailer(memoryview(data))
+
+
+def target_codec(data: bytes) -> None:
+    """The numcodecs codecs' ``decode`` (``blosc2`` and ``b2nd``)."""
+    from b2store.integrations.numcodecs_codec import Blosc2
+
+    Blosc2().decode(data)
+
+
+def target_zarrstore(data: bytes) -> None:
+    """B2ndStore over a mutated frame: keys listed, ``zarr.json`` and chunks read."""
+    from zarr.core.buffer import default_buffer_prototype
+
+    from b2store.integrations.zarr_store import B2ndStore
+
+    path = scratch() / "z.b2nd"
+    path.write_bytes(data)
+    store = B2ndStore(path)
+
+    async def run():
+        proto = default_buffer_prototype()
+        keys = []
+        async for key in store.list():
+            keys.append(key)
+            if len(keys) > 64:
+                break
+        for key in keys[:CHUNKS_READ] + keys[-2:]:
+            await store.get(key, proto)
+            await store.getsize(key)
+        await store.get("zarr.json", proto)
+
+    try:
+        asyncio.run(run())
+    finally:
+        store.close()
+
+
+def _exercise_tree(path: Path) -> None:
+    from b2store.tree import open_tree
+
+    tree = open_tree(path)
+    tree.groups()
+    for n, ref in enumerate(tree.arrays().values()):
+        if n >= 4:
+            break
+        _ = ref.shape, ref.dtype
+        exercise(ref.open())
+
+
+def target_b2z(data: bytes) -> None:
+    """A ``.b2z`` tree (a zip of frames) from its bytes."""
+    path = scratch() / "t.b2z"
+    path.write_bytes(data)
+    _exercise_tree(path)
+
+
+def target_b2d(data: bytes) -> None:
+    """A ``.b2d`` tree (a directory of frames, ``embed.b2e``) from its files."""
+    root = scratch() / "t.b2d"
+    write_files(root, unpack_files(data))
+    _exercise_tree(root)
+
+
+TARGETS = {
+    "chunk": target_chunk,
+    "cframe": target_cframe,
+    "sframe": target_sframe,
+    "meta": target_meta,
+    "vlmeta": target_vlmeta,
+    "codec": target_codec,
+    "zarrstore": target_zarrstore,
+    "b2z": target_b2z,
+    "b2d": target_b2d,
+}
+
+
+def run_one(name: str, data: bytes) -> None:
+    """Run target ``name`` on ``data``: B2StoreError is a refusal; anything else escapes."""
+    try:
+        TARGETS[name](data)
+    except B2StoreError:
+        pass
+
+
+# --- seeds ------------------------------------------------------------------------------------
+
+
+def _files_under(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.stat().st_size < (8 << 20)
+    }
+
+
+def seeds(name: str, corpus: Path) -> list[bytes]:
+    """Seed inputs for target ``name`` from the reference corpus (and a few made here)."""
+    files = [p for p in sorted(corpus.rglob("*")) if p.is_file() and p.stat().st_size < (4 << 20)]
+    frames = [p for p in files if p.suffix in (".b2nd", ".b2frame", ".caterva")]
+    sparse = [
+        p for p in sorted(corpus.rglob("*")) if p.is_dir() and (p / "chunks.b2frame").exists()
+    ]
+    out: list[bytes] = []
+    if name in ("chunk", "codec"):
+        out = [p.read_bytes() for p in files if p.suffix in (".bin", ".cdata")]
+        for p in frames[:12]:
+            with b2store.open(p.read_bytes()) as f:
+                s = f if isinstance(f, SChunk) else f.schunk
+                out += [s.get_chunk(i) for i in _indices(s.nchunks)[:2]]
+    elif name in ("cframe", "zarrstore"):
+        out = [p.read_bytes() for p in frames]
+    elif name == "sframe":
+        out = [pack_files(_files_under(d)) for d in sparse]
+        for p in frames[:8]:
+            with b2store.open(p.read_bytes()) as f:
+                s = f if isinstance(f, SChunk) else f.schunk
+                d = scratch() / "seed.b2nd"
+                SChunk.create(d, contiguous=False)  # a directory to fill
+                shutil.rmtree(d)
+                out.append(pack_files(_sparse_copy(s)))
+    elif name == "meta":
+        for p in frames:
+            with b2store.open(p.read_bytes()) as f:
+                s = f if isinstance(f, SChunk) else f.schunk
+                for key, tag in (("b2nd", b"\x00"), ("caterva", b"\x01")):
+                    if key in s.meta:
+                        out.append(tag + s.meta[key])
+    elif name == "vlmeta":
+        from b2store.frame.trailer import TRAILER_TAIL_LEN, trailer_span
+
+        for p in frames:
+            with b2store.open(p.read_bytes()) as f:
+                s = f if isinstance(f, SChunk) else f.schunk
+                out += [v for v in s._raw_vlmeta.values()]
+                b = s._backend
+                tail = b.read(b.frame_len - TRAILER_TAIL_LEN, TRAILER_TAIL_LEN)
+                start, length = trailer_span(tail, b.frame_len, s.header.header_len)
+                out.append(b.read(start, length))
+    elif name in ("b2z", "b2d"):
+        out = _tree_seeds(name)
+    return [s for s in out if s]
+
+
+def _sparse_copy(s: SChunk) -> dict[str, bytes]:
+    d = scratch() / "seed-copy.b2nd"
+    if d.exists():
+        shutil.rmtree(d)
+    out = SChunk.create(d, contiguous=False, meta=s.header.metalayers, typesize=s.typesize)
+    out.extend_chunks(s.get_chunk(i) for i in range(s.nchunks))
+    if s.vlmeta:
+        out.vlmeta.update(dict(s.vlmeta))
+    out.close()
+    files = _files_under(d)
+    files.pop(".b2store-lock", None)
+    return files
+
+
+def _tree_seeds(kind: str) -> list[bytes]:
+    """Small trees written by python-blosc2 when it is installed, else by b2store."""
+    base = scratch() / "seed-trees"
+    if base.exists():
+        shutil.rmtree(base)
+    base.mkdir()
+    out = []
+    try:
+        import blosc2
+
+        path = str(base / f"t.{kind}")
+        with blosc2.DictStore(path, mode="w") as ds:
+            ds["/a"] = blosc2.asarray(np.arange(50, dtype="i4").reshape(5, 10))
+            ds["/grp/b"] = np.linspace(0, 1, 30)
+            big = blosc2.asarray(np.arange(3000, dtype="f8"), chunks=(1000,), blocks=(250,))
+            ds["/grp/c"] = big
+        if kind == "b2z":
+            out.append(Path(path).read_bytes())
+        else:
+            out.append(pack_files(_files_under(Path(path))))
+    except Exception:
+        pass
+    xr_path = base / f"x.{kind}"
+    try:
+        import xarray as xr
+
+        ds = xr.Dataset(
+            {"t": (("y", "x"), np.arange(12.0).reshape(3, 4))},
+            coords={"y": [1, 2, 3]},
+            attrs={"title": "seed"},
+        )
+        b2store.to_b2nd(ds, xr_path)
+        if xr_path.is_file():
+            out.append(xr_path.read_bytes())
+        else:
+            out.append(pack_files(_files_under(xr_path)))
+    except Exception:
+        pass
+    return out
