@@ -2,6 +2,9 @@
 
 from collections.abc import Buffer, Mapping, Sequence
 
+class Scratch:
+    def __init__(self) -> None: ...
+
 def set_entry_points(addresses: Mapping[str, int]) -> None: ...
 def decodable(codec_format: int, with_dict: bool) -> bool: ...
 def encodable(codec: int) -> bool: ...
@@ -31,6 +34,7 @@ def decode(
     steps: Sequence[tuple[int, int]],
     typesize: int,
     blosc1: bool,
+    scratch: Scratch,
     dictionary: bytes | None = None,
     first: Buffer | None = None,
 ) -> int: ...
@@ -48,4 +52,5 @@ def encode(
     sizes: Buffer,
     counter: Buffer,
     flags: Buffer,
+    scratch: Scratch,
 ) -> int: ...

@@ -179,6 +179,68 @@ def encodable(int codec):
     return False
 
 
+# --- per-thread scratch ------------------------------------------------------------------------
+
+cdef class Scratch:
+    """One thread's buffers and codec contexts, kept between chunks: fresh ones per call
+    cost page faults and context set-up that one small block's decode cannot hide."""
+
+    cdef uint8_t* work
+    cdef uint8_t* spare
+    cdef uint8_t* tmp
+    cdef uint8_t* packed
+    cdef Py_ssize_t size, packed_size
+    cdef void* dctx
+    cdef void* cctx
+    cdef zstd_free_f free_dctx
+    cdef zstd_free_f free_cctx
+
+    def __dealloc__(self):
+        self._release()
+        if self.dctx != NULL and self.free_dctx != NULL:
+            self.free_dctx(self.dctx)
+        if self.cctx != NULL and self.free_cctx != NULL:
+            self.free_cctx(self.cctx)
+
+    cdef void _release(self) noexcept:
+        free(self.work)
+        free(self.spare)
+        free(self.tmp)
+        self.work = self.spare = self.tmp = NULL
+        self.size = 0
+
+    cdef int reserve(self, Py_ssize_t size, Py_ssize_t packed_size) noexcept:
+        """Buffers of at least ``size`` bytes (and ``packed_size`` for compressed output)."""
+        if size > self.size:
+            self._release()
+            self.work = <uint8_t*>malloc(size)
+            self.spare = <uint8_t*>malloc(size)
+            self.tmp = <uint8_t*>malloc(size)
+            if self.work == NULL or self.spare == NULL or self.tmp == NULL:
+                self._release()
+                return -1
+            self.size = size
+        if packed_size > self.packed_size:
+            free(self.packed)
+            self.packed = <uint8_t*>malloc(packed_size)
+            self.packed_size = packed_size if self.packed != NULL else 0
+            if self.packed == NULL:
+                return -1
+        return 0
+
+    cdef void* zstd_dctx(self) noexcept:
+        if self.dctx == NULL and N.zstd_create_dctx != NULL:
+            self.dctx = N.zstd_create_dctx()
+            self.free_dctx = N.zstd_free_dctx
+        return self.dctx
+
+    cdef void* zstd_cctx(self) noexcept:
+        if self.cctx == NULL and N.zstd_create_cctx != NULL:
+            self.cctx = N.zstd_create_cctx()
+            self.free_cctx = N.zstd_free_cctx
+        return self.cctx
+
+
 # --- the walk: every stream of the chosen blocks checked, its place recorded -------------------
 
 cdef inline int32_t _read_i32(const uint8_t* p) noexcept nogil:
@@ -434,13 +496,13 @@ def decode(const uint8_t[::1] src, const int64_t[:, ::1] table, const int64_t[::
            int64_t[::1] counter, int32_t[::1] failed, uint8_t[::1] dest,
            Py_ssize_t dest_base, Py_ssize_t nbytes, Py_ssize_t blocksize,
            Py_ssize_t full_nstreams, int codec_format, steps, Py_ssize_t typesize,
-           bint blosc1, dictionary=None, first=None):
+           bint blosc1, Scratch scratch not None, dictionary=None, first=None):
     """Decode blocks ``blocks`` into ``dest`` (which holds the decoded chunk from byte
     ``dest_base``) without the GIL; returns 0, or -1 if any block failed.
 
     Threads sharing ``counter`` (one int64, start 0) and ``failed`` (one int32) share the
     work, block by block. ``steps``: the filters to undo, in order, as (id, meta) pairs.
-    ``first``: the chunk's decoded block 0, for DELTA.
+    ``first``: the chunk's decoded block 0, for DELTA. ``scratch``: this thread's.
     """
     cdef Job J
     cdef const uint8_t[::1] dict_view
@@ -482,17 +544,15 @@ def decode(const uint8_t[::1] src, const int64_t[:, ::1] table, const int64_t[::
         first_view = first
         if first_view.shape[0]:
             J.first, J.first_len = &first_view[0], first_view.shape[0]
+    if needs_scratch:
+        if scratch.reserve(blocksize, 0):
+            return -1
+        work, spare, tmp = scratch.work, scratch.spare, scratch.tmp
+    if codec_format == F_ZSTD:
+        dctx = scratch.zstd_dctx()
+        if dctx == NULL:
+            return -1
     with nogil:
-        if needs_scratch:
-            work = <uint8_t*>malloc(blocksize)
-            spare = <uint8_t*>malloc(blocksize)
-            tmp = <uint8_t*>malloc(blocksize)
-            if work == NULL or spare == NULL or tmp == NULL:
-                rc = -1
-        if rc == 0 and codec_format == F_ZSTD:
-            dctx = N.zstd_create_dctx()
-            if dctx == NULL:
-                rc = -1
         while rc == 0:
             i = b2b_next(&counter[0])
             if i >= n or b2b_failed(&failed[0]):
@@ -502,11 +562,6 @@ def decode(const uint8_t[::1] src, const int64_t[:, ::1] table, const int64_t[::
                 rc = -1
         if rc:
             b2b_fail(&failed[0])
-        if dctx != NULL:
-            N.zstd_free_dctx(dctx)
-        free(work)
-        free(spare)
-        free(tmp)
     return rc
 
 
@@ -627,7 +682,8 @@ cdef int _encode_block(const EncJob* E, Py_ssize_t j, uint8_t* work, uint8_t* sp
 
 def encode(const uint8_t[::1] src, Py_ssize_t blocksize, Py_ssize_t full_nstreams, steps,
            Py_ssize_t typesize, int codec, int clevel, int level, uint8_t[::1] out,
-           Py_ssize_t slot, int64_t[::1] sizes, int64_t[::1] counter, int32_t[::1] flags):
+           Py_ssize_t slot, int64_t[::1] sizes, int64_t[::1] counter, int32_t[::1] flags,
+           Scratch scratch not None):
     """Filter and compress the blocks of ``src`` without the GIL, block ``j`` into
     ``out[j * slot:]`` (its streams, each ``i32 csize`` then bytes, as c-blosc2 lays them),
     its length into ``sizes[j]``. Returns 0 or -1.
@@ -662,17 +718,14 @@ def encode(const uint8_t[::1] src, Py_ssize_t blocksize, Py_ssize_t full_nstream
     for i, (fid, meta) in enumerate(steps):
         E.fids[i], E.metas[i] = fid, meta
     cap = blocksize + blocksize // 128 + 1024  # above LZ4's and Zstd's compress bounds
+    if scratch.reserve(blocksize, cap):
+        return -1
+    work, spare, tmp, packed = scratch.work, scratch.spare, scratch.tmp, scratch.packed
+    if codec == C_ZSTD:
+        cctx = scratch.zstd_cctx()
+        if cctx == NULL:
+            return -1
     with nogil:
-        work = <uint8_t*>malloc(blocksize)
-        spare = <uint8_t*>malloc(blocksize)
-        tmp = <uint8_t*>malloc(blocksize)
-        packed = <uint8_t*>malloc(cap)
-        if work == NULL or spare == NULL or tmp == NULL or packed == NULL:
-            rc = -1
-        if rc == 0 and codec == C_ZSTD:
-            cctx = N.zstd_create_cctx()
-            if cctx == NULL:
-                rc = -1
         while rc == 0:
             i = b2b_next(&counter[0])
             if i >= nblocks or b2b_failed(&flags[0]):
@@ -683,10 +736,4 @@ def encode(const uint8_t[::1] src, Py_ssize_t blocksize, Py_ssize_t full_nstream
             b2b_fail(&flags[0])
         if not all_zero:
             b2b_fail(&flags[1])
-        if cctx != NULL:
-            N.zstd_free_cctx(cctx)
-        free(work)
-        free(spare)
-        free(tmp)
-        free(packed)
     return rc

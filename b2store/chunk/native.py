@@ -191,6 +191,17 @@ def set_nthreads(n: int | None) -> None:
     _nthreads["value"] = None if n is None else int(n)
 
 
+_local = threading.local()
+
+
+def _scratch():
+    """This thread's buffers and codec contexts (``_blocks.Scratch``), kept for reuse."""
+    scratch = getattr(_local, "scratch", None)
+    if scratch is None:
+        scratch = _local.scratch = _blocks.Scratch()
+    return scratch
+
+
 def _share(run, nthreads: int) -> int:
     """Run ``run()`` in ``nthreads`` threads (this one included); the worst status."""
     if nthreads <= 1:
@@ -285,6 +296,7 @@ def decode(decoder, blocks, dest: np.ndarray, dest_base: int, first=None, nthrea
             steps,
             h.typesize,
             decoder.pipeline.blosc1,
+            _scratch(),
             decoder.dictionary,
             first,
         )
@@ -350,6 +362,7 @@ def encode(job, dictionary, nthreads: int, zstd_levels) -> tuple[list, list[int]
             sizes,
             counter,
             flags,
+            _scratch(),
         )
 
     rc = _share(run, max(1, min(nthreads, nblocks)))
