@@ -124,6 +124,11 @@ class Backend:
     def adopt(self, header: FrameHeader) -> None:
         """Take ``header`` (just read or just written) as the state this handle knows."""
 
+    def refresh(self) -> bool:
+        """A read-only handle: look at storage again (another process may have published);
+        False when this layout cannot change under it (memory, remote, a zip member)."""
+        return False
+
     @contextlib.contextmanager
     def locked(self):
         """Hold the writer lock for one change; yields True when the frame changed on disk
@@ -306,6 +311,14 @@ class ContiguousFrame(Backend):
                 self._source.set_size(os.stat(self._source.path).st_size)
                 self._frame_len = self._end = self._source.size
             yield changed
+
+    def refresh(self) -> bool:
+        source = self._source
+        if self.writable or not isinstance(source, FileSource) or source.offset:
+            return False
+        source.set_size(os.stat(source.path).st_size)
+        self._frame_len = self._end = source.size
+        return True
 
     def adopt(self, header: FrameHeader) -> None:
         """Take ``header`` (just read from storage) as the state this handle knows."""
@@ -500,6 +513,15 @@ class SparseFrame(Backend):
     def adopt(self, header: FrameHeader) -> None:
         self._frame_len = header.frame_len
         self._seen = header.to_bytes()[:HEADER_FIXED_LEN]
+
+    def refresh(self) -> bool:
+        if self.writable:
+            return False
+        # The index file was replaced by rename: open the new one (the old one closes when
+        # no reader holds it any more).
+        self._index = FileSource(self.directory / INDEX_NAME)
+        self._frame_len = self._index.size
+        return True
 
     def store(self, chunk: bytes, header: FrameHeader, in_use) -> int:
         ids = [int(e) for e in in_use if e >= 0]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import struct
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import numpy as np
 
@@ -17,9 +18,20 @@ from ..chunk.header import ChunkHeader
 from ..constants import MIN_HEADER_LENGTH
 from . import writer
 from .backends import read_header
+from .header import FrameHeader
 from .trailer import trailer_bytes
 
-__all__ = ["Changes"]
+__all__ = ["Changes", "State"]
+
+
+class State(NamedTuple):
+    """One committed state of a frame, swapped whole: a reader takes it once and so never
+    pairs a new header with an old index (or vlmeta) while a writer publishes."""
+
+    header: FrameHeader
+    offsets: np.ndarray
+    raw_vlmeta: dict
+    trailer_start: int
 
 
 class Changes:
@@ -201,8 +213,9 @@ class Changes:
             stored_bytes=self._stored_bytes,
             full_header=metalayers is not None,
         )
-        self.header, self.offsets = new, np.asarray(offsets, np.int64)
-        self._raw_vlmeta, self._trailer_start = dict(vlmeta), trailer_at
+        offsets = np.asarray(offsets, np.int64)
+        offsets.flags.writeable = False  # readers may hold it while the next change is made
+        self._state = State(new, offsets, dict(vlmeta), trailer_at)
 
     def _set_vlmeta(self, vlmeta: dict[str, bytes]) -> None:
         with self._changing():
@@ -223,7 +236,7 @@ class Changes:
             metalayers[name] = bytes(content)
             new = self.header.with_fields(metalayers=metalayers)
             self._backend.rewrite_header(new.to_bytes())
-            self.header = new
+            self._state = self._state._replace(header=new)
 
 
 def _checked(chunk) -> tuple[bytes, int]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import threading
 from collections.abc import Iterator, Mapping, MutableMapping
 
 import numpy as np
@@ -42,7 +43,7 @@ from .backends import (
     open_backend,
     read_header,
 )
-from .changes import Changes
+from .changes import Changes, State
 from .header import FrameHeader
 from .mappings import MetaView, VLMetaView
 from .sources import FileSource, MemorySource, local_path
@@ -73,22 +74,65 @@ class SChunk(Changes):
         self._backend = backend
         self._closed = False
         self.limits = resolve(limits)
+        self._refresh_lock = threading.Lock()
         backend.adopt(header)
         self._load(header)
 
     def _load(self, header: FrameHeader) -> None:
-        """Take the frame's state from storage: the header given, the trailer, the index."""
+        """Take the frame's state from storage: the header given, the trailer, the index;
+        published as one :class:`State` once all of it is read."""
         backend = self._backend
-        self.header = header
         frame_len = backend.frame_len
         if frame_len < header.header_len + MIN_TRAILER_LEN:
             raise FormatError("frame_len", "room for the header and a trailer", frame_len, 16)
         tail = backend.read(frame_len - TRAILER_TAIL_LEN, TRAILER_TAIL_LEN)
         trailer_start, trailer_len = trailer_span(tail, frame_len, header.header_len)
-        self._trailer_start = trailer_start
-        self._raw_vlmeta = read_trailer(memoryview(backend.read(trailer_start, trailer_len)))
-        self.offsets = self._read_offsets()
+        raw_vlmeta = read_trailer(memoryview(backend.read(trailer_start, trailer_len)))
+        offsets = self._read_offsets(header, trailer_start)
+        offsets.flags.writeable = False
         self._stored_bytes = header.cbytes
+        self._state = State(header, offsets, raw_vlmeta, trailer_start)
+
+    # The committed state, read through one attribute (see State).
+    header = property(lambda self: self._state.header)
+    offsets = property(lambda self: self._state.offsets)
+    _raw_vlmeta = property(lambda self: self._state.raw_vlmeta)
+    _trailer_start = property(lambda self: self._state.trailer_start)
+
+    def _fresh(self, st: State) -> bool:
+        """After a read from state ``st`` failed: whether a newer committed state is now
+        loaded (a writer in this process published, or one elsewhere did and the frame on
+        disk moved on), so the read should be tried again from it."""
+        if self._state is not st:
+            return True
+        if self._backend.writable:
+            with self._changing():  # reloads under the writer lock when the disk moved on
+                pass
+            return self._state is not st
+        with self._refresh_lock:
+            if self._state is not st:
+                return True
+            if not self._backend.refresh():
+                return False
+            header = read_header(self._backend, self.limits)
+            if header.to_bytes() == st.header.to_bytes():
+                return False
+            self._load(header)
+            return True
+
+    def _reading(self, i: int, read):
+        """``read(state, i)`` for chunk ``i``, from one committed state; tried once more
+        from a newer state if a writer replaced what it named meanwhile (a sparse frame's
+        chunk file discarded, a frame cut short)."""
+        self._check_open()
+        st = self._state
+        try:
+            return read(st, self._index(i, st))
+        except FormatError:
+            if not self._fresh(st):
+                raise
+        st = self._state
+        return read(st, self._index(i, st))
 
     @classmethod
     def open(
@@ -237,15 +281,14 @@ class SChunk(Changes):
             )
         return self._backend.read(offset, cbytes)
 
-    def _read_offsets(self) -> np.ndarray:
-        h = self.header
+    def _read_offsets(self, h: FrameHeader, trailer_start: int) -> np.ndarray:
         if h.nbytes == 0 or h.chunksize == -1:  # c-blosc2: no bytes, no chunks
             return np.zeros(0, np.int64)
         limits = self.limits
         if h.chunksize > 0:
             limits.check("max_nchunks", -(-h.nbytes // h.chunksize), "nchunks", 25)
         at = self._backend.index_at(h)
-        index = self._read_chunk_at(at, self._trailer_start)
+        index = self._read_chunk_at(at, trailer_start)
         max_index = min(limits.max_chunk_nbytes, 8 * limits.max_nchunks)
         offsets = decode_chunk(index, max_nbytes=max_index)
         if len(offsets) % 8:
@@ -340,18 +383,19 @@ class SChunk(Changes):
 
     # --- chunks ----------------------------------------------------------------------------
 
-    def _chunk_nbytes(self, i: int) -> int:
-        h = self.header
+    def _chunk_nbytes(self, i: int, st: State | None = None) -> int:
+        st = st or self._state
+        h = st.header
         if h.chunksize <= 0:
             raise FormatError(
                 f"offsets[{i}]",
                 "no special offsets with variable-size chunks",
-                hex(int(self.offsets[i]) & (2**64 - 1)),
+                hex(int(st.offsets[i]) & (2**64 - 1)),
             )
         last = h.nbytes % h.chunksize
-        return last if i == self.nchunks - 1 and last else h.chunksize
+        return last if i == len(st.offsets) - 1 and last else h.chunksize
 
-    def _special(self, i: int, entry: int) -> bytes:
+    def _special(self, i: int, entry: int, st: State | None = None) -> bytes:
         """The 32-byte special chunk that a special index entry stands for."""
         kind = _special_kind(entry)
         if kind not in (SpecialValue.ZERO, SpecialValue.NAN, SpecialValue.UNINIT):
@@ -360,7 +404,7 @@ class SChunk(Changes):
                 "a special offset for zeros, NaN or uninit",
                 hex(entry & (2**64 - 1)),
             )
-        nbytes = self._chunk_nbytes(i)
+        nbytes = self._chunk_nbytes(i, st)
         if nbytes % self.typesize:
             raise FormatError(
                 f"chunk {i} nbytes", f"whole items of typesize {self.typesize}", nbytes
@@ -369,32 +413,32 @@ class SChunk(Changes):
 
     def get_chunk(self, i: int) -> bytes:
         """The stored bytes of chunk ``i`` (a 32-byte special chunk for special offsets)."""
-        self._check_open()
-        i = self._index(i)
-        header, entry = self.header, int(self.offsets[i])
+        return self._reading(i, self._get_chunk)
+
+    def _get_chunk(self, st: State, i: int) -> bytes:
+        entry = int(st.offsets[i])
         if entry < 0:
-            return self._special(i, entry)
-        return self._backend.read_chunk(entry, header, f"offsets[{i}]")
+            return self._special(i, entry, st)
+        return self._backend.read_chunk(entry, st.header, f"offsets[{i}]")
 
     def chunk_span(self, i: int) -> tuple[str, int, int] | None:
         """Where chunk ``i``'s bytes are stored: (file path or URL, byte offset, length), or
         None for a special chunk, which stores no bytes (see :meth:`get_chunk`)."""
-        self._check_open()
-        i = self._index(i)
-        entry = int(self.offsets[i])
-        if entry < 0:
-            self._special(i, entry)  # a bad special entry is reported here too
-            return None
-        return self._backend.chunk_span(entry, self.header, f"offsets[{i}]")
+        return self._reading(i, self._chunk_span)
 
-    def _plan(self, i: int, blocks):
+    def _chunk_span(self, st: State, i: int) -> tuple[str, int, int] | None:
+        entry = int(st.offsets[i])
+        if entry < 0:
+            self._special(i, entry, st)  # a bad special entry is reported here too
+            return None
+        return self._backend.chunk_span(entry, st.header, f"offsets[{i}]")
+
+    def _plan(self, st: State, i: int, blocks):
         """How to read ``blocks`` of chunk ``i``: ``(read, prefix, plan)``, where ``plan`` is
         None when the chunk must be read whole (special, memcpyed, VL blocks)."""
-        self._check_open()
-        i = self._index(i)
-        header, entry = self.header, int(self.offsets[i])
+        header, entry = st.header, int(st.offsets[i])
         if entry < 0:
-            return None, self._special(i, entry), None
+            return None, self._special(i, entry, st), None
         read, limit = self._backend.chunk_reader(entry, header, f"offsets[{i}]")
         span = limit if limit is not None else MAX_BUFFERSIZE
         head = read(0, min(partial.HEADER_BYTES, span))
@@ -410,7 +454,10 @@ class SChunk(Changes):
         the block starts, the dictionary and those blocks' streams (block 0 too when DELTA
         needs it); the rest is zeros, which a decoder reads as runs of zeros, never as data
         of the blocks asked for."""
-        read, prefix, plan = self._plan(i, blocks)
+        return self._reading(i, lambda st, i: self._chunk_blocks(st, i, blocks))
+
+    def _chunk_blocks(self, st: State, i: int, blocks) -> bytes | np.ndarray:
+        read, prefix, plan = self._plan(st, i, blocks)
         if plan is None:
             return prefix  # the whole chunk
         # np.zeros maps fresh zero pages: untouched parts of a large chunk cost nothing.
@@ -424,7 +471,10 @@ class SChunk(Changes):
         """Decode at least ``blocks`` of chunk ``i`` into ``out`` (laid out as the decoded
         chunk), reading only what they need; returns the blocks decoded (all of them when
         the chunk had to be read whole)."""
-        read, prefix, plan = self._plan(i, blocks)
+        return self._reading(i, lambda st, i: self._decode_blocks(st, i, blocks, out))
+
+    def _decode_blocks(self, st: State, i: int, blocks, out) -> list[int]:
+        read, prefix, plan = self._plan(st, i, blocks)
         if plan is None:
             decoder = ChunkDecoder(prefix)
             decoder.decode_into(as_uint8(out, writable=True, name="out")[: decoder.header.nbytes])
@@ -459,8 +509,8 @@ class SChunk(Changes):
         out._publish(np.array(chunks, np.int64), self.nbytes, self.chunksize, self._raw_vlmeta)
         return out._backend.getvalue()
 
-    def _index(self, i: int) -> int:
-        n = self.nchunks
+    def _index(self, i: int, st: State | None = None) -> int:
+        n = len((st or self._state).offsets)
         if not -n <= i < n:
             raise IndexError(f"chunk {i} out of range for {n} chunks")
         return i % n
