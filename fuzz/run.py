@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -30,7 +31,11 @@ def main() -> None:
     parser.add_argument("--timeout", type=int, default=10, help="seconds per input")
     parser.add_argument("--rss-mb", type=int, default=2048)
     parser.add_argument("--max-len", type=int, default=1 << 20)
-    parser.add_argument("--corpus", default=str(ROOT.parent / "shared" / "corpus"))
+    parser.add_argument(
+        "--corpus",
+        default=os.environ.get("B2STORE_CORPUS", str(ROOT.parent / "shared" / "corpus")),
+        help="the reference corpus (seeds); $B2STORE_CORPUS or ../shared/corpus",
+    )
     parser.add_argument("--work", default=str(HERE / "work"))
     parser.add_argument("--artifacts", default=str(HERE / "artifacts"))
     parser.add_argument(
@@ -45,7 +50,16 @@ def main() -> None:
     import atheris
 
     with atheris.instrument_imports(include=["b2store"]):
+        # The modules b2store imports lazily, imported here so that they are instrumented.
         from hardening import fuzz_targets
+
+        import b2store.frame.trailer
+        import b2store.frame.vlmeta_codec
+        import b2store.integrations.numcodecs_codec
+        import b2store.integrations.zarr_b2nd
+        import b2store.integrations.zarr_store
+        import b2store.nd.meta
+        import b2store.tree  # noqa: F401
 
     name = args.target
     target = fuzz_targets.TARGETS[name]
@@ -54,6 +68,8 @@ def main() -> None:
     artifacts = Path(args.artifacts) / name
     artifacts.mkdir(parents=True, exist_ok=True)
     if not any(work.iterdir()):
+        if not Path(args.corpus).is_dir():
+            sys.exit(f"no corpus at {args.corpus}: pass --corpus or set B2STORE_CORPUS")
         for n, seed in enumerate(fuzz_targets.seeds(name, Path(args.corpus))):
             (work / f"seed-{n:04d}").write_bytes(seed[: args.max_len])
 

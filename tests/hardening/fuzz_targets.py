@@ -266,42 +266,48 @@ def seeds(name: str, corpus: Path) -> list[bytes]:
     out: list[bytes] = []
     if name in ("chunk", "codec"):
         out = [p.read_bytes() for p in files if p.suffix in (".bin", ".cdata")]
-        for p in frames[:12]:
-            with b2store.open(p.read_bytes()) as f:
-                s = f if isinstance(f, SChunk) else f.schunk
-                out += [s.get_chunk(i) for i in _indices(s.nchunks)[:2]]
+        out += _each(frames[:12], lambda s: [s.get_chunk(i) for i in _indices(s.nchunks)[:2]])
     elif name in ("cframe", "zarrstore"):
         out = [p.read_bytes() for p in frames]
     elif name == "sframe":
         out = [pack_files(_files_under(d)) for d in sparse]
-        for p in frames[:8]:
-            with b2store.open(p.read_bytes()) as f:
-                s = f if isinstance(f, SChunk) else f.schunk
-                d = scratch() / "seed.b2nd"
-                SChunk.create(d, contiguous=False)  # a directory to fill
-                shutil.rmtree(d)
-                out.append(pack_files(_sparse_copy(s)))
+        out += _each(frames[:8], lambda s: [pack_files(_sparse_copy(s))])
     elif name == "meta":
-        for p in frames:
-            with b2store.open(p.read_bytes()) as f:
-                s = f if isinstance(f, SChunk) else f.schunk
-                for key, tag in (("b2nd", b"\x00"), ("caterva", b"\x01")):
-                    if key in s.meta:
-                        out.append(tag + s.meta[key])
+        out = _each(
+            frames,
+            lambda s: [
+                tag + s.meta[key]
+                for key, tag in (("b2nd", b"\x00"), ("caterva", b"\x01"))
+                if key in s.meta
+            ],
+        )
     elif name == "vlmeta":
-        from b2store.frame.trailer import TRAILER_TAIL_LEN, trailer_span
-
-        for p in frames:
-            with b2store.open(p.read_bytes()) as f:
-                s = f if isinstance(f, SChunk) else f.schunk
-                out += [v for v in s._raw_vlmeta.values()]
-                b = s._backend
-                tail = b.read(b.frame_len - TRAILER_TAIL_LEN, TRAILER_TAIL_LEN)
-                start, length = trailer_span(tail, b.frame_len, s.header.header_len)
-                out.append(b.read(start, length))
+        out = _each(frames, _trailer)
     elif name in ("b2z", "b2d"):
         out = _tree_seeds(name)
     return [s for s in out if s]
+
+
+def _each(paths, fn) -> list[bytes]:
+    """``fn(schunk)`` (a list of seeds) for each frame at ``paths`` that opens and reads (the
+    corpus holds some that must not)."""
+    out = []
+    for p in paths:
+        try:
+            with SChunk.open(p.read_bytes()) as s:
+                out += fn(s)
+        except B2StoreError:
+            continue
+    return out
+
+
+def _trailer(s: SChunk) -> list[bytes]:
+    from b2store.frame.trailer import TRAILER_TAIL_LEN, trailer_span
+
+    b = s._backend
+    tail = b.read(b.frame_len - TRAILER_TAIL_LEN, TRAILER_TAIL_LEN)
+    start, length = trailer_span(tail, b.frame_len, s.header.header_len)
+    return [*s._raw_vlmeta.values(), b.read(start, length)]
 
 
 def _sparse_copy(s: SChunk) -> dict[str, bytes]:
