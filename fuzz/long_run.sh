@@ -1,12 +1,12 @@
 #!/bin/sh
 # The long run: every target for RUNS inputs (default 10^6), two at a time (a 2-core box).
-# Usage: sh fuzz/long_run.sh [RUNS]   (logs in fuzz/logs/<target>.log)
+# Usage: [PYTHON=venv/bin/python] sh fuzz/long_run.sh [RUNS]   (logs in fuzz/logs/<target>.log)
 RUNS=${1:-1000000}
 cd "$(dirname "$0")/.." || exit 1
 mkdir -p fuzz/logs
 lane() {
     for t in "$@"; do
-        python fuzz/run.py --target "$t" --runs "$RUNS" --keep-going > "fuzz/logs/$t.log" 2>&1
+        ${PYTHON:-python} fuzz/run.py --target "$t" --runs "$RUNS" --keep-going > "fuzz/logs/$t.log" 2>&1
         echo "$t exit=$?" >> fuzz/logs/lanes.log
     done
 }
