@@ -182,6 +182,14 @@ class _WriteLock:
             delay = min(delay * 2, 0.05)
         self._fd = fd
 
+    def next_id(self) -> int:
+        """The high-water mark of chunk-file ids kept in the lock file (0 if none yet)."""
+        data = os.pread(self._fd, 8, 0)
+        return int.from_bytes(data, "little") if len(data) == 8 else 0
+
+    def set_next_id(self, value: int) -> None:
+        os.pwrite(self._fd, value.to_bytes(8, "little"), 0)
+
 
 class ContiguousFrame(Backend):
     """A whole frame in one run of bytes. Writable when in memory or in a local file."""
@@ -525,8 +533,12 @@ class SparseFrame(Backend):
 
     def store(self, chunk: bytes, header: FrameHeader, in_use) -> int:
         ids = [int(e) for e in in_use if e >= 0]
-        # Past every id in use, and every id handed out since (a batch not yet published).
-        new_id = max(max(ids) + 1 if ids else 0, self._next_id)
+        # Past every id in use, every id handed out since (a batch not yet published), and
+        # every id b2store ever gave out here (kept in the lock file): an id is never reused,
+        # so a reader holding an older index never finds another chunk under an id it knew
+        # (a discarded file is missing instead, and the reader moves to the newer index).
+        new_id = max(max(ids) + 1 if ids else 0, self._next_id, self._lock.next_id())
+        self._lock.set_next_id(new_id + 1)
         self._next_id = new_id + 1
         _atomic_write(self.chunk_path(new_id), chunk)
         return new_id

@@ -9,9 +9,12 @@ backend's business (:mod:`b2store.frame.backends`); this module never asks which
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import threading
+import uuid
 from collections.abc import Iterator, Mapping, MutableMapping
+from pathlib import Path
 
 import numpy as np
 
@@ -213,15 +216,27 @@ class SChunk(Changes):
         if urlpath is None:
             return cls(ContiguousFrame(MemorySource(frame), writable=True), header)
         path = local_path(urlpath)
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
+        # Made beside the path and renamed into place: a process killed meanwhile leaves
+        # the old content or none, never a half-written frame.
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.new"
+        tmp.mkdir()  # (not mkdtemp: a sparse frame's directory keeps the umask's mode)
+        try:
+            made = tmp / "frame" if contiguous else tmp
+            with open(made / INDEX_NAME if not contiguous else made, "wb") as fh:
+                fh.write(frame)
+                fh.flush()
+                os.fsync(fh.fileno())
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            elif path.exists() or path.is_symlink():
+                path.unlink()
+            os.replace(made, path)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
         if contiguous:
-            path.write_bytes(frame)
             return cls(ContiguousFrame(FileSource(path), writable=True), header)
-        path.mkdir(parents=True)
-        (path / INDEX_NAME).write_bytes(frame)
         return cls(SparseFrame(path, writable=True), header)
 
     # --- lifetime --------------------------------------------------------------------------
