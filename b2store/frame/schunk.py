@@ -14,7 +14,6 @@ import shutil
 import threading
 import uuid
 from collections.abc import Iterator, Mapping, MutableMapping
-from pathlib import Path
 
 import numpy as np
 
