@@ -24,6 +24,11 @@ settings.load_profile(
 
 SOURCE_TREE = Path(__file__).resolve().parents[1] / "b2store"
 
+# Child interpreters the tests start (`python -c`, `python -m b2store.cli`, dask and
+# distributed workers) must import b2store as installed, not from the checkout that happens
+# to be their working directory: `-c` and `-m` put the working directory first on sys.path.
+os.environ["PYTHONSAFEPATH"] = "1"
+
 
 def pytest_report_header(config):
     return f"b2store {b2store.__version__} imported from {Path(b2store.__file__).parent}"
