@@ -6,10 +6,11 @@ cd "$(dirname "$0")/.." || exit 1
 mkdir -p fuzz/logs
 lane() {
     for t in "$@"; do
-        ${PYTHON:-python} fuzz/run.py --target "$t" --runs "$RUNS" --keep-going > "fuzz/logs/$t.log" 2>&1
+        ${PYTHON:-python} fuzz/run.py --target "$t" --runs "$RUNS" --keep-going >> "fuzz/logs/$t.log" 2>&1
         echo "$t exit=$?" >> fuzz/logs/lanes.log
     done
 }
-lane b2d chunk meta vlmeta cframe &
-lane zarrstore sframe codec b2z &
+# Quick targets first; logs are appended to, so a resumed run's counts add up.
+lane chunk meta vlmeta cframe b2d &
+lane codec sframe b2z zarrstore &
 wait

@@ -77,6 +77,10 @@ def main() -> None:
 
     seen: set[str] = set()
 
+    import warnings
+
+    warnings.simplefilter("ignore")  # expected on hostile metadata, and costly
+
     def one(data: bytes) -> None:
         try:
             target(data)
