@@ -135,24 +135,12 @@ def open_frame(
     """Open the frame at byte ``offset`` of ``urlpath`` (``length`` bytes long, when known):
     a :class:`~b2store.B2ndArray`, or a :class:`~b2store.SChunk` for frames without the b2nd
     metalayer."""
-    import inspect
-
     from . import api
 
-    params = inspect.signature(api.open).parameters
     kwargs: dict[str, Any] = {} if dtype is None else {"dtype": dtype}
-    if storage_options and "storage_options" in params:
+    if storage_options:
         kwargs["storage_options"] = dict(storage_options)
-    remote = is_url(urlpath)
-    if offset == 0 and (not remote or "storage_options" in params):
-        return api.open(urlpath, **kwargs)
-    if offset and "offset" in params and (not remote or "storage_options" in params):
-        return api.open(urlpath, offset=offset, **kwargs)
-    # The frame layer cannot start at an offset (or read this URL) yet: read the frame's bytes.
-    files = _Files(urlpath, storage_options)
-    if length is None:
-        length = files.size() - offset
-    return api.open(files.read("", offset, length), dtype=dtype)
+    return api.open(urlpath, offset=offset, **kwargs)
 
 
 # --- .b2z central directory -------------------------------------------------------------------

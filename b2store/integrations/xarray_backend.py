@@ -64,16 +64,36 @@ _STRUCTURAL_PREFIXES = ("proxy-", "_b2")
 # --- opening frames, by a recipe that pickles ------------------------------------------------
 
 
-class FrameRecipe:
+class _Primed:
+    """An opener that hands out, once, the array it was primed with (the one opening the
+    Dataset read the metadata from), so the first read does not open the frame again."""
+
+    _primed = None
+
+    def prime(self, arr) -> None:
+        self._primed = arr
+
+    def take_primed(self):
+        arr, self._primed = self._primed, None
+        return arr
+
+    def drop_primed(self) -> None:
+        arr = self.take_primed()
+        if arr is not None:
+            getattr(arr, "schunk", arr).close()
+
+
+class FrameRecipe(_Primed):
     """How to open one b2nd frame again, in any process: a path or URL, the byte offset of
     the frame in it (a ``.b2z`` member), and fsspec options. Calling it opens the array."""
 
-    __slots__ = ("urlpath", "offset", "storage_options", "_key")
+    __slots__ = ("urlpath", "offset", "storage_options", "_key", "_primed")
 
     def __init__(self, urlpath, offset: int = 0, storage_options: Mapping | None = None):
         self.urlpath = os.fspath(urlpath)
         self.offset = int(offset)
         self.storage_options = dict(storage_options) if storage_options else None
+        self._primed = None
         # CachingFileManager needs a hashable opener; options can hold dicts and lists.
         options = json.dumps(self.storage_options, sort_keys=True, default=repr)
         self._key = (self.urlpath, self.offset, options)
@@ -81,6 +101,9 @@ class FrameRecipe:
     def __call__(self):
         from ..tree import open_frame
 
+        arr = self.take_primed()
+        if arr is not None:
+            return arr
         return open_frame(self.urlpath, offset=self.offset, storage_options=self.storage_options)
 
     def __reduce__(self):
@@ -97,14 +120,18 @@ class FrameRecipe:
         return f"FrameRecipe({self.urlpath!r}{at})"
 
 
-class _RefRecipe:
+class _RefRecipe(_Primed):
     """A tree's array reference as a hashable opener (the reference itself pickles)."""
 
     def __init__(self, ref, key: tuple):
         self.ref, self._key = ref, key
 
     def __call__(self):
-        return self.ref.open()
+        arr = self.take_primed()
+        return arr if arr is not None else self.ref.open()
+
+    def __reduce__(self):
+        return _RefRecipe, (self.ref, self._key)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, _RefRecipe) and self._key == other._key
@@ -293,9 +320,22 @@ def _lazy_variable(opener, arr, lock) -> tuple[Variable, CachingFileManager]:
         "filters_meta": list(arr.schunk.filters_meta),
         "contiguous": arr.schunk.contiguous,
     }
-    return Variable(
+    variable = Variable(
         dims, data, restore_attrs(vlmeta, info.get("attr_types"), info.get("long_attrs")), encoding
-    ), manager
+    )
+    opener.prime(arr)  # the first read uses this handle instead of opening the frame again
+    return variable, _Handle(manager, opener)
+
+
+class _Handle:
+    """A variable's file manager and its opener (which may still hold the primed array)."""
+
+    def __init__(self, manager: CachingFileManager, opener: _Primed):
+        self.manager, self.opener = manager, opener
+
+    def close(self) -> None:
+        self.opener.drop_primed()
+        self.manager.close()
 
 
 def _codec_name(arr) -> str:
@@ -550,16 +590,18 @@ def _frame_dataset(path: str, storage_options, lock, decoders) -> Dataset:
 
     recipe = FrameRecipe(path, storage_options=storage_options)
     arr = recipe()
-    try:
-        if not isinstance(arr, B2ndArray):
+    if not isinstance(arr, B2ndArray):
+        with arr:
             return _schunk_dataset(arr, decoders)
+    try:
         info = _xarray_meta(arr.vlmeta)
         name = info.get("name")
         if not isinstance(name, str) or not name:
             name = Path(path.rstrip("/")).stem or "data"
         var, manager = _lazy_variable(recipe, arr, lock)
-    finally:
-        getattr(arr, "schunk", arr).close()
+    except BaseException:
+        arr.schunk.close()
+        raise
     variables = {**_embedded_coords(info), name: var}
     attrs = restore_attrs(info.get("attrs") or {}, info.get("dataset_attr_types"), raw=True)
     return _decode(variables, attrs, decoders, [manager])
@@ -590,8 +632,9 @@ def _group_dataset(tree, tree_path: str, node: str, lock, decoders) -> Dataset:
         arr = ref.open()
         try:
             var, manager = _lazy_variable(_RefRecipe(ref, (tree_path, apath)), arr, lock)
-        finally:
+        except BaseException:
             arr.schunk.close()
+            raise
         variables[name] = var
         closers.append(manager)
     return _decode(variables, attrs, decoders, closers)

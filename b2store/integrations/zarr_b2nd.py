@@ -198,6 +198,19 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         prototype = default_buffer_prototype()
         nblocks = math.prod(blocks_per_chunk(chunk_spec.shape, blocks))
         wanted = None if region is None else blocks_touched(region, chunk_spec.shape, blocks)
+        direct = getattr(getattr(byte_getter, "store", None), "b2nd_decode_into", None)
+        if direct is not None:
+            # A B2ndStore decodes its stored chunk in place: no bytes copied through a
+            # Buffer, one worker thread instead of one per range request and one to decode.
+            few = wanted is not None and len(wanted) * 2 <= nblocks
+            out = np.empty(self._nbytes(chunk_spec, dtype), np.uint8)
+            done = await direct(byte_getter.path, sorted(set(wanted)) if few else None, out)
+            if done is None:
+                return None
+            if done:
+                return chunk_spec.prototype.nd_buffer.from_numpy_array(
+                    self._to_array(out, chunk_spec, dtype)[selection]
+                )
         if wanted is None or len(wanted) * 2 > nblocks:
             # Most of the chunk: one read of it all.
             data = await byte_getter.get(prototype=prototype)

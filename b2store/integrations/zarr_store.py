@@ -533,6 +533,37 @@ class B2ndStore(Store):
             return None
         return prototype.buffer.from_bytes(data)
 
+    async def b2nd_decode_into(self, key: str, blocks, out: np.ndarray) -> bool | None:
+        """The ``b2nd`` codec's shortcut past byte ranges: decode at least ``blocks`` (None:
+        all) of the stored chunk at ``key`` straight into ``out`` (the decoded chunk's flat
+        bytes), reading only what they need, in one worker thread. Returns True when done,
+        None for a missing chunk (the fill value), False when the codec must go through
+        :meth:`get` (a key that is no stored b2nd chunk, a transcoding writer's)."""
+        if not self._is_open:
+            await self._open()
+        return await asyncio.to_thread(self._decode_into, key, blocks, out)
+
+    def _decode_into(self, key: str, blocks, out: np.ndarray) -> bool | None:
+        parsed = self._parse_key(key)
+        if parsed is None or parsed[1] != "chunk":
+            return False
+        node, _, coords = parsed
+        if self._writer is not None and self._writer.transcodes(node):
+            return False
+        n = self._chunk_number(node, coords)
+        if n is None:
+            return None
+        schunk = self._array(node).schunk
+        if _is_uninit(schunk, n):
+            return None
+        if schunk.header.nbytes and schunk._chunk_nbytes(n) != out.nbytes:
+            return False  # not the chunk the codec expects: let it name the field
+        if blocks is None:
+            schunk.decompress_chunk(n, out=out)
+        else:
+            schunk.decode_blocks(n, blocks, out)
+        return True
+
     def _get_range_of(self, key: str, byte_range: ByteRequest) -> bytes | None:
         """Part of a key's value; a stored chunk's part is read alone (a range request)."""
         parsed = self._parse_key(key)
