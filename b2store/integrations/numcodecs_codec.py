@@ -17,6 +17,7 @@ from ..chunk.decoder import decode_chunk
 from ..chunk.encoder import encode_chunk, resolve_codec, resolve_filters, resolve_splitmode
 from ..chunk.params import ChunkParams, codec_name, filter_name, splitmode_name
 from ..constants import MAX_BUFFERSIZE
+from ..limits import DEFAULT_LIMITS
 
 __all__ = ["Blosc2"]
 
@@ -109,10 +110,15 @@ class Blosc2(Codec):
 
     def decode(self, buf, out=None):
         src = ensure_contiguous_ndarray(buf, self.max_buffer_size)
+        # The decoded size a chunk header may ask for: this codec's buffer bound, and the
+        # library's chunk limit (b2store.limits), checked before anything is allocated.
+        limit = min(self.max_buffer_size, DEFAULT_LIMITS.max_chunk_nbytes)
         if out is None:
-            return decode_chunk(src)
+            return decode_chunk(src, max_nbytes=limit)
         # Any writable buffer of the decoded size in bytes, whatever its dtype or shape.
-        decode_chunk(src, out=ensure_contiguous_ndarray(out, self.max_buffer_size))
+        decode_chunk(
+            src, out=ensure_contiguous_ndarray(out, self.max_buffer_size), max_nbytes=limit
+        )
         return out
 
     def get_config(self) -> dict:

@@ -168,7 +168,9 @@ def target_codec(data: bytes) -> None:
     """The numcodecs codecs' ``decode`` (``blosc2`` and ``b2nd``)."""
     from b2store.integrations.numcodecs_codec import Blosc2
 
-    Blosc2().decode(data)
+    codec = Blosc2()
+    codec.max_buffer_size = FUZZ_LIMITS.max_chunk_nbytes  # the decoded size it accepts
+    codec.decode(data)
 
 
 _LOOP = None
