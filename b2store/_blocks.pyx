@@ -13,7 +13,7 @@ Several threads may run :func:`decode` or :func:`encode` on the same job at once
 the next block from a shared counter (an atomic add), so blocks, not chunks, are split.
 """
 
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
@@ -56,6 +56,27 @@ cdef extern from *:
     void b2b_fail(int32_t* flag) noexcept nogil
 
 
+cdef extern from *:
+    """
+    /* zlib-ng's native stream (zlib-ng.h, 2.x): zlib's z_stream with a 32-bit adler. Only
+       the fields set here are touched; the library owns the rest. */
+    typedef struct {
+        const uint8_t* next_in; uint32_t avail_in; size_t total_in;
+        uint8_t* next_out; uint32_t avail_out; size_t total_out;
+        const char* msg; void* state;
+        void* zalloc; void* zfree; void* opaque;
+        int data_type; uint32_t adler; unsigned long reserved;
+    } b2b_zng_stream;
+    """
+    ctypedef struct b2b_zng_stream:
+        const uint8_t* next_in
+        uint32_t avail_in
+        size_t total_in
+        uint8_t* next_out
+        uint32_t avail_out
+        size_t total_out
+
+
 # --- the codecs' entry points -----------------------------------------------------------------
 
 ctypedef int (*lz4_dec_f)(const char*, char*, int, int) noexcept nogil
@@ -72,6 +93,9 @@ ctypedef size_t (*zstd_dctx_dict_f)(void*, void*, size_t, const void*, size_t,
 ctypedef size_t (*zstd_cctx_f)(void*, void*, size_t, const void*, size_t, int) noexcept nogil
 ctypedef int (*z_uncompress2_f)(uint8_t*, unsigned long*, const uint8_t*,
                                 unsigned long*) noexcept nogil
+ctypedef int32_t (*zng_init_f)(b2b_zng_stream*, int32_t) noexcept nogil
+ctypedef int32_t (*zng_op_f)(b2b_zng_stream*, int32_t) noexcept nogil
+ctypedef int32_t (*zng_end_f)(b2b_zng_stream*) noexcept nogil
 
 cdef struct Natives:
     lz4_dec_f lz4_decompress
@@ -88,6 +112,10 @@ cdef struct Natives:
     zstd_dctx_dict_f zstd_decompress_dict
     zstd_cctx_f zstd_compress
     z_uncompress2_f zlib_uncompress2
+    zng_init_f zng_inflate_init2
+    zng_op_f zng_inflate
+    zng_end_f zng_inflate_reset
+    zng_end_f zng_inflate_end
 
 cdef Natives N
 memset(&N, 0, sizeof(N))
@@ -121,7 +149,8 @@ _NAMES = (
     "LZ4_decompress_safe", "LZ4_decompress_safe_usingDict", "LZ4_compress_fast",
     "LZ4_compress_HC", "ZSTD_createDCtx", "ZSTD_freeDCtx", "ZSTD_createCCtx", "ZSTD_freeCCtx",
     "ZSTD_isError", "ZSTD_getFrameContentSize", "ZSTD_decompressDCtx",
-    "ZSTD_decompress_usingDict", "ZSTD_compressCCtx", "uncompress2",
+    "ZSTD_decompress_usingDict", "ZSTD_compressCCtx", "uncompress2", "zng_inflateInit2",
+    "zng_inflate", "zng_inflateReset", "zng_inflateEnd",
 )
 
 
@@ -148,6 +177,12 @@ def set_entry_points(addresses):
     N.zstd_decompress_dict = <zstd_dctx_dict_f>_address(addresses, "ZSTD_decompress_usingDict")
     N.zstd_compress = <zstd_cctx_f>_address(addresses, "ZSTD_compressCCtx")
     N.zlib_uncompress2 = <z_uncompress2_f>_address(addresses, "uncompress2")
+    N.zng_inflate_init2 = <zng_init_f>_address(addresses, "zng_inflateInit2")
+    N.zng_inflate = <zng_op_f>_address(addresses, "zng_inflate")
+    N.zng_inflate_reset = <zng_end_f>_address(addresses, "zng_inflateReset")
+    N.zng_inflate_end = <zng_end_f>_address(addresses, "zng_inflateEnd")
+    if not (N.zng_inflate_init2 and N.zng_inflate and N.zng_inflate_reset and N.zng_inflate_end):
+        N.zng_inflate_init2 = NULL
 
 
 def decodable(int codec_format, bint with_dict):
@@ -157,7 +192,7 @@ def decodable(int codec_format, bint with_dict):
     if codec_format == F_LZ4:
         return (N.lz4_decompress_dict if with_dict else N.lz4_decompress) != NULL
     if codec_format == F_ZLIB:
-        return not with_dict and N.zlib_uncompress2 != NULL
+        return not with_dict and (N.zlib_uncompress2 != NULL or N.zng_inflate_init2 != NULL)
     if codec_format == F_ZSTD:
         zstd = (N.zstd_create_dctx != NULL and N.zstd_free_dctx != NULL
                 and N.zstd_is_error != NULL and N.zstd_frame_content_size != NULL)
@@ -194,6 +229,9 @@ cdef class Scratch:
     cdef void* cctx
     cdef zstd_free_f free_dctx
     cdef zstd_free_f free_cctx
+    cdef b2b_zng_stream zng
+    cdef bint zng_ready
+    cdef zng_end_f zng_end
 
     def __dealloc__(self):
         self._release()
@@ -201,6 +239,8 @@ cdef class Scratch:
             self.free_dctx(self.dctx)
         if self.cctx != NULL and self.free_cctx != NULL:
             self.free_cctx(self.cctx)
+        if self.zng_ready and self.zng_end != NULL:
+            self.zng_end(&self.zng)
 
     cdef void _release(self) noexcept:
         free(self.work)
@@ -233,6 +273,14 @@ cdef class Scratch:
             self.dctx = N.zstd_create_dctx()
             self.free_dctx = N.zstd_free_dctx
         return self.dctx
+
+    cdef b2b_zng_stream* inflater(self) noexcept:
+        """zlib-ng's inflate state (zlib format), or NULL without zlib-ng."""
+        if not self.zng_ready and N.zng_inflate_init2 != NULL:
+            memset(&self.zng, 0, sizeof(self.zng))
+            if N.zng_inflate_init2(&self.zng, 15) == 0:
+                self.zng_ready, self.zng_end = True, N.zng_inflate_end
+        return &self.zng if self.zng_ready else NULL
 
     cdef void* zstd_cctx(self) noexcept:
         if self.cctx == NULL and N.zstd_create_cctx != NULL:
@@ -357,6 +405,7 @@ cdef struct Job:
     Py_ssize_t dest_len
     const uint8_t* first
     Py_ssize_t first_len
+    b2b_zng_stream* zng
 
 
 cdef Py_ssize_t _inflate(const Job* J, const uint8_t* payload, Py_ssize_t n, uint8_t* out,
@@ -379,7 +428,15 @@ cdef Py_ssize_t _inflate(const Job* J, const uint8_t* payload, Py_ssize_t n, uin
         else:
             r = N.zstd_decompress(dctx, out, size, payload, n)
         return -1 if N.zstd_is_error(r) else <Py_ssize_t>r
-    if J.codec_format == F_ZLIB:
+    if J.codec_format == F_ZLIB and J.zng != NULL:
+        if (n >> 32) or (size >> 32) or N.zng_inflate_reset(J.zng) != 0:
+            return -1
+        J.zng.next_in, J.zng.avail_in = payload, <uint32_t>n
+        J.zng.next_out, J.zng.avail_out = out, <uint32_t>size
+        if N.zng_inflate(J.zng, 4) != 1:  # Z_FINISH must reach Z_STREAM_END (checksum good)
+            return -1
+        return size - J.zng.avail_out
+    if J.codec_format == F_ZLIB and N.zlib_uncompress2 != NULL:
         dlen, slen = size, n
         if N.zlib_uncompress2(out, &dlen, payload, &slen) != 0:  # Z_OK: the stream ended
             return -1
@@ -551,6 +608,10 @@ def decode(const uint8_t[::1] src, const int64_t[:, ::1] table, const int64_t[::
     if codec_format == F_ZSTD:
         dctx = scratch.zstd_dctx()
         if dctx == NULL:
+            return -1
+    if codec_format == F_ZLIB:
+        J.zng = scratch.inflater()
+        if J.zng == NULL and N.zlib_uncompress2 == NULL:
             return -1
     with nogil:
         while rc == 0:
