@@ -1,12 +1,13 @@
 """Virtual datasets over ``.b2nd`` files: kerchunk references (chunk key -> path, offset,
-length) whose codec decodes a stored b2nd chunk where it lies, one file or many combined.
+length) whose codec decodes a stored b2nd chunk where it lies, one file or many combined, and
+a VirtualiZarr parser (:class:`B2ndParser`) whose chunk manifests point at the same bytes.
 
-The references use kerchunk's version-1 format with Zarr v2 metadata, whose compressor is
-the numcodecs ``b2nd`` codec (:class:`~b2store.integrations.numcodecs_codec.B2nd`): it carries
+The kerchunk references use version 1 with Zarr v2 metadata, whose compressor is the
+numcodecs ``b2nd`` codec (:class:`~b2store.integrations.numcodecs_codec.B2nd`): it carries
 the chunk and block shapes and the dtype, since a v2 codec is not told the chunk shape.
-Special chunks (zeros, NaN, a repeated value) store no bytes to point at: their 32- (or
-32 + typesize-) byte special chunk is inlined as ``base64:``; uninitialized chunks are left
-out, so readers see the fill value.
+Special chunks (zeros, NaN, a repeated value) store no bytes to point at: in kerchunk their
+32- (or 32 + typesize-) byte special chunk is inlined as ``base64:``; a VirtualiZarr manifest
+cannot inline, see :class:`B2ndParser`. Uninitialized chunks are left out (the fill value).
 """
 
 from __future__ import annotations
@@ -14,13 +15,16 @@ from __future__ import annotations
 import base64
 import json
 import math
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
+from ..errors import UnsupportedError
 from ..tree import open_frame
 
-__all__ = ["kerchunk_refs", "combine_refs"]
+__all__ = ["kerchunk_refs", "combine_refs", "B2ndParser", "manifest_store"]
 
 
 def _array_refs(arr, name: str, offset: int = 0) -> dict[str, object]:
@@ -138,3 +142,181 @@ def combine_refs(paths: Sequence, name: str | None = None, *, storage_options=No
     finally:
         for arr in arrays:
             arr.schunk.close()
+
+
+# --- VirtualiZarr --------------------------------------------------------------------------
+
+
+class B2ndParser:
+    """A VirtualiZarr parser for ``.b2nd`` frames: ``open_virtual_dataset(url, registry,
+    parser=B2ndParser())`` gives a virtual Dataset whose one variable's chunks are
+    references (path, offset, length) into the frame, decoded by the Zarr v3 ``b2nd`` codec.
+
+    Parameters
+    ----------
+    name : str, optional
+        The variable's name: by default the one ``to_b2nd`` recorded, else the file's stem.
+    sidecar_dir : str or path-like, optional
+        Where to write the special chunks a manifest cannot hold (see Notes), as tiny files
+        named by their content; without it such a frame is refused.
+
+    Notes
+    -----
+    A chunk manifest entry is a byte range of some file: it cannot carry bytes inline (as
+    kerchunk's ``base64:`` references do). Special chunks store no bytes, so:
+
+    - chunks whose value is the array's fill value (zeros for the synthesized metadata,
+      uninitialized chunks) are left out of the manifest, and read as the fill value;
+    - other special chunks (NaN, or a repeated value) are written, each distinct one
+      once, as a 32- (or 32 + typesize-) byte file in ``sidecar_dir`` and pointed at there;
+      without ``sidecar_dir`` the parser raises :class:`~b2store.UnsupportedError` naming
+      the chunk, rather than let them read as the fill value.
+
+    Local frames (``file://`` URLs), contiguous or sparse, are read where they are; other
+    URLs go through the registry's object store, by byte ranges (contiguous frames).
+    """
+
+    def __init__(self, *, name: str | None = None, sidecar_dir=None):
+        self.name = name
+        self.sidecar_dir = None if sidecar_dir is None else Path(sidecar_dir).absolute()
+
+    def __call__(self, url: str, registry):
+        from virtualizarr.manifests import (
+            ChunkManifest,
+            ManifestArray,
+            ManifestGroup,
+            ManifestStore,
+        )
+        from zarr.core.metadata import ArrayV3Metadata
+
+        from ..nd.array import B2ndArray
+        from .zarr_store import XARRAY_KEY, array_metadata
+
+        arr = _open_for_parser(url, registry)
+        try:
+            if not isinstance(arr, B2ndArray):
+                raise UnsupportedError("virtual arrays from frames without a b2nd metalayer", url)
+            doc = array_metadata(arr, url)
+            vlmeta = dict(arr.vlmeta)
+            info = vlmeta.get(XARRAY_KEY)
+            name = self.name or (info.get("name") if isinstance(info, dict) else None)
+            if not isinstance(name, str) or not name:
+                name = url.rstrip("/").rsplit("/", 1)[-1]
+                name = name.rsplit(".", 1)[0] if "." in name else name
+            metadata = ArrayV3Metadata.from_dict(doc)
+            fill = np.asarray(metadata.fill_value, arr.dtype).tobytes()
+            entries = self._entries(arr, url, fill)
+        finally:
+            arr.schunk.close()
+        manifest = ChunkManifest(entries, separator="/")
+        group = ManifestGroup(arrays={name: ManifestArray(metadata, manifest)}, attributes={})
+        return ManifestStore(group=group, registry=registry)
+
+    def _entries(self, arr, url: str, fill: bytes) -> dict:
+        from .zarr_store import _is_uninit
+
+        schunk = arr.schunk
+        grid = [-(-s // c) for s, c in zip(arr.shape, arr.chunks)]
+        entries: dict[str, dict] = {}
+        if arr.size == 0:
+            return entries
+        remote = not url.startswith("file://")
+        for n, coords in enumerate(np.ndindex(*grid) if grid else [()]):
+            key = "/".join(map(str, coords)) if coords else "0"
+            if _is_uninit(schunk, n):
+                continue
+            span = schunk.chunk_span(n)
+            if span is None:
+                chunk = schunk.get_chunk(n)
+                if _special_value(chunk, arr.dtype.itemsize) == fill:
+                    continue  # reads as the fill value
+                entries[key] = self._sidecar(chunk, url, n)
+                continue
+            path, offset, length = span
+            entries[key] = {
+                "path": url if remote else Path(path).absolute().as_uri(),
+                "offset": offset,
+                "length": length,
+            }
+        return entries
+
+    def _sidecar(self, chunk: bytes, url: str, n: int) -> dict:
+        if self.sidecar_dir is None:
+            raise UnsupportedError(
+                f"special chunk {n} of {url} (NaN or a repeated value) in a chunk manifest, "
+                "which holds byte ranges only; pass B2ndParser(sidecar_dir=...) to write such "
+                "chunks as tiny files",
+                url,
+            )
+        import hashlib
+
+        self.sidecar_dir.mkdir(parents=True, exist_ok=True)
+        path = self.sidecar_dir / f"{hashlib.sha256(chunk).hexdigest()[:32]}.b2chunk"
+        if not path.exists():
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(chunk)
+            os.replace(tmp, path)
+        return {"path": path.as_uri(), "offset": 0, "length": len(chunk)}
+
+
+def _special_value(chunk: bytes, itemsize: int) -> bytes:
+    """The item a special chunk repeats (decoded from one item's worth)."""
+    from ..chunk.decoder import ChunkDecoder
+
+    decoder = ChunkDecoder(chunk)
+    out = np.empty(decoder.header.nbytes, np.uint8)
+    decoder.decode_into(out)
+    return out[:itemsize].tobytes()
+
+
+def _open_for_parser(url: str, registry):
+    """The frame at ``url``: opened where it lies for ``file://`` URLs, else read by byte
+    ranges through the registry's object store."""
+    from ..api import open as b2open
+
+    if url.startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        return b2open(unquote(urlparse(url).path))
+    from ..frame.backends import RangeBackend
+
+    store, path = registry.resolve(url)
+    path = str(path)
+    size = int(store.head(path)["size"])
+    return b2open(RangeBackend(_ObjectRange(store, path), size, name=url))
+
+
+class _ObjectRange:
+    """``read_range(start, stop)`` over an obstore/obspec store."""
+
+    def __init__(self, store, path: str):
+        self.store, self.path = store, path
+
+    def __call__(self, start: int, stop: int) -> bytes:
+        if stop <= start:
+            return b""
+        return bytes(self.store.get_range(self.path, start=start, end=stop))
+
+
+def manifest_store(vds, registry):
+    """A read-only Zarr store over a virtual Dataset (one from ``open_virtual_dataset``,
+    or several combined with ``xr.concat``), so that it can be read without writing it
+    to Icechunk first: ``xr.open_zarr(manifest_store(vds, registry), consolidated=False)``.
+
+    VirtualiZarr's kerchunk writer cannot carry ``.b2nd`` references (it drops
+    array-to-bytes codecs such as ``b2nd``); use :func:`combine_refs` for kerchunk.
+    """
+    from virtualizarr.manifests import ManifestArray, ManifestGroup, ManifestStore
+    from virtualizarr.manifests.utils import copy_and_replace_metadata
+
+    arrays = {}
+    for name, var in vds.variables.items():
+        marr = var.data
+        if not isinstance(marr, ManifestArray):
+            raise TypeError(f"variable {name!r} is not virtual (loaded variables have no manifest)")
+        meta = copy_and_replace_metadata(
+            marr.metadata, new_dimension_names=list(var.dims), new_attributes=dict(var.attrs)
+        )
+        arrays[str(name)] = ManifestArray(metadata=meta, chunkmanifest=marr.manifest)
+    group = ManifestGroup(arrays=arrays, attributes=dict(vds.attrs))
+    return ManifestStore(group=group, registry=registry)

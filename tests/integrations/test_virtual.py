@@ -87,3 +87,108 @@ def test_nan_fill_value_becomes_the_v2_fill_value(tmp_path):
     ds = xr.open_dataset(_mapper(refs), engine="zarr", consolidated=False, zarr_format=2)
     assert "_xarray" not in ds.v.attrs and ds.v.attrs["units"] == "K"
     np.testing.assert_array_equal(ds.v.values, np.concatenate(parts))
+
+
+# --- VirtualiZarr ----------------------------------------------------------------------------
+
+
+def _vz():
+    pytest.importorskip("virtualizarr")
+    from obspec_utils.registry import ObjectStoreRegistry
+    from obstore.store import LocalStore
+    from virtualizarr import open_virtual_dataset
+
+    return open_virtual_dataset, ObjectStoreRegistry({"file://": LocalStore()})
+
+
+def _to_b2nd_files(tmp_path, n=3, special=None):
+    xr = pytest.importorskip("xarray")
+    import b2store
+
+    parts, urls = [], []
+    for k in range(n):
+        data = np.random.default_rng(k).random((8, 5, 6)).astype("f4")
+        if k == 1:
+            data[:4] = 0 if special is None else special  # a special chunk row
+        ds = xr.Dataset({"tas": (("time", "y", "x"), data, {"units": "K"})})
+        path = tmp_path / f"t{k}.b2nd"
+        b2store.to_b2nd(ds, path, encoding={"tas": {"chunks": (4, 5, 3), "blocks": (2, 5, 3)}})
+        parts.append(data)
+        urls.append(path.as_uri())
+    return urls, np.concatenate(parts)
+
+
+def test_virtualizarr_parser_combined_along_time(tmp_path):
+    xr = pytest.importorskip("xarray")
+    open_virtual_dataset, registry = _vz()
+    from b2store.integrations.virtual import B2ndParser, manifest_store
+
+    urls, expected = _to_b2nd_files(tmp_path)
+    vds = [open_virtual_dataset(u, registry=registry, parser=B2ndParser()) for u in urls]
+    assert vds[0]["tas"].dims == ("time", "y", "x")
+    manifest = vds[0]["tas"].data.manifest.dict()
+    ref = blosc2.open(urls[0].removeprefix("file://"))
+    entry = manifest["1.0.1"]
+    with open(entry["path"].removeprefix("file://"), "rb") as fh:
+        fh.seek(entry["offset"])
+        assert fh.read(entry["length"]) == ref.schunk.get_chunk(3)
+    # File 1's zeros row is a special chunk: left out, read as the fill value (zero).
+    assert "2.0.0" not in vds[1]["tas"].data.manifest.dict()
+    combined = xr.concat(vds, dim="time", coords="minimal", compat="override")
+    ds = xr.open_zarr(manifest_store(combined, registry), consolidated=False)
+    assert ds["tas"].attrs["units"] == "K" and ds["tas"].dims == ("time", "y", "x")
+    np.testing.assert_array_equal(ds["tas"].values, expected)
+    np.testing.assert_array_equal(ds["tas"][9:13, 2, 1:4].values, expected[9:13, 2, 1:4])
+
+
+def test_virtualizarr_parser_special_chunks_need_a_sidecar(tmp_path):
+    # Index-special chunks (zeros here) whose value is not the array's fill value (1.0, as
+    # a Zarr client gave it) cannot be left out of a manifest, nor inlined in it.
+    xr = pytest.importorskip("xarray")
+    open_virtual_dataset, registry = _vz()
+    import b2store
+    from b2store.integrations.virtual import B2ndParser, manifest_store
+
+    urls, parts = [], []
+    for k in range(2):
+        path = tmp_path / f"z{k}.b2nd"
+        arr = blosc2.zeros((8, 6), dtype="f8", urlpath=str(path), mode="w", chunks=(4, 3))
+        arr[4:, :3] = k + 0.5  # one stored chunk; three zero chunks stored as index entries
+        arr.vlmeta["_zarr_fill_value"] = 1.0
+        arr.vlmeta["_ARRAY_DIMENSIONS"] = ["time", "x"]
+        parts.append(arr[...])
+        urls.append(path.as_uri())
+    assert b2store.open(tmp_path / "z0.b2nd").schunk.chunk_span(0) is None
+    with pytest.raises(b2store.UnsupportedError, match="sidecar_dir"):
+        open_virtual_dataset(urls[0], registry=registry, parser=B2ndParser())
+    parser = B2ndParser(name="z", sidecar_dir=tmp_path / "side")
+    vds = [open_virtual_dataset(u, registry=registry, parser=parser) for u in urls]
+    sidecars = list((tmp_path / "side").iterdir())
+    assert len(sidecars) == 1 and sidecars[0].stat().st_size == 32  # one zeros chunk, shared
+    combined = xr.concat(vds, dim="time", coords="minimal", compat="override")
+    ds = xr.open_zarr(manifest_store(combined, registry), consolidated=False)
+    np.testing.assert_array_equal(ds["z"].values, np.concatenate(parts))
+
+
+def test_virtualizarr_parser_reads_remote_frames_by_ranges(tmp_path):
+    pytest.importorskip("virtualizarr")
+    from http_server import serve_directory
+    from obspec_utils.registry import ObjectStoreRegistry
+    from obstore.store import HTTPStore
+    from virtualizarr import open_virtual_dataset
+
+    from b2store.integrations.virtual import B2ndParser, manifest_store
+
+    xr = pytest.importorskip("xarray")
+    urls, expected = _to_b2nd_files(tmp_path, 1)
+    size = (tmp_path / "t0.b2nd").stat().st_size
+    with serve_directory(tmp_path) as (url, served):
+        store = HTTPStore.from_url(url, client_options={"allow_http": True})
+        registry = ObjectStoreRegistry({url: store})
+        vds = open_virtual_dataset(f"{url}/t0.b2nd", registry=registry, parser=B2ndParser())
+        manifest = vds["tas"].data.manifest.dict()
+        assert all(e["path"] == f"{url}/t0.b2nd" for e in manifest.values())
+        assert served.bytes < size  # header, index, trailer and chunk headers only
+        assert all(r is not None for m, _, r in served.requests if m == "GET")
+        ds = xr.open_zarr(manifest_store(vds, registry), consolidated=False)
+        np.testing.assert_array_equal(ds["tas"].values, expected)
