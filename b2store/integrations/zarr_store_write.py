@@ -6,12 +6,16 @@ replaces one chunk; deleting a chunk (zarr's way of writing an all-fill chunk) s
 special chunk of the fill value. Chunks zarr encodes with the ``b2nd`` codec are stored as
 they come; chunks of any other codec chain are decoded with it and re-encoded as b2nd chunks,
 and served back to that same client encoded its way, so that zarr can read what it wrote.
-One writer per frame: the frame's writer lock refuses a second one, in any process.
+Writers of different chunks may be many threads and processes: each chunk change takes the
+frame's writer lock and starts from what is on disk. A store refuses to write chunks of an
+array another writer has resized since it opened it (:class:`ConcurrentResizeError`), since
+its chunk keys would then name other chunks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import shutil
@@ -23,12 +27,14 @@ import numpy as np
 
 from ..chunk.encoder import special_chunk
 from ..constants import SpecialValue
+from ..errors import B2StoreError
 from ..frame.schunk import SChunk
 from ..nd.geometry import array_to_chunk, chunk_to_array
+from ..nd.meta import B2ndMeta
 from .zarr_b2nd import B2ndCodec, default_blockshape
 from .zarr_store import CF_FILL, DIMS_KEY, FILL_KEY, META, XARRAY_KEY, plain_fill_attr
 
-__all__ = ["Writer"]
+__all__ = ["Writer", "ConcurrentResizeError"]
 
 VLMETA_NAME = "__vlmeta__.b2f"
 EMBED_NAME = "embed.b2e"
@@ -53,6 +59,10 @@ def _compression_of(codecs) -> dict:
         if name == "GzipCodec":
             return {"cname": "zlib", "clevel": max(0, min(9, int(codec.level)))}
     return {}
+
+
+class ConcurrentResizeError(B2StoreError, RuntimeError):
+    """Another writer (a process, or another store) resized an array this store writes."""
 
 
 class _Client:
@@ -231,10 +241,25 @@ class Writer:
             raise KeyError(f"chunk {coords} is outside the array {node or '/'}")
         return n
 
+    @contextlib.contextmanager
+    def _changing(self, node: str, arr):
+        """A change to one array's chunks: under the thread lock and the frame's writer lock,
+        and only while the array still has the shape this store numbers chunks by (another
+        process may have resized it: its chunk ``c/i/j`` would then be another chunk)."""
+        with self._node_lock(node), arr.schunk.changing():
+            name = "b2nd" if "b2nd" in arr.schunk.meta else "caterva"
+            shape = B2ndMeta.from_bytes(arr.schunk.meta[name], caterva=name == "caterva").shape
+            if tuple(shape) != tuple(arr.shape):
+                raise ConcurrentResizeError(
+                    f"{self.store.path}:{node or '/'}: another writer resized the array from "
+                    f"{tuple(arr.shape)} to {tuple(shape)}; reopen the store to write to it"
+                )
+            yield
+
     def _set_chunk_bytes(self, node: str, coords, data: bytes) -> None:
         arr = self.array(node)
         n = self._chunk_index(node, coords)
-        with self._node_lock(node):
+        with self._changing(node, arr):
             arr.schunk.update_chunk(n, data)
 
     def _set_chunk_array(self, node: str, coords, array: np.ndarray) -> None:
@@ -244,7 +269,7 @@ class Writer:
         n = self._chunk_index(node, coords)
         buf = array_to_chunk(np.asarray(array, arr.dtype), arr.chunks, arr.blocks)
         chunk = encode_array_chunk(buf, arr.dtype, arr.schunk.params)
-        with self._node_lock(node):
+        with self._changing(node, arr):
             arr.schunk.update_chunk(n, chunk)
 
     def _fill_chunk(self, arr) -> bytes:
@@ -413,7 +438,7 @@ class Writer:
         if n is None:
             return
         arr = self.array(node)
-        with self._node_lock(node):
+        with self._changing(node, arr):
             arr.schunk.update_chunk(n, self._fill_chunk(arr))
 
     def _delete_node(self, node: str) -> None:
@@ -457,7 +482,7 @@ class Writer:
             arr = self.array(node)
             if arr is not None and math.prod(arr.shape):
                 chunk = self._fill_chunk(arr)
-                with self._node_lock(node):
+                with self._changing(node, arr):
                     arr.schunk.update_chunks({n: chunk for n in range(arr.schunk.nchunks)})
 
 

@@ -149,3 +149,25 @@ def test_processes_write_different_chunks(tmp_path):
         for j in range(4):
             want[i * 8 : (i + 1) * 8, j * 8 : (j + 1) * 8] = i * 100 + j
     np.testing.assert_array_equal(blosc2.open(path)[...], want)
+
+
+def test_a_resize_by_another_writer_is_refused(tmp_path):
+    # Two stores on one frame (as two processes would be): after one resizes the array,
+    # the other's chunk keys would name other chunks, so its chunk writes are refused.
+    from b2store.integrations.zarr_store_write import ConcurrentResizeError
+
+    path = tmp_path / "x.b2nd"
+    z = zarr.create_array(
+        store=B2ndStore(path, mode="w"), shape=(16, 16), chunks=(8, 8), dtype="<i4"
+    )
+    z[:8, :8] = 1  # this store now writes through its own handle
+    other = zarr.open_array(B2ndStore(path, mode="a"))
+    other.resize((16, 24))
+    other[:, 16:] = 3
+    with pytest.raises(ConcurrentResizeError, match=r"\(16, 16\) to \(16, 24\)"):
+        z[8:, 8:] = 2
+    again = zarr.open_array(B2ndStore(path, mode="a"))
+    again[8:, 8:16] = 2
+    want = np.zeros((16, 24), "<i4")
+    want[:8, :8], want[:, 16:], want[8:, 8:16] = 1, 3, 2
+    np.testing.assert_array_equal(blosc2.open(str(path))[...], want)
