@@ -348,6 +348,8 @@ class Writer:
         default = zdtype.to_json_scalar(zdtype.default_scalar(), zarr_format=3)
         if fill_json != default:
             vlmeta[FILL_KEY] = fill_json
+        if self.single and node:
+            vlmeta[XARRAY_KEY] = self._single_node_info(node)
         existing = self.array(node)
         with self._node_lock(node):
             if existing is not None and (
@@ -360,6 +362,29 @@ class Writer:
                 self._create(node, shape, dtype, chunks, blocks, client, vlmeta)
         self._clients[node] = client
         self._forget_cached_reader(node)
+
+    def _single_node_info(self, node: str) -> dict:
+        """The ``_xarray`` vlmeta naming the one array of a single frame's group view (the
+        name the b2nd engine and the group view give it); a second array is refused."""
+        names = {n for n in self._clients if n} | {
+            n for n, (kind, _) in self.store._index().items() if kind == "array" and n
+        }
+        names.discard(node)
+        if names and self.root.exists() and not self._fresh_single(names):
+            raise ValueError(
+                f"{self.store.path} is one frame, which holds one array ({sorted(names)[0]!r}); "
+                f"cannot add {node!r}: write to a .b2d tree (a path without .b2nd) instead"
+            )
+        arr = self.array(node)
+        info = arr.vlmeta.get(XARRAY_KEY) if arr is not None else None
+        info = dict(info) if isinstance(info, dict) else {"version": 1}
+        info["name"] = node
+        return info
+
+    def _fresh_single(self, names) -> bool:
+        # A frame this store has not written an array to yet is being replaced by mode="w"
+        # (the index still names it after the file).
+        return not any(n in self._clients for n in names)
 
     def _forget_cached_reader(self, node: str) -> None:
         self.store._arrays.pop(node, None)

@@ -171,3 +171,20 @@ def test_a_resize_by_another_writer_is_refused(tmp_path):
     want = np.zeros((16, 24), "<i4")
     want[:8, :8], want[:, 16:], want[8:, 8:16] = 1, 3, 2
     np.testing.assert_array_equal(blosc2.open(str(path))[...], want)
+
+
+def test_to_zarr_into_one_frame_through_the_group_view(tmp_path):
+    xr = pytest.importorskip("xarray")
+    path = tmp_path / "t.b2nd"
+    data = np.arange(60 * 70, dtype="f8").reshape(60, 70)
+    ds = xr.Dataset({"tas": (("y", "x"), data, {"units": "K"})})
+    ds.to_zarr(B2ndStore(path, mode="w", group=True))
+    arr = blosc2.open(str(path))
+    np.testing.assert_array_equal(arr[...], data)
+    assert arr.vlmeta["_ARRAY_DIMENSIONS"] == ["y", "x"] and arr.vlmeta["units"] == "K"
+    # Named as written, by both readers (the b2nd engine and the group view).
+    xr.testing.assert_identical(xr.open_dataset(path, engine="b2nd").load(), ds)
+    xr.testing.assert_identical(xr.open_zarr(B2ndStore(path, group=True)).load(), ds)
+    two = ds.assign_coords(x=np.arange(70))
+    with pytest.raises(ValueError, match="holds one array"):
+        two.to_zarr(B2ndStore(tmp_path / "two.b2nd", mode="w", group=True))
