@@ -64,6 +64,28 @@ cdef extern from *:
         b2s_gather8(rows, nrow, w);
         for (int k = 0; k < 8; k++) B2S_STORE(out + 16 * k, b2s_transpose_lanes(w[k]));
     }
+    /* The inverse: in, 16 groups of 8 item bytes (128 bytes); out, their 8 bit rows, 16
+       bytes each, nrow bytes apart. Transpose each lane's 8x8 bits, then the 16x8 bytes:
+       pair the two lanes' bytes, and transpose the 8x8 matrix of those 16-bit pairs. */
+    static inline void b2s_bytes16_to_bitrows(const uint8_t* in, ptrdiff_t nrow, uint8_t* rows) {
+        __m128i a[8], b[8], c[8];
+        for (int i = 0; i < 8; i++) {
+            __m128i w = b2s_transpose_lanes(B2S_LOAD(in + 16 * i));
+            a[i] = _mm_unpacklo_epi8(w, _mm_srli_si128(w, 8));
+        }
+        for (int i = 0; i < 4; i++) {
+            b[2 * i] = _mm_unpacklo_epi16(a[2 * i], a[2 * i + 1]);
+            b[2 * i + 1] = _mm_unpackhi_epi16(a[2 * i], a[2 * i + 1]);
+        }
+        c[0] = _mm_unpacklo_epi32(b[0], b[2]); c[1] = _mm_unpackhi_epi32(b[0], b[2]);
+        c[2] = _mm_unpacklo_epi32(b[1], b[3]); c[3] = _mm_unpackhi_epi32(b[1], b[3]);
+        c[4] = _mm_unpacklo_epi32(b[4], b[6]); c[5] = _mm_unpackhi_epi32(b[4], b[6]);
+        c[6] = _mm_unpacklo_epi32(b[5], b[7]); c[7] = _mm_unpackhi_epi32(b[5], b[7]);
+        for (int k = 0; k < 4; k++) {
+            B2S_STORE(rows + (2 * k) * nrow, _mm_unpacklo_epi64(c[k], c[k + 4]));
+            B2S_STORE(rows + (2 * k + 1) * nrow, _mm_unpackhi_epi64(c[k], c[k + 4]));
+        }
+    }
     /* Unshuffle the first items of n (es = 2, 4 or 8) 16 at a time; returns how many. */
     static inline ptrdiff_t b2s_unshuffle_sse2(const uint8_t* src, uint8_t* dst, ptrdiff_t n,
                                                int es) {
@@ -97,12 +119,14 @@ cdef extern from *:
     #else
     #define B2S_HAVE_SSE2 0
     static inline void b2s_bitrows_to_bytes16(const uint8_t* rows, ptrdiff_t nrow, uint8_t* out) {}
+    static inline void b2s_bytes16_to_bitrows(const uint8_t* in, ptrdiff_t nrow, uint8_t* rows) {}
     static inline ptrdiff_t b2s_unshuffle_sse2(const uint8_t* src, uint8_t* dst, ptrdiff_t n,
                                                int es) { return 0; }
     #endif
     """
     const bint B2S_HAVE_SSE2
     void b2s_bitrows_to_bytes16(const uint8_t* rows, Py_ssize_t nrow, uint8_t* out) noexcept nogil
+    void b2s_bytes16_to_bitrows(const uint8_t* inp, Py_ssize_t nrow, uint8_t* rows) noexcept nogil
     Py_ssize_t b2s_unshuffle_sse2(const uint8_t* src, uint8_t* dst, Py_ssize_t n, int es) noexcept nogil
 
 
@@ -193,11 +217,16 @@ cdef inline void _store64(uint8_t* p, uint64_t x) noexcept nogil:
 cdef void c_bitshuffle_tmp(const uint8_t* src, uint8_t* dst, Py_ssize_t n, Py_ssize_t es,
                            uint8_t* tmp) noexcept nogil:
     """Bit-transpose ``n`` elements (``n % 8 == 0``) through ``tmp`` (``n * es`` bytes)."""
-    cdef Py_ssize_t nrow = n // 8, b, g, k
+    cdef Py_ssize_t nrow = n // 8, b, g, k, g0
     cdef uint64_t x
     c_shuffle(src, tmp, n * es, es)
     for b in range(es):
-        for g in range(nrow):
+        g0 = 0
+        if B2S_HAVE_SSE2:
+            while g0 + 16 <= nrow:
+                b2s_bytes16_to_bitrows(tmp + b * n + 8 * g0, nrow, dst + 8 * b * nrow + g0)
+                g0 += 16
+        for g in range(g0, nrow):
             x = _transpose8x8(_load64(tmp + b * n + 8 * g))
             for k in range(8):
                 dst[(8 * b + k) * nrow + g] = <uint8_t>(x >> (8 * k))

@@ -52,7 +52,11 @@ from _common import gmean, make_datasets, run_case
 from _common import versions as common_versions
 
 import b2store
-from b2store.chunk import native
+
+try:
+    from b2store.chunk import native
+except ImportError:  # a b2store from before the C block loop (for a "before" table)
+    native = None
 
 CODECS = ["blosclz", "lz4", "lz4hc", "zlib", "zstd"]
 FILTERS = {
@@ -197,9 +201,14 @@ def make_field(shape) -> np.ndarray:
     return field + rng.normal(0.0, 1e-3, shape)
 
 
+def set_b2store_threads(t: int | None) -> None:
+    if native is not None:
+        native.set_nthreads(t)
+
+
 def _b2store_open(t):
     def op(p):
-        native.set_nthreads(t)
+        set_b2store_threads(t)
         return b2store.open(p)
 
     return op
@@ -216,13 +225,16 @@ def _blosc2_open(t):
 _PEAK = """
 import sys
 import b2store
-from b2store.chunk import native
 
 def status(key):
     with open("/proc/self/status") as fh:
         return next(int(line.split()[1]) * 1024 for line in fh if line.startswith(key))
 
-native.set_nthreads(int(sys.argv[2]))
+try:
+    from b2store.chunk import native
+    native.set_nthreads(int(sys.argv[2]))
+except ImportError:
+    pass
 a = b2store.open(sys.argv[1])
 with open("/proc/self/clear_refs", "w") as fh:
     fh.write("5")  # the peak (VmHWM) starts again from the resident size now
@@ -317,7 +329,7 @@ def arrays(shape, repeat: int) -> list[dict]:
                     f"{extra / 2**20:.1f} MiB ({extra / chunk_bytes:.2f} chunks of "
                     f"{chunk_bytes / 2**20:.0f} MiB)"
                 )
-        native.set_nthreads(None)
+        set_b2store_threads(None)
     return rows
 
 
@@ -344,7 +356,8 @@ def main() -> None:
     versions = common_versions()
     print(" ".join(f"{k} {v}" for k, v in versions.items()) + f"; {repeat} rounds, medians")
     print(f"machine: {machine()}")
-    print(f"b2store block loop: {'C, GIL released' if native.enabled() else 'Python'}")
+    loop = "C, GIL released" if native is not None and native.enabled() else "Python"
+    print(f"b2store {b2store.__file__}; block loop: {loop}")
     t0 = time.perf_counter()
     out: dict = {"versions": versions, "repeat": repeat, "machine": machine()}
     datasets = make_datasets()

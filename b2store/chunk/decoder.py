@@ -213,7 +213,10 @@ class ChunkDecoder:
             self._read_split_or_not()
         # Codec contexts are not shared between threads: each thread makes its own.
         self._make_stream_decoder = lambda: make_decoder(dictionary)
-        self.decode_stream = self._make_stream_decoder()
+        if not self.native or dictionary is not None:
+            # The C loop needs no Python codec context (making a Zstd one costs 1 ms); a
+            # dictionary is still checked here, where its FormatError is raised.
+            self.decode_stream = self._make_stream_decoder()
 
     def _read_split_or_not(self) -> None:
         h = self.header
@@ -425,6 +428,8 @@ class ChunkDecoder:
         # stream gets its FormatError, and let the Python decoder say what else is wrong.
         if self.streams is None:
             self._read_streams(self.split)
+        if not hasattr(self, "decode_stream"):
+            self.decode_stream = self._make_stream_decoder()
         self.native = False
 
     def _scratch(self) -> tuple[np.ndarray, np.ndarray]:
