@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -290,11 +291,29 @@ def restore_attrs(
     return attrs
 
 
-def _dims_of(vlmeta: Mapping, ndim: int) -> tuple[str, ...]:
+def _named_dims(vlmeta: Mapping, ndim: int) -> tuple[str, ...] | None:
     dims = vlmeta.get(DIMENSION_KEY) if DIMENSION_KEY in vlmeta else None
     if isinstance(dims, (list, tuple)) and len(dims) == ndim:
         return tuple(str(d) for d in dims)
-    return tuple(f"dim_{i}" for i in range(ndim))
+    return None
+
+
+def _dims_of(vlmeta: Mapping, shape, sizes: dict | None = None, name: str = "") -> tuple:
+    """The dimensions of an array: ``_ARRAY_DIMENSIONS``, else ``dim_0, dim_1, ...``; a
+    ``dim_i`` already in ``sizes`` (this group's and its ancestors' dimensions) with another
+    length becomes ``<name>_dim_i``, so unnamed arrays of different shapes stay apart."""
+    dims = _named_dims(vlmeta, len(shape))
+    if dims is None:
+        dims = tuple(
+            f"dim_{i}"
+            if sizes is None or sizes.get(f"dim_{i}", n) == n
+            else f"{name or 'var'}_dim_{i}"
+            for i, n in enumerate(shape)
+        )
+    if sizes is not None:
+        for d, n in zip(dims, shape):
+            sizes.setdefault(d, n)
+    return dims
 
 
 def _xarray_meta(vlmeta: Mapping) -> dict:
@@ -302,12 +321,12 @@ def _xarray_meta(vlmeta: Mapping) -> dict:
     return info if isinstance(info, dict) else {}
 
 
-def _lazy_variable(opener, arr, lock) -> tuple[Variable, CachingFileManager]:
+def _lazy_variable(opener, arr, lock, dims=None) -> tuple[Variable, _Handle]:
     """A Variable over ``arr`` (just opened, for its metadata) that reopens through
     ``opener`` when read, and the file manager that owns the handle."""
     vlmeta = dict(arr.vlmeta)
     info = _xarray_meta(vlmeta)
-    dims = _dims_of(vlmeta, arr.ndim)
+    dims = dims if dims is not None else _dims_of(vlmeta, arr.shape)
     manager = CachingFileManager(_open_closable, opener, mode="r")
     data = indexing.LazilyIndexedArray(B2ndBackendArray(manager, arr.shape, arr.dtype, lock))
     encoding = {
@@ -481,7 +500,8 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
         node = _group_path(group)
         if node not in tree.groups():
             raise KeyError(f"no group {node!r} in {path}; groups: {sorted(tree.groups())}")
-        return _group_dataset(tree, path, node, _lock_of(lock), decoders)
+        sizes = _ancestor_sizes(tree, node)
+        return _group_dataset(tree, path, node, _lock_of(lock), decoders, sizes)
 
     def open_groups_as_dict(
         self,
@@ -513,11 +533,15 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
             return {"/": _frame_dataset(path, storage_options, _lock_of(lock), decoders)}
         tree = _open_tree(path, storage_options)
         root = _group_path(group)
-        out = {}
+        out, sizes = {}, {}
         for node in sorted(tree.groups()):
             if node == root or node.startswith(root.rstrip("/") + "/"):
                 rel = "/" + node[len(root) :].strip("/") if root != "/" else node
-                out[rel] = _group_dataset(tree, path, node, _lock_of(lock), decoders)
+                # A child sees its parent's dimensions (DataTree aligns them).
+                sizes[node] = dict(sizes.get(posixpath.dirname(node.rstrip("/")) or "/", {}))
+                if node == root:
+                    sizes[node] = {}
+                out[rel] = _group_dataset(tree, path, node, _lock_of(lock), decoders, sizes[node])
         if not out:
             raise KeyError(f"no group {root!r} in {path}")
         return out
@@ -619,22 +643,68 @@ def _schunk_dataset(schunk, decoders) -> Dataset:
     return _decode({}, attrs, decoders, [])
 
 
-def _group_dataset(tree, tree_path: str, node: str, lock, decoders) -> Dataset:
+def _ancestor_sizes(tree, node: str) -> dict:
+    """The dimension lengths ``node``'s ancestors define, as :func:`open_datatree` names
+    them, so that a group opened alone names its unnamed dimensions as in the DataTree."""
+    sizes: dict = {}
+    if node == "/":
+        return sizes
+    parts = node.strip("/").split("/")
+    for depth in range(len(parts)):
+        prefix = "/" + "/".join(parts[:depth]) + ("/" if depth else "")
+        arrays = [
+            (p, r)
+            for p, r in sorted(tree.arrays().items())
+            if p.startswith(prefix) and "/" not in p[len(prefix) :]
+        ]
+        metas = []
+        for apath, ref in arrays:
+            arr = ref.open()
+            try:
+                metas.append((apath[len(prefix) :], dict(arr.vlmeta), arr.shape))
+            finally:
+                arr.schunk.close()
+        for _, vlmeta, shape in metas:
+            for d, n in zip(_named_dims(vlmeta, len(shape)) or (), shape):
+                sizes.setdefault(d, n)
+        for name, vlmeta, shape in metas:
+            _dims_of(vlmeta, shape, sizes, name)
+    return sizes
+
+
+def _group_dataset(
+    tree, tree_path: str, node: str, lock, decoders, sizes: dict | None = None
+) -> Dataset:
+    """One group as a Dataset; ``sizes`` (the ancestors' dimension lengths, updated with this
+    group's) keeps unnamed dimensions of different lengths apart across a DataTree."""
     prefix = node.rstrip("/") + "/"
     gattrs = dict(tree.groups()[node])
     info = _xarray_meta(gattrs)
     attrs = restore_attrs(gattrs, info.get("attr_types"), info.get("long_attrs"))
-    variables, closers = {}, []
-    for apath, ref in sorted(tree.arrays().items()):
-        if not apath.startswith(prefix) or "/" in apath[len(prefix) :]:
-            continue
-        name = apath[len(prefix) :]
-        arr = ref.open()
-        try:
-            var, manager = _lazy_variable(_RefRecipe(ref, (tree_path, apath)), arr, lock)
-        except BaseException:
+    sizes = {} if sizes is None else sizes
+    opened = []
+    try:
+        for apath, ref in sorted(tree.arrays().items()):
+            if apath.startswith(prefix) and "/" not in apath[len(prefix) :]:
+                opened.append((apath, ref, ref.open()))
+        # Named dimensions first: an unnamed one must not take a name they use.
+        for _, _, arr in opened:
+            named = _named_dims(arr.vlmeta, arr.ndim)
+            for d, n in zip(named or (), arr.shape):
+                sizes.setdefault(d, n)
+        variables, closers = {}, []
+        while opened:
+            apath, ref, arr = opened[0]
+            name = apath[len(prefix) :]
+            dims = _dims_of(arr.vlmeta, arr.shape, sizes, name)
+            opener = _RefRecipe(ref, (tree_path, apath))
+            variables[name], handle = _lazy_variable(opener, arr, lock, dims)
+            opened.pop(0)
+            closers.append(handle)
+    except BaseException:
+        for _, _, arr in opened:
             arr.schunk.close()
-            raise
-        variables[name] = var
-        closers.append(manager)
+        for handle in locals().get("closers", ()):
+            handle.close()
+        raise
     return _decode(variables, attrs, decoders, closers)

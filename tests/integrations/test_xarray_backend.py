@@ -173,6 +173,29 @@ def test_python_blosc2_tree_opens_as_datatree(tmp_path):
             xr.open_dataset(path, engine="b2nd", group="/nope")
 
 
+def test_unnamed_dimensions_of_other_lengths_stay_apart(tmp_path):
+    # python-blosc2 arrays without _ARRAY_DIMENSIONS get dim_0, dim_1, ...; where that name
+    # already has another length (in the group or a parent group) the array's name
+    # prefixes it, so Datasets and DataTrees still align.
+    path = str(tmp_path / "t.b2d")
+    named = blosc2.asarray(np.zeros((3, 2)))
+    named.vlmeta["_ARRAY_DIMENSIONS"] = ["dim_0", "z"]
+    with blosc2.TreeStore(path, mode="w") as ts:
+        ts["/a"] = np.zeros((3, 4))
+        ts["/c"] = np.arange(5.0)
+        ts["/g/b"] = np.arange(4.0)
+        ts["/g/n"] = named
+        ts["/g/same"] = np.arange(3.0)
+    tree = xr.open_datatree(path, engine="b2nd")
+    assert tree["a"].dims == ("dim_0", "dim_1") and tree["c"].dims == ("c_dim_0",)
+    assert tree["g/b"].dims == ("b_dim_0",) and tree["g/n"].dims == ("dim_0", "z")
+    assert tree["g/same"].dims == ("dim_0",)  # same length as the parent's dim_0
+    alone = xr.open_dataset(path, engine="b2nd", group="/g")
+    assert {k: v.dims for k, v in alone.variables.items()} == {
+        k: tree["g"][k].dims for k in ("b", "n", "same")
+    }
+
+
 def test_group_on_a_single_frame_is_refused(tmp_path):
     path = blosc2_array(tmp_path / "x.b2nd", np.arange(4))
     with pytest.raises(ValueError, match="no groups"):
