@@ -173,12 +173,14 @@ def test_a_resize_by_another_writer_is_refused(tmp_path):
     np.testing.assert_array_equal(blosc2.open(str(path))[...], want)
 
 
-def test_to_zarr_into_one_frame_through_the_group_view(tmp_path):
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_to_zarr_into_one_frame_through_the_group_view(tmp_path, contiguous):
     xr = pytest.importorskip("xarray")
     path = tmp_path / "t.b2nd"
     data = np.arange(60 * 70, dtype="f8").reshape(60, 70)
     ds = xr.Dataset({"tas": (("y", "x"), data, {"units": "K"})})
-    ds.to_zarr(B2ndStore(path, mode="w", group=True))
+    ds.to_zarr(B2ndStore(path, mode="w", group=True, contiguous=contiguous))
+    assert path.is_dir() != contiguous  # a sparse frame is a directory
     arr = blosc2.open(str(path))
     np.testing.assert_array_equal(arr[...], data)
     assert arr.vlmeta["_ARRAY_DIMENSIONS"] == ["y", "x"] and arr.vlmeta["units"] == "K"
