@@ -50,7 +50,7 @@ def _array_refs(arr, name: str, offset: int = 0) -> dict[str, object]:
 
 
 def _meta(arr, name: str, shape) -> dict[str, str]:
-    from .zarr_store import _attribute_vlmeta, json_attributes
+    from .zarr_meta import _attribute_vlmeta, json_attributes
 
     dtype = arr.dtype
     vlmeta = dict(arr.vlmeta)
@@ -190,7 +190,7 @@ class B2ndParser:
         from zarr.core.metadata import ArrayV3Metadata
 
         from ..nd.array import B2ndArray
-        from .zarr_store import XARRAY_KEY, array_metadata
+        from .zarr_meta import XARRAY_KEY, array_metadata
 
         arr = _open_for_parser(url, registry)
         try:

@@ -34,32 +34,22 @@ from xarray.backends.file_manager import CachingFileManager
 from xarray.core import indexing
 
 from ..errors import UnsupportedError
+from .xarray_conventions import (  # noqa: F401 - DIMENSION_KEY etc. re-exported
+    DIMENSION_KEY,
+    FORMAT_VERSION,
+    XARRAY_KEY,
+    dims_of,
+    embedded_coords,
+    is_structural,
+    named_dims,
+    restore_attrs,
+    xarray_meta,
+)
 
 __all__ = ["B2ndBackendEntrypoint", "B2ndBackendArray", "DIMENSION_KEY", "XARRAY_KEY"]
 
-DIMENSION_KEY = "_ARRAY_DIMENSIONS"
-XARRAY_KEY = "_xarray"
-FORMAT_VERSION = 1
 EXTENSIONS = (".b2nd", ".b2frame", ".b2f", ".b2d", ".b2z")
 _MAGIC = b"\xa8b2frame\x00"  # bytes 1..10 of every frame (after a msgpack array marker)
-# Keys that are bookkeeping, never attributes: ours, and python-blosc2's stores'.
-# ``_zarr_fill_value`` is the fill value a Zarr client gave B2ndStore (not a CF attribute).
-_STRUCTURAL = frozenset(
-    {
-        DIMENSION_KEY,
-        XARRAY_KEY,
-        "_zarr_fill_value",
-        "_object_registry",
-        "_b2o_user_vlmeta",
-        "estore_metadata",
-    }
-)
-# python-blosc2's serialized objects (b2o) also keep these plain names in vlmeta; elsewhere
-# they are ordinary attributes ("version" is a common one).
-_B2O_KEYS = frozenset(
-    {"kind", "schema", "version", "b2o", "zarr-metadata", "hdf5-index", "fill_state", "fill_nonce"}
-)
-_STRUCTURAL_PREFIXES = ("proxy-", "_b2")
 
 
 # --- opening frames, by a recipe that pickles ------------------------------------------------
@@ -252,81 +242,12 @@ def _as_arrays(local, shape):
     return [np.arange(n) if isinstance(i, slice) else i for i, n in zip(local, shape)]
 
 
-# --- metadata conventions ----------------------------------------------------------------------
-
-
-def is_structural(key: str, b2o: bool = False) -> bool:
-    """Whether a vlmeta key is b2store's or python-blosc2's bookkeeping, not an attribute
-    (``b2o``: in a python-blosc2 serialized object)."""
-    return (
-        key in _STRUCTURAL
-        or key.startswith(_STRUCTURAL_PREFIXES)
-        or key == "dstore_tick"
-        or (b2o and key in _B2O_KEYS)
-    )
-
-
-def restore_attrs(
-    vlmeta: Mapping, types: Mapping | None, long: Mapping | None = None, *, raw: bool = False
-) -> dict:
-    """The attributes among ``vlmeta`` (and ``long``, those with names too long for a
-    vlmetalayer), with the NumPy types recorded in ``types``; ``raw`` when ``vlmeta`` holds
-    attributes only (no bookkeeping keys to skip)."""
-    attrs = {}
-    b2o = "b2o" in vlmeta or "_b2o_user_vlmeta" in vlmeta
-    items = [(k, vlmeta[k]) for k in vlmeta if raw or not is_structural(k, b2o)]
-    if isinstance(long, Mapping):
-        items += [(str(k), v) for k, v in long.items()]
-    for key, value in items:
-        tag = (types or {}).get(key)
-        if isinstance(tag, str):
-            try:
-                if tag.startswith("["):
-                    value = np.asarray(value, dtype=np.dtype(tag[1:]))
-                else:
-                    value = np.dtype(tag).type(value)
-            except (TypeError, ValueError):
-                pass  # a tag we cannot honour leaves the plain value
-        attrs[key] = value
-    return attrs
-
-
-def _named_dims(vlmeta: Mapping, ndim: int) -> tuple[str, ...] | None:
-    dims = vlmeta.get(DIMENSION_KEY) if DIMENSION_KEY in vlmeta else None
-    if isinstance(dims, (list, tuple)) and len(dims) == ndim:
-        return tuple(str(d) for d in dims)
-    return None
-
-
-def _dims_of(vlmeta: Mapping, shape, sizes: dict | None = None, name: str = "") -> tuple:
-    """The dimensions of an array: ``_ARRAY_DIMENSIONS``, else ``dim_0, dim_1, ...``; a
-    ``dim_i`` already in ``sizes`` (this group's and its ancestors' dimensions) with another
-    length becomes ``<name>_dim_i``, so unnamed arrays of different shapes stay apart."""
-    dims = _named_dims(vlmeta, len(shape))
-    if dims is None:
-        dims = tuple(
-            f"dim_{i}"
-            if sizes is None or sizes.get(f"dim_{i}", n) == n
-            else f"{name or 'var'}_dim_{i}"
-            for i, n in enumerate(shape)
-        )
-    if sizes is not None:
-        for d, n in zip(dims, shape):
-            sizes.setdefault(d, n)
-    return dims
-
-
-def _xarray_meta(vlmeta: Mapping) -> dict:
-    info = vlmeta[XARRAY_KEY] if XARRAY_KEY in vlmeta else None
-    return info if isinstance(info, dict) else {}
-
-
 def _lazy_variable(opener, arr, lock, dims=None) -> tuple[Variable, _Handle]:
     """A Variable over ``arr`` (just opened, for its metadata) that reopens through
     ``opener`` when read, and the file manager that owns the handle."""
     vlmeta = dict(arr.vlmeta)
-    info = _xarray_meta(vlmeta)
-    dims = dims if dims is not None else _dims_of(vlmeta, arr.shape)
+    info = xarray_meta(vlmeta)
+    dims = dims if dims is not None else dims_of(vlmeta, arr.shape)
     manager = CachingFileManager(_open_closable, opener, mode="r")
     data = indexing.LazilyIndexedArray(B2ndBackendArray(manager, arr.shape, arr.dtype, lock))
     encoding = {
@@ -360,23 +281,6 @@ class _Handle:
 def _codec_name(arr) -> str:
     codec = arr.schunk.codec
     return getattr(codec, "name", str(codec)).lower()
-
-
-def _embedded_coords(info: Mapping) -> dict[str, Variable]:
-    """The coordinates a single-frame Dataset keeps in its ``_xarray`` vlmeta."""
-    out = {}
-    for name, spec in (info.get("coords") or {}).items():
-        if not isinstance(spec, dict):
-            continue
-        data = np.asarray(spec.get("data"))
-        if "dtype" in spec:
-            data = data.astype(np.dtype(spec["dtype"]), copy=False)
-        dims = tuple(spec.get("dims") or ())
-        if len(dims) != data.ndim:
-            dims = tuple(f"dim_{i}" for i in range(data.ndim))
-        attrs = restore_attrs(spec.get("attrs") or {}, spec.get("attr_types"), raw=True)
-        out[str(name)] = Variable(dims, data, attrs)
-    return out
 
 
 # --- sniffing ----------------------------------------------------------------------------------
@@ -618,7 +522,7 @@ def _frame_dataset(path: str, storage_options, lock, decoders) -> Dataset:
         with arr:
             return _schunk_dataset(arr, decoders)
     try:
-        info = _xarray_meta(arr.vlmeta)
+        info = xarray_meta(arr.vlmeta)
         name = info.get("name")
         if not isinstance(name, str) or not name:
             name = Path(path.rstrip("/")).stem or "data"
@@ -626,7 +530,7 @@ def _frame_dataset(path: str, storage_options, lock, decoders) -> Dataset:
     except BaseException:
         arr.schunk.close()
         raise
-    variables = {**_embedded_coords(info), name: var}
+    variables = {**embedded_coords(info), name: var}
     attrs = restore_attrs(info.get("attrs") or {}, info.get("dataset_attr_types"), raw=True)
     return _decode(variables, attrs, decoders, [manager])
 
@@ -638,7 +542,7 @@ def _schunk_dataset(schunk, decoders) -> Dataset:
     if schunk.nbytes:
         raise UnsupportedError("array from a super-chunk without the b2nd metalayer", "no shape")
     vlmeta = dict(schunk.vlmeta)
-    info = _xarray_meta(vlmeta)
+    info = xarray_meta(vlmeta)
     attrs = restore_attrs(vlmeta, info.get("attr_types"), info.get("long_attrs"))
     return _decode({}, attrs, decoders, [])
 
@@ -665,10 +569,10 @@ def _ancestor_sizes(tree, node: str) -> dict:
             finally:
                 arr.schunk.close()
         for _, vlmeta, shape in metas:
-            for d, n in zip(_named_dims(vlmeta, len(shape)) or (), shape):
+            for d, n in zip(named_dims(vlmeta, len(shape)) or (), shape):
                 sizes.setdefault(d, n)
         for name, vlmeta, shape in metas:
-            _dims_of(vlmeta, shape, sizes, name)
+            dims_of(vlmeta, shape, sizes, name)
     return sizes
 
 
@@ -679,7 +583,7 @@ def _group_dataset(
     group's) keeps unnamed dimensions of different lengths apart across a DataTree."""
     prefix = node.rstrip("/") + "/"
     gattrs = dict(tree.groups()[node])
-    info = _xarray_meta(gattrs)
+    info = xarray_meta(gattrs)
     attrs = restore_attrs(gattrs, info.get("attr_types"), info.get("long_attrs"))
     sizes = {} if sizes is None else sizes
     opened = []
@@ -689,14 +593,14 @@ def _group_dataset(
                 opened.append((apath, ref, ref.open()))
         # Named dimensions first: an unnamed one must not take a name they use.
         for _, _, arr in opened:
-            named = _named_dims(arr.vlmeta, arr.ndim)
+            named = named_dims(arr.vlmeta, arr.ndim)
             for d, n in zip(named or (), arr.shape):
                 sizes.setdefault(d, n)
         variables, closers = {}, []
         while opened:
             apath, ref, arr = opened[0]
             name = apath[len(prefix) :]
-            dims = _dims_of(arr.vlmeta, arr.shape, sizes, name)
+            dims = dims_of(arr.vlmeta, arr.shape, sizes, name)
             opener = _RefRecipe(ref, (tree_path, apath))
             variables[name], handle = _lazy_variable(opener, arr, lock, dims)
             opened.pop(0)

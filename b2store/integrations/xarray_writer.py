@@ -25,7 +25,7 @@ from ..nd.create import cparams_for, encode_array_chunk
 from ..nd.geometry import array_to_chunk, chunk_grid, chunk_nitems, chunk_region
 from ..nd.meta import B2ndMeta
 from ..nd.shapes import default_chunks_blocks
-from .xarray_backend import DIMENSION_KEY, FORMAT_VERSION, XARRAY_KEY
+from .xarray_conventions import DIMENSION_KEY, FORMAT_VERSION, XARRAY_KEY
 
 __all__ = ["to_b2nd", "STORAGE_KEYS", "CF_KEYS"]
 

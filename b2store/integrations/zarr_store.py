@@ -1,10 +1,10 @@
 """``B2ndStore``: a Zarr v3 store whose arrays are b2nd frames, read (and written) as they are.
 
 One frame is an array at the root (or, with ``group=True``, a group holding one array named
-after the file, which xarray's zarr engine needs); a directory of frames, python-blosc2's
+as the ``b2nd`` engine names it, which xarray's zarr engine needs); a directory of frames, python-blosc2's
 ``.b2d`` directories and ``.b2z`` zips are groups of arrays and subgroups. The store
-synthesizes each node's ``zarr.json`` from the frames' metalayers and vlmeta (inline
-consolidated metadata at the root, so that opening lists nothing) and serves chunk key
+synthesizes each node's ``zarr.json`` from the frames' metalayers and vlmeta
+(:mod:`.zarr_meta`; inline consolidated metadata at the root, so that opening lists nothing) and serves chunk key
 ``c/i/j`` as the frame's stored chunk ``i, j``; the ``b2nd`` codec decodes it. Writes land
 in frames python-blosc2 opens (see :mod:`b2store.integrations.zarr_store_write`).
 """
@@ -12,12 +12,8 @@ in frames python-blosc2 opens (see :mod:`b2store.integrations.zarr_store_write`)
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
-import math
-import struct
 import threading
-import warnings
 from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -32,187 +28,25 @@ from zarr.abc.store import (
 )
 from zarr.core.buffer import Buffer, BufferPrototype
 
-from ..constants import Filter, SpecialValue
+from ..constants import SpecialValue
 from ..tree import is_url, open_tree
-from .zarr_b2nd import B2ndCodec
+from .zarr_meta import (  # noqa: F401 - re-exported: the writer, virtual.py and tests use them
+    CF_FILL,
+    DIMS_KEY,
+    FILL_KEY,
+    META,
+    XARRAY_KEY,
+    EmbeddedCoord,
+    _attribute_vlmeta,
+    _zdtype,
+    array_metadata,
+    group_metadata,
+    json_attributes,
+    plain_fill_attr,
+    zarr_fill_attr,
+)
 
 __all__ = ["B2ndStore", "array_metadata"]
-
-META = "zarr.json"
-_SPLITMODES = {1: "always", 2: "never", 3: "auto", 4: "forward_compat"}
-#: vlmeta keys the store keeps for itself (not shown as attributes).
-FILL_KEY = "_zarr_fill_value"
-DIMS_KEY = "_ARRAY_DIMENSIONS"
-#: The b2nd xarray engine's bookkeeping (see xarray_backend): names, types, embedded coords.
-XARRAY_KEY = "_xarray"
-CF_FILL = "_FillValue"
-
-
-# --- metadata synthesis -----------------------------------------------------------------------
-
-
-def _json_safe(value) -> bool:
-    if value is None or isinstance(value, (str, bool, int)):
-        return not isinstance(value, int) or abs(value) < 2**63
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, (list, tuple)):
-        return all(_json_safe(v) for v in value)
-    if isinstance(value, Mapping):
-        return all(isinstance(k, str) and _json_safe(v) for k, v in value.items())
-    return False
-
-
-def json_attributes(vlmeta: Mapping, where: str, skip=(DIMS_KEY, FILL_KEY)) -> dict:
-    """The JSON-safe vlmeta entries as attributes; others are skipped with a warning."""
-    attrs, skipped = {}, []
-    for key, value in vlmeta.items():
-        if key in skip:
-            continue
-        if isinstance(key, str) and _json_safe(value):
-            attrs[key] = value
-        else:
-            skipped.append(key)
-    if skipped:
-        warnings.warn(
-            f"{where}: vlmeta {skipped} are not JSON-safe and are left out of the Zarr attributes",
-            UserWarning,
-            stacklevel=3,
-        )
-    return attrs
-
-
-def _b64_double(value: float) -> str:
-    return base64.standard_b64encode(struct.pack("<d", float(value))).decode()
-
-
-def zarr_fill_attr(value, dtype: np.dtype):
-    """A CF ``_FillValue`` as xarray's zarr engine stores it in v3 attributes (its
-    ``FillValueCoder``: floats as base64 of a little-endian float64, so NaN is JSON-safe),
-    or ``value`` unchanged when it is not one of the forms that coder reads."""
-    kind = np.dtype(dtype).kind
-    if isinstance(value, bool) or value is None:
-        return value
-    if kind == "f" and isinstance(value, (int, float)):
-        return _b64_double(value)
-    if kind == "c" and isinstance(value, (int, float, complex)):
-        value = complex(value)
-        return [_b64_double(value.real), _b64_double(value.imag)]
-    if kind == "S" and isinstance(value, bytes):
-        return base64.standard_b64encode(value).decode()
-    return value
-
-
-def plain_fill_attr(value, dtype: np.dtype):
-    """The inverse of :func:`zarr_fill_attr`: the plain number (or bytes) b2nd files keep,
-    as python-blosc2 users and the ``b2nd`` engine expect; other values unchanged."""
-    kind = np.dtype(dtype).kind
-    try:
-        if kind == "f" and isinstance(value, str):
-            return struct.unpack("<d", base64.standard_b64decode(value))[0]
-        if kind == "c" and isinstance(value, (list, tuple)) and len(value) == 2:
-            re, im = (struct.unpack("<d", base64.standard_b64decode(v))[0] for v in value)
-            return complex(re, im)
-        if kind == "S" and isinstance(value, str):
-            return base64.standard_b64decode(value)
-    except (ValueError, TypeError, struct.error):
-        pass  # not the coder's form: keep what was given
-    return value
-
-
-def _attribute_vlmeta(vlmeta: Mapping, dtype: np.dtype | None) -> dict:
-    """vlmeta as Zarr attributes: ``_FillValue`` in xarray's zarr form, the ``_xarray``
-    bookkeeping dropped and its over-long attribute names restored."""
-    out = dict(vlmeta)
-    info = out.pop(XARRAY_KEY, None)
-    if isinstance(info, Mapping) and isinstance(info.get("long_attrs"), Mapping):
-        out.update({str(k): v for k, v in info["long_attrs"].items()})
-    if dtype is not None and CF_FILL in out:
-        out[CF_FILL] = zarr_fill_attr(out[CF_FILL], dtype)
-    return out
-
-
-def _codec_of(arr) -> B2ndCodec:
-    """The b2nd codec that decodes ``arr``'s chunks and encodes new ones as the frame does."""
-    schunk, dtype = arr.schunk, arr.dtype
-    filters = []
-    for f, m in zip(schunk.filters, schunk.filters_meta):
-        if f:
-            try:
-                filters.append({"id": Filter(f).name.lower(), "meta": m - 256 if m > 127 else m})
-            except ValueError:
-                filters = None
-                break
-    try:
-        cname = schunk.codec.name.lower()
-    except AttributeError:
-        cname = "zstd"  # a codec b2store cannot write: new chunks use Zstd
-    try:
-        B2ndCodec(filters=filters, cname=cname)
-    except (ValueError, KeyError):
-        filters = None
-    splitmode = _SPLITMODES.get(schunk.header.splitmode, "auto")
-    endian = None
-    if dtype.itemsize > 1 and dtype.byteorder != "|" and dtype.fields is None:
-        endian = "big" if dtype.byteorder == ">" else "little"
-    return B2ndCodec(
-        blockshape=tuple(max(b, 1) for b in arr.blocks),
-        endian=endian,
-        cname=cname,
-        clevel=max(0, min(9, schunk.clevel)),
-        filters=filters,
-        splitmode=splitmode,
-    )
-
-
-def _zdtype(dtype: np.dtype):
-    from zarr.core.dtype import get_data_type_from_native_dtype
-
-    if dtype.itemsize > 1 and dtype.byteorder == ">" and dtype.fields is None:
-        dtype = dtype.newbyteorder("<")  # byte order is the codec's business in v3
-    return get_data_type_from_native_dtype(dtype)
-
-
-def array_metadata(arr, where: str = "array") -> dict:
-    """The Zarr v3 ``zarr.json`` of a b2nd array (a :class:`~b2store.B2ndArray`)."""
-    zdtype = _zdtype(arr.dtype)
-    vlmeta = dict(arr.vlmeta)
-    if FILL_KEY in vlmeta:
-        fill = vlmeta[FILL_KEY]
-    else:
-        fill = zdtype.to_json_scalar(zdtype.default_scalar(), zarr_format=3)
-    doc: dict[str, Any] = {
-        "zarr_format": 3,
-        "node_type": "array",
-        "shape": list(arr.shape),
-        "data_type": zdtype.to_json(zarr_format=3),
-        "chunk_grid": {
-            "name": "regular",
-            # A zero-length dimension may have a zero chunk; zarr wants at least 1.
-            "configuration": {"chunk_shape": [max(c, 1) for c in arr.chunks]},
-        },
-        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-        "fill_value": fill,
-        "codecs": [_codec_of(arr).to_dict()],
-        "attributes": json_attributes(_attribute_vlmeta(vlmeta, arr.dtype), where),
-        "storage_transformers": [],
-    }
-    dims = vlmeta.get(DIMS_KEY)
-    if (
-        isinstance(dims, (list, tuple))
-        and len(dims) == arr.ndim
-        and all(isinstance(d, str) for d in dims)
-    ):
-        doc["dimension_names"] = list(dims)
-    return doc
-
-
-def group_metadata(attrs: Mapping, where: str = "group") -> dict:
-    return {
-        "zarr_format": 3,
-        "node_type": "group",
-        "attributes": json_attributes(_attribute_vlmeta(attrs, None), where),
-    }
 
 
 def _slice_bytes(data: bytes, byte_range: ByteRequest | None) -> bytes:
@@ -430,7 +264,7 @@ class B2ndStore(Store):
         for cname, spec in coords.items() if isinstance(coords, Mapping) else ():
             if isinstance(spec, Mapping) and isinstance(cname, str) and cname not in nodes:
                 if cname and "/" not in cname and not cname.startswith("."):
-                    nodes[cname] = ("array", _EmbeddedCoord(cname, spec))
+                    nodes[cname] = ("array", EmbeddedCoord(cname, spec))
         return nodes
 
     def _invalidate(self) -> None:
@@ -706,27 +540,6 @@ class B2ndStore(Store):
         async for _ in self.list_prefix(prefix):
             return False
         return True
-
-
-class _EmbeddedCoord:
-    """A coordinate a single-frame ``to_b2nd`` Dataset keeps in its ``_xarray`` vlmeta,
-    shown as a small in-memory array (read-only, like the vlmeta it comes from)."""
-
-    def __init__(self, name: str, spec: Mapping):
-        self.path, self.spec = "/" + name, spec
-
-    def open(self, dtype=None):
-        from ..nd.create import asarray
-
-        spec = self.spec
-        data = np.asarray(spec.get("data"))
-        if "dtype" in spec:
-            data = data.astype(np.dtype(spec["dtype"]), copy=False)
-        dims = list(spec.get("dims") or ())
-        vlmeta = dict(spec.get("attrs") or {})
-        if len(dims) == data.ndim:
-            vlmeta[DIMS_KEY] = dims
-        return asarray(data, vlmeta=vlmeta)
 
 
 def _range_bounds(byte_range: ByteRequest, length: int) -> tuple[int, int]:

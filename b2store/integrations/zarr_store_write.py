@@ -32,7 +32,7 @@ from ..frame.schunk import SChunk
 from ..nd.geometry import array_to_chunk, chunk_to_array
 from ..nd.meta import B2ndMeta
 from .zarr_b2nd import B2ndCodec, default_blockshape
-from .zarr_store import CF_FILL, DIMS_KEY, FILL_KEY, META, XARRAY_KEY, plain_fill_attr
+from .zarr_meta import CF_FILL, DIMS_KEY, FILL_KEY, META, XARRAY_KEY, plain_fill_attr
 
 __all__ = ["Writer", "ConcurrentResizeError"]
 
@@ -290,7 +290,7 @@ class Writer:
     def _fill_bytes(fill, dtype: np.dtype) -> bytes:
         if fill is None:
             return bytes(dtype.itemsize)
-        from .zarr_store import _zdtype
+        from .zarr_meta import _zdtype
 
         zdtype = _zdtype(dtype)
         scalar = zdtype.from_json_scalar(fill, zarr_format=3)

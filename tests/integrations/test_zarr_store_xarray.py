@@ -16,11 +16,8 @@ pd = pytest.importorskip("pandas")
 blosc2 = pytest.importorskip("blosc2")
 
 import b2store  # noqa: E402
-from b2store.integrations.zarr_store import (  # noqa: E402
-    B2ndStore,
-    plain_fill_attr,
-    zarr_fill_attr,
-)
+from b2store.integrations.zarr_meta import plain_fill_attr, zarr_fill_attr  # noqa: E402
+from b2store.integrations.zarr_store import B2ndStore  # noqa: E402
 
 
 def dataset():

@@ -1,0 +1,128 @@
+"""The ``b2nd`` engine's metadata conventions: which vlmeta keys are attributes, the NumPy
+types ``to_b2nd`` records for them, dimension names (``_ARRAY_DIMENSIONS``, else ``dim_i``),
+and the coordinates a single-frame Dataset embeds (see :mod:`.xarray_backend`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+from xarray import Variable
+
+__all__ = [
+    "DIMENSION_KEY",
+    "XARRAY_KEY",
+    "FORMAT_VERSION",
+    "is_structural",
+    "restore_attrs",
+    "dims_of",
+    "named_dims",
+    "xarray_meta",
+    "embedded_coords",
+]
+
+DIMENSION_KEY = "_ARRAY_DIMENSIONS"
+XARRAY_KEY = "_xarray"
+FORMAT_VERSION = 1
+# Keys that are bookkeeping, never attributes: ours, and python-blosc2's stores'.
+# ``_zarr_fill_value`` is the fill value a Zarr client gave B2ndStore (not a CF attribute).
+_STRUCTURAL = frozenset(
+    {
+        DIMENSION_KEY,
+        XARRAY_KEY,
+        "_zarr_fill_value",
+        "_object_registry",
+        "_b2o_user_vlmeta",
+        "estore_metadata",
+    }
+)
+# python-blosc2's serialized objects (b2o) also keep these plain names in vlmeta; elsewhere
+# they are ordinary attributes ("version" is a common one).
+_B2O_KEYS = frozenset(
+    {"kind", "schema", "version", "b2o", "zarr-metadata", "hdf5-index", "fill_state", "fill_nonce"}
+)
+_STRUCTURAL_PREFIXES = ("proxy-", "_b2")
+
+
+def is_structural(key: str, b2o: bool = False) -> bool:
+    """Whether a vlmeta key is b2store's or python-blosc2's bookkeeping, not an attribute
+    (``b2o``: in a python-blosc2 serialized object)."""
+    return (
+        key in _STRUCTURAL
+        or key.startswith(_STRUCTURAL_PREFIXES)
+        or key == "dstore_tick"
+        or (b2o and key in _B2O_KEYS)
+    )
+
+
+def restore_attrs(
+    vlmeta: Mapping, types: Mapping | None, long: Mapping | None = None, *, raw: bool = False
+) -> dict:
+    """The attributes among ``vlmeta`` (and ``long``, those with names too long for a
+    vlmetalayer), with the NumPy types recorded in ``types``; ``raw`` when ``vlmeta`` holds
+    attributes only (no bookkeeping keys to skip)."""
+    attrs = {}
+    b2o = "b2o" in vlmeta or "_b2o_user_vlmeta" in vlmeta
+    items = [(k, vlmeta[k]) for k in vlmeta if raw or not is_structural(k, b2o)]
+    if isinstance(long, Mapping):
+        items += [(str(k), v) for k, v in long.items()]
+    for key, value in items:
+        tag = (types or {}).get(key)
+        if isinstance(tag, str):
+            try:
+                if tag.startswith("["):
+                    value = np.asarray(value, dtype=np.dtype(tag[1:]))
+                else:
+                    value = np.dtype(tag).type(value)
+            except (TypeError, ValueError):
+                pass  # a tag we cannot honour leaves the plain value
+        attrs[key] = value
+    return attrs
+
+
+def named_dims(vlmeta: Mapping, ndim: int) -> tuple[str, ...] | None:
+    dims = vlmeta.get(DIMENSION_KEY) if DIMENSION_KEY in vlmeta else None
+    if isinstance(dims, (list, tuple)) and len(dims) == ndim:
+        return tuple(str(d) for d in dims)
+    return None
+
+
+def dims_of(vlmeta: Mapping, shape, sizes: dict | None = None, name: str = "") -> tuple:
+    """The dimensions of an array: ``_ARRAY_DIMENSIONS``, else ``dim_0, dim_1, ...``; a
+    ``dim_i`` already in ``sizes`` (this group's and its ancestors' dimensions) with another
+    length becomes ``<name>_dim_i``, so unnamed arrays of different shapes stay apart."""
+    dims = named_dims(vlmeta, len(shape))
+    if dims is None:
+        dims = tuple(
+            f"dim_{i}"
+            if sizes is None or sizes.get(f"dim_{i}", n) == n
+            else f"{name or 'var'}_dim_{i}"
+            for i, n in enumerate(shape)
+        )
+    if sizes is not None:
+        for d, n in zip(dims, shape):
+            sizes.setdefault(d, n)
+    return dims
+
+
+def xarray_meta(vlmeta: Mapping) -> dict:
+    info = vlmeta[XARRAY_KEY] if XARRAY_KEY in vlmeta else None
+    return info if isinstance(info, dict) else {}
+
+
+def embedded_coords(info: Mapping) -> dict[str, Variable]:
+    """The coordinates a single-frame Dataset keeps in its ``_xarray`` vlmeta."""
+    out = {}
+    for name, spec in (info.get("coords") or {}).items():
+        if not isinstance(spec, dict):
+            continue
+        data = np.asarray(spec.get("data"))
+        if "dtype" in spec:
+            data = data.astype(np.dtype(spec["dtype"]), copy=False)
+        dims = tuple(spec.get("dims") or ())
+        if len(dims) != data.ndim:
+            dims = tuple(f"dim_{i}" for i in range(data.ndim))
+        attrs = restore_attrs(spec.get("attrs") or {}, spec.get("attr_types"), raw=True)
+        out[str(name)] = Variable(dims, data, attrs)
+    return out

@@ -1,0 +1,228 @@
+"""Zarr v3 metadata synthesized from b2nd frames: each array's ``zarr.json`` (shape, a regular
+grid of the chunk shape, data type, fill value, the ``b2nd`` codec, dimension names and
+attributes from vlmeta) and each group's, as :class:`~b2store.B2ndStore` serves them.
+
+Attributes are the JSON-safe vlmeta entries (others are left out with a warning); a CF
+``_FillValue`` is served in xarray's zarr form (its ``FillValueCoder``: floats as base64 of a
+little-endian float64) and stored back as the plain value b2nd files keep.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import struct
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..constants import Filter
+from .zarr_b2nd import B2ndCodec
+
+__all__ = [
+    "array_metadata",
+    "group_metadata",
+    "json_attributes",
+    "zarr_fill_attr",
+    "plain_fill_attr",
+    "EmbeddedCoord",
+]
+
+META = "zarr.json"
+_SPLITMODES = {1: "always", 2: "never", 3: "auto", 4: "forward_compat"}
+#: vlmeta keys the store keeps for itself (not shown as attributes).
+FILL_KEY = "_zarr_fill_value"
+DIMS_KEY = "_ARRAY_DIMENSIONS"
+#: The b2nd xarray engine's bookkeeping (see xarray_backend): names, types, embedded coords.
+XARRAY_KEY = "_xarray"
+CF_FILL = "_FillValue"
+
+
+# --- metadata synthesis -----------------------------------------------------------------------
+
+
+def _json_safe(value) -> bool:
+    if value is None or isinstance(value, (str, bool, int)):
+        return not isinstance(value, int) or abs(value) < 2**63
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, (list, tuple)):
+        return all(_json_safe(v) for v in value)
+    if isinstance(value, Mapping):
+        return all(isinstance(k, str) and _json_safe(v) for k, v in value.items())
+    return False
+
+
+def json_attributes(vlmeta: Mapping, where: str, skip=(DIMS_KEY, FILL_KEY)) -> dict:
+    """The JSON-safe vlmeta entries as attributes; others are skipped with a warning."""
+    attrs, skipped = {}, []
+    for key, value in vlmeta.items():
+        if key in skip:
+            continue
+        if isinstance(key, str) and _json_safe(value):
+            attrs[key] = value
+        else:
+            skipped.append(key)
+    if skipped:
+        warnings.warn(
+            f"{where}: vlmeta {skipped} are not JSON-safe and are left out of the Zarr attributes",
+            UserWarning,
+            stacklevel=3,
+        )
+    return attrs
+
+
+def _b64_double(value: float) -> str:
+    return base64.standard_b64encode(struct.pack("<d", float(value))).decode()
+
+
+def zarr_fill_attr(value, dtype: np.dtype):
+    """A CF ``_FillValue`` as xarray's zarr engine stores it in v3 attributes (its
+    ``FillValueCoder``: floats as base64 of a little-endian float64, so NaN is JSON-safe),
+    or ``value`` unchanged when it is not one of the forms that coder reads."""
+    kind = np.dtype(dtype).kind
+    if isinstance(value, bool) or value is None:
+        return value
+    if kind == "f" and isinstance(value, (int, float)):
+        return _b64_double(value)
+    if kind == "c" and isinstance(value, (int, float, complex)):
+        value = complex(value)
+        return [_b64_double(value.real), _b64_double(value.imag)]
+    if kind == "S" and isinstance(value, bytes):
+        return base64.standard_b64encode(value).decode()
+    return value
+
+
+def plain_fill_attr(value, dtype: np.dtype):
+    """The inverse of :func:`zarr_fill_attr`: the plain number (or bytes) b2nd files keep,
+    as python-blosc2 users and the ``b2nd`` engine expect; other values unchanged."""
+    kind = np.dtype(dtype).kind
+    try:
+        if kind == "f" and isinstance(value, str):
+            return struct.unpack("<d", base64.standard_b64decode(value))[0]
+        if kind == "c" and isinstance(value, (list, tuple)) and len(value) == 2:
+            re, im = (struct.unpack("<d", base64.standard_b64decode(v))[0] for v in value)
+            return complex(re, im)
+        if kind == "S" and isinstance(value, str):
+            return base64.standard_b64decode(value)
+    except (ValueError, TypeError, struct.error):
+        pass  # not the coder's form: keep what was given
+    return value
+
+
+def _attribute_vlmeta(vlmeta: Mapping, dtype: np.dtype | None) -> dict:
+    """vlmeta as Zarr attributes: ``_FillValue`` in xarray's zarr form, the ``_xarray``
+    bookkeeping dropped and its over-long attribute names restored."""
+    out = dict(vlmeta)
+    info = out.pop(XARRAY_KEY, None)
+    if isinstance(info, Mapping) and isinstance(info.get("long_attrs"), Mapping):
+        out.update({str(k): v for k, v in info["long_attrs"].items()})
+    if dtype is not None and CF_FILL in out:
+        out[CF_FILL] = zarr_fill_attr(out[CF_FILL], dtype)
+    return out
+
+
+def _codec_of(arr) -> B2ndCodec:
+    """The b2nd codec that decodes ``arr``'s chunks and encodes new ones as the frame does."""
+    schunk, dtype = arr.schunk, arr.dtype
+    filters = []
+    for f, m in zip(schunk.filters, schunk.filters_meta):
+        if f:
+            try:
+                filters.append({"id": Filter(f).name.lower(), "meta": m - 256 if m > 127 else m})
+            except ValueError:
+                filters = None
+                break
+    try:
+        cname = schunk.codec.name.lower()
+    except AttributeError:
+        cname = "zstd"  # a codec b2store cannot write: new chunks use Zstd
+    try:
+        B2ndCodec(filters=filters, cname=cname)
+    except (ValueError, KeyError):
+        filters = None
+    splitmode = _SPLITMODES.get(schunk.header.splitmode, "auto")
+    endian = None
+    if dtype.itemsize > 1 and dtype.byteorder != "|" and dtype.fields is None:
+        endian = "big" if dtype.byteorder == ">" else "little"
+    return B2ndCodec(
+        blockshape=tuple(max(b, 1) for b in arr.blocks),
+        endian=endian,
+        cname=cname,
+        clevel=max(0, min(9, schunk.clevel)),
+        filters=filters,
+        splitmode=splitmode,
+    )
+
+
+def _zdtype(dtype: np.dtype):
+    from zarr.core.dtype import get_data_type_from_native_dtype
+
+    if dtype.itemsize > 1 and dtype.byteorder == ">" and dtype.fields is None:
+        dtype = dtype.newbyteorder("<")  # byte order is the codec's business in v3
+    return get_data_type_from_native_dtype(dtype)
+
+
+def array_metadata(arr, where: str = "array") -> dict:
+    """The Zarr v3 ``zarr.json`` of a b2nd array (a :class:`~b2store.B2ndArray`)."""
+    zdtype = _zdtype(arr.dtype)
+    vlmeta = dict(arr.vlmeta)
+    if FILL_KEY in vlmeta:
+        fill = vlmeta[FILL_KEY]
+    else:
+        fill = zdtype.to_json_scalar(zdtype.default_scalar(), zarr_format=3)
+    doc: dict[str, Any] = {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": list(arr.shape),
+        "data_type": zdtype.to_json(zarr_format=3),
+        "chunk_grid": {
+            "name": "regular",
+            # A zero-length dimension may have a zero chunk; zarr wants at least 1.
+            "configuration": {"chunk_shape": [max(c, 1) for c in arr.chunks]},
+        },
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": fill,
+        "codecs": [_codec_of(arr).to_dict()],
+        "attributes": json_attributes(_attribute_vlmeta(vlmeta, arr.dtype), where),
+        "storage_transformers": [],
+    }
+    dims = vlmeta.get(DIMS_KEY)
+    if (
+        isinstance(dims, (list, tuple))
+        and len(dims) == arr.ndim
+        and all(isinstance(d, str) for d in dims)
+    ):
+        doc["dimension_names"] = list(dims)
+    return doc
+
+
+def group_metadata(attrs: Mapping, where: str = "group") -> dict:
+    return {
+        "zarr_format": 3,
+        "node_type": "group",
+        "attributes": json_attributes(_attribute_vlmeta(attrs, None), where),
+    }
+
+
+class EmbeddedCoord:
+    """A coordinate a single-frame ``to_b2nd`` Dataset keeps in its ``_xarray`` vlmeta,
+    shown as a small in-memory array (read-only, like the vlmeta it comes from)."""
+
+    def __init__(self, name: str, spec: Mapping):
+        self.path, self.spec = "/" + name, spec
+
+    def open(self, dtype=None):
+        from ..nd.create import asarray
+
+        spec = self.spec
+        data = np.asarray(spec.get("data"))
+        if "dtype" in spec:
+            data = data.astype(np.dtype(spec["dtype"]), copy=False)
+        dims = list(spec.get("dims") or ())
+        vlmeta = dict(spec.get("attrs") or {})
+        if len(dims) == data.ndim:
+            vlmeta[DIMS_KEY] = dims
+        return asarray(data, vlmeta=vlmeta)
