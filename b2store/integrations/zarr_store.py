@@ -1,12 +1,13 @@
 """``B2ndStore``: a Zarr v3 store whose arrays are b2nd frames, read (and written) as they are.
 
 One frame is an array at the root (or, with ``group=True``, a group holding one array named
-as the ``b2nd`` engine names it, which xarray's zarr engine needs); a directory of frames, python-blosc2's
-``.b2d`` directories and ``.b2z`` zips are groups of arrays and subgroups. The store
-synthesizes each node's ``zarr.json`` from the frames' metalayers and vlmeta
-(:mod:`.zarr_meta`; inline consolidated metadata at the root, so that opening lists nothing) and serves chunk key
-``c/i/j`` as the frame's stored chunk ``i, j``; the ``b2nd`` codec decodes it. Writes land
-in frames python-blosc2 opens (see :mod:`b2store.integrations.zarr_store_write`).
+as the ``b2nd`` engine names it, which xarray's zarr engine needs); a directory of frames,
+python-blosc2's ``.b2d`` directories and ``.b2z`` zips are groups of arrays and subgroups.
+The store synthesizes each node's ``zarr.json`` from the frames' metalayers and vlmeta
+(:mod:`.zarr_meta`; inline consolidated metadata at the root, so that opening lists nothing)
+and serves chunk key ``c/i/j`` as the frame's stored chunk ``i, j``; the ``b2nd`` codec
+decodes it. Writes land in frames python-blosc2 opens (see
+:mod:`b2store.integrations.zarr_store_write`).
 """
 
 from __future__ import annotations
