@@ -14,6 +14,7 @@ Layouts pickle as the recipe to reopen them (path, URL or bytes, and the mode).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import tempfile
 import threading
@@ -322,8 +323,10 @@ class ContiguousFrame(Backend):
 
     def refresh(self) -> bool:
         source = self._source
-        if self.writable or not isinstance(source, FileSource) or source.offset:
+        if not isinstance(source, FileSource) or source.offset:
             return False
+        if self.writable and self._end != self._frame_len:
+            return False  # chunks stored and not yet published: keep where they end
         source.set_size(os.stat(source.path).st_size)
         self._frame_len = self._end = source.size
         return True
@@ -432,7 +435,7 @@ class SparseFrame(Backend):
             raise FormatError(
                 INDEX_NAME, f"a sparse frame's index file in {self.directory}", "none"
             )
-        self._index = FileSource(self.directory / INDEX_NAME)
+        self._index = FileSource.opened(self.directory / INDEX_NAME)
         self._frame_len = self._index.size
         self._next_id = 0
         self._lock = _WriteLock(self.directory / LOCK_NAME, lock_timeout) if writable else None
@@ -472,7 +475,12 @@ class SparseFrame(Backend):
                 raise FormatError(
                     "chunk file", f"{size} bytes at {offset} of {path.name}", f"{source.size} bytes"
                 )
-            return source.read(offset, size)
+            try:  # the file is opened on first read: a writer may have discarded it since
+                return source.read(offset, size)
+            except FileNotFoundError:
+                raise FormatError(
+                    "chunk file", f"{path.name} in {self.directory}", "no such file"
+                ) from None
 
         return read, source.size
 
@@ -509,10 +517,12 @@ class SparseFrame(Backend):
         if not self.writable:
             raise PermissionError(f"{self.name} is open for reading; open it with mode='a'")
         with self._lock.hold():
-            # The index file is replaced by rename on every change: compare the header this
-            # handle adopted with the one on disk now.
-            fresh = FileSource(self.directory / INDEX_NAME)
-            changed = fresh.read(0, min(HEADER_FIXED_LEN, fresh.size)) != self._seen
+            # The index file is replaced by rename on every change: compare the whole file
+            # this handle adopted with the one on disk now. (Its fixed header is not enough:
+            # a chunk replaced by one of the same size, or a vlmeta value by one of the same
+            # length, leaves it unchanged, and a stale writer would then lose that change.)
+            fresh = FileSource.opened(self.directory / INDEX_NAME)
+            changed = _digest(fresh.read(0, fresh.size)) != self._seen
             if changed:
                 self._index.close()
                 self._index, self._frame_len = fresh, fresh.size
@@ -520,14 +530,15 @@ class SparseFrame(Backend):
 
     def adopt(self, header: FrameHeader) -> None:
         self._frame_len = header.frame_len
-        self._seen = header.to_bytes()[:HEADER_FIXED_LEN]
+        if self.writable:  # the index file the header was just read from, whole
+            self._seen = _digest(self._index.read(0, self._index.size))
 
     def refresh(self) -> bool:
         if self.writable:
             return False
         # The index file was replaced by rename: open the new one (the old one closes when
         # no reader holds it any more).
-        self._index = FileSource(self.directory / INDEX_NAME)
+        self._index = FileSource.opened(self.directory / INDEX_NAME)
         self._frame_len = self._index.size
         return True
 
@@ -550,19 +561,18 @@ class SparseFrame(Backend):
         # "no chunks").
         new = header.with_fields(cbytes=stored_bytes, frame_len=frame_len)
         self._replace_index(new.to_bytes() + index + trailer)
-        self._seen = new.to_bytes()[:HEADER_FIXED_LEN]
         self._next_id = 0
         return new, frame_len - len(trailer)
 
     def rewrite_header(self, data: bytes) -> None:
         rest = self._index.read(len(data), self._frame_len - len(data))
         self._replace_index(data + rest)
-        self._seen = data[:HEADER_FIXED_LEN]
 
     def _replace_index(self, frame: bytes) -> None:
         """Swap in a new ``chunks.b2frame`` in one rename; readers see the old or the new."""
         _atomic_write(self.directory / INDEX_NAME, frame)
-        old, self._index = self._index, FileSource(self.directory / INDEX_NAME)
+        self._seen = _digest(frame)
+        old, self._index = self._index, FileSource.opened(self.directory / INDEX_NAME)
         old.close()
         self._frame_len = len(frame)
 
@@ -589,6 +599,10 @@ def RangeBackend(
     from .sources import RangeSource
 
     return ContiguousFrame(RangeSource(read_range, size, name=name))
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -648,6 +662,10 @@ def read_header(backend: Backend, limits: Limits | None = None) -> FrameHeader:
     limits = resolve(limits)
     available = backend.frame_len
     header_len, frame_len = FrameHeader.peek_len(backend.read(0, min(24, available)))
+    if frame_len > available and backend.refresh():
+        # The file grew since its size was taken: a writer published meanwhile.
+        available = backend.frame_len
+        header_len, frame_len = FrameHeader.peek_len(backend.read(0, min(24, available)))
     if frame_len > available:
         raise FormatError("frame_len", f"at most the {available} bytes there are", frame_len, 16)
     limits.check("max_metalayer_nbytes", header_len, "header_len", 10)

@@ -29,18 +29,23 @@ class VLMetaView(MutableMapping):
 
     def update(self, other=(), /, **kwargs) -> None:
         """Set several values in one published change (one new trailer, not one each)."""
-        raw = dict(self._schunk._raw_vlmeta)
-        for name, value in dict(other, **kwargs).items():
+        new = {
             # python-blosc2 stores each value compressed with its defaults for typesize 1.
-            raw[name] = encode_chunk(
+            name: encode_chunk(
                 pack_value(value), typesize=1, codec=Codec.ZSTD, clevel=5, filters=[Filter.SHUFFLE]
             )
-        self._schunk._set_vlmeta(raw)
+            for name, value in dict(other, **kwargs).items()
+        }
+        # Read the other values under the writer lock: another writer may have published
+        # some since this handle looked, and they must not be lost.
+        with self._schunk._changing():
+            self._schunk._set_vlmeta({**self._schunk._raw_vlmeta, **new})
 
     def __delitem__(self, name: str) -> None:
-        raw = dict(self._schunk._raw_vlmeta)
-        del raw[name]
-        self._schunk._set_vlmeta(raw)
+        with self._schunk._changing():
+            raw = dict(self._schunk._raw_vlmeta)
+            del raw[name]
+            self._schunk._set_vlmeta(raw)
 
     def __iter__(self):
         return iter(list(self._schunk._raw_vlmeta))

@@ -58,6 +58,11 @@ class FrameClosedError(B2StoreError, ValueError):
     """The frame was closed: open it again to read or change it."""
 
 
+# A read that failed because writers kept replacing what it named is tried this many times,
+# each from a newer committed state.
+_READ_TRIES = 8
+
+
 def _special_kind(offset: int) -> int:
     # A special offset has its top bit set and the special value in the top byte's low bits.
     return (offset >> 56) & 0x7F
@@ -116,23 +121,28 @@ class SChunk(Changes):
                 return True
             if not self._backend.refresh():
                 return False
-            header = read_header(self._backend, self.limits)
-            if header.to_bytes() == st.header.to_bytes():
-                return False
-            self._load(header)
-            return True
+            self._load(read_header(self._backend, self.limits))
+            new = self._state
+            # The same header can come with another index (a chunk replaced by one of the
+            # same size): compare what a read uses.
+            return not (
+                new.header == st.header
+                and np.array_equal(new.offsets, st.offsets)
+                and new.raw_vlmeta == st.raw_vlmeta
+            )
 
     def _reading(self, i: int, read):
         """``read(state, i)`` for chunk ``i``, from one committed state; tried once more
         from a newer state if a writer replaced what it named meanwhile (a sparse frame's
         chunk file discarded, a frame cut short)."""
         self._check_open()
-        st = self._state
-        try:
-            return read(st, self._index(i, st))
-        except FormatError:
-            if not self._fresh(st):
-                raise
+        for _ in range(_READ_TRIES - 1):
+            st = self._state
+            try:
+                return read(st, self._index(i, st))
+            except FormatError:
+                if not self._fresh(st):
+                    raise
         st = self._state
         return read(st, self._index(i, st))
 
@@ -457,7 +467,10 @@ class SChunk(Changes):
         span = limit if limit is not None else MAX_BUFFERSIZE
         head = read(0, min(partial.HEADER_BYTES, span))
         prefix = head + read(len(head), partial.prefix_length(head) - len(head))
-        plan = partial.plan_blocks(prefix, blocks, size=span)
+        try:
+            plan = partial.plan_blocks(prefix, blocks, size=span)
+        except IndexError as exc:  # the chunk has fewer blocks than its frame says
+            raise FormatError(f"chunk {i}", f"the blocks asked for ({exc})", "fewer") from None
         if plan is None:
             cbytes = int.from_bytes(head[12:16], "little", signed=True)
             return read, read(0, cbytes), None

@@ -92,6 +92,19 @@ class FileSource(ByteSource):
             if self._size < 0:
                 raise FormatError("offset", f"inside {self.name}", offset)
 
+    @classmethod
+    def opened(cls, path) -> FileSource:
+        """The file at ``path`` opened now, its size read from the open descriptor: a file
+        replaced by rename meanwhile cannot pair one file's size with another's bytes."""
+        fd = os.open(local_path(path), os.O_RDONLY)
+        try:
+            source = cls(path, size=os.fstat(fd).st_size)
+        except BaseException:
+            os.close(fd)
+            raise
+        source._fd = fd
+        return source
+
     def _descriptor(self) -> int:
         if self._fd < 0:
             self._fd = os.open(self.path, os.O_RDONLY)

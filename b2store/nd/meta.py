@@ -129,6 +129,11 @@ def _check_geometry(
             raise FormatError(
                 f"blockshape[{i}]", f"at most chunkshape[{i}] = {c}", b, where("blockshape", i)
             )
+    # Even an empty array is a numpy array of this shape, and numpy refuses one whose
+    # non-zero dimensions (times the item size) pass an int64.
+    extent = math.prod(s for s in shape if s) * (itemsize or 1)
+    if extent >= 2**63:
+        raise FormatError("shape", "an array numpy can make (its size in bytes an int64)", shape)
     if itemsize is not None:
         nbytes = math.prod(extchunkshape(chunkshape, blockshape)) * itemsize
         if nbytes > MAX_BUFFERSIZE:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import base64
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
+from hardening.fuzz_targets import run_one
 
 import b2store
 from b2store import FormatError, LimitError, SChunk
@@ -61,3 +63,30 @@ def test_a_sparse_frame_created_then_killed_is_never_half_written(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["x.b2frame"]
     s = SChunk.create(path, contiguous=False, typesize=4)  # replaces it whole
     assert s.nchunks == 0
+
+
+FINDINGS = Path(__file__).parent / "findings"
+
+
+def test_a_chunk_with_fewer_blocks_than_the_array_says_is_a_format_error():
+    # cframe target: partial.plan_blocks raised IndexError("block 1 of 1") for a chunk whose
+    # header holds fewer blocks than the b2nd geometry asks for.
+    data = (FINDINGS / "cframe-fewer-blocks.b2nd").read_bytes()
+    run_one("cframe", data)
+    with b2store.open(data) as a, pytest.raises(FormatError, match="blocks"):
+        a[...]
+
+
+def test_an_empty_array_numpy_cannot_shape_is_a_format_error():
+    # sframe target: shape (12, 0, 1801439850948198650) has no items, but numpy cannot make
+    # an array of that shape (ValueError: array is too big).
+    run_one("sframe", (FINDINGS / "sframe-huge-empty-shape.files").read_bytes())
+    from b2store.nd.meta import B2ndMeta
+
+    with pytest.raises(FormatError, match="shape"):
+        B2ndMeta(
+            shape=(12, 0, 1801439850948198650),
+            chunkshape=(6, 10, 50),
+            blockshape=(3, 5, 10),
+            dtype=np.dtype("V4"),
+        )

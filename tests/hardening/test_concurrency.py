@@ -1,0 +1,185 @@
+"""Readers beside writers: threads of one process, other processes, and two writing processes.
+
+The guarantees (docs/guarantees.md): a chunk read returns that chunk as some committed state
+had it, never a torn or half-published one, and never a spurious error; a writer in another
+process never makes a reader's frame fail to open or read; two processes writing one frame
+take turns (a lock per change) and lose none of each other's changes.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import b2store
+from b2store import SChunk
+
+N = 1000  # items per chunk
+CHUNKS = 4
+
+
+def make(path, contiguous: bool) -> SChunk:
+    s = SChunk.create(path, contiguous=contiguous, typesize=4, chunksize=4 * N)
+    for k in range(CHUNKS):
+        s.append_data(np.full(N, k, "<i4"))
+    return s
+
+
+def uniform(chunk: np.ndarray) -> bool:
+    x = chunk.view("<i4")
+    return len(x) == N and bool((x == x[0]).all())
+
+
+@pytest.mark.parametrize("contiguous", [True, False], ids=["cframe", "sframe"])
+def test_threads_reading_one_handle_while_another_thread_writes(tmp_path, contiguous):
+    s = make(tmp_path / "x.b2frame", contiguous)
+    errors: list = []
+    reads = [0]
+    stop = time.monotonic() + 2.0
+
+    def reader():
+        while time.monotonic() < stop:
+            for i in range(CHUNKS):
+                try:
+                    if not uniform(s.decompress_chunk(i)):
+                        errors.append(f"torn chunk {i}")
+                    s.get_chunk_blocks(i, [0])
+                    s.chunk_span(i)
+                    reads[0] += 1
+                except Exception as exc:
+                    errors.append(repr(exc))
+
+    def writer():
+        v = 100
+        while time.monotonic() < stop:
+            s.update_chunk(v % CHUNKS, b2store.encode_chunk(np.full(N, v, "<i4"), typesize=4))
+            if v % 5 == 0:
+                s.vlmeta["v"] = v
+            v += 1
+
+    threads = [threading.Thread(target=reader) for _ in range(4)]
+    threads.append(threading.Thread(target=writer))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    s.close()
+    assert not errors, errors[:5]
+    assert reads[0] > 100
+
+
+@pytest.mark.parametrize("contiguous", [True, False], ids=["cframe", "sframe"])
+def test_array_readers_see_whole_chunks_of_committed_writes(tmp_path, contiguous):
+    path = tmp_path / "a.b2nd"
+    a = b2store.zeros((40, 40), "<i4", urlpath=path, chunks=(10, 40), contiguous=contiguous)
+    errors: list = []
+    stop = time.monotonic() + 2.0
+
+    def reader():
+        while time.monotonic() < stop:
+            try:
+                x = a[...]
+                for r in range(0, 40, 10):  # each chunk holds one write's value
+                    block = x[r : r + 10]
+                    if not (block == block[0, 0]).all():
+                        errors.append(f"torn chunk at row {r}")
+            except Exception as exc:
+                errors.append(repr(exc))
+
+    def writer():
+        v = 1
+        while time.monotonic() < stop:
+            a[(v % 4) * 10 : (v % 4) * 10 + 10] = v
+            v += 1
+
+    threads = [threading.Thread(target=reader) for _ in range(3)] + [
+        threading.Thread(target=writer)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    a.close()
+    assert not errors, errors[:5]
+
+
+READER = textwrap.dedent("""
+    import sys, time, numpy as np, b2store
+    path, seconds = sys.argv[1], float(sys.argv[2])
+    s = b2store.open(path)
+    errors = reads = 0
+    stop = time.monotonic() + seconds
+    while time.monotonic() < stop:
+        for i in range(s.nchunks):
+            try:
+                x = s.decompress_chunk(i).view("<i4")
+                errors += not (x == x[0]).all()
+                reads += 1
+            except Exception as exc:
+                errors += 1
+                print("ERROR", repr(exc), file=sys.stderr)
+    print(reads, errors)
+""")
+
+WRITER = textwrap.dedent("""
+    import sys, numpy as np, b2store
+    path, tag, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    s = b2store.open(path, mode="a")
+    for k in range(count):
+        s.append_data(np.full(1000, tag * 100000 + k, "<i4"))
+        s.update_chunk(0, b2store.encode_chunk(np.full(1000, tag, "<i4"), typesize=4))
+        s.vlmeta[f"w{tag}"] = k
+    print("done")
+""")
+
+
+def spawn(script: str, *args) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize("contiguous", [True, False], ids=["cframe", "sframe"])
+def test_readers_in_other_processes_during_writes(tmp_path, contiguous):
+    path = tmp_path / "x.b2frame"
+    make(path, contiguous).close()
+    readers = [spawn(READER, path, 3.0) for _ in range(2)]
+    writer = spawn(WRITER, path, 1, 150)
+    out, err = writer.communicate(timeout=120)
+    assert writer.returncode == 0, err
+    for r in readers:
+        out, err = r.communicate(timeout=120)
+        assert r.returncode == 0, err[-3000:]
+        reads, errors = map(int, out.split())
+        assert errors == 0, err[-2000:]
+        assert reads > 0
+
+
+@pytest.mark.parametrize("contiguous", [True, False], ids=["cframe", "sframe"])
+def test_two_processes_writing_one_frame_lose_nothing(tmp_path, contiguous):
+    path = tmp_path / "x.b2frame"
+    make(path, contiguous).close()
+    count = 40
+    writers = [spawn(WRITER, path, tag, count) for tag in (1, 2)]
+    for w in writers:
+        out, err = w.communicate(timeout=180)
+        assert w.returncode == 0, err
+    with b2store.open(path) as s:
+        assert s.nchunks == CHUNKS + 2 * count
+        values = {int(s.decompress_chunk(i).view("<i4")[0]) for i in range(1, s.nchunks)}
+        for tag in (1, 2):
+            assert {tag * 100000 + k for k in range(count)} <= values
+        assert s.vlmeta["w1"] == count - 1 and s.vlmeta["w2"] == count - 1
+        assert int(s.decompress_chunk(0).view("<i4")[0]) in (1, 2)
+    if contiguous:
+        blosc2 = pytest.importorskip("blosc2")
+        assert blosc2.open(str(path)).nchunks == CHUNKS + 2 * count
