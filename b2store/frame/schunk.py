@@ -60,7 +60,7 @@ class FrameClosedError(B2StoreError, ValueError):
 
 # A read that failed because writers kept replacing what it named is tried this many times,
 # each from a newer committed state.
-_READ_TRIES = 8
+_READ_TRIES = 64
 
 
 def _special_kind(offset: int) -> int:
