@@ -19,6 +19,7 @@ import json
 import os
 import posixpath
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -55,6 +56,14 @@ _MAGIC = b"\xa8b2frame\x00"  # bytes 1..10 of every frame (after a msgpack array
 # --- opening frames, by a recipe that pickles ------------------------------------------------
 
 
+#: At most this many frames stay open waiting for their first read (opening thousands of
+#: files with ``open_mfdataset`` must not hold thousands of descriptors); older ones close
+#: and reopen when read, as without priming.
+MAX_PRIMED = 64
+_primed_order: OrderedDict[int, _Primed] = OrderedDict()
+_primed_lock = threading.Lock()
+
+
 class _Primed:
     """An opener that hands out, once, the array it was primed with (the one opening the
     Dataset read the metadata from), so the first read does not open the frame again."""
@@ -62,10 +71,19 @@ class _Primed:
     _primed = None
 
     def prime(self, arr) -> None:
-        self._primed = arr
+        with _primed_lock:
+            self._primed = arr
+            _primed_order[id(self)] = self
+            evicted = []
+            while len(_primed_order) > MAX_PRIMED:
+                evicted.append(_primed_order.popitem(last=False)[1])
+        for opener in evicted:
+            opener.drop_primed()
 
     def take_primed(self):
-        arr, self._primed = self._primed, None
+        with _primed_lock:
+            arr, self._primed = self._primed, None
+            _primed_order.pop(id(self), None)
         return arr
 
     def drop_primed(self) -> None:

@@ -393,3 +393,18 @@ def test_closing_releases_file_handles(tmp_path):
     for path in paths:  # opened, never read: the handle kept for the first read is closed
         xr.open_dataset(path, engine="b2nd").close()
     assert open_fds() <= before
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_frames_kept_for_their_first_read_are_bounded(tmp_path, monkeypatch):
+    from b2store.integrations import xarray_backend
+
+    monkeypatch.setattr(xarray_backend, "MAX_PRIMED", 4)
+    paths = [blosc2_array(tmp_path / f"f{i}.b2nd", np.arange(10.0) + i) for i in range(12)]
+    before = open_fds()
+    datasets = [xr.open_dataset(p, engine="b2nd") for p in paths]
+    assert open_fds() - before <= 4  # the others were closed, to reopen when read
+    for i, ds in enumerate(datasets):
+        np.testing.assert_array_equal(ds[f"f{i}"].values, np.arange(10.0) + i)
+        ds.close()
+    assert open_fds() <= before
