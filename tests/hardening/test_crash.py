@@ -1,0 +1,166 @@
+"""Crash safety: writers killed with SIGKILL at random moments, and torn writes.
+
+A child process changes a frame step after step (SChunk: append, insert, update, delete,
+several chunks dropped at once, vlmeta; B2ndArray: writes across chunks, resize, vlmeta),
+printing each step once committed. The parent kills it at a random moment, then checks
+that the frame opens, reads whole, and holds exactly the state after the last printed step
+or after the one in flight (a step is all or nothing), then starts a child again from there.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import crash_steps as steps
+import numpy as np
+import pytest
+
+import b2store
+from b2store import SChunk
+
+CHILD = Path(__file__).with_name("crash_steps.py")
+
+
+def create(path: Path, kind: str, contiguous: bool) -> None:
+    if kind == "schunk":
+        s = SChunk.create(path, contiguous=contiguous, typesize=4, chunksize=steps.N * 4)
+        for v in steps.schunk_initial()[0]:
+            s.append_data(np.full(steps.N, v, "<i4"))
+        s.close()
+    else:
+        b2store.zeros(
+            steps.SHAPE0,
+            "<i4",
+            urlpath=path,
+            chunks=steps.CHUNKS,
+            blocks=steps.BLOCKS,
+            contiguous=contiguous,
+        ).close()
+
+
+def state_of(path: Path, kind: str):
+    with b2store.open(path) as obj:
+        if kind == "schunk":
+            return steps.schunk_read(obj)
+        return obj[...], dict(obj.vlmeta)
+
+
+def same(kind: str, got, want) -> bool:
+    if kind == "schunk":
+        return got == want
+    return got[0].shape == want[0].shape and (got[0] == want[0]).all() and got[1] == want[1]
+
+
+def kill_cycle(path: Path, kind: str, start: int, rng: random.Random) -> tuple[int, int]:
+    """One child killed at a random moment; returns (steps committed in all, new start)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(CHILD.parent), *sys.path]))
+    child = subprocess.Popen(
+        [sys.executable, str(CHILD), str(path), kind, str(start)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    # Mostly kill while steps run; sometimes while the child is still opening the frame.
+    if rng.random() < 0.1:
+        time.sleep(rng.random() * 0.5)
+    else:
+        first = child.stdout.readline()  # the first committed step
+        if not first:
+            raise AssertionError(child.stderr.read().decode()[-3000:])
+        time.sleep(rng.random() * 0.3)
+    child.send_signal(signal.SIGKILL)
+    out, err = child.communicate()
+    if "first" in locals():
+        out = first + out
+    printed = [int(x) for x in out.split()]
+    assert child.returncode == -signal.SIGKILL, err.decode()[-3000:]
+    committed = max(printed) if printed else start
+    got = state_of(path, kind)
+    for j in (committed, committed + 1):  # the last step printed, or the one in flight
+        if same(kind, got, steps.replay(kind, j)):
+            return committed - start, j
+    raise AssertionError(
+        f"after a kill at step {committed + 1}, the frame holds neither step {committed} "
+        f"nor step {committed + 1}"
+    )
+
+
+def run_kills(tmp_path: Path, kind: str, contiguous: bool, kills: int, seed: int) -> int:
+    rng = random.Random(seed)
+    path = tmp_path / ("a.b2nd" if kind == "array" else "s.b2frame")
+    create(path, kind, contiguous)
+    start, total = 0, 0
+    for _ in range(kills):
+        done, start = kill_cycle(path, kind, start, rng)
+        total += done
+    if contiguous:  # what survived is a frame python-blosc2 reads too
+        blosc2 = pytest.importorskip("blosc2")
+        theirs = blosc2.open(str(path))
+        if kind == "schunk":
+            assert theirs.nchunks == len(steps.replay(kind, start)[0])
+        else:
+            np.testing.assert_array_equal(theirs[...], steps.replay(kind, start)[0])
+    return total
+
+
+KINDS = [
+    pytest.param("schunk", True, id="schunk-cframe"),
+    pytest.param("schunk", False, id="schunk-sframe"),
+    pytest.param("array", True, id="array-cframe"),
+    pytest.param("array", False, id="array-sframe"),
+]
+
+
+@pytest.mark.parametrize(("kind", "contiguous"), KINDS)
+def test_a_few_kills(tmp_path, kind, contiguous):
+    assert run_kills(tmp_path, kind, contiguous, kills=4, seed=3) > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("kind", "contiguous"), KINDS)
+def test_hundreds_of_kills(tmp_path, kind, contiguous):
+    kills = int(os.environ.get("B2STORE_KILLS", "100"))
+    assert run_kills(tmp_path, kind, contiguous, kills=kills, seed=int(time.time())) > kills
+
+
+# --- torn writes --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cut", [1, 7, 16, 100, 1000, -1])
+def test_a_short_write_at_the_end_leaves_the_committed_frame(tmp_path, cut):
+    # A writer killed while writing past the end (new chunks, index, trailer) leaves some of
+    # those bytes behind; the header still names the committed frame, which reads as before.
+    path = tmp_path / "x.b2frame"
+    create(path, "schunk", True)
+    before = path.read_bytes()
+    committed = state_of(path, "schunk")
+    with SChunk.open(path, mode="a") as s:
+        s.append_data(np.full(steps.N, 99, "<i4"))
+    after = path.read_bytes()
+    tail = after[len(before) :]
+    torn = before + tail[: cut if cut >= 0 else len(tail) - 1]
+    path.write_bytes(torn)
+    assert state_of(path, "schunk") == committed
+    with SChunk.open(path, mode="a") as s:  # and a writer carries on from it
+        s.append_data(np.full(steps.N, 5, "<i4"))
+    assert state_of(path, "schunk")[0] == committed[0] + [5]
+
+
+def test_a_torn_chunk_file_in_a_sparse_frame_is_never_named(tmp_path):
+    # Chunk files are written under a temporary name and renamed: a torn one is a dot-file
+    # that no index names; the frame reads as committed and the next writer ignores it.
+    path = tmp_path / "s.b2frame"
+    create(path, "schunk", False)
+    committed = state_of(path, "schunk")
+    (path / ".00000010.chunk.abc.tmp").write_bytes(b"\x05\x01")
+    (path / "00000077.chunk").write_bytes(b"torn")  # an unpublished id
+    assert state_of(path, "schunk") == committed
+    with SChunk.open(path, mode="a") as s:
+        s.append_data(np.full(steps.N, 8, "<i4"))
+    assert state_of(path, "schunk")[0] == committed[0] + [8]
