@@ -14,8 +14,6 @@ split a chunk's blocks, taking the next block from a shared counter.
 
 from __future__ import annotations
 
-import ctypes
-import importlib.util
 import os
 import sys
 import threading
@@ -76,6 +74,8 @@ _state: dict = {"ready": False, "entry_points": {}}
 
 
 def _symbols(path: str | None, names) -> dict[str, int]:
+    import ctypes  # here, not at import: it costs `import b2store` several ms
+
     if path is None:
         return {}
     try:
@@ -92,6 +92,8 @@ def _symbols(path: str | None, names) -> dict[str, int]:
 
 
 def _module_path(name: str) -> str | None:
+    import importlib.util
+
     try:
         spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
@@ -109,6 +111,8 @@ def _zlib_path() -> str | None:
 
 
 def _resolve() -> dict[str, int]:
+    import ctypes
+
     import lz4.block  # noqa: F401 - the extension whose symbols are used must be loaded
     import zstandard
 

@@ -109,7 +109,9 @@ def cparams_for(
 def _constant_chunk(buf: np.ndarray, dtype: np.dtype, blocksize: int) -> bytes | None:
     """A special chunk for a chunk whose items are all one value, else None."""
     items = buf.view(np.uint8).reshape(-1, dtype.itemsize)
-    if not len(items) or not (items == items[0]).all():
+    if not len(items) or (items[-1] != items[0]).any():
+        return None  # most chunks show it at their last item: no pass over them all
+    if not (items == items[0]).all():
         return None
     if not items[0].any():
         return special_chunk(SpecialValue.ZERO, buf.nbytes, dtype.itemsize, blocksize=blocksize)
