@@ -127,7 +127,17 @@ class Writer:
     def _frame_path(self, node: str) -> Path:
         if self.single:
             return self.root
-        return self.root / f"{node}.b2nd"
+        path = self.root / f"{node}.b2nd"
+        # Never write through a symbolic link: one planted in the tree (the frame, or a
+        # group directory) could point anywhere outside it.
+        at = path
+        while at != self.root:
+            if at.is_symlink():
+                raise PermissionError(
+                    f"{at} is a symbolic link: b2store does not write through links in a tree"
+                )
+            at = at.parent
+        return path
 
     def _check_node(self, node: str) -> None:
         parts = node.split("/") if node else []
