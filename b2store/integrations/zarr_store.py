@@ -134,6 +134,8 @@ class B2ndStore(Store):
         self._lock = threading.RLock()
         self._nodes: dict[str, tuple[str, Any]] | None = None
         self._arrays: dict[str, Any] = {}
+        self._docs: dict[str, dict] = {}
+        self._single_frame = False
         self._writer = None
         if self.mode == "w":
             from .zarr_store_write import Writer
@@ -229,6 +231,7 @@ class B2ndStore(Store):
             tree = open_tree(self.path, storage_options=self.storage_options)
         except FileNotFoundError:
             return {}  # nothing yet (a store about to be written)
+        self._single_frame = tree.kind == "frame"
         if tree.kind == "frame":
             (ref,) = tree.arrays().values()
             if self.group:
@@ -271,6 +274,7 @@ class B2ndStore(Store):
     def _invalidate(self) -> None:
         with self._lock:
             self._nodes = None
+            self._docs = {}
 
     def _array(self, node: str):
         """The opened array of ``node`` (opened once per store, read by many threads)."""
@@ -295,7 +299,7 @@ class B2ndStore(Store):
         kind, value = self._index()[node]
         where = f"{self.path}:{node or '/'}"
         if kind == "array":
-            return array_metadata(self._array(node), where)
+            return self._array_meta(node, value, where)
         doc = group_metadata(value, where)
         if node == "":
             doc["consolidated_metadata"] = {
@@ -303,6 +307,28 @@ class B2ndStore(Store):
                 "must_understand": False,
                 "metadata": {path: self._node_meta(path) for path in sorted(self._index()) if path},
             }
+        return doc
+
+    def _array_meta(self, node: str, ref, where: str) -> dict:
+        """An array's ``zarr.json``, synthesized once; an array not open yet is opened only
+        for it and closed (a tree of thousands of arrays must not hold a descriptor each
+        for its consolidated metadata: arrays stay open once their chunks are read)."""
+        docs = self._docs
+        doc = docs.get(node)
+        if doc is not None:
+            return doc
+        # One frame, or frames behind URLs (no descriptor; reopening costs requests): keep.
+        self._index()
+        keep = self._single_frame or is_url(self.path)
+        if keep or node in self._arrays or self._writer is not None:
+            doc = array_metadata(self._array(node), where)
+        else:
+            arr = ref.open(dtype=self.dtype)
+            try:
+                doc = array_metadata(arr, where)
+            finally:
+                arr.schunk.close()
+        docs[node] = doc
         return doc
 
     def _parse_key(self, key: str) -> tuple[str, str, tuple[int, ...] | None] | None:

@@ -225,3 +225,21 @@ def test_random_selections_equal_numpy(tmp_path_factory, data):
     np.testing.assert_array_equal(z[key], values[key])
     idx = sorted(set(data.draw(st.lists(st.integers(0, shape[0] - 1), min_size=1, max_size=4))))
     np.testing.assert_array_equal(z.oindex[(idx,)], values[idx])
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_opening_a_tree_holds_no_descriptor_per_array(tmp_path):
+    import os
+
+    path = tmp_path / "many.b2d"
+    with blosc2.TreeStore(str(path), mode="w") as ts:
+        for i in range(40):
+            ts[f"/v{i}"] = np.arange(4.0) + i
+    fds = lambda: len(os.listdir("/proc/self/fd"))  # noqa: E731
+    store = B2ndStore(path)
+    zarr.open_group(store, mode="r")  # consolidated metadata of all 40 arrays
+    before = fds()
+    group = zarr.open_group(store, mode="r")
+    assert fds() - before < 5
+    np.testing.assert_array_equal(group["v7"][...], np.arange(4.0) + 7)
+    assert fds() - before < 6  # the array read stays open, the others do not
