@@ -118,6 +118,33 @@ def array_apply(a, change) -> None:
         a[r0 : r0 + 12, c0 : c0 + 12] = k
 
 
+# --- the Zarr store: one chunk per step, through zarr --------------------------------------
+
+
+def zarr_step(k: int, arr: np.ndarray, vlmeta: dict):
+    r, c = (k * 3) % 4 * 10, (k * 7) % 3 * 10
+    arr = arr.copy()
+    arr[r : r + 10, c : c + 10] = k
+    return arr, vlmeta, ("set", (r, c, k))
+
+
+def zarr_apply(z, change) -> None:
+    r, c, k = change[1]
+    z[r : r + 10, c : c + 10] = k
+
+
+# --- to_b2nd: the whole tree replaced each step ---------------------------------------------
+
+
+def dataset(k: int):
+    import xarray as xr
+
+    return xr.Dataset(
+        {"t": (("y", "x"), np.full((6, 8), k, "<i4")), "u": (("y",), np.arange(6) * k)},
+        attrs={"k": k},
+    )
+
+
 # --- the child --------------------------------------------------------------------------------
 
 
@@ -128,15 +155,35 @@ def replay(kind: str, upto: int):
         for k in range(1, upto + 1):
             schunk_step(k, values, vlmeta)
         return values, vlmeta
+    if kind == "to_b2nd":
+        return upto
+    step = zarr_step if kind == "zarr" else array_step
     arr, vlmeta = array_initial()
     for k in range(1, upto + 1):
-        arr, vlmeta, _ = array_step(k, arr, vlmeta)
+        arr, vlmeta, _ = step(k, arr, vlmeta)
     return arr, vlmeta
 
 
 def child(path: str, kind: str, start: int) -> None:
     import b2store
 
+    if kind == "to_b2nd":
+        k = start
+        while True:
+            k += 1
+            b2store.to_b2nd(dataset(k), path)
+            print(k, flush=True)
+    if kind == "zarr":
+        import zarr
+
+        z = zarr.open_array(b2store.B2ndStore(path, mode="a"), mode="a")
+        arr, vlmeta = replay(kind, start)
+        k = start
+        while True:
+            k += 1
+            arr, vlmeta, change = zarr_step(k, arr, vlmeta)
+            zarr_apply(z, change)
+            print(k, flush=True)
     obj = b2store.open(path, mode="a")
     if kind == "schunk":
         values, vlmeta = replay(kind, start)

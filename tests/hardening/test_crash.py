@@ -28,12 +28,15 @@ CHILD = Path(__file__).with_name("crash_steps.py")
 
 
 def create(path: Path, kind: str, contiguous: bool) -> None:
+    if kind == "to_b2nd":
+        b2store.to_b2nd(steps.dataset(0), path)
+        return
     if kind == "schunk":
         s = SChunk.create(path, contiguous=contiguous, typesize=4, chunksize=steps.N * 4)
         for v in steps.schunk_initial()[0]:
             s.append_data(np.full(steps.N, v, "<i4"))
         s.close()
-    else:
+    else:  # array, zarr
         b2store.zeros(
             steps.SHAPE0,
             "<i4",
@@ -45,6 +48,13 @@ def create(path: Path, kind: str, contiguous: bool) -> None:
 
 
 def state_of(path: Path, kind: str):
+    if kind == "to_b2nd":
+        import xarray as xr
+
+        with xr.open_dataset(path, engine="b2nd") as ds:
+            t, u, k = ds["t"].values, ds["u"].values, ds.attrs["k"]
+        assert (t == t[0, 0]).all() and t[0, 0] == k and (u == np.arange(6) * k).all()
+        return int(k)
     with b2store.open(path) as obj:
         if kind == "schunk":
             return steps.schunk_read(obj)
@@ -52,7 +62,7 @@ def state_of(path: Path, kind: str):
 
 
 def same(kind: str, got, want) -> bool:
-    if kind == "schunk":
+    if kind in ("schunk", "to_b2nd"):
         return got == want
     return got[0].shape == want[0].shape and (got[0] == want[0]).all() and got[1] == want[1]
 
@@ -93,13 +103,14 @@ def kill_cycle(path: Path, kind: str, start: int, rng: random.Random) -> tuple[i
 
 def run_kills(tmp_path: Path, kind: str, contiguous: bool, kills: int, seed: int) -> int:
     rng = random.Random(seed)
-    path = tmp_path / ("a.b2nd" if kind == "array" else "s.b2frame")
+    name = {"schunk": "s.b2frame", "to_b2nd": "t.b2d"}.get(kind, "a.b2nd")
+    path = tmp_path / name
     create(path, kind, contiguous)
     start, total = 0, 0
     for _ in range(kills):
         done, start = kill_cycle(path, kind, start, rng)
         total += done
-    if contiguous:  # what survived is a frame python-blosc2 reads too
+    if contiguous and kind != "to_b2nd":  # what survived is a frame python-blosc2 reads too
         blosc2 = pytest.importorskip("blosc2")
         theirs = blosc2.open(str(path))
         if kind == "schunk":
@@ -114,6 +125,9 @@ KINDS = [
     pytest.param("schunk", False, id="schunk-sframe"),
     pytest.param("array", True, id="array-cframe"),
     pytest.param("array", False, id="array-sframe"),
+    pytest.param("zarr", True, id="zarr-store-cframe"),
+    pytest.param("zarr", False, id="zarr-store-sframe"),
+    pytest.param("to_b2nd", True, id="to_b2nd-b2d"),
 ]
 
 
