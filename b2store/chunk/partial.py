@@ -16,6 +16,7 @@ streams must also end where the next stored block starts.
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -27,10 +28,24 @@ from .decoder import ChunkDecoder, as_uint8, block_bounds
 from .filters import Pipeline
 from .header import ChunkHeader
 
-__all__ = ["HEADER_BYTES", "BlockPlan", "prefix_length", "plan_blocks", "decode_blocks"]
+__all__ = ["HEADER_BYTES", "BlockPlan", "prefix_length", "plan_blocks", "decode_blocks", "zeroed"]
 
 # Read this many bytes of a chunk first (fewer if the chunk is shorter): the longest header.
 HEADER_BYTES = EXTENDED_HEADER_LENGTH
+
+
+# Past this size a zeroed buffer is mapped fresh rather than allocated and cleared.
+_MAP_ABOVE = 1 << 20
+
+
+def zeroed(nbytes: int) -> np.ndarray:
+    """``nbytes`` zero bytes whose untouched pages cost nothing: a sparse copy of a large
+    chunk writes only its prefix and the blocks read. (``np.zeros`` does not promise that:
+    once large buffers have been freed, glibc serves them from its heap and clears them,
+    6 MB at a time for one element.)"""
+    if nbytes < _MAP_ABOVE:
+        return np.zeros(nbytes, np.uint8)
+    return np.frombuffer(mmap.mmap(-1, nbytes), np.uint8)
 
 
 def _header(head, size: int | None = None) -> ChunkHeader:
@@ -217,8 +232,7 @@ def decode_blocks(plan: BlockPlan, prefix, pieces: Sequence, out) -> np.ndarray:
     src = as_uint8(prefix, name="prefix")
     if len(src) < plan.prefix_length:
         raise ValueError(f"a prefix of {plan.prefix_length} bytes is needed, got {len(src)}")
-    # np.zeros maps fresh zero pages: the parts of a large chunk not read cost nothing.
-    buf = np.zeros(plan.header.cbytes, np.uint8)
+    buf = zeroed(plan.header.cbytes)
     n = min(len(src), plan.header.cbytes)
     buf[:n] = src[:n]
     for (start, stop), piece in zip(plan.ranges, pieces):

@@ -487,21 +487,32 @@ class SChunk(Changes):
         read, prefix, plan = self._plan(st, i, blocks)
         if plan is None:
             return prefix  # the whole chunk
-        # np.zeros maps fresh zero pages: untouched parts of a large chunk cost nothing.
-        buf = np.zeros(plan.header.cbytes, np.uint8)
+        buf = partial.zeroed(plan.header.cbytes)
         buf[: len(prefix)] = np.frombuffer(prefix, np.uint8)
         for start, stop in plan.ranges:
             buf[start:stop] = np.frombuffer(read(start, stop - start), np.uint8)
         return buf
 
-    def decode_blocks(self, i: int, blocks, out) -> list[int]:
+    def decode_blocks(self, i: int, blocks, out, *, blocksize: int | None = None):
         """Decode at least ``blocks`` of chunk ``i`` into ``out`` (laid out as the decoded
-        chunk), reading only what they need; returns the blocks decoded (all of them when
-        the chunk had to be read whole)."""
-        return self._reading(i, lambda st, i: self._decode_blocks(st, i, blocks, out))
+        chunk, exactly its nbytes), reading only what they need.
 
-    def _decode_blocks(self, st: State, i: int, blocks, out) -> list[int]:
+        Returns the blocks decoded (all of them when the chunk had to be read whole), or None
+        when the chunk's Blosc blocks are not ``blocksize`` bytes (a b2nd chunk written with
+        other blocks than its array's): then block numbers mean something else, and the
+        caller decodes the chunk whole.
+        """
+        return self._reading(i, lambda st, i: self._decode_blocks(st, i, blocks, out, blocksize))
+
+    def _decode_blocks(self, st: State, i: int, blocks, out, blocksize=None):
         read, prefix, plan = self._plan(st, i, blocks)
+        if plan is not None:
+            if blocksize is not None and plan.header.effective_blocksize != blocksize:
+                return None
+            if plan.header.nbytes != len(as_uint8(out, name="out")):
+                raise FormatError(
+                    f"chunk {i} nbytes", str(len(as_uint8(out, name="out"))), plan.header.nbytes
+                )
         if plan is None:
             decoder = ChunkDecoder(prefix)
             decoder.decode_into(as_uint8(out, writable=True, name="out")[: decoder.header.nbytes])

@@ -193,16 +193,9 @@ class B2ndArray:
             label=f"chunk {nchunk}",
         )
 
-    def _fetcher(self, nchunk: int):
-        """What :func:`decode_selection` reads chunk ``nchunk`` through: only the blocks it
-        asks for, or all of it."""
-
-        def fetch(blocks):
-            if blocks is None:
-                return self.schunk.get_chunk(nchunk)
-            return self.schunk.get_chunk_blocks(nchunk, blocks)
-
-        return fetch
+    def _fetcher(self, nchunk: int) -> _ChunkReader:
+        """What :func:`decode_selection` reads chunk ``nchunk`` through."""
+        return _ChunkReader(self.schunk, nchunk)
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -299,6 +292,25 @@ class B2ndArray:
         region = tuple(slice(0, k) for k in keep)
         kept[region] = ext[region]
         return self._encode(kept)
+
+
+class _ChunkReader:
+    """Chunk ``nchunk`` of a frame as :func:`decode_selection` reads it: called, the chunk
+    (with only some blocks' bytes in place, or whole); or a few blocks decoded straight
+    into a buffer, planned and read once."""
+
+    __slots__ = ("schunk", "nchunk")
+
+    def __init__(self, schunk: SChunk, nchunk: int):
+        self.schunk, self.nchunk = schunk, nchunk
+
+    def __call__(self, blocks):
+        if blocks is None:
+            return self.schunk.get_chunk(self.nchunk)
+        return self.schunk.get_chunk_blocks(self.nchunk, blocks)
+
+    def decode_blocks(self, blocks, out, *, blocksize):
+        return self.schunk.decode_blocks(self.nchunk, blocks, out, blocksize=blocksize)
 
 
 def _c_index(coords, dims) -> int:

@@ -297,13 +297,24 @@ def _decode_blocks(
     wanted = blocks_touched(region, chunkshape, blockshape) if chunkshape else [0]
     nblocks = math.prod(blocks_per_chunk(chunkshape, blockshape))
     few = len(wanted) * 2 <= nblocks
+    if few and hasattr(source, "decode_blocks"):
+        # A source that decodes blocks itself plans and reads once, straight into ``buf``.
+        blocksize = math.prod(blockshape) * dtype.itemsize
+        if source.decode_blocks(sorted(set(wanted)), buf, blocksize=blocksize) is not None:
+            return wanted
+        source = source(None)
     if callable(source):
         # Few blocks: fetch only their bytes (the fetcher adds block 0 when DELTA needs it).
         chunk = source(sorted(set(wanted)) if few else None)
     else:
         chunk = source
     chunk = as_uint8(chunk, name="chunk")
-    plan = plan_blocks(chunk, wanted) if len(wanted) < nblocks else None
+    try:
+        plan = plan_blocks(chunk, wanted) if len(wanted) < nblocks else None
+    except IndexError as exc:  # the chunk has fewer blocks than the array's geometry says
+        raise FormatError(
+            f"{label} nblocks", f"block {max(wanted)} of {nblocks}", str(exc)
+        ) from None
     if (
         plan is not None
         and plan.header.effective_blocksize == math.prod(blockshape) * dtype.itemsize

@@ -35,6 +35,7 @@ def reads(monkeypatch):
     """Count the chunks read from storage (whole, or only some blocks)."""
     counts = {"chunks": 0, "indices": []}
     get_chunk, get_blocks = SChunk.get_chunk, SChunk.get_chunk_blocks
+    # A few blocks are read by decode_blocks (planned and read once), more by the others.
 
     def counting_chunk(self, i, *args, **kwargs):
         counts["chunks"] += 1
@@ -47,8 +48,16 @@ def reads(monkeypatch):
         # get_chunk_blocks may fall back on get_chunk: count that read once.
         return get_blocks(self, i, *args, **kwargs)
 
+    decode_blocks = SChunk.decode_blocks
+
+    def counting_decode(self, i, *args, **kwargs):
+        counts["chunks"] += 1
+        counts["indices"].append(i)
+        return decode_blocks(self, i, *args, **kwargs)
+
     monkeypatch.setattr(SChunk, "get_chunk", counting_chunk)
     monkeypatch.setattr(SChunk, "get_chunk_blocks", counting_blocks)
+    monkeypatch.setattr(SChunk, "decode_blocks", counting_decode)
     return counts
 
 
