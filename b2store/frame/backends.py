@@ -1,33 +1,31 @@
-"""The two frame layouts behind one interface: a contiguous frame (one run of bytes: a file,
-memory, a URL) and a sparse frame (a directory of ``chunks.b2frame`` plus one file per chunk).
+"""The contiguous frame layout (one run of bytes: a file, memory, a URL), and opening any
+frame: the layout for a path, directory, URL or bytes, and its checked header.
 
-A layout answers what :class:`~b2store.frame.schunk.SChunk` asks of storage, whatever it is:
-read the frame (or index file), read a stored chunk or part of one, store a new chunk where
-no reader looks yet, publish a new header/index/trailer in one step, discard what the index
-no longer names. Writers take a lock for each change (not for the life of a handle), so a
-handle never blocks another one that is merely open; a writer that finds the frame changed
-by another writer reloads it before changing it.
-
-Layouts pickle as the recipe to reopen them (path, URL or bytes, and the mode).
+The interface the layouts share, and the writer lock, are in :mod:`b2store.frame.layout`;
+the sparse layout (a directory) is in :mod:`b2store.frame.sparse`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
-import tempfile
 import threading
-import time
-from collections.abc import Callable, Iterable
-from pathlib import Path
+from collections.abc import Callable
 
-from .. import _platform
 from ..constants import MIN_HEADER_LENGTH
-from ..errors import B2StoreError, FormatError
+from ..errors import FormatError
 from ..limits import Limits, resolve
 from .header import HEADER_FIXED_LEN, FrameHeader
+from .layout import (
+    INDEX_NAME,
+    LOCK_NAME,
+    LOCK_TIMEOUT,
+    Backend,
+    WriterLockedError,
+    _WriteLock,
+)
 from .sources import ByteSource, FileSource, FsspecSource, MemorySource, is_url, local_path
+from .sparse import SparseFrame
 from .trailer import TRAILER_TAIL_LEN, trailer_span
 
 __all__ = [
@@ -41,155 +39,6 @@ __all__ = [
     "INDEX_NAME",
     "LOCK_NAME",
 ]
-
-INDEX_NAME = "chunks.b2frame"
-LOCK_NAME = ".b2store-lock"
-LOCK_TIMEOUT = 30.0
-
-
-class WriterLockedError(B2StoreError):
-    """Another writer held the frame for longer than the lock timeout."""
-
-
-class Backend:
-    """What every frame layout answers (see the module docstring)."""
-
-    contiguous = True
-    writable = False
-    name = "<frame>"
-
-    # --- reading ---------------------------------------------------------------------------
-    @property
-    def frame_len(self) -> int:  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def read(self, offset: int, size: int) -> bytes:  # pragma: no cover - interface
-        """``size`` bytes at ``offset`` of the frame (a sparse frame: of its index file)."""
-        raise NotImplementedError
-
-    def index_at(self, header: FrameHeader) -> int:  # pragma: no cover - interface
-        """Where the offsets index chunk starts."""
-        raise NotImplementedError
-
-    def chunk_reader(
-        self, entry: int, header: FrameHeader, field: str = "chunk offset"
-    ) -> tuple[Callable, int | None]:
-        """``(read(offset, size), limit)`` over the stored chunk with index entry ``entry``;
-        ``limit`` is how many bytes it may span (None: its file's size)."""
-        raise NotImplementedError  # pragma: no cover - interface
-
-    def chunk_span(
-        self, entry: int, header: FrameHeader, field: str = "chunk offset"
-    ) -> tuple[str, int, int]:
-        """(file name or URL, byte offset, length) of a stored chunk."""
-        raise NotImplementedError  # pragma: no cover - interface
-
-    def read_chunk(self, entry: int, header: FrameHeader, field: str = "chunk offset") -> bytes:
-        """A stored chunk, whole: exactly its ``cbytes``, checked to fit where it lies."""
-        read, limit = self.chunk_reader(entry, header, field)
-        head = read(0, MIN_HEADER_LENGTH)
-        cbytes = int.from_bytes(head[12:16], "little", signed=True)
-        if cbytes < MIN_HEADER_LENGTH or (limit is not None and cbytes > limit):
-            raise FormatError("chunk cbytes", f"a chunk inside its storage ({limit})", cbytes, 12)
-        return read(0, cbytes)
-
-    # --- writing ---------------------------------------------------------------------------
-    def store(self, chunk: bytes, header: FrameHeader, in_use) -> int:  # pragma: no cover
-        """Write ``chunk`` where no reader looks yet; returns its index entry (``in_use``:
-        the entries the index and the unpublished batch hold)."""
-        raise NotImplementedError
-
-    def publish(
-        self,
-        header: FrameHeader,
-        index: bytes | None,
-        trailer: bytes,
-        *,
-        stored_bytes: int,
-        full_header: bool,
-    ) -> tuple[FrameHeader, int]:  # pragma: no cover
-        """Make a new state visible at once; returns the new header and the trailer offset.
-
-        ``header`` carries the new nbytes/chunksize/flags; this fills in ``cbytes`` and
-        ``frame_len``. ``index=None`` keeps the index where it is (only the trailer changes).
-        """
-        raise NotImplementedError
-
-    def rewrite_header(self, data: bytes) -> None:  # pragma: no cover - interface
-        """Replace the header with one of the same length (in-place metalayer updates)."""
-        raise NotImplementedError
-
-    def discard(self, entries: Iterable[int]) -> None:
-        """Free stored chunks the published index no longer names."""
-
-    def adopt(self, header: FrameHeader) -> None:
-        """Take ``header`` (just read or just written) as the state this handle knows."""
-
-    def refresh(self) -> bool:
-        """A read-only handle: look at storage again (another process may have published);
-        False when this layout cannot change under it (memory, remote, a zip member)."""
-        return False
-
-    @contextlib.contextmanager
-    def locked(self):
-        """Hold the writer lock for one change; yields True when the frame changed on disk
-        since this handle last looked (another writer published: reload first)."""
-        yield False  # pragma: no cover - read-only layouts are never locked
-
-    def close(self) -> None:
-        pass
-
-    def reopen(self, writable: bool | None = None) -> Backend:  # pragma: no cover - interface
-        raise NotImplementedError
-
-
-class _WriteLock:
-    """A lock for one change at a time: threads of this process, then other processes (and
-    other handles of this one) through an OS file lock on ``path``."""
-
-    def __init__(self, path: Path, timeout: float = LOCK_TIMEOUT):
-        self.path = path
-        self.timeout = timeout
-        self._thread_lock = threading.RLock()
-        self._fd = -1
-        self._depth = 0
-
-    @contextlib.contextmanager
-    def hold(self):
-        with self._thread_lock:
-            if self._depth == 0:
-                self._acquire()
-            self._depth += 1
-            try:
-                yield
-            finally:
-                self._depth -= 1
-                if self._depth == 0:
-                    _platform.unlock(self._fd)
-                    os.close(self._fd)
-                    self._fd = -1
-
-    def _acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + self.timeout
-        delay = 0.001
-        while not _platform.try_lock(fd):
-            if time.monotonic() > deadline:
-                os.close(fd)
-                raise WriterLockedError(
-                    f"{self.path} is locked by another writer (waited {self.timeout:.0f} s)"
-                )
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
-        self._fd = fd
-
-    def next_id(self) -> int:
-        """The high-water mark of chunk-file ids kept in the lock file (0 if none yet)."""
-        data = os.pread(self._fd, 8, 0)
-        return int.from_bytes(data, "little") if len(data) == 8 else 0
-
-    def set_next_id(self, value: int) -> None:
-        os.pwrite(self._fd, value.to_bytes(8, "little"), 0)
 
 
 class ContiguousFrame(Backend):
@@ -421,176 +270,6 @@ def _reopen_memory(data: bytes, writable: bool) -> ContiguousFrame:
     return ContiguousFrame(MemorySource(data), writable=writable)
 
 
-class SparseFrame(Backend):
-    """``chunks.b2frame`` (header, offsets index, trailer) and one ``%08X.chunk`` file per
-    chunk, in a local directory."""
-
-    contiguous = False
-
-    def __init__(self, directory, writable: bool = False, lock_timeout: float = LOCK_TIMEOUT):
-        self.directory = local_path(directory)
-        self.name = str(self.directory)
-        self.writable = writable
-        if not (self.directory / INDEX_NAME).is_file():
-            raise FormatError(
-                INDEX_NAME, f"a sparse frame's index file in {self.directory}", "none"
-            )
-        self._index = FileSource.opened(self.directory / INDEX_NAME)
-        self._frame_len = self._index.size
-        self._next_id = 0
-        self._lock = _WriteLock(self.directory / LOCK_NAME, lock_timeout) if writable else None
-
-    @property
-    def frame_len(self) -> int:
-        return self._frame_len
-
-    def read(self, offset: int, size: int) -> bytes:
-        if offset + size > self._frame_len:
-            raise FormatError(
-                "frame",
-                f"bytes {offset}..{offset + size} inside {INDEX_NAME}",
-                f"{self._frame_len} bytes",
-            )
-        return self._index.read(offset, size)
-
-    def index_at(self, header: FrameHeader) -> int:
-        return header.header_len
-
-    def chunk_path(self, chunk_id: int) -> Path:
-        if not 0 <= chunk_id <= 0xFFFFFFFF:
-            raise FormatError("chunk id", "0..0xFFFFFFFF in a sparse frame", chunk_id)
-        return self.directory / f"{chunk_id:08X}.chunk"
-
-    def chunk_reader(self, entry: int, header: FrameHeader, field: str = "chunk offset"):
-        path = self.chunk_path(entry)
-        try:
-            source = FileSource(path)
-        except FileNotFoundError:
-            raise FormatError(
-                "chunk file", f"{path.name} in {self.directory}", "no such file"
-            ) from None
-
-        def read(offset: int, size: int) -> bytes:
-            if offset + size > source.size:
-                raise FormatError(
-                    "chunk file", f"{size} bytes at {offset} of {path.name}", f"{source.size} bytes"
-                )
-            try:  # the file is opened on first read: a writer may have discarded it since
-                return source.read(offset, size)
-            except FileNotFoundError:
-                raise FormatError(
-                    "chunk file", f"{path.name} in {self.directory}", "no such file"
-                ) from None
-
-        return read, source.size
-
-    def chunk_span(
-        self, entry: int, header: FrameHeader, field: str = "chunk offset"
-    ) -> tuple[str, int, int]:
-        path = self.chunk_path(entry)
-        try:
-            return str(path), 0, path.stat().st_size
-        except FileNotFoundError:
-            raise FormatError(
-                "chunk file", f"{path.name} in {self.directory}", "no such file"
-            ) from None
-
-    def read_chunk(self, entry: int, header: FrameHeader, field: str = "chunk offset") -> bytes:
-        path = self.chunk_path(entry)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise FormatError(
-                "chunk file", f"{path.name} in {self.directory}", "no such file"
-            ) from None
-        if len(data) < MIN_HEADER_LENGTH:
-            raise FormatError("chunk file", "a whole chunk", f"{len(data)} bytes", 0)
-        cbytes = int.from_bytes(data[12:16], "little", signed=True)
-        if not MIN_HEADER_LENGTH <= cbytes <= len(data):
-            raise FormatError(
-                "chunk cbytes", f"at most the {len(data)} bytes of {path.name}", cbytes, 12
-            )
-        return data[:cbytes]
-
-    @contextlib.contextmanager
-    def locked(self):
-        if not self.writable:
-            raise PermissionError(f"{self.name} is open for reading; open it with mode='a'")
-        with self._lock.hold():
-            # The index file is replaced by rename on every change: compare the whole file
-            # this handle adopted with the one on disk now. (Its fixed header is not enough:
-            # a chunk replaced by one of the same size, or a vlmeta value by one of the same
-            # length, leaves it unchanged, and a stale writer would then lose that change.)
-            fresh = FileSource.opened(self.directory / INDEX_NAME)
-            changed = _digest(fresh.read(0, fresh.size)) != self._seen
-            if changed:
-                self._index.close()
-                self._index, self._frame_len = fresh, fresh.size
-            yield changed
-
-    def adopt(self, header: FrameHeader) -> None:
-        self._frame_len = header.frame_len
-        if self.writable:  # the index file the header was just read from, whole
-            self._seen = _digest(self._index.read(0, self._index.size))
-
-    def refresh(self) -> bool:
-        if self.writable:
-            return False
-        # The index file was replaced by rename: open the new one (the old one closes when
-        # no reader holds it any more).
-        self._index = FileSource.opened(self.directory / INDEX_NAME)
-        self._frame_len = self._index.size
-        return True
-
-    def store(self, chunk: bytes, header: FrameHeader, in_use) -> int:
-        ids = [int(e) for e in in_use if e >= 0]
-        # Past every id in use, every id handed out since (a batch not yet published), and
-        # every id b2store ever gave out here (kept in the lock file): an id is never reused,
-        # so a reader holding an older index never finds another chunk under an id it knew
-        # (a discarded file is missing instead, and the reader moves to the newer index).
-        new_id = max(max(ids) + 1 if ids else 0, self._next_id, self._lock.next_id())
-        self._lock.set_next_id(new_id + 1)
-        self._next_id = new_id + 1
-        _atomic_write(self.chunk_path(new_id), chunk)
-        return new_id
-
-    def publish(self, header, index, trailer, *, stored_bytes, full_header):
-        index = index or b""
-        frame_len = header.header_len + len(index) + len(trailer)
-        # A sparse frame's cbytes is the size of its chunk files (c-blosc2 reads 0 as
-        # "no chunks").
-        new = header.with_fields(cbytes=stored_bytes, frame_len=frame_len)
-        self._replace_index(new.to_bytes() + index + trailer)
-        self._next_id = 0
-        return new, frame_len - len(trailer)
-
-    def rewrite_header(self, data: bytes) -> None:
-        rest = self._index.read(len(data), self._frame_len - len(data))
-        self._replace_index(data + rest)
-
-    def _replace_index(self, frame: bytes) -> None:
-        """Swap in a new ``chunks.b2frame`` in one rename; readers see the old or the new."""
-        _atomic_write(self.directory / INDEX_NAME, frame)
-        self._seen = _digest(frame)
-        old, self._index = self._index, FileSource.opened(self.directory / INDEX_NAME)
-        old.close()
-        self._frame_len = len(frame)
-
-    def discard(self, entries: Iterable[int]) -> None:
-        for entry in entries:
-            if entry >= 0:
-                self.chunk_path(entry).unlink(missing_ok=True)
-
-    def close(self) -> None:
-        self._index.close()
-
-    def __reduce__(self):
-        return SparseFrame, (self.directory, self.writable)
-
-    def reopen(self, writable: bool | None = None) -> Backend:
-        return SparseFrame(self.directory, writable=self.writable if writable is None else writable)
-
-
 def RangeBackend(
     read_range: Callable[[int, int], bytes], size: int, *, name: str = "<range>"
 ) -> ContiguousFrame:
@@ -599,23 +278,6 @@ def RangeBackend(
     from .sources import RangeSource
 
     return ContiguousFrame(RangeSource(read_range, size, name=name))
-
-
-def _digest(data: bytes) -> bytes:
-    return hashlib.blake2b(data, digest_size=16).digest()
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def open_backend(

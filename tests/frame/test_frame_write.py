@@ -138,7 +138,7 @@ def test_two_writers_take_turns_and_lose_nothing(tmp_path, contiguous):
 
 HOLDER = textwrap.dedent("""
     import sys, time
-    from b2store.frame.backends import _WriteLock
+    from b2store.frame.layout import _WriteLock
     from pathlib import Path
     with _WriteLock(Path(sys.argv[1])).hold():
         print("held", flush=True)

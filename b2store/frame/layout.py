@@ -1,0 +1,194 @@
+"""The frame-layout interface that :class:`~b2store.frame.schunk.SChunk` reads and changes
+frames through, and the writer lock every writable layout takes for one change at a time.
+
+A layout answers what an SChunk asks of storage, whatever it is: read the frame (or index
+file), read a stored chunk or part of one, store a new chunk where no reader looks yet,
+publish a new header/index/trailer in one step, discard what the index no longer names.
+Writers take a lock for each change (not for the life of a handle), so a handle never blocks
+another one that is merely open; a writer that finds the frame changed by another writer
+reloads it before changing it. Layouts pickle as the recipe to reopen them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from .. import _platform
+from ..constants import MIN_HEADER_LENGTH
+from ..errors import B2StoreError, FormatError
+from .header import FrameHeader
+
+__all__ = ["Backend", "WriterLockedError", "INDEX_NAME", "LOCK_NAME", "LOCK_TIMEOUT"]
+
+INDEX_NAME = "chunks.b2frame"
+LOCK_NAME = ".b2store-lock"
+LOCK_TIMEOUT = 30.0
+
+
+class WriterLockedError(B2StoreError):
+    """Another writer held the frame for longer than the lock timeout."""
+
+
+class Backend:
+    """What every frame layout answers (see the module docstring)."""
+
+    contiguous = True
+    writable = False
+    name = "<frame>"
+
+    # --- reading ---------------------------------------------------------------------------
+    @property
+    def frame_len(self) -> int:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def read(self, offset: int, size: int) -> bytes:  # pragma: no cover - interface
+        """``size`` bytes at ``offset`` of the frame (a sparse frame: of its index file)."""
+        raise NotImplementedError
+
+    def index_at(self, header: FrameHeader) -> int:  # pragma: no cover - interface
+        """Where the offsets index chunk starts."""
+        raise NotImplementedError
+
+    def chunk_reader(
+        self, entry: int, header: FrameHeader, field: str = "chunk offset"
+    ) -> tuple[Callable, int | None]:
+        """``(read(offset, size), limit)`` over the stored chunk with index entry ``entry``;
+        ``limit`` is how many bytes it may span (None: its file's size)."""
+        raise NotImplementedError  # pragma: no cover - interface
+
+    def chunk_span(
+        self, entry: int, header: FrameHeader, field: str = "chunk offset"
+    ) -> tuple[str, int, int]:
+        """(file name or URL, byte offset, length) of a stored chunk."""
+        raise NotImplementedError  # pragma: no cover - interface
+
+    def read_chunk(self, entry: int, header: FrameHeader, field: str = "chunk offset") -> bytes:
+        """A stored chunk, whole: exactly its ``cbytes``, checked to fit where it lies."""
+        read, limit = self.chunk_reader(entry, header, field)
+        head = read(0, MIN_HEADER_LENGTH)
+        cbytes = int.from_bytes(head[12:16], "little", signed=True)
+        if cbytes < MIN_HEADER_LENGTH or (limit is not None and cbytes > limit):
+            raise FormatError("chunk cbytes", f"a chunk inside its storage ({limit})", cbytes, 12)
+        return read(0, cbytes)
+
+    # --- writing ---------------------------------------------------------------------------
+    def store(self, chunk: bytes, header: FrameHeader, in_use) -> int:  # pragma: no cover
+        """Write ``chunk`` where no reader looks yet; returns its index entry (``in_use``:
+        the entries the index and the unpublished batch hold)."""
+        raise NotImplementedError
+
+    def publish(
+        self,
+        header: FrameHeader,
+        index: bytes | None,
+        trailer: bytes,
+        *,
+        stored_bytes: int,
+        full_header: bool,
+    ) -> tuple[FrameHeader, int]:  # pragma: no cover
+        """Make a new state visible at once; returns the new header and the trailer offset.
+
+        ``header`` carries the new nbytes/chunksize/flags; this fills in ``cbytes`` and
+        ``frame_len``. ``index=None`` keeps the index where it is (only the trailer changes).
+        """
+        raise NotImplementedError
+
+    def rewrite_header(self, data: bytes) -> None:  # pragma: no cover - interface
+        """Replace the header with one of the same length (in-place metalayer updates)."""
+        raise NotImplementedError
+
+    def discard(self, entries: Iterable[int]) -> None:
+        """Free stored chunks the published index no longer names."""
+
+    def adopt(self, header: FrameHeader) -> None:
+        """Take ``header`` (just read or just written) as the state this handle knows."""
+
+    def refresh(self) -> bool:
+        """A read-only handle: look at storage again (another process may have published);
+        False when this layout cannot change under it (memory, remote, a zip member)."""
+        return False
+
+    @contextlib.contextmanager
+    def locked(self):
+        """Hold the writer lock for one change; yields True when the frame changed on disk
+        since this handle last looked (another writer published: reload first)."""
+        yield False  # pragma: no cover - read-only layouts are never locked
+
+    def close(self) -> None:
+        pass
+
+    def reopen(self, writable: bool | None = None) -> Backend:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class _WriteLock:
+    """A lock for one change at a time: threads of this process, then other processes (and
+    other handles of this one) through an OS file lock on ``path``."""
+
+    def __init__(self, path: Path, timeout: float = LOCK_TIMEOUT):
+        self.path = path
+        self.timeout = timeout
+        self._thread_lock = threading.RLock()
+        self._fd = -1
+        self._depth = 0
+
+    @contextlib.contextmanager
+    def hold(self):
+        with self._thread_lock:
+            if self._depth == 0:
+                self._acquire()
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if self._depth == 0:
+                    _platform.unlock(self._fd)
+                    os.close(self._fd)
+                    self._fd = -1
+
+    def _acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + self.timeout
+        delay = 0.001
+        while not _platform.try_lock(fd):
+            if time.monotonic() > deadline:
+                os.close(fd)
+                raise WriterLockedError(
+                    f"{self.path} is locked by another writer (waited {self.timeout:.0f} s)"
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        self._fd = fd
+
+    def next_id(self) -> int:
+        """The high-water mark of chunk-file ids kept in the lock file (0 if none yet)."""
+        data = os.pread(self._fd, 8, 0)
+        return int.from_bytes(data, "little") if len(data) == 8 else 0
+
+    def set_next_id(self, value: int) -> None:
+        os.pwrite(self._fd, value.to_bytes(8, "little"), 0)
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,196 @@
+"""The sparse frame layout: a directory holding ``chunks.b2frame`` (header, offsets index,
+trailer) and one ``%08X.chunk`` file per chunk. New chunk files are written whole (temporary
+file, rename) under ids no index names yet, the index is replaced by one rename, and chunk
+files the index no longer names are removed after that."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from pathlib import Path
+
+from ..constants import MIN_HEADER_LENGTH
+from ..errors import FormatError
+from .header import FrameHeader
+from .layout import (
+    INDEX_NAME,
+    LOCK_NAME,
+    LOCK_TIMEOUT,
+    Backend,
+    _atomic_write,
+    _digest,
+    _WriteLock,
+)
+from .sources import FileSource, local_path
+
+__all__ = ["SparseFrame"]
+
+
+class SparseFrame(Backend):
+    """``chunks.b2frame`` (header, offsets index, trailer) and one ``%08X.chunk`` file per
+    chunk, in a local directory."""
+
+    contiguous = False
+
+    def __init__(self, directory, writable: bool = False, lock_timeout: float = LOCK_TIMEOUT):
+        self.directory = local_path(directory)
+        self.name = str(self.directory)
+        self.writable = writable
+        if not (self.directory / INDEX_NAME).is_file():
+            raise FormatError(
+                INDEX_NAME, f"a sparse frame's index file in {self.directory}", "none"
+            )
+        self._index = FileSource.opened(self.directory / INDEX_NAME)
+        self._frame_len = self._index.size
+        self._next_id = 0
+        self._lock = _WriteLock(self.directory / LOCK_NAME, lock_timeout) if writable else None
+
+    @property
+    def frame_len(self) -> int:
+        return self._frame_len
+
+    def read(self, offset: int, size: int) -> bytes:
+        if offset + size > self._frame_len:
+            raise FormatError(
+                "frame",
+                f"bytes {offset}..{offset + size} inside {INDEX_NAME}",
+                f"{self._frame_len} bytes",
+            )
+        return self._index.read(offset, size)
+
+    def index_at(self, header: FrameHeader) -> int:
+        return header.header_len
+
+    def chunk_path(self, chunk_id: int) -> Path:
+        if not 0 <= chunk_id <= 0xFFFFFFFF:
+            raise FormatError("chunk id", "0..0xFFFFFFFF in a sparse frame", chunk_id)
+        return self.directory / f"{chunk_id:08X}.chunk"
+
+    def chunk_reader(self, entry: int, header: FrameHeader, field: str = "chunk offset"):
+        path = self.chunk_path(entry)
+        try:
+            source = FileSource(path)
+        except FileNotFoundError:
+            raise FormatError(
+                "chunk file", f"{path.name} in {self.directory}", "no such file"
+            ) from None
+
+        def read(offset: int, size: int) -> bytes:
+            if offset + size > source.size:
+                raise FormatError(
+                    "chunk file", f"{size} bytes at {offset} of {path.name}", f"{source.size} bytes"
+                )
+            try:  # the file is opened on first read: a writer may have discarded it since
+                return source.read(offset, size)
+            except FileNotFoundError:
+                raise FormatError(
+                    "chunk file", f"{path.name} in {self.directory}", "no such file"
+                ) from None
+
+        return read, source.size
+
+    def chunk_span(
+        self, entry: int, header: FrameHeader, field: str = "chunk offset"
+    ) -> tuple[str, int, int]:
+        path = self.chunk_path(entry)
+        try:
+            return str(path), 0, path.stat().st_size
+        except FileNotFoundError:
+            raise FormatError(
+                "chunk file", f"{path.name} in {self.directory}", "no such file"
+            ) from None
+
+    def read_chunk(self, entry: int, header: FrameHeader, field: str = "chunk offset") -> bytes:
+        path = self.chunk_path(entry)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise FormatError(
+                "chunk file", f"{path.name} in {self.directory}", "no such file"
+            ) from None
+        if len(data) < MIN_HEADER_LENGTH:
+            raise FormatError("chunk file", "a whole chunk", f"{len(data)} bytes", 0)
+        cbytes = int.from_bytes(data[12:16], "little", signed=True)
+        if not MIN_HEADER_LENGTH <= cbytes <= len(data):
+            raise FormatError(
+                "chunk cbytes", f"at most the {len(data)} bytes of {path.name}", cbytes, 12
+            )
+        return data[:cbytes]
+
+    @contextlib.contextmanager
+    def locked(self):
+        if not self.writable:
+            raise PermissionError(f"{self.name} is open for reading; open it with mode='a'")
+        with self._lock.hold():
+            # The index file is replaced by rename on every change: compare the whole file
+            # this handle adopted with the one on disk now. (Its fixed header is not enough:
+            # a chunk replaced by one of the same size, or a vlmeta value by one of the same
+            # length, leaves it unchanged, and a stale writer would then lose that change.)
+            fresh = FileSource.opened(self.directory / INDEX_NAME)
+            changed = _digest(fresh.read(0, fresh.size)) != self._seen
+            if changed:
+                self._index.close()
+                self._index, self._frame_len = fresh, fresh.size
+            yield changed
+
+    def adopt(self, header: FrameHeader) -> None:
+        self._frame_len = header.frame_len
+        if self.writable:  # the index file the header was just read from, whole
+            self._seen = _digest(self._index.read(0, self._index.size))
+
+    def refresh(self) -> bool:
+        if self.writable:
+            return False
+        # The index file was replaced by rename: open the new one (the old one closes when
+        # no reader holds it any more).
+        self._index = FileSource.opened(self.directory / INDEX_NAME)
+        self._frame_len = self._index.size
+        return True
+
+    def store(self, chunk: bytes, header: FrameHeader, in_use) -> int:
+        ids = [int(e) for e in in_use if e >= 0]
+        # Past every id in use, every id handed out since (a batch not yet published), and
+        # every id b2store ever gave out here (kept in the lock file): an id is never reused,
+        # so a reader holding an older index never finds another chunk under an id it knew
+        # (a discarded file is missing instead, and the reader moves to the newer index).
+        new_id = max(max(ids) + 1 if ids else 0, self._next_id, self._lock.next_id())
+        self._lock.set_next_id(new_id + 1)
+        self._next_id = new_id + 1
+        _atomic_write(self.chunk_path(new_id), chunk)
+        return new_id
+
+    def publish(self, header, index, trailer, *, stored_bytes, full_header):
+        index = index or b""
+        frame_len = header.header_len + len(index) + len(trailer)
+        # A sparse frame's cbytes is the size of its chunk files (c-blosc2 reads 0 as
+        # "no chunks").
+        new = header.with_fields(cbytes=stored_bytes, frame_len=frame_len)
+        self._replace_index(new.to_bytes() + index + trailer)
+        self._next_id = 0
+        return new, frame_len - len(trailer)
+
+    def rewrite_header(self, data: bytes) -> None:
+        rest = self._index.read(len(data), self._frame_len - len(data))
+        self._replace_index(data + rest)
+
+    def _replace_index(self, frame: bytes) -> None:
+        """Swap in a new ``chunks.b2frame`` in one rename; readers see the old or the new."""
+        _atomic_write(self.directory / INDEX_NAME, frame)
+        self._seen = _digest(frame)
+        old, self._index = self._index, FileSource.opened(self.directory / INDEX_NAME)
+        old.close()
+        self._frame_len = len(frame)
+
+    def discard(self, entries: Iterable[int]) -> None:
+        for entry in entries:
+            if entry >= 0:
+                self.chunk_path(entry).unlink(missing_ok=True)
+
+    def close(self) -> None:
+        self._index.close()
+
+    def __reduce__(self):
+        return SparseFrame, (self.directory, self.writable)
+
+    def reopen(self, writable: bool | None = None) -> Backend:
+        return SparseFrame(self.directory, writable=self.writable if writable is None else writable)
