@@ -142,38 +142,6 @@ class FileSource(ByteSource):
             os.close(self._fd)
 
 
-class FsspecSource(ByteSource):
-    """A file behind an fsspec URL (``http://``, ``s3://``, ``memory://`` ...), read by byte
-    ranges only."""
-
-    def __init__(self, url: str, storage_options: dict | None = None, offset: int = 0):
-        import fsspec
-
-        self.url = url
-        self.name = url
-        self.offset = offset
-        self.storage_options = dict(storage_options or {})
-        self._fs, self._path = fsspec.core.url_to_fs(url, **self.storage_options)
-        self._size = int(self._fs.size(self._path)) - offset
-        if self._size < 0:
-            raise FormatError("offset", f"inside {url}", offset)
-
-    def read(self, offset: int, size: int) -> bytes:
-        self._check(offset, size, self._size)
-        start = self.offset + offset
-        data = self._fs.cat_file(self._path, start=start, end=start + size)
-        if len(data) != size:
-            raise FormatError("frame", f"{size} bytes at {offset}", f"{len(data)} (short read)")
-        return data
-
-    @property
-    def size(self) -> int:
-        return self._size
-
-    def __reduce__(self):
-        return FsspecSource, (self.url, self.storage_options, self.offset)
-
-
 class RangeSource(ByteSource):
     """Any ``read_range(start, stop) -> bytes`` callable over ``size`` bytes: a zarr store,
     an object-store client, a cache. It pickles when the callable does."""
@@ -185,9 +153,12 @@ class RangeSource(ByteSource):
         self._size = int(size)
         self.name = name
 
+    def _fetch(self, start: int, stop: int) -> bytes:
+        return self._read_range(start, stop)
+
     def read(self, offset: int, size: int) -> bytes:
         self._check(offset, size, self._size)
-        data = bytes(self._read_range(offset, offset + size))
+        data = bytes(self._fetch(offset, offset + size))
         if len(data) != size:
             raise FormatError("frame", f"{size} bytes at {offset}", f"{len(data)} (short read)")
         return data
@@ -201,3 +172,26 @@ class RangeSource(ByteSource):
 
     def __setstate__(self, state):
         self.name = state["name"]
+
+
+class FsspecSource(RangeSource):
+    """A file behind an fsspec URL (``http://``, ``s3://``, ``memory://`` ...), read by byte
+    ranges only."""
+
+    def __init__(self, url: str, storage_options: dict | None = None, offset: int = 0):
+        import fsspec
+
+        self.url = url
+        self.offset = offset
+        self.storage_options = dict(storage_options or {})
+        self._fs, self._path = fsspec.core.url_to_fs(url, **self.storage_options)
+        size = int(self._fs.size(self._path)) - offset
+        if size < 0:
+            raise FormatError("offset", f"inside {url}", offset)
+        super().__init__(self._fetch, size, name=url)
+
+    def _fetch(self, start: int, stop: int) -> bytes:
+        return self._fs.cat_file(self._path, start=self.offset + start, end=self.offset + stop)
+
+    def __reduce__(self):
+        return FsspecSource, (self.url, self.storage_options, self.offset)
