@@ -119,7 +119,8 @@ def _quickstart(_args) -> int:
 
 
 def _info(args) -> int:
-    from .inspection import describe, format_info
+    from .inspection import describe
+    from .report import format_info
 
     info = describe(args.path, chunks=args.chunks)
     print(json.dumps(info, indent=1) if args.json else format_info(info))
@@ -153,7 +154,7 @@ def _dump(args) -> int:
 
 
 def _verify(args) -> int:
-    from .inspection import verify
+    from .verification import verify
 
     report = verify(args.path)
     if args.json:

@@ -216,7 +216,7 @@ def _run(root: Path, xr, keep: bool) -> int:
     _zarr_part(path, ds, times, checks)
     _blosc2_part(path, out, ds, anomaly.values, times, checks)
 
-    from .inspection import verify
+    from .verification import verify
 
     with _timed(times, "verify"):
         report = verify(path)

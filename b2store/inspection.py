@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,17 +20,19 @@ import numpy as np
 
 from .chunk.decoder import chunk_info, decode_chunk
 from .constants import Filter, SplitMode
-from .errors import B2StoreError, FormatError
+from .errors import B2StoreError
 from .frame.header import MAGIC
 
 __all__ = [
     "InputError",
     "detect",
     "describe",
-    "verify",
     "open_arrays",
     "jsonable",
-    "Problem",
+    "open_frame_path",
+    "shown",
+    "not_blosc",
+    "zarr_arrays",
 ]
 
 #: Kinds :func:`detect` returns.
@@ -98,7 +99,7 @@ def detect(path: str | os.PathLike) -> str:
     raise InputError(f"{path}: {len(head)} bytes, too short for any Blosc input")
 
 
-def _not_blosc(path, kind: str) -> InputError:
+def not_blosc(path, kind: str) -> InputError:
     return InputError(
         f"{path}: a {'NumPy .npy' if kind == 'npy' else kind} file, not a Blosc input "
         f"(b2store convert turns it into one)"
@@ -132,7 +133,7 @@ def jsonable(value: Any) -> Any:
     return repr(value)
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
     text = repr(jsonable(value)) if not isinstance(value, str) else repr(value)
     if len(text) > _SHOWN_VALUE_CHARS:
         text = text[: _SHOWN_VALUE_CHARS - 3] + "..."
@@ -291,7 +292,7 @@ def _tree_info(path, *, chunks: bool) -> dict:
     }
 
 
-def _zarr_arrays(path) -> Iterator[tuple[str, Any]]:
+def zarr_arrays(path) -> Iterator[tuple[str, Any]]:
     import zarr
 
     node = zarr.open(store=os.fspath(path), mode="r")
@@ -351,7 +352,7 @@ def _zarr_info(path, *, chunks: bool) -> dict:
     import zarr
 
     arrays = {}
-    for name, arr in _zarr_arrays(path):
+    for name, arr in zarr_arrays(path):
         records = _zarr_chunk_records(arr)
         stored = sum(r["cbytes"] for r in records)
         blosc = [r for r in records if r.get("nbytes") is not None]
@@ -447,174 +448,8 @@ def describe(path, *, chunks: bool = False) -> dict:
     elif kind == "zarr":
         out = _zarr_info(path, chunks=chunks)
     else:
-        raise _not_blosc(path, kind)
+        raise not_blosc(path, kind)
     return {"path": os.fspath(path), **jsonable(out)}
-
-
-# --- text ---------------------------------------------------------------------------------
-
-
-def _size(n: int | None) -> str:
-    if n is None:
-        return "?"
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
-
-
-def _ratio(r) -> str:
-    return "-" if r is None else f"{r:.2f}x"
-
-
-def _filters_text(filters: list[dict]) -> str:
-    return ", ".join(f"{f['name']}({f['meta']})" if f["meta"] else f["name"] for f in filters) or (
-        "none"
-    )
-
-
-def _stats_lines(stats: dict, indent: str) -> list[str]:
-    special = ", ".join(f"{n} {k}" for k, n in sorted(stats["special"].items()))
-    missing = stats.get("not_written", 0)
-    nstored = stats["count"] - sum(stats["special"].values()) - missing
-    lines = [
-        f"{indent}chunks    {stats['count']}: {nstored} compressed"
-        + (f", special: {special}" if special else "")
-        + (f", {missing} not written (fill value)" if missing else "")
-    ]
-    if stats.get("cbytes"):
-        c, r = stats["cbytes"], stats.get("ratio")
-        line = (
-            f"{indent}per chunk {_size(c['min'])} .. {_size(int(c['median']))} (median) .. "
-            f"{_size(c['max'])}"
-        )
-        if r:
-            line += f"; ratio {_ratio(r['min'])} .. {_ratio(r['median'])} .. {_ratio(r['max'])}"
-        lines.append(line)
-    if stats.get("chunk_format_versions"):
-        versions = ", ".join(map(str, stats["chunk_format_versions"]))
-        lines.append(f"{indent}chunk format version {versions}")
-    return lines
-
-
-def _attr_lines(title: str, attrs: Mapping, indent: str) -> list[str]:
-    if not attrs:
-        return []
-    lines = [f"{indent}{title}"]
-    lines += [f"{indent}  {k} = {_shown(v)}" for k, v in attrs.items()]
-    return lines
-
-
-def _frame_lines(info: dict, indent: str) -> list[str]:
-    lines = []
-    if "shape" in info:
-        lines.append(
-            f"{indent}shape     {tuple(info['shape'])}  dtype {info['dtype']}  "
-            f"(b2nd metalayer version {info['b2nd_metalayer_version']})"
-        )
-        lines.append(f"{indent}chunks    {tuple(info['chunks'])}  blocks {tuple(info['blocks'])}")
-    lines.append(
-        f"{indent}codec     {info['codec']}  clevel {info['clevel']}  filters "
-        f"{_filters_text(info['filters'])}  splitmode {info['splitmode']}"
-    )
-    lines.append(
-        f"{indent}items     typesize {info['typesize']}, blocksize {info['blocksize']}, "
-        f"chunksize {info['chunksize']}"
-    )
-    lines.append(
-        f"{indent}size      {_size(info['nbytes'])} -> {_size(info['cbytes'])} "
-        f"({_ratio(info['ratio'])})"
-    )
-    lines += _stats_lines(info["chunk_stats"], indent)
-    metas = ", ".join(f"{k} ({n} bytes)" for k, n in info["metalayers"].items()) or "none"
-    lines.append(f"{indent}metalayers {metas}")
-    lines += _attr_lines("vlmeta", info["vlmeta"], indent)
-    for rec in info.get("chunk_list", []):
-        lines.append(_chunk_line(rec, indent))
-    return lines
-
-
-def _chunk_line(rec: dict, indent: str) -> str:
-    where = f"offset {rec['offset']}" if rec.get("offset") is not None else "in index"
-    if rec.get("offset") is None and "stored" not in rec:
-        where = "stored"
-    kind = f"special {rec['special']}" if rec["special"] else f"v{rec.get('version', '?')}"
-    nbytes = rec.get("nbytes")
-    ratio = f" ({_ratio(nbytes / rec['cbytes'])})" if nbytes and rec["cbytes"] else ""
-    return f"{indent}  chunk {rec['chunk']}: {where}, {rec['cbytes']} bytes{ratio}, {kind}" + (
-        f", {nbytes} bytes decoded" if nbytes is not None else ""
-    )
-
-
-def format_info(info: dict) -> str:
-    """:func:`describe`'s mapping as text, in the manner of ``ncdump -h``."""
-    path, kind = info["path"], info["kind"]
-    if kind == "chunk":
-        return "\n".join(
-            [
-                f"{path}: Blosc chunk, format version {info['chunk_format_version']} "
-                f"(codec format {info['codec_format_version']})",
-                f"  codec     {info['codec']}  filters {_filters_text(info['filters'])}",
-                f"  items     typesize {info['typesize']}, {info['nblocks']} blocks of "
-                f"{info['blocksize']} bytes" + (", split streams" if info["split"] else ""),
-                f"  size      {_size(info['nbytes'])} -> {_size(info['cbytes'])} "
-                f"({_ratio(info['ratio'])})",
-                "  kind      "
-                + (
-                    f"special ({info['special']})"
-                    if info["special"]
-                    else "memcpyed"
-                    if info["memcpyed"]
-                    else "compressed"
-                )
-                + (", dictionary" if info["use_dict"] else "")
-                + (", variable-length blocks" if info["vl_blocks"] else ""),
-            ]
-            + (
-                [f"  trailing  {info['trailing_bytes']} bytes after the chunk"]
-                if info["trailing_bytes"]
-                else []
-            )
-        )
-    if "frame_format_version" in info:
-        head = (
-            f"{path}: {info['type']} in a {kind} (frame format version "
-            f"{info['frame_format_version']}, {info['nchunks']} chunks)"
-        )
-        return "\n".join([head, *_frame_lines(info, "  ")])
-    if "groups" in info:
-        lines = [f"{path}: {kind}, {len(info['arrays'])} arrays"]
-        for group, attrs in info["groups"].items():
-            if attrs:
-                lines += _attr_lines(f"group {group} attributes", attrs, "  ")
-        for name, arr in info["arrays"].items():
-            lines.append(
-                f"  array {name}: {arr['type']} in a {arr['kind']} "
-                f"(frame format version {arr['frame_format_version']})"
-            )
-            lines += _frame_lines(arr, "    ")
-        return "\n".join(lines)
-    lines = [f"{path}: {kind}" + (f", {len(info['arrays'])} arrays" if "group" in kind else "")]
-    lines += _attr_lines("attributes", info.get("attributes", {}), "  ")
-    for name, arr in info["arrays"].items():
-        lines.append(f"  array {name}: Zarr v{arr['zarr_format']}")
-        lines.append(
-            f"    shape     {tuple(arr['shape'])}  dtype {arr['dtype']}  "
-            f"chunks {tuple(arr['chunks'])}"
-        )
-        for codec in arr["codecs"]:
-            lines.append(f"    codec     {codec}")
-        lines.append(
-            f"    size      {_size(arr['nbytes'])} -> {_size(arr['cbytes'])} "
-            f"({_ratio(arr['ratio'])})"
-        )
-        stats = dict(arr["chunk_stats"])
-        lines += _stats_lines(stats, "    ")
-        lines += _attr_lines("attributes", arr["attributes"], "    ")
-        for rec in arr.get("chunk_list", []):
-            lines.append(_chunk_line(rec, "    "))
-    return "\n".join(lines)
 
 
 # --- opening arrays (dump) --------------------------------------------------------------------
@@ -647,9 +482,9 @@ def open_arrays(path, *, dtype=None) -> Iterator[tuple[str, Any]]:
             with ref.open() as arr:
                 yield name, arr
     elif kind == "zarr":
-        yield from _zarr_arrays(path)
+        yield from zarr_arrays(path)
     else:
-        raise _not_blosc(path, kind)
+        raise not_blosc(path, kind)
 
 
 def _bytes_view(data: np.ndarray, dtype) -> np.ndarray:
@@ -659,151 +494,3 @@ def _bytes_view(data: np.ndarray, dtype) -> np.ndarray:
     if len(data) % dtype.itemsize:
         raise InputError(f"{len(data)} bytes are not whole items of {dtype} ({dtype.itemsize})")
     return data.view(dtype)
-
-
-# --- verify -------------------------------------------------------------------------------
-
-
-@dataclass
-class Problem:
-    """One thing ``verify`` found wrong: where (array, chunk, byte offset) and the error."""
-
-    error: str
-    array: str | None = None
-    chunk: int | str | None = None
-    offset: int | None = None
-    extra: dict = field(default_factory=dict)
-
-    def as_dict(self) -> dict:
-        return {
-            "array": self.array,
-            "chunk": self.chunk,
-            "offset": self.offset,
-            "error": self.error,
-        }
-
-    def __str__(self) -> str:
-        where = []
-        if self.array is not None:
-            where.append(f"array {self.array}")
-        if self.chunk is not None:
-            where.append(f"chunk {self.chunk}")
-        if self.offset is not None:
-            where.append(f"offset {self.offset}")
-        return f"{', '.join(where) or 'file'}: {self.error}"
-
-
-def _error_text(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return text if isinstance(exc, B2StoreError) else f"{type(exc).__name__}: {text}"
-
-
-def _verify_frame(obj, array: str | None) -> tuple[int, list[Problem]]:
-    schunk = obj.schunk if hasattr(obj, "schunk") else obj
-    problems = []
-    header = schunk.header
-    for i in range(schunk.nchunks):
-        offset = None
-        try:
-            span = schunk.chunk_span(i)
-            offset = None if span is None else span[1]
-            decoded = decode_chunk(schunk.get_chunk(i))
-            expected = _expected_nbytes(header, i, schunk.nchunks)
-            if expected is not None and len(decoded) != expected:
-                raise FormatError(f"chunk {i} nbytes", expected, len(decoded))
-        except Exception as exc:  # every failure is a finding: verify reports, never stops
-            if offset is None:
-                offset = _index_entry(schunk, i)
-            problems.append(Problem(_error_text(exc), array, i, offset))
-    return schunk.nchunks, problems
-
-
-def _index_entry(schunk, i: int) -> int | None:
-    try:
-        entry = int(schunk.offsets[i])
-    except Exception:
-        return None
-    return entry if entry >= 0 else None
-
-
-def _expected_nbytes(header, i: int, nchunks: int) -> int | None:
-    if header.chunksize <= 0:
-        return None
-    last = header.nbytes - header.chunksize * (nchunks - 1)
-    return header.chunksize if i < nchunks - 1 else last
-
-
-def _verify_zarr(path) -> tuple[int, list[Problem]]:
-    count, problems = 0, []
-    for name, arr in _zarr_arrays(path):
-        grid = arr.cdata_shape
-        for idx in np.ndindex(*grid):
-            count += 1
-            region = tuple(
-                slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(idx, arr.chunks, arr.shape)
-            )
-            try:
-                arr[region]
-            except Exception as exc:
-                key = arr.metadata.encode_chunk_key(idx)
-                problems.append(Problem(_error_text(exc), name, key))
-    return count, problems
-
-
-def verify(path) -> dict:
-    """Decode every chunk of ``path``; report each one that fails.
-
-    Returns
-    -------
-    dict
-        ``{"path", "kind", "chunks": number checked, "ok": bool, "problems": [{"array",
-        "chunk", "offset", "error"}, ...]}``; ``offset`` is the chunk's byte offset in its
-        file when known.
-    """
-    kind = detect(path)
-    problems: list[Problem] = []
-    count = 0
-    if kind == "chunk":
-        count = 1
-        try:
-            decode_chunk(Path(path).read_bytes())
-        except Exception as exc:
-            off = getattr(exc, "offset", None)
-            problems.append(Problem(_error_text(exc), None, 0, off))
-    elif kind in ("frame", "sparse-frame"):
-        try:
-            obj = open_frame_path(path)
-        except Exception as exc:
-            problems.append(Problem(_error_text(exc), offset=getattr(exc, "offset", None)))
-        else:
-            with obj:
-                count, problems = _verify_frame(obj, None)
-    elif kind == "tree":
-        from .tree import open_tree
-
-        try:
-            refs = open_tree(os.fspath(path)).arrays()
-        except Exception as exc:
-            problems.append(Problem(_error_text(exc), offset=getattr(exc, "offset", None)))
-            refs = {}
-        for name, ref in refs.items():
-            try:
-                obj = ref.open()
-            except Exception as exc:
-                problems.append(Problem(_error_text(exc), name, offset=ref.offset or None))
-                continue
-            with obj:
-                n, found = _verify_frame(obj, name)
-            count += n
-            problems += found
-    elif kind == "zarr":
-        count, problems = _verify_zarr(path)
-    else:
-        raise _not_blosc(path, kind)
-    return {
-        "path": os.fspath(path),
-        "kind": kind,
-        "chunks": count,
-        "ok": not problems,
-        "problems": [p.as_dict() for p in problems],
-    }
