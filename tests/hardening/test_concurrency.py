@@ -183,3 +183,33 @@ def test_two_processes_writing_one_frame_lose_nothing(tmp_path, contiguous):
     if contiguous:
         blosc2 = pytest.importorskip("blosc2")
         assert blosc2.open(str(path)).nchunks == CHUNKS + 2 * count
+
+
+@pytest.mark.parametrize("contiguous", [True, False], ids=["cframe", "sframe"])
+def test_a_stale_writer_sees_a_same_size_change_by_another(tmp_path, contiguous):
+    # The bug: a sparse frame's writer compared only the fixed header, which a chunk replaced
+    # by one of the same size leaves unchanged, and published over it from its stale index.
+    path = tmp_path / "x.b2frame"
+    make(path, contiguous).close()
+    first, second = b2store.open(path, mode="a"), b2store.open(path, mode="a")
+    first.update_chunk(1, b2store.encode_chunk(np.full(N, 7, "<i4"), typesize=4))
+    second.vlmeta["seen"] = True  # must reload first's change, not overwrite it
+    second.update_chunk(2, b2store.encode_chunk(np.full(N, 8, "<i4"), typesize=4))
+    first.close(), second.close()
+    with b2store.open(path) as s:
+        firsts = [int(s.decompress_chunk(i).view("<i4")[0]) for i in range(CHUNKS)]
+        assert firsts == [0, 7, 8, 3]
+        assert s.vlmeta["seen"] is True
+
+
+def test_a_read_only_handle_follows_a_writer_in_another_handle(tmp_path):
+    # A reader whose chunk file was discarded by a writer reloads the newer state.
+    path = tmp_path / "x.b2frame"
+    make(path, False).close()
+    reader = b2store.open(path)
+    with b2store.open(path, mode="a") as writer:
+        for v in (10, 11):
+            writer.update_chunk(1, b2store.encode_chunk(np.full(N, v, "<i4"), typesize=4))
+    # Not an error for the discarded file: the newer committed chunk.
+    assert int(reader.decompress_chunk(1).view("<i4")[0]) == 11
+    reader.close()
