@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 
 from ..constants import MIN_HEADER_LENGTH
-from ..errors import FormatError
+from ..errors import B2StoreError, FormatError
 from ..limits import Limits, resolve
 from .header import HEADER_FIXED_LEN, FrameHeader
 from .layout import (
@@ -128,10 +128,16 @@ class ContiguousFrame(Backend):
 
     # --- writing ---------------------------------------------------------------------------
     def _committed_head(self) -> bytes:
+        """The whole header on storage (fixed part and metalayers): another writer's change
+        of a metalayer in place leaves the fixed part as it was."""
         if self._buf is not None:
-            return bytes(self._buf[:HEADER_FIXED_LEN])
+            head = bytes(self._buf[:HEADER_FIXED_LEN])
+            header_len = _header_len(head)
+            return bytes(self._buf[:header_len]) if header_len else head
         with open(self._source.path, "rb") as fh:
-            return fh.read(HEADER_FIXED_LEN)
+            head = fh.read(HEADER_FIXED_LEN)
+            header_len = _header_len(head)
+            return head + fh.read(header_len - len(head)) if header_len else head
 
     def _write(self, offset: int, data: bytes) -> None:
         if self._buf is not None:
@@ -184,7 +190,7 @@ class ContiguousFrame(Backend):
         """Take ``header`` (just read from storage) as the state this handle knows."""
         self._frame_len = self._end = header.frame_len
         if self.writable:
-            self._seen = header.to_bytes()[:HEADER_FIXED_LEN]
+            self._seen = header.to_bytes()
 
     def store(self, chunk: bytes, header: FrameHeader, in_use) -> int:
         at = self._end
@@ -212,7 +218,7 @@ class ContiguousFrame(Backend):
         if self._wfd >= 0:
             os.fsync(self._wfd)
         self._set_len(new.frame_len)
-        self._seen = data[:HEADER_FIXED_LEN]
+        self._seen = data
 
     def _publish_empty(self, header, trailer, full_header):
         """A frame with no data keeps its trailer right after the header: that is where
@@ -242,7 +248,7 @@ class ContiguousFrame(Backend):
         self._write(0, data)
         if self._wfd >= 0:
             os.fsync(self._wfd)
-        self._seen = data[:HEADER_FIXED_LEN]
+        self._seen = data
 
     def getvalue(self) -> bytes:
         return self.read(0, self._frame_len)
@@ -335,3 +341,11 @@ def read_header(backend: Backend, limits: Limits | None = None) -> FrameHeader:
     limits.check("max_frame_nbytes", header.nbytes, "nbytes", 25)
     backend.adopt(header)
     return header
+
+
+def _header_len(head: bytes) -> int:
+    """``header_len`` from a frame's first bytes, or 0 when they are not a frame header."""
+    try:
+        return FrameHeader.peek_len(head[:24])[0]
+    except B2StoreError:
+        return 0

@@ -213,3 +213,19 @@ def test_a_read_only_handle_follows_a_writer_in_another_handle(tmp_path):
     # Not an error for the discarded file: the newer committed chunk.
     assert int(reader.decompress_chunk(1).view("<i4")[0]) == 11
     reader.close()
+
+
+@pytest.mark.parametrize("contiguous", [True, False], ids=["cframe", "sframe"])
+def test_two_handles_changing_different_metalayers_keep_both(tmp_path, contiguous):
+    # An in-place metalayer change leaves a contiguous frame's fixed header as it was: the
+    # other writer must still see it (the whole header is compared).
+    path = tmp_path / "m.b2frame"
+    s = SChunk.create(path, contiguous=contiguous, typesize=4, meta={"a": b"1111", "b": b"2222"})
+    s.append_data(np.arange(10, dtype="<i4"))
+    s.close()
+    x, y = b2store.open(path, mode="a"), b2store.open(path, mode="a")
+    x.meta["a"] = b"AAAA"
+    y.meta["b"] = b"BBBB"
+    x.close(), y.close()
+    with b2store.open(path) as s:
+        assert dict(s.meta) == {"a": b"AAAA", "b": b"BBBB"}
