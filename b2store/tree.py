@@ -236,7 +236,12 @@ def _zip_members(files: _Files) -> list[_Member]:
                 "zip central directory", "a whole entry", "truncated", cd_offset + pos
             )
         raw_name = cd[start : start + name_len]
-        name = raw_name.decode("utf-8" if flags & 0x800 else "cp437")
+        try:
+            name = raw_name.decode("utf-8" if flags & 0x800 else "cp437")
+        except UnicodeDecodeError:
+            raise FormatError(
+                "zip member name", "UTF-8 (flag bit 11 is set)", bytes(raw_name), cd_offset + pos
+            ) from None
         extra = cd[start + name_len : start + name_len + extra_len]
         usize, csize, header_offset = _zip64_sizes(extra, usize, csize, header_offset)
         pos = end

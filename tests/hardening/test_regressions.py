@@ -90,3 +90,13 @@ def test_an_empty_array_numpy_cannot_shape_is_a_format_error():
             blockshape=(3, 5, 10),
             dtype=np.dtype("V4"),
         )
+
+
+def test_a_zip_member_name_that_is_not_utf8_is_a_format_error(tmp_path):
+    # b2z target: a central-directory name flagged UTF-8 (bit 11) that is not raised
+    # UnicodeDecodeError.
+    path = tmp_path / "t.b2z"
+    path.write_bytes((FINDINGS / "b2z-bad-utf8-name.b2z").read_bytes())
+    with pytest.raises(FormatError, match="member name"):
+        b2store.open_tree(path).arrays()
+    run_one("b2z", path.read_bytes())
