@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["try_lock", "unlock"]
+__all__ = ["try_lock", "unlock", "exchange"]
 
 try:
     import fcntl
@@ -40,3 +40,21 @@ def unlock(fd: int) -> None:
     else:  # pragma: no cover - Windows
         os.lseek(fd, 0, os.SEEK_SET)
         msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+
+
+def exchange(a, b) -> bool:
+    """Swap two paths in one step (Linux ``renameat2(RENAME_EXCHANGE)``), so a directory
+    replaced this way is never missing, even to a process killed meanwhile; False where the
+    system cannot (then nothing was changed)."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0

@@ -14,9 +14,11 @@ import shutil
 import threading
 import uuid
 from collections.abc import Iterator, Mapping, MutableMapping
+from pathlib import Path
 
 import numpy as np
 
+from .. import _platform
 from ..chunk import partial
 from ..chunk.decoder import ChunkDecoder, as_uint8, decode_chunk
 from ..chunk.encoder import (
@@ -236,11 +238,7 @@ class SChunk(Changes):
                 fh.write(frame)
                 fh.flush()
                 os.fsync(fh.fileno())
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            elif path.exists() or path.is_symlink():
-                path.unlink()
-            os.replace(made, path)
+            replace_path(made, path)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -566,6 +564,31 @@ class SChunk(Changes):
             f"SChunk({kind}, nchunks={self.nchunks}, chunksize={self.chunksize}, "
             f"typesize={self.typesize}, nbytes={self.nbytes}, cbytes={self.cbytes})"
         )
+
+
+def staging_path(path) -> Path:
+    """A fresh name beside ``path`` to build a new frame under before :func:`replace_path`."""
+    path = local_path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.new"
+
+
+def replace_path(made, path) -> None:
+    """Put the frame ``made`` (a file or a sparse frame's directory) at ``path``, replacing
+    what is there: one rename for files, one exchange for directories on Linux; elsewhere a
+    directory replaced is removed first, so a process killed between the two steps leaves
+    no frame there (never a half-written one)."""
+    path = local_path(path)
+    if Path(made).is_dir() and path.is_dir() and not path.is_symlink():
+        if _platform.exchange(made, path):  # one step: the path is never missing
+            shutil.rmtree(made)  # now the old frame
+            return
+        shutil.rmtree(path)
+    elif path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif Path(made).is_dir() and (path.exists() or path.is_symlink()):
+        path.unlink()
+    os.replace(made, path)
 
 
 def _reopen(backend: Backend, limits: Limits | None = None) -> SChunk:

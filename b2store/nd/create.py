@@ -17,7 +17,7 @@ import numpy as np
 
 from ..chunk.encoder import resolve_codec, resolve_filters, resolve_splitmode, special_chunk
 from ..constants import SpecialValue
-from ..frame.schunk import SChunk
+from ..frame.schunk import SChunk, replace_path, staging_path
 from .array import B2ndArray
 from .chunks import cparams_for, encode_array_chunk, encode_chunk_array
 from .geometry import chunk_grid, chunk_nitems, chunk_region
@@ -114,13 +114,17 @@ def _new(shape, dtype, urlpath, opts: _Options):
         name: msgpack.packb(value, use_bin_type=True) for name, value in (opts.meta or {}).items()
     }
     size = math.prod(shape)
+    # A new array on disk is built under a name beside its path and renamed into place once
+    # whole (_finish): a process killed meanwhile never leaves an array short of chunks.
+    staged = None if urlpath is None else staging_path(urlpath)
     schunk = SChunk.create(
-        urlpath,
+        staged,
         contiguous=opts.contiguous,
         chunksize=chunk_nitems(chunks, blocks) * dtype.itemsize if size else -1,
         params=cparams,
         meta={"b2nd": b2nd.to_bytes(), **user_meta},
     )
+    schunk._final_path = urlpath
     return schunk, b2nd, cparams
 
 
@@ -128,7 +132,13 @@ def _finish(schunk, b2nd, vlmeta) -> B2ndArray:
     arr = B2ndArray(schunk, b2nd)
     if vlmeta:
         arr.vlmeta.update(vlmeta)
-    return arr
+    final = getattr(schunk, "_final_path", None)
+    if final is None:
+        return arr
+    staged = schunk.urlpath
+    arr.close()
+    replace_path(staged, final)
+    return B2ndArray(SChunk.open(final, mode="a"), b2nd)
 
 
 _KEYWORDS_DOC = """

@@ -155,7 +155,7 @@ def replay(kind: str, upto: int):
         for k in range(1, upto + 1):
             schunk_step(k, values, vlmeta)
         return values, vlmeta
-    if kind == "to_b2nd":
+    if kind in ("to_b2nd", "asarray", "asarray-sparse"):
         return upto
     step = zarr_step if kind == "zarr" else array_step
     arr, vlmeta = array_initial()
@@ -167,6 +167,14 @@ def replay(kind: str, upto: int):
 def child(path: str, kind: str, start: int) -> None:
     import b2store
 
+    if kind.startswith("asarray"):
+        k = start
+        while True:
+            k += 1
+            data = np.full((30, 20), k, "<i4")
+            a = b2store.asarray(data, path, chunks=(10, 10), contiguous=kind == "asarray")
+            a.close()
+            print(k, flush=True)
     if kind == "to_b2nd":
         k = start
         while True:

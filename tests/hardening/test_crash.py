@@ -28,6 +28,9 @@ CHILD = Path(__file__).with_name("crash_steps.py")
 
 
 def create(path: Path, kind: str, contiguous: bool) -> None:
+    if kind.startswith("asarray"):
+        b2store.asarray(np.zeros((30, 20), "<i4"), path, chunks=(10, 10), contiguous=contiguous)
+        return
     if kind == "to_b2nd":
         b2store.to_b2nd(steps.dataset(0), path)
         return
@@ -55,6 +58,11 @@ def state_of(path: Path, kind: str):
             t, u, k = ds["t"].values, ds["u"].values, ds.attrs["k"]
         assert (t == t[0, 0]).all() and t[0, 0] == k and (u == np.arange(6) * k).all()
         return int(k)
+    if kind.startswith("asarray"):  # a whole array, made anew at every step
+        with b2store.open(path) as a:
+            x = a[...]
+        assert x.shape == (30, 20) and (x == x[0, 0]).all()
+        return int(x[0, 0])
     with b2store.open(path) as obj:
         if kind == "schunk":
             return steps.schunk_read(obj)
@@ -62,7 +70,7 @@ def state_of(path: Path, kind: str):
 
 
 def same(kind: str, got, want) -> bool:
-    if kind in ("schunk", "to_b2nd"):
+    if kind in ("schunk", "to_b2nd") or kind.startswith("asarray"):
         return got == want
     return got[0].shape == want[0].shape and (got[0] == want[0]).all() and got[1] == want[1]
 
@@ -110,7 +118,11 @@ def run_kills(tmp_path: Path, kind: str, contiguous: bool, kills: int, seed: int
     for _ in range(kills):
         done, start = kill_cycle(path, kind, start, rng)
         total += done
-    if contiguous and kind != "to_b2nd":  # what survived is a frame python-blosc2 reads too
+    if contiguous and kind in (
+        "schunk",
+        "array",
+        "zarr",
+    ):  # what survived is a frame python-blosc2 reads too
         blosc2 = pytest.importorskip("blosc2")
         theirs = blosc2.open(str(path))
         if kind == "schunk":
@@ -128,6 +140,8 @@ KINDS = [
     pytest.param("zarr", True, id="zarr-store-cframe"),
     pytest.param("zarr", False, id="zarr-store-sframe"),
     pytest.param("to_b2nd", True, id="to_b2nd-b2d"),
+    pytest.param("asarray", True, id="asarray-cframe"),
+    pytest.param("asarray-sparse", False, id="asarray-sframe"),
 ]
 
 
