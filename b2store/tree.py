@@ -183,8 +183,12 @@ def _zip_members(files: _Files) -> list[_Member]:
     if tail[-_EOCD.size : -_EOCD.size + 4] != b"PK\x05\x06":
         tail_len = min(size, _EOCD.size + 0xFFFF + _EOCD64_LOCATOR.size)
         tail = files.read("", size - tail_len, tail_len)
-    at = tail.rfind(b"PK\x05\x06", 0, len(tail) - _EOCD.size + 4)
-    while at >= 0 and at + _EOCD.size + struct.unpack_from("<H", tail, at + 20)[0] > len(tail):
+    at = tail.rfind(b"PK\x05\x06", 0, max(0, len(tail) - _EOCD.size + 4))
+    # (an end record is whole, its comment too; a file shorter than one has none)
+    while at >= 0 and (
+        at + _EOCD.size > len(tail)
+        or at + _EOCD.size + struct.unpack_from("<H", tail, at + 20)[0] > len(tail)
+    ):
         at = tail.rfind(b"PK\x05\x06", 0, at)
     if at < 0:
         raise FormatError(".b2z end of central directory", "a zip file", "no zip signature")

@@ -100,3 +100,15 @@ def test_a_zip_member_name_that_is_not_utf8_is_a_format_error(tmp_path):
     with pytest.raises(FormatError, match="member name"):
         b2store.open_tree(path).arrays()
     run_one("b2z", path.read_bytes())
+
+
+@pytest.mark.parametrize("data", [b"PK\x05\x06", b"PK\x05\x06" + bytes(13), b"xPK\x05\x06\x00"])
+def test_a_zip_shorter_than_its_end_record_is_a_format_error(tmp_path, data):
+    # b2z and zarrstore targets: a file of 17 bytes holding the end-record signature made
+    # struct.unpack_from read past it (struct.error).
+    path = tmp_path / "t.b2z"
+    path.write_bytes(data)
+    with pytest.raises(FormatError):
+        b2store.open_tree(path)
+    path.write_bytes((FINDINGS / "b2z-short-end-record.b2z").read_bytes())
+    run_one("b2z", path.read_bytes())
