@@ -134,9 +134,10 @@ class SChunk(Changes):
             )
 
     def _reading(self, i: int, read):
-        """``read(state, i)`` for chunk ``i``, from one committed state; tried once more
-        from a newer state if a writer replaced what it named meanwhile (a sparse frame's
-        chunk file discarded, a frame cut short)."""
+        """``read(state, i)`` for chunk ``i``, from one committed state; tried again from a
+        newer state (up to ``_READ_TRIES`` times) while writers replace what it named (a
+        sparse frame's chunk file discarded, a frame cut short). A read that fails with no
+        newer state to go to raises its FormatError: the frame is damaged."""
         self._check_open()
         for _ in range(_READ_TRIES - 1):
             st = self._state
