@@ -76,12 +76,11 @@ def write_files(root: Path, files: dict[str, bytes]) -> None:
     root.mkdir(parents=True)
     for name, body in files.items():
         path = root / name
-        if path.is_dir():
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.parent.is_file():
-            continue
-        path.write_bytes(body)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(body)
+        except (NotADirectoryError, IsADirectoryError, FileExistsError):
+            continue  # names that clash ("a" and "a/b"): the input cannot be laid out
 
 
 # --- exercising what opened ---------------------------------------------------------------
