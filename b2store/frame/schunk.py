@@ -505,17 +505,17 @@ class SChunk(Changes):
 
     def _decode_blocks(self, st: State, i: int, blocks, out, blocksize=None):
         read, prefix, plan = self._plan(st, i, blocks)
-        if plan is not None:
-            if blocksize is not None and plan.header.effective_blocksize != blocksize:
-                return None
-            if plan.header.nbytes != len(as_uint8(out, name="out")):
-                raise FormatError(
-                    f"chunk {i} nbytes", str(len(as_uint8(out, name="out"))), plan.header.nbytes
-                )
-        if plan is None:
+        dest = as_uint8(out, writable=True, name="out")
+        if plan is None:  # special, memcpyed or VL blocks: decoded whole
             decoder = ChunkDecoder(prefix)
-            decoder.decode_into(as_uint8(out, writable=True, name="out")[: decoder.header.nbytes])
+            if decoder.header.nbytes != len(dest):
+                raise FormatError(f"chunk {i} nbytes", str(len(dest)), decoder.header.nbytes)
+            decoder.decode_into(dest)
             return list(range(decoder.nblocks)) if not decoder.special else list(blocks)
+        if blocksize is not None and plan.header.effective_blocksize != blocksize:
+            return None
+        if plan.header.nbytes != len(dest):
+            raise FormatError(f"chunk {i} nbytes", str(len(dest)), plan.header.nbytes)
         pieces = [read(start, stop - start) for start, stop in plan.ranges]
         partial.decode_blocks(plan, prefix, pieces, out)
         return list(plan.blocks)
