@@ -11,6 +11,7 @@ What a target may allocate is bounded by :data:`FUZZ_LIMITS`: the decoded size o
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import re
 import shutil
@@ -49,6 +50,7 @@ def scratch() -> Path:
     if _SCRATCH is None:
         base = "/dev/shm" if os.path.isdir("/dev/shm") else None
         _SCRATCH = Path(tempfile.mkdtemp(prefix="b2store-fuzz-", dir=base))
+        atexit.register(shutil.rmtree, _SCRATCH, ignore_errors=True)
     return _SCRATCH
 
 
