@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import os
 import shutil
-import sys
 import tempfile
 import zipfile
 from collections.abc import Mapping
@@ -21,6 +20,7 @@ import numpy as np
 import xarray as xr
 from xarray import conventions
 
+from .. import _platform
 from ..frame.schunk import SChunk
 from ..nd.create import cparams_for, encode_array_chunk
 from ..nd.geometry import array_to_chunk, chunk_grid, chunk_nitems, chunk_region
@@ -158,24 +158,14 @@ def _layout(groups: dict, path: str, layout: str | None) -> str:
     return layout
 
 
-def _exchange(a: Path, b: Path) -> bool:
-    """Swap two paths in one step (Linux renameat2 RENAME_EXCHANGE): a directory replaced
-    this way is never missing, even to a process killed meanwhile. False where unsupported."""
-    if not sys.platform.startswith("linux"):
-        return False
-    import ctypes
-
-    try:
-        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError):
-        return False
-    at_fdcwd, rename_exchange = -100, 2
-    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
-
-
 def _replace(built: Path, target: Path) -> None:
     """Put ``built`` where ``target`` is, replacing a file or directory there."""
-    if target.is_dir() and not target.is_symlink() and built.is_dir() and _exchange(built, target):
+    if (
+        target.is_dir()
+        and not target.is_symlink()
+        and built.is_dir()
+        and _platform.exchange(built, target)
+    ):
         shutil.rmtree(built, ignore_errors=True)  # now the old tree
     elif target.is_dir() and not target.is_symlink():
         # Two renames: a process killed between them leaves the old tree at ``old``.
