@@ -111,6 +111,12 @@ class FileSource(ByteSource):
         return self._fd
 
     def read(self, offset: int, size: int) -> bytes:
+        if offset + size > self._size >= 0 and offset >= 0:
+            # Another writer (another process, or another handle) may have appended since
+            # the size was taken: ask the open file once. A file replaced by rename keeps its
+            # old size here, as it must: this descriptor still reads the old file.
+            with self._lock:
+                self._size = os.fstat(self._descriptor()).st_size - self.offset
         self._check(offset, size, self._size)
         # The lock keeps close() from freeing a descriptor number a read is still using
         # (another file could get that number and be read instead).
