@@ -99,6 +99,22 @@ def decode_chunk(
     return dest
 
 
+def stream_split(header: ChunkHeader) -> bool | None:
+    """Whether the chunk's full blocks are stored as ``typesize`` streams (True) or one
+    (False); None when the header leaves it open and only the bytes can tell (see
+    :meth:`ChunkDecoder._read_split_or_not`)."""
+    split = header.splits(header.effective_blocksize)
+    if (
+        split
+        or header.version > LAST_BLOSC1_VERSION
+        or header.dont_split
+        or header.typesize == 1
+        or header.effective_blocksize % header.typesize
+    ):
+        return split
+    return None
+
+
 def block_bounds(bstarts: np.ndarray, cbytes: int) -> np.ndarray:
     """Where each block's bytes end: at the next larger block start, or at ``cbytes``."""
     ends = np.append(np.unique(bstarts), cbytes)
@@ -220,15 +236,9 @@ class ChunkDecoder:
 
     def _read_split_or_not(self) -> None:
         h = self.header
-        self.split = split = h.splits(h.effective_blocksize)
-        ambiguous = not (
-            split
-            or h.version > LAST_BLOSC1_VERSION
-            or h.dont_split
-            or h.typesize == 1
-            or h.effective_blocksize % h.typesize
-        )
-        if not ambiguous:
+        split = stream_split(h)
+        self.split = bool(split)
+        if split is not None:
             ends = None if self._only is None else block_bounds(self.bstarts, h.cbytes)
             if native.walk(self, split, self._only, ends):
                 # Checked in C; the Python walk runs only if the Python decoder is needed.

@@ -19,16 +19,28 @@ from __future__ import annotations
 import mmap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from ..constants import EXTENDED_HEADER_LENGTH, MAX_BUFFERSIZE, MAX_DICT_SIZE
 from ..errors import FormatError
-from .decoder import ChunkDecoder, as_uint8, block_bounds
+from . import native
+from .decoder import ChunkDecoder, as_uint8, block_bounds, stream_split
 from .filters import Pipeline
 from .header import ChunkHeader
 
-__all__ = ["HEADER_BYTES", "BlockPlan", "prefix_length", "plan_blocks", "decode_blocks", "zeroed"]
+__all__ = [
+    "HEADER_BYTES",
+    "BlockPlan",
+    "ChunkLayout",
+    "prefix_length",
+    "read_layout",
+    "plan_blocks",
+    "decode_blocks",
+    "decode_direct",
+    "zeroed",
+]
 
 # Read this many bytes of a chunk first (fewer if the chunk is shorter): the longest header.
 HEADER_BYTES = EXTENDED_HEADER_LENGTH
@@ -118,6 +130,119 @@ class BlockPlan:
         return j * bs, min(bs, self.header.nbytes - j * bs)
 
 
+@dataclass(frozen=True, eq=False)
+class ChunkLayout:
+    """Where a chunk's blocks lie, from its prefix, parsed and checked once: a reader that
+    keeps it plans any number of partial reads of the chunk without reading or parsing the
+    prefix again.
+
+    Attributes
+    ----------
+    header
+        The chunk header.
+    bstarts, ends
+        Where each block's bytes start and end in the chunk (int64 arrays).
+    dict_range
+        ``(start, stop)`` of the dictionary's bytes, or None.
+    prefix_length
+        The bytes from the chunk's start the layout was read from.
+    """
+
+    header: ChunkHeader
+    bstarts: np.ndarray
+    ends: np.ndarray
+    dict_range: tuple[int, int] | None
+    prefix_length: int
+
+    @cached_property
+    def pipeline(self) -> Pipeline:
+        return Pipeline.for_header(self.header)
+
+    @property
+    def has_delta(self) -> bool:
+        return self.pipeline.has_delta
+
+    def wanted(self, blocks: Iterable[int]) -> list[int]:
+        """``blocks`` sorted, without repeats, block 0 first where DELTA needs it."""
+        nblocks = len(self.bstarts)
+        wanted = sorted({int(j) for j in blocks})
+        if wanted and not 0 <= wanted[0] <= wanted[-1] < nblocks:
+            raise IndexError(f"block {wanted[0] if wanted[0] < 0 else wanted[-1]} of {nblocks}")
+        if wanted and wanted[0] != 0 and self.has_delta:
+            wanted.insert(0, 0)
+        return wanted
+
+    def groups(self, wanted: Sequence[int]) -> list[tuple[int, int, list[int]]]:
+        """The byte ranges ``wanted`` blocks need, ascending and merged where they touch:
+        ``(start, stop, blocks stored there)``."""
+        groups: list[tuple[int, int, list[int]]] = []
+        spans = sorted((int(self.bstarts[j]), int(self.ends[j]), j) for j in wanted)
+        for start, stop, j in spans:
+            if groups and start <= groups[-1][1]:
+                lo, hi, members = groups[-1]
+                groups[-1] = (lo, max(stop, hi), members + [j])
+            else:
+                groups.append((start, stop, [j]))
+        return groups
+
+    def plan(self, blocks: Iterable[int]) -> BlockPlan:
+        """The :class:`BlockPlan` for ``blocks`` (IndexError for a block outside the chunk)."""
+        wanted = self.wanted(blocks)
+        ranges = [] if self.dict_range is None else [self.dict_range]
+        ranges += [(start, stop) for start, stop, _ in self.groups(wanted)]
+        return BlockPlan(self.header, tuple(wanted), tuple(ranges), self.prefix_length)
+
+
+def read_layout(prefix, *, size: int | None = None) -> ChunkLayout | None:
+    """The :class:`ChunkLayout` of the chunk whose first :func:`prefix_length` bytes (or more)
+    are ``prefix``; None when the chunk has no block starts to go by (special, memcpyed, VL
+    blocks or empty): read it whole. ``size``: the chunk's stored length, when known (a
+    ``cbytes`` beyond it is a FormatError)."""
+    src = as_uint8(prefix, name="prefix")
+    header = _header(src, size)
+    if _whole(header):
+        return None
+    needed = prefix_length(src)
+    if len(src) < needed:
+        raise ValueError(f"a prefix of {needed} bytes is needed, got {len(src)}")
+    nblocks = header.nblocks
+    starts_at = header.header_size
+    starts_end = starts_at + 4 * nblocks
+    if starts_end > header.cbytes:
+        raise FormatError(
+            "bstarts",
+            f"{nblocks} block starts within cbytes={header.cbytes}",
+            f"{starts_end} bytes needed (nbytes={header.nbytes}, blocksize={header.blocksize})",
+            starts_at,
+        )
+    dict_range = None
+    data_start = starts_end
+    if header.use_dict:
+        if starts_end + 4 > header.cbytes:
+            raise FormatError(
+                "dict size", "4 bytes after the block starts", "end of chunk", starts_end
+            )
+        dsize = int.from_bytes(src[starts_end : starts_end + 4], "little", signed=True)
+        if not 0 < dsize <= MAX_DICT_SIZE or starts_end + 4 + dsize > header.cbytes:
+            raise FormatError(
+                "dict size", f"1..{MAX_DICT_SIZE} bytes inside the chunk", dsize, starts_end
+            )
+        data_start = starts_end + 4 + dsize
+        dict_range = (starts_end + 4, data_start)
+    bstarts = np.frombuffer(src, "<i4", nblocks, starts_at).astype(np.int64)
+    bad = np.flatnonzero((bstarts < data_start) | (bstarts >= header.cbytes))
+    if len(bad):
+        j = int(bad[0])
+        raise FormatError(
+            f"bstarts[{j}]",
+            f"an offset in [{data_start}, {header.cbytes})",
+            int(bstarts[j]),
+            starts_at + 4 * j,
+        )
+    ends = block_bounds(bstarts, header.cbytes)
+    return ChunkLayout(header, bstarts, ends, dict_range, needed)
+
+
 def plan_blocks(prefix, blocks: Iterable[int], *, size: int | None = None) -> BlockPlan | None:
     """The byte ranges of a chunk that decoding ``blocks`` needs.
 
@@ -143,59 +268,8 @@ def plan_blocks(prefix, blocks: Iterable[int], *, size: int | None = None) -> Bl
     IndexError
         A block index outside the chunk.
     """
-    src = as_uint8(prefix, name="prefix")
-    header = _header(src, size)
-    if _whole(header):
-        return None
-    needed = prefix_length(src)
-    if len(src) < needed:
-        raise ValueError(f"a prefix of {needed} bytes is needed, got {len(src)}")
-    nblocks = header.nblocks
-    wanted = sorted({int(j) for j in blocks})
-    if wanted and not 0 <= wanted[0] <= wanted[-1] < nblocks:
-        raise IndexError(f"block {wanted[0] if wanted[0] < 0 else wanted[-1]} of {nblocks}")
-    starts_at = header.header_size
-    starts_end = starts_at + 4 * nblocks
-    if starts_end > header.cbytes:
-        raise FormatError(
-            "bstarts",
-            f"{nblocks} block starts within cbytes={header.cbytes}",
-            f"{starts_end} bytes needed (nbytes={header.nbytes}, blocksize={header.blocksize})",
-            starts_at,
-        )
-    ranges = []
-    data_start = starts_end
-    if header.use_dict:
-        if starts_end + 4 > header.cbytes:
-            raise FormatError(
-                "dict size", "4 bytes after the block starts", "end of chunk", starts_end
-            )
-        dsize = int.from_bytes(src[starts_end : starts_end + 4], "little", signed=True)
-        if not 0 < dsize <= MAX_DICT_SIZE or starts_end + 4 + dsize > header.cbytes:
-            raise FormatError(
-                "dict size", f"1..{MAX_DICT_SIZE} bytes inside the chunk", dsize, starts_end
-            )
-        data_start = starts_end + 4 + dsize
-        ranges.append((starts_end + 4, data_start))
-    bstarts = np.frombuffer(src, "<i4", nblocks, starts_at).astype(np.int64)
-    bad = np.flatnonzero((bstarts < data_start) | (bstarts >= header.cbytes))
-    if len(bad):
-        j = int(bad[0])
-        raise FormatError(
-            f"bstarts[{j}]",
-            f"an offset in [{data_start}, {header.cbytes})",
-            int(bstarts[j]),
-            starts_at + 4 * j,
-        )
-    if wanted and Pipeline.for_header(header).has_delta and wanted[0] != 0:
-        wanted.insert(0, 0)
-    ends = block_bounds(bstarts, header.cbytes)
-    for start, stop in sorted((int(bstarts[j]), int(ends[j])) for j in wanted):
-        if ranges and start <= ranges[-1][1]:
-            ranges[-1] = (ranges[-1][0], max(stop, ranges[-1][1]))
-        else:
-            ranges.append((start, stop))
-    return BlockPlan(header, tuple(wanted), tuple(ranges), needed)
+    layout = read_layout(prefix, size=size)
+    return None if layout is None else layout.plan(blocks)
 
 
 def decode_blocks(plan: BlockPlan, prefix, pieces: Sequence, out) -> np.ndarray:
@@ -258,3 +332,70 @@ def decode_blocks(plan: BlockPlan, prefix, pieces: Sequence, out) -> np.ndarray:
             offset, size = plan.block_span(j)
             decoder.decode_block(j, dest[offset : offset + size], first)
     return dest
+
+
+class _Piece:
+    """One range of a chunk's bytes as the C block loop reads a chunk (the attributes
+    :func:`native.walk` and :func:`native.decode` use), block starts counted from the
+    range's first byte."""
+
+    __slots__ = (
+        "header",
+        "src",
+        "bstarts",
+        "dictionary",
+        "pipeline",
+        "split",
+        "stream_table",
+        "stream_format",
+    )
+
+    def __init__(self, layout: ChunkLayout, src: np.ndarray, start: int):
+        self.header, self.src, self.pipeline = layout.header, src, layout.pipeline
+        self.bstarts = layout.bstarts - start
+        self.dictionary = None
+
+
+def decode_direct(layout: ChunkLayout, read, blocks: Iterable[int], out) -> list[int] | None:
+    """Decode ``blocks`` of a chunk into ``out`` with the C block loop, straight from one
+    ``read(start, size)`` per run of adjacent blocks: no buffer of the chunk's size, no
+    second look at its prefix.
+
+    Returns the blocks written (block 0 too for DELTA), or None when the C loop cannot take
+    them (no C entry point for the codec, a dictionary, a layout only the bytes can tell, a
+    stream it refuses): then :func:`plan_blocks` and :func:`decode_blocks` do, and name what
+    is wrong. ``out`` is laid out as the decoded chunk (``nbytes`` long).
+    """
+    header = layout.header
+    split = stream_split(header)
+    if split is None or layout.dict_range is not None or not native.enabled():
+        return None
+    dest = as_uint8(out, writable=True, name="out")
+    if len(dest) != header.nbytes:
+        raise ValueError(f"out has {len(dest)} bytes, the chunk decodes to {header.nbytes}")
+    wanted = layout.wanted(blocks)
+    groups = layout.groups(wanted)
+    if layout.has_delta and wanted:
+        # Block 0's run first: DELTA codes every other block against it.
+        groups.sort(key=lambda g: 0 not in g[2])
+    first = None
+    for start, stop, members in groups:
+        src = as_uint8(read(start, stop - start), name="piece")
+        if len(src) < stop - start:
+            raise FormatError(
+                f"chunk bytes {start}..{stop}",
+                f"{stop - start} bytes",
+                f"{len(src)} bytes (truncated chunk?)",
+                start,
+            )
+        piece = _Piece(layout, src[: stop - start], start)
+        if not native.walk(piece, split, members, layout.ends - start):
+            return None
+        if layout.has_delta and first is None:
+            if not native.decode(piece, [0], dest, 0):
+                return None
+            first = dest[: min(header.effective_blocksize, header.nbytes)]
+            members = [j for j in members if j]
+        if members and not native.decode(piece, members, dest, 0, first):
+            return None
+    return wanted

@@ -65,6 +65,10 @@ class FrameClosedError(B2StoreError, ValueError):
 _READ_TRIES = 64
 
 
+# Block layouts (a chunk's parsed block starts) kept per frame for repeated small reads.
+_LAYOUTS_KEPT = 256
+
+
 def _special_kind(offset: int) -> int:
     # A special offset has its top bit set and the special value in the top byte's low bits.
     return (offset >> 56) & 0x7F
@@ -84,6 +88,7 @@ class SChunk(Changes):
         self._closed = False
         self.limits = resolve(limits)
         self._refresh_lock = threading.Lock()
+        self._layouts: tuple[State | None, dict] = (None, {})
         backend.adopt(header)
         self._load(header)
 
@@ -456,6 +461,24 @@ class SChunk(Changes):
             return None
         return self._backend.chunk_span(entry, st.header, f"offsets[{i}]")
 
+    def _layout(self, st: State, i: int, read, limit) -> partial.ChunkLayout | None:
+        """Chunk ``i``'s block layout in state ``st`` (None: read it whole), its prefix read
+        and parsed once per state: small reads of one chunk then cost one read each."""
+        kept = self._layouts
+        if kept[0] is not st:
+            kept = self._layouts = (st, {})
+        layouts = kept[1]
+        if i in layouts:
+            return layouts[i]
+        span = limit if limit is not None else MAX_BUFFERSIZE
+        head = read(0, min(partial.HEADER_BYTES, span))
+        prefix = head + read(len(head), partial.prefix_length(head) - len(head))
+        layout = partial.read_layout(prefix, size=span)
+        if len(layouts) >= _LAYOUTS_KEPT:
+            layouts.clear()
+        layouts[i] = layout
+        return layout
+
     def _plan(self, st: State, i: int, blocks):
         """How to read ``blocks`` of chunk ``i``: ``(read, prefix, plan)``, where ``plan`` is
         None when the chunk must be read whole (special, memcpyed, VL blocks)."""
@@ -504,8 +527,25 @@ class SChunk(Changes):
         return self._reading(i, lambda st, i: self._decode_blocks(st, i, blocks, out, blocksize))
 
     def _decode_blocks(self, st: State, i: int, blocks, out, blocksize=None):
-        read, prefix, plan = self._plan(st, i, blocks)
         dest = as_uint8(out, writable=True, name="out")
+        entry = int(st.offsets[i])
+        if entry >= 0:
+            read, limit = self._backend.chunk_reader(entry, st.header, f"offsets[{i}]")
+            layout = self._layout(st, i, read, limit)
+            if layout is not None:
+                if blocksize is not None and layout.header.effective_blocksize != blocksize:
+                    return None
+                if layout.header.nbytes != len(dest):
+                    raise FormatError(f"chunk {i} nbytes", str(len(dest)), layout.header.nbytes)
+                try:
+                    done = partial.decode_direct(layout, read, blocks, dest)
+                except IndexError as exc:  # the chunk has fewer blocks than its frame says
+                    raise FormatError(
+                        f"chunk {i}", f"the blocks asked for ({exc})", "fewer"
+                    ) from None
+                if done is not None:
+                    return done
+        read, prefix, plan = self._plan(st, i, blocks)
         if plan is None:  # special, memcpyed or VL blocks: decoded whole
             decoder = ChunkDecoder(prefix)
             if decoder.header.nbytes != len(dest):

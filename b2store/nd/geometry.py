@@ -19,6 +19,7 @@ item's dimensions trail the array's.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -51,6 +52,15 @@ def _dims(name: str, values: Sequence[int]) -> tuple[int, ...]:
 
 
 def _pair(chunkshape: Sequence[int], blockshape: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+    # Every small read asks these of the same few shapes: checked once per pair of shapes.
+    try:
+        return _checked_pair(chunkshape, blockshape)
+    except TypeError:  # lists or arrays: not hashable
+        return _checked_pair(tuple(chunkshape), tuple(blockshape))
+
+
+@functools.lru_cache(maxsize=256)
+def _checked_pair(chunkshape, blockshape) -> tuple[tuple[int, ...], ...]:
     chunks = _dims("chunkshape", chunkshape)
     blocks = _dims("blockshape", blockshape)
     if len(chunks) != len(blocks):

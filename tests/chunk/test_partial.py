@@ -9,7 +9,15 @@ from hypothesis import strategies as st
 
 import b2store
 from b2store import FormatError, UnsupportedError
-from b2store.chunk.partial import HEADER_BYTES, decode_blocks, plan_blocks, prefix_length
+from b2store.chunk import native
+from b2store.chunk.partial import (
+    HEADER_BYTES,
+    decode_blocks,
+    decode_direct,
+    plan_blocks,
+    prefix_length,
+    read_layout,
+)
 
 blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 writes chunks with threads")
 
@@ -256,4 +264,91 @@ def test_mutated_prefixes_never_crash(mutations, blocks):
         out = np.empty(plan.nbytes, np.uint8)
         decode_blocks(plan, chunk[: plan.prefix_length], [chunk[a:b] for a, b in plan.ranges], out)
     except (FormatError, UnsupportedError, IndexError):
+        pass
+
+
+# --- decode_direct: the C block loop straight from one read per run of blocks -----------------
+
+
+def direct_read(chunk: bytes, blocks):
+    """``decode_direct`` as a frame reader uses it (the layout read once); (written, out,
+    reads) or (None, None, reads) when it leaves the chunk to the plan path."""
+    src = Counted(chunk)
+    layout = read_layout(chunk[: prefix_length(chunk[:HEADER_BYTES])], size=len(chunk))
+    if layout is None:
+        return None, None, src
+    out = np.full(layout.header.nbytes, 0xA5, np.uint8)
+    written = decode_direct(layout, lambda a, n: src.read(a, a + n), blocks, out)
+    return written, out, src
+
+
+@pytest.mark.skipif(not native.enabled(), reason="the C block loop is not built or disabled")
+@pytest.mark.parametrize("filters", PIPELINES, ids="+".join)
+@pytest.mark.parametrize("codec", CODECS)
+def test_direct_equals_whole(codec, filters):
+    metas = [12 if f == "trunc_prec" else 0 for f in filters]
+    chunk = b2store.encode_chunk(
+        sample(60000, 4),
+        codec=codec,
+        clevel=6,
+        filters=filters,
+        filters_meta=metas,
+        blocksize=16384,
+    )
+    whole = b2store.decode_chunk(chunk)
+    for blocks in ([0], [7], [29], [3, 4, 5], [28, 2], list(range(30))):
+        written, out, src = direct_read(chunk, blocks)
+        assert written is not None, "a chunk the C loop decodes is left to the plan path"
+        assert set(blocks) <= set(written)
+        assert (0 in written) == (0 in blocks or "delta" in filters)
+        mask = np.zeros(len(out), bool)
+        for j in written:
+            mask[j * 16384 : (j + 1) * 16384] = True
+        assert out[mask].tobytes() == whole[mask].tobytes()
+        assert (out[~mask] == 0xA5).all()  # nothing else written
+        if len(blocks) == 1 and "delta" not in filters:
+            assert src.read_bytes < len(chunk) // 10  # one block's bytes, not the chunk
+
+
+@pytest.mark.skipif(not native.enabled(), reason="the C block loop is not built or disabled")
+def test_direct_leaves_what_it_cannot_take_to_the_plan_path():
+    with_dict = b2store.encode_chunk(sample(30000, 2), codec="zstd", blocksize=16384, use_dict=True)
+    assert direct_read(with_dict, [3])[0] is None
+    memcpyed = b2store.encode_chunk(np.arange(1000, dtype="<u1"), clevel=0)
+    assert read_layout(memcpyed, size=len(memcpyed)) is None
+    # A stream that lies about its size: the C walk refuses it, and the plan path names it.
+    chunk = b2store.encode_chunk(sample(30000, 3), codec="lz4", blocksize=16384)
+    layout = read_layout(chunk, size=len(chunk))
+    lie = bytearray(chunk)
+    at = int(layout.bstarts[5])
+    lie[at : at + 4] = (10**6).to_bytes(4, "little")
+    assert direct_read(bytes(lie), [5])[0] is None
+    assert direct_read(bytes(lie), [4])[0] is not None  # block 4 alone is untouched
+    # A short read is a FormatError naming the range.
+    out = np.empty(layout.header.nbytes, np.uint8)
+    with pytest.raises(FormatError, match="truncated"):
+        decode_direct(layout, lambda a, n: chunk[a : a + n - 1], [5], out)
+    with pytest.raises(IndexError):
+        decode_direct(layout, lambda a, n: chunk[a : a + n], [layout.bstarts.size], out)
+
+
+@pytest.mark.skipif(not native.enabled(), reason="the C block loop is not built or disabled")
+@settings(deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 30000), st.integers(0, 255)), min_size=1, max_size=8),
+    st.lists(st.integers(0, 14), min_size=1, max_size=4),  # 15 blocks
+)
+def test_mutated_blocks_never_crash_the_direct_path(mutations, blocks):
+    chunk = b2store.encode_chunk(
+        sample(30000, 5), codec="lz4", filters=["shuffle"], blocksize=16384
+    )
+    layout = read_layout(chunk, size=len(chunk))
+    lie = bytearray(chunk)
+    for offset, value in mutations:
+        lie[layout.prefix_length + offset % (len(lie) - layout.prefix_length)] = value
+    bad = bytes(lie)
+    out = np.empty(layout.header.nbytes, np.uint8)
+    try:
+        decode_direct(layout, lambda a, n: bad[a : a + n], blocks, out)
+    except FormatError:
         pass

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import b2store
+from b2store.chunk import partial
 from b2store.chunk.decoder import ChunkDecoder
 from b2store.errors import FormatError
 
@@ -134,10 +135,14 @@ def test_sparse_frames_index_like_contiguous(tmp_path):
 
 
 class Counter:
+    """Blocks decoded one by one (by the C block loop straight from their bytes, or by a
+    ChunkDecoder), and chunks decoded whole."""
+
     def __init__(self, monkeypatch):
         self.blocks = 0
         self.whole = 0
         block, whole = ChunkDecoder.decode_block, ChunkDecoder.decode_into
+        direct = partial.decode_direct
 
         def decode_block(dec, *a, **k):
             self.blocks += 1
@@ -147,8 +152,14 @@ class Counter:
             self.whole += 1
             return whole(dec, *a, **k)
 
+        def decode_direct(*a, **k):
+            done = direct(*a, **k)
+            self.blocks += len(done or ())
+            return done
+
         monkeypatch.setattr(ChunkDecoder, "decode_block", decode_block)
         monkeypatch.setattr(ChunkDecoder, "decode_into", decode_into)
+        monkeypatch.setattr(partial, "decode_direct", decode_direct)
 
 
 def test_one_element_decodes_one_block(tmp_path, monkeypatch):

@@ -181,3 +181,24 @@ def test_default_shapes_and_special_cases(tmp_path):
     assert equal(blosc2.open(str(tmp_path / "k.b2nd"))[()], np.full((64, 64), 9, "<i4"))
     with pytest.raises(TypeError):
         b2store.asarray(np.array([object()]))
+
+
+@pytest.mark.parametrize("contiguous", [True, False], ids=["cframe", "sframe"])
+def test_small_reads_follow_every_change_of_a_chunk(tmp_path, contiguous):
+    """A handle keeps each chunk's block layout for its small reads: a change of the chunk,
+    through the same handle or another writer's, is read, never the layout kept."""
+    path = tmp_path / ("a.b2nd" if contiguous else "a.b2nd.d")
+    data = sample((64, 64), "<f8")
+    b2store.asarray(data, urlpath=path, chunks=(32, 32), blocks=(8, 32), contiguous=contiguous)
+    arr = b2store.open(path, mode="a")
+    other = b2store.open(path, mode="a")
+    assert arr[5, 5] == data[5, 5] and arr[20, 3] == data[20, 3]  # layouts now kept
+    for step in range(3):
+        new = sample((32, 32), "<f8", seed=step + 1) * (step + 2)
+        (arr if step % 2 else other)[0:32, 0:32] = new
+        data[0:32, 0:32] = new
+        with arr.schunk.changing():  # a writer takes the newest state before it changes
+            pass
+        for i, j in [(5, 5), (20, 3), (31, 31), (40, 40)]:
+            assert arr[i, j] == data[i, j]
+            assert arr[i : i + 1, j].tolist() == data[i : i + 1, j].tolist()
