@@ -52,6 +52,10 @@ class Limits:
         One variable-length metalayer, stored and decoded. Default 64 MiB.
     max_ndim
         Dimensions of a b2nd array. Default 16 (B2ND_MAX_DIM, what the format can store).
+    max_tree_members
+        Entries of a ``.b2z`` zip's central directory, and arrays plus groups of any tree
+        (what listing a tree allocates). Default 1,000,000. The bytes of a ``.b2z``'s members
+        need no limit of their own: they are stored, not compressed, and lie inside the file.
     """
 
     max_chunk_nbytes: int = 1 << 30
@@ -60,6 +64,7 @@ class Limits:
     max_metalayer_nbytes: int = 1 << 20
     max_vlmeta_nbytes: int = 64 << 20
     max_ndim: int = 16
+    max_tree_members: int = 1_000_000
 
     def __post_init__(self):
         for f in dataclasses.fields(self):

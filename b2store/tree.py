@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import posixpath
-import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -31,6 +30,8 @@ from typing import Any
 import numpy as np
 
 from .errors import FormatError
+from .limits import Limits, resolve
+from .zipdir import member_data_offset, zip_members
 
 __all__ = ["open_tree", "Tree", "ArrayRef", "open_frame", "is_url"]
 
@@ -39,8 +40,6 @@ SCHUNK_EXT = ".b2f"
 VLMETA_NAME = "__vlmeta__.b2f"
 EMBED_NAME = "embed.b2e"
 SPARSE_INDEX = "chunks.b2frame"
-#: Central-directory entries a .b2z may list (a bound on what listing allocates).
-MAX_ZIP_ENTRIES = 1_000_000
 
 
 def is_url(urlpath) -> bool:
@@ -130,182 +129,23 @@ class _Files:
 
 
 def open_frame(
-    urlpath, *, offset: int = 0, length: int | None = None, storage_options=None, dtype=None
+    urlpath,
+    *,
+    offset: int = 0,
+    length: int | None = None,
+    storage_options=None,
+    dtype=None,
+    limits: Limits | None = None,
 ):
     """Open the frame at byte ``offset`` of ``urlpath`` (``length`` bytes long, when known):
     a :class:`~b2store.B2ndArray`, or a :class:`~b2store.SChunk` for frames without the b2nd
-    metalayer."""
+    metalayer. ``limits`` bounds what the frame may ask for (see :func:`b2store.open`)."""
     from . import api
 
     kwargs: dict[str, Any] = {} if dtype is None else {"dtype": dtype}
     if storage_options:
         kwargs["storage_options"] = dict(storage_options)
-    return api.open(urlpath, offset=offset, **kwargs)
-
-
-# --- .b2z central directory -------------------------------------------------------------------
-
-_EOCD = struct.Struct("<IHHHHIIH")
-_EOCD64_LOCATOR = struct.Struct("<IIQI")
-_EOCD64 = struct.Struct("<IQHHIIQQQQ")
-_CENTRAL = struct.Struct("<IHHHHHHIIIHHHHHII")
-_LOCAL = struct.Struct("<IHHHHHIIIHH")
-
-
-@dataclass(frozen=True)
-class _Member:
-    name: str
-    header_offset: int
-    size: int
-
-
-def _safe_member_name(name: str) -> str:
-    """A member name that stays inside the tree: relative, no ``..``, no odd characters."""
-    parts = name.split("/")
-    if (
-        not name
-        or name.startswith("/")
-        or "\\" in name
-        or any(c in name for c in "\0\n\r\t:")
-        or any(p in ("", ".", "..") for p in parts[:-1])
-        or parts[-1] in (".", "..")
-    ):
-        raise FormatError("zip member name", "a relative path inside the tree", repr(name))
-    return name
-
-
-def _zip_members(files: _Files) -> list[_Member]:
-    """The members of a zip file, read from its central directory (a few range reads)."""
-    size = files.size()
-    # Most zips have no comment: the end record is the last 22 bytes (one small read).
-    tail_len = min(size, _EOCD.size + _EOCD64_LOCATOR.size)
-    tail = files.read("", size - tail_len, tail_len)
-    if tail[-_EOCD.size : -_EOCD.size + 4] != b"PK\x05\x06":
-        tail_len = min(size, _EOCD.size + 0xFFFF + _EOCD64_LOCATOR.size)
-        tail = files.read("", size - tail_len, tail_len)
-    at = tail.rfind(b"PK\x05\x06", 0, max(0, len(tail) - _EOCD.size + 4))
-    # (an end record is whole, its comment too; a file shorter than one has none)
-    while at >= 0 and (
-        at + _EOCD.size > len(tail)
-        or at + _EOCD.size + struct.unpack_from("<H", tail, at + 20)[0] > len(tail)
-    ):
-        at = tail.rfind(b"PK\x05\x06", 0, at)
-    if at < 0:
-        raise FormatError(".b2z end of central directory", "a zip file", "no zip signature")
-    eocd_pos = size - tail_len + at
-    _, _, _, _, count, cd_size, cd_offset, _ = _EOCD.unpack_from(tail, at)
-    cd_end = eocd_pos
-    if (count == 0xFFFF or cd_size == 0xFFFFFFFF or cd_offset == 0xFFFFFFFF) and at >= 20:
-        sig, _, eocd64_pos, _ = _EOCD64_LOCATOR.unpack_from(tail, at - 20)
-        if sig == 0x07064B50:
-            if not 0 <= eocd64_pos <= size - _EOCD64.size:
-                raise FormatError("zip64 end of central directory", "inside the file", eocd64_pos)
-            rec = _EOCD64.unpack(files.read("", eocd64_pos, _EOCD64.size))
-            if rec[0] != 0x06064B50:
-                raise FormatError("zip64 end of central directory", "its signature", hex(rec[0]))
-            count, cd_size, cd_offset = rec[7], rec[8], rec[9]
-            cd_end = eocd64_pos
-    if cd_offset + cd_size != cd_end:
-        raise FormatError(
-            "zip central directory",
-            f"ending where the end record starts ({cd_end})",
-            cd_offset + cd_size,
-            eocd_pos,
-        )
-    if count > MAX_ZIP_ENTRIES or count * _CENTRAL.size > cd_size:
-        raise FormatError("zip entries", f"at most {cd_size // _CENTRAL.size}", count, eocd_pos)
-    cd = files.read("", cd_offset, cd_size)
-    members, pos = [], 0
-    for _ in range(count):
-        if pos + _CENTRAL.size > len(cd):
-            raise FormatError(
-                "zip central directory", "a whole entry", "truncated", cd_offset + pos
-            )
-        fields = _CENTRAL.unpack_from(cd, pos)
-        sig, flags, method, csize, usize = fields[0], fields[3], fields[4], fields[8], fields[9]
-        name_len, extra_len, comment_len, header_offset = (
-            fields[10],
-            fields[11],
-            fields[12],
-            fields[16],
-        )
-        if sig != 0x02014B50:
-            raise FormatError(
-                "zip central directory entry", "signature PK\\1\\2", hex(sig), cd_offset + pos
-            )
-        start = pos + _CENTRAL.size
-        end = start + name_len + extra_len + comment_len
-        if end > len(cd):
-            raise FormatError(
-                "zip central directory", "a whole entry", "truncated", cd_offset + pos
-            )
-        raw_name = cd[start : start + name_len]
-        try:
-            name = raw_name.decode("utf-8" if flags & 0x800 else "cp437")
-        except UnicodeDecodeError:
-            raise FormatError(
-                "zip member name", "UTF-8 (flag bit 11 is set)", bytes(raw_name), cd_offset + pos
-            ) from None
-        extra = cd[start + name_len : start + name_len + extra_len]
-        usize, csize, header_offset = _zip64_sizes(extra, usize, csize, header_offset)
-        pos = end
-        if name.endswith("/"):
-            continue  # a directory entry
-        if flags & 0x1:
-            raise FormatError(f"zip member {name!r}", "not encrypted", "encrypted")
-        if method != 0:
-            raise FormatError(
-                f"zip member {name!r} compression",
-                "stored (0): a .b2z is read in place; unzip it and open the directory",
-                method,
-            )
-        if csize != usize:
-            raise FormatError(f"zip member {name!r} size", f"{usize} (stored)", csize)
-        members.append(_Member(_safe_member_name(name), header_offset, usize))
-    # Members may not overlap each other or the central directory (the classic zip bomb).
-    spans = sorted(
-        (m.header_offset, m.header_offset + _LOCAL.size + m.size, m.name) for m in members
-    )
-    last_end = 0
-    for begin, end, name in spans:
-        if begin < last_end or end > cd_offset:
-            raise FormatError(
-                f"zip member {name!r}", "a span of its own before the directory", begin
-            )
-        last_end = end
-    if len({m.name for m in members}) != len(members):
-        raise FormatError("zip member names", "unique", "a duplicate")
-    return members
-
-
-def _zip64_sizes(extra: bytes, usize: int, csize: int, offset: int) -> tuple[int, int, int]:
-    pos = 0
-    while pos + 4 <= len(extra):
-        tag, size = struct.unpack_from("<HH", extra, pos)
-        body = extra[pos + 4 : pos + 4 + size]
-        if tag == 0x0001:
-            values = list(struct.unpack_from(f"<{len(body) // 8}Q", body)) if len(body) >= 8 else []
-            if usize == 0xFFFFFFFF and values:
-                usize = values.pop(0)
-            if csize == 0xFFFFFFFF and values:
-                csize = values.pop(0)
-            if offset == 0xFFFFFFFF and values:
-                offset = values.pop(0)
-        pos += 4 + size
-    return usize, csize, offset
-
-
-def _member_data_offset(files: _Files, member: _Member) -> int:
-    """Where a stored member's bytes start: after its local header, name and extra field."""
-    head = files.read("", member.header_offset, _LOCAL.size)
-    fields = _LOCAL.unpack(head)
-    if fields[0] != 0x04034B50:
-        raise FormatError(f"zip member {member.name!r}", "local header PK\\3\\4", hex(fields[0]))
-    name_len, extra_len = fields[9], fields[10]
-    name = files.read("", member.header_offset + _LOCAL.size, name_len)
-    if name.decode("utf-8", "replace") != member.name and name.decode("cp437") != member.name:
-        raise FormatError(f"zip member {member.name!r}", "the same name in its local header", name)
-    return member.header_offset + _LOCAL.size + name_len + extra_len
+    return api.open(urlpath, offset=offset, limits=limits, **kwargs)
 
 
 # --- references and trees ---------------------------------------------------------------------
@@ -328,6 +168,9 @@ class ArrayRef:
         fsspec options for remote ``urlpath``.
     embedded : str, optional
         The key of a value embedded in the store's ``embed.b2e`` frame at ``urlpath``.
+    limits : Limits, optional
+        What the frame may ask for when opened (:class:`b2store.Limits`; its defaults when
+        None). It travels with the reference, so a pickled one opens with the same limits.
     """
 
     path: str
@@ -336,6 +179,7 @@ class ArrayRef:
     length: int | None = None
     storage_options: dict | None = field(default=None, compare=False)
     embedded: str | None = None
+    limits: Limits | None = field(default=None, compare=False)
 
     def open(self, dtype=None):
         """The array, opened for reading (a :class:`~b2store.B2ndArray`); ``dtype`` gives
@@ -349,6 +193,7 @@ class ArrayRef:
                 length=self.length,
                 storage_options=self.storage_options,
                 dtype=dtype,
+                limits=self.limits,
             )
         else:
             obj = _open_embedded(self)
@@ -382,16 +227,40 @@ class ArrayRef:
         return self._summary[3]
 
 
-def _embedded_bytes(estore, entry: Mapping) -> bytes:
-    """The bytes of one value in an ``embed.b2e`` frame (a 1-d uint8 array or a super-chunk)."""
-    offset, length = int(entry["offset"]), int(entry["length"])
-    total = estore.nbytes if hasattr(estore, "shape") else estore.nbytes
+def _embedded_bytes(estore, entry: Mapping, limits: Limits | None = None) -> bytes:
+    """The bytes of one value in an ``embed.b2e`` frame (a 1-d uint8 array or a super-chunk).
+
+    A value is read whole into memory (it is a frame, opened from its bytes), so its length
+    is bounded like one chunk, by ``limits.max_chunk_nbytes``; only the chunks holding it are
+    decoded."""
+    try:
+        offset, length = int(entry["offset"]), int(entry["length"])
+    except (KeyError, TypeError, ValueError):
+        raise FormatError("embed_map entry", "integer offset and length", repr(entry)) from None
+    total = estore.nbytes
     if not (0 <= offset and 0 <= length and offset + length <= total):
         raise FormatError("embed_map entry", f"a window inside {total} bytes", (offset, length))
+    resolve(limits).check("max_chunk_nbytes", length, "embedded value length")
     if hasattr(estore, "shape"):
         return np.asarray(estore[offset : offset + length]).tobytes()
-    data = b"".join(estore.decompress_chunk(i).tobytes() for i in range(estore.nchunks))
-    return data[offset : offset + length]
+    if length == 0:
+        return b""
+    # Chunks of one size (what python-blosc2 writes): start at the first one holding the
+    # value; otherwise walk from the start. Either way stop after the last one.
+    chunksize = estore.chunksize
+    i = offset // chunksize if chunksize > 0 else 0
+    pos, end, parts = i * max(chunksize, 0), offset + length, []
+    while pos < end and i < estore.nchunks:
+        chunk = estore.decompress_chunk(i)
+        lo, hi = max(offset - pos, 0), min(end - pos, chunk.nbytes)
+        if hi > lo:
+            parts.append(chunk.view(np.uint8).reshape(-1)[lo:hi].tobytes())
+        pos += chunk.nbytes
+        i += 1
+    data = b"".join(parts)
+    if len(data) != length:
+        raise FormatError("embed.b2e chunks", f"{length} bytes at {offset}", len(data))
+    return data
 
 
 def _embed_map(estore) -> dict:
@@ -406,16 +275,20 @@ def _open_embedded(ref: ArrayRef):
     from . import api
 
     estore = open_frame(
-        ref.urlpath, offset=ref.offset, length=ref.length, storage_options=ref.storage_options
+        ref.urlpath,
+        offset=ref.offset,
+        length=ref.length,
+        storage_options=ref.storage_options,
+        limits=ref.limits,
     )
     try:
         entry = _embed_map(estore).get(ref.embedded)
-        if entry is None or "offset" not in entry:
+        if not isinstance(entry, Mapping) or "offset" not in entry:
             raise KeyError(f"{ref.embedded} is not embedded in {ref.urlpath}")
-        data = _embedded_bytes(estore, entry)
+        data = _embedded_bytes(estore, entry, ref.limits)
     finally:
         (estore.schunk if hasattr(estore, "schunk") else estore).close()
-    return api.open(data)
+    return api.open(data, limits=ref.limits)
 
 
 class Tree:
@@ -427,12 +300,19 @@ class Tree:
         The layout.
     urlpath : str
         Where the tree is.
+    limits : Limits or None
+        What the tree and its frames may ask for (None: the defaults); its array references
+        carry it.
     """
 
-    def __init__(self, urlpath, *, storage_options: Mapping | None = None):
+    def __init__(
+        self, urlpath, *, storage_options: Mapping | None = None, limits: Limits | None = None
+    ):
+        resolve(limits)  # a TypeError now rather than at the first array opened
         self._files = _Files(urlpath, storage_options)
         self.urlpath = self._files.urlpath
         self.storage_options = dict(storage_options) if storage_options else None
+        self.limits = limits
         self._arrays: dict[str, ArrayRef] = {}
         # group path -> (urlpath, offset, length) of its __vlmeta__ frame, or None
         self._groups: dict[str, tuple | None] = {"/": None}
@@ -461,20 +341,33 @@ class Tree:
         return f"Tree({self.urlpath!r}, kind={self.kind!r}, arrays={len(self._arrays)})"
 
     def __reduce__(self):
-        return (_reopen_tree, (self.urlpath, self.storage_options))
+        return (_reopen_tree, (self.urlpath, self.storage_options, self.limits))
 
     def _ref(self, path: str, rel: str, **kwargs) -> ArrayRef:
-        return ArrayRef(path, self._files.join(rel), storage_options=self.storage_options, **kwargs)
+        return ArrayRef(
+            path,
+            self._files.join(rel),
+            storage_options=self.storage_options,
+            limits=self.limits,
+            **kwargs,
+        )
+
+    def _check_members(self) -> None:
+        resolve(self.limits).check(
+            "max_tree_members", len(self._arrays) + len(self._groups), "tree arrays and groups"
+        )
 
     def _add_group(self, path: str) -> None:
         parts = path.strip("/").split("/")
         for i in range(1, len(parts) + 1):
             self._groups.setdefault("/" + "/".join(parts[:i]), None)
+        self._check_members()
 
     def _add_array(self, path: str, ref: ArrayRef) -> None:
         if path in self._groups:
             raise FormatError("tree key", "a key that is a group or an array, not both", path)
         self._arrays[path] = ref
+        self._check_members()
         parent = posixpath.dirname(path)
         if parent != "/":
             self._add_group(parent)
@@ -509,7 +402,7 @@ class Tree:
                     self._list_embedded(self._files.join(sub), 0, None)
 
     def _list_zip(self) -> None:
-        for member in _zip_members(self._files):
+        for member in zip_members(self._files, self.limits):
             name = member.name
             base = posixpath.basename(name)
             dirname = posixpath.dirname(name)
@@ -518,7 +411,7 @@ class Tree:
                 if dirname:
                     self._add_group(prefix)
                 continue
-            offset = _member_data_offset(self._files, member)
+            offset = member_data_offset(self._files, member)
             if name.endswith(ARRAY_EXT):
                 path = prefix + "/" + base[: -len(ARRAY_EXT)]
                 self._add_array(path, self._ref(path, "", offset=offset, length=member.size))
@@ -531,14 +424,20 @@ class Tree:
 
     def _list_embedded(self, urlpath: str, offset: int, length: int | None) -> None:
         estore = open_frame(
-            urlpath, offset=offset, length=length, storage_options=self.storage_options
+            urlpath,
+            offset=offset,
+            length=length,
+            storage_options=self.storage_options,
+            limits=self.limits,
         )
         try:
             embed_map = _embed_map(estore)
         finally:
             (estore.schunk if hasattr(estore, "schunk") else estore).close()
         for key, entry in sorted(embed_map.items()):
-            if not isinstance(key, str) or not key.startswith("/") or "offset" not in entry:
+            if not isinstance(key, str) or not key.startswith("/"):
+                continue
+            if not isinstance(entry, Mapping) or "offset" not in entry:
                 continue  # C2Array references and other non-frame values are not arrays here
             if key.endswith("/__vlmeta__"):
                 continue
@@ -549,6 +448,7 @@ class Tree:
                 length,
                 storage_options=self.storage_options,
                 embedded=key,
+                limits=self.limits,
             )
             self._add_array(key, ref)
 
@@ -564,7 +464,11 @@ class Tree:
     def _read_attrs(self, where: tuple) -> dict:
         urlpath, offset, length = where
         frame = open_frame(
-            urlpath, offset=offset, length=length, storage_options=self.storage_options
+            urlpath,
+            offset=offset,
+            length=length,
+            storage_options=self.storage_options,
+            limits=self.limits,
         )
         schunk = frame.schunk if hasattr(frame, "schunk") else frame
         try:
@@ -577,14 +481,21 @@ class Tree:
         return dict(sorted(self._arrays.items()))
 
 
-def _reopen_tree(urlpath, storage_options):
-    return Tree(urlpath, storage_options=storage_options)
+def _reopen_tree(urlpath, storage_options, limits=None):
+    return Tree(urlpath, storage_options=storage_options, limits=limits)
 
 
-def open_tree(path, *, storage_options: Mapping | None = None) -> Tree:
+def open_tree(
+    path, *, storage_options: Mapping | None = None, limits: Limits | None = None
+) -> Tree:
     """List the groups and arrays at ``path``: a ``.b2nd`` frame, a sparse-frame directory,
     a directory of ``.b2nd`` files, a ``.b2d`` directory or a ``.b2z`` file (local or an
     fsspec URL, with ``storage_options``).
+
+    ``limits`` (:class:`b2store.Limits`; the defaults when None) bounds the number of members
+    a tree may list (``max_tree_members``) and what each frame in it may ask for when opened:
+    the tree and its array references carry it, pickled too. A tree or frame asking for more
+    raises :class:`b2store.LimitError`.
 
     >>> import numpy as np, b2store, tempfile, os
     >>> d = tempfile.mkdtemp()
@@ -593,4 +504,4 @@ def open_tree(path, *, storage_options: Mapping | None = None) -> Tree:
     >>> tree.kind, list(tree.arrays()), tree.arrays()["/x"].open()[2:4]
     ('dir', ['/x'], array([2, 3]))
     """
-    return Tree(path, storage_options=storage_options)
+    return Tree(path, storage_options=storage_options, limits=limits)
