@@ -12,6 +12,14 @@ from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int64_t
 from libc.string cimport memcpy
 from libc.stdlib cimport malloc, free
 
+from b2store._simd cimport (
+    c_bitrows_to_bytes_avx2,
+    c_bytes_to_bitrows_avx2,
+    c_have_avx2,
+    c_shuffle_avx2,
+    c_unshuffle_avx2,
+)
+
 
 cdef extern from *:
     """
@@ -130,16 +138,22 @@ cdef extern from *:
     Py_ssize_t b2s_unshuffle_sse2(const uint8_t* src, uint8_t* dst, Py_ssize_t n, int es) noexcept nogil
 
 
+# The widest vectors the kernels use: 2 AVX2 (b2store._simd, where the CPU has it), 1 SSE2,
+# 0 the scalar loops alone. Only tests lower it, to check each path against the others.
+cdef int _best = 2 if c_have_avx2() else (1 if B2S_HAVE_SSE2 else 0)
+cdef int _level = _best
+
+
 
 # --- byte shuffle -------------------------------------------------------------------------
 # Element sizes 2, 4, 8 and 16 get their own copy of the loop with a constant inner trip
 # count, which the C compiler unrolls and vectorises; every other size takes the generic loop.
 
 cdef inline void _shuffle_es(const uint8_t* src, uint8_t* dst, Py_ssize_t n,
-                             const Py_ssize_t es) noexcept nogil:
+                             const Py_ssize_t es, Py_ssize_t start) noexcept nogil:
     cdef Py_ssize_t i, j
     for j in range(es):
-        for i in range(n):
+        for i in range(start, n):
             dst[j * n + i] = src[i * es + j]
 
 
@@ -154,24 +168,28 @@ cdef inline void _unshuffle_es(const uint8_t* src, uint8_t* dst, Py_ssize_t n,
 cdef void c_shuffle(const uint8_t* src, uint8_t* dst, Py_ssize_t size,
                     Py_ssize_t es) noexcept nogil:
     """Byte-transpose ``size // es`` elements; copy the ``size % es`` trailing bytes."""
-    cdef Py_ssize_t n = size // es
+    cdef Py_ssize_t n = size // es, done = 0
+    if _level >= 2 and (es == 2 or es == 4 or es == 8):
+        done = c_shuffle_avx2(src, dst, n, es)
     if es == 2:
-        _shuffle_es(src, dst, n, 2)
+        _shuffle_es(src, dst, n, 2, done)
     elif es == 4:
-        _shuffle_es(src, dst, n, 4)
+        _shuffle_es(src, dst, n, 4, done)
     elif es == 8:
-        _shuffle_es(src, dst, n, 8)
+        _shuffle_es(src, dst, n, 8, done)
     elif es == 16:
-        _shuffle_es(src, dst, n, 16)
+        _shuffle_es(src, dst, n, 16, 0)
     else:
-        _shuffle_es(src, dst, n, es)
+        _shuffle_es(src, dst, n, es, 0)
     memcpy(dst + n * es, src + n * es, size - n * es)
 
 
 cdef void c_unshuffle(const uint8_t* src, uint8_t* dst, Py_ssize_t size,
                       Py_ssize_t es) noexcept nogil:
     cdef Py_ssize_t n = size // es, done = 0
-    if B2S_HAVE_SSE2 and (es == 2 or es == 4 or es == 8):
+    if _level >= 2 and (es == 2 or es == 4 or es == 8 or es == 16):
+        done = c_unshuffle_avx2(src, dst, n, es)
+    elif _level >= 1 and (es == 2 or es == 4 or es == 8):
         done = b2s_unshuffle_sse2(src, dst, n, <int>es)
     if es == 2:
         _unshuffle_es(src, dst, n, 2, done)
@@ -180,7 +198,7 @@ cdef void c_unshuffle(const uint8_t* src, uint8_t* dst, Py_ssize_t size,
     elif es == 8:
         _unshuffle_es(src, dst, n, 8, done)
     elif es == 16:
-        _unshuffle_es(src, dst, n, 16, 0)
+        _unshuffle_es(src, dst, n, 16, done)
     else:
         _unshuffle_es(src, dst, n, es, 0)
     memcpy(dst + n * es, src + n * es, size - n * es)
@@ -222,7 +240,9 @@ cdef void c_bitshuffle_tmp(const uint8_t* src, uint8_t* dst, Py_ssize_t n, Py_ss
     c_shuffle(src, tmp, n * es, es)
     for b in range(es):
         g0 = 0
-        if B2S_HAVE_SSE2:
+        if _level >= 2:
+            g0 = c_bytes_to_bitrows_avx2(tmp + b * n, nrow, dst + 8 * b * nrow, nrow)
+        if _level >= 1:
             while g0 + 16 <= nrow:
                 b2s_bytes16_to_bitrows(tmp + b * n + 8 * g0, nrow, dst + 8 * b * nrow + g0)
                 g0 += 16
@@ -252,7 +272,9 @@ cdef void c_bitunshuffle_tmp(const uint8_t* src, uint8_t* dst, Py_ssize_t n, Py_
     for b in range(es):
         rows = src + 8 * b * nrow
         g0 = 0
-        if B2S_HAVE_SSE2:
+        if _level >= 2:
+            g0 = c_bitrows_to_bytes_avx2(rows, nrow, tmp + b * n, nrow)
+        if _level >= 1:
             while g0 + 16 <= nrow:
                 b2s_bitrows_to_bytes16(rows + g0, nrow, tmp + b * n + 8 * g0)
                 g0 += 16
@@ -360,6 +382,20 @@ cdef void c_zero_low_bits(uint8_t* buf, Py_ssize_t size, Py_ssize_t width,
 
 
 # --- Python entry points ------------------------------------------------------------------
+
+def simd_level():
+    """The vectors the kernels use now: 2 AVX2, 1 SSE2, 0 none (scalar loops)."""
+    return _level
+
+
+def set_simd_level(int level):
+    """Use vectors up to ``level`` (at most what this CPU and build have); returns the level
+    in use before. For tests comparing the paths; results never depend on it."""
+    global _level
+    cdef int before = _level
+    _level = max(0, min(level, _best))
+    return before
+
 
 cdef inline void _check_pair(Py_ssize_t nsrc, Py_ssize_t ndst, Py_ssize_t es) except *:
     if es < 1:
@@ -481,9 +517,17 @@ def zero_low_bits(uint8_t[::1] buf, Py_ssize_t width, int zeroed):
 cdef bint c_is_run(const uint8_t* buf, Py_ssize_t n) noexcept nogil:
     """Whether every byte of ``buf[:n]`` (n > 0) equals its first; stops at the first that
     differs."""
-    cdef Py_ssize_t i
+    cdef Py_ssize_t i, n32 = n // 32
     cdef uint8_t first = buf[0]
-    for i in range(1, n):
+    cdef uint64_t p = 0x0101010101010101ULL * first, diff
+    # 32 bytes a step: the encoder asks this of every stream, and the streams of a shuffled
+    # chunk's high bytes are often whole runs.
+    for i in range(n32):
+        diff = ((_load64(buf + 32 * i) ^ p) | (_load64(buf + 32 * i + 8) ^ p)
+                | (_load64(buf + 32 * i + 16) ^ p) | (_load64(buf + 32 * i + 24) ^ p))
+        if diff:
+            return False
+    for i in range(32 * n32, n):
         if buf[i] != first:
             return False
     return True
