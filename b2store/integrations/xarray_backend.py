@@ -35,6 +35,7 @@ from xarray.backends.file_manager import CachingFileManager
 from xarray.core import indexing
 
 from ..errors import UnsupportedError
+from ..limits import Limits, resolve
 from .xarray_conventions import (  # noqa: F401 - DIMENSION_KEY etc. re-exported
     DIMENSION_KEY,
     FORMAT_VERSION,
@@ -94,18 +95,26 @@ class _Primed:
 
 class FrameRecipe(_Primed):
     """How to open one b2nd frame again, in any process: a path or URL, the byte offset of
-    the frame in it (a ``.b2z`` member), and fsspec options. Calling it opens the array."""
+    the frame in it (a ``.b2z`` member), fsspec options and the :class:`b2store.Limits` it
+    is read with. Calling it opens the array."""
 
-    __slots__ = ("urlpath", "offset", "storage_options", "_key", "_primed")
+    __slots__ = ("urlpath", "offset", "storage_options", "limits", "_key", "_primed")
 
-    def __init__(self, urlpath, offset: int = 0, storage_options: Mapping | None = None):
+    def __init__(
+        self,
+        urlpath,
+        offset: int = 0,
+        storage_options: Mapping | None = None,
+        limits: Limits | None = None,
+    ):
         self.urlpath = os.fspath(urlpath)
         self.offset = int(offset)
         self.storage_options = dict(storage_options) if storage_options else None
+        self.limits = limits
         self._primed = None
         # CachingFileManager needs a hashable opener; options can hold dicts and lists.
         options = json.dumps(self.storage_options, sort_keys=True, default=repr)
-        self._key = (self.urlpath, self.offset, options)
+        self._key = (self.urlpath, self.offset, options, limits)
 
     def __call__(self):
         from ..tree import open_frame
@@ -113,10 +122,15 @@ class FrameRecipe(_Primed):
         arr = self.take_primed()
         if arr is not None:
             return arr
-        return open_frame(self.urlpath, offset=self.offset, storage_options=self.storage_options)
+        return open_frame(
+            self.urlpath,
+            offset=self.offset,
+            storage_options=self.storage_options,
+            limits=self.limits,
+        )
 
     def __reduce__(self):
-        return FrameRecipe, (self.urlpath, self.offset, self.storage_options)
+        return FrameRecipe, (self.urlpath, self.offset, self.storage_options, self.limits)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, FrameRecipe) and self._key == other._key
@@ -358,7 +372,9 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
     (``.b2d``, ``.b2z``, directories of frames) with ``xr.open_dataset(path, engine="b2nd")``.
 
     Backend options: ``group`` (a tree's group path), ``storage_options`` (fsspec options for
-    URLs), ``lock`` (a lock held around each read; reads are positional, so None by default).
+    URLs), ``lock`` (a lock held around each read; reads are positional, so None by default),
+    ``limits`` (a :class:`b2store.Limits`: what the files may ask for, carried by the
+    Dataset's lazy arrays into pickles and dask workers; the defaults when None).
     """
 
     description = "Open Blosc2 b2nd frames and .b2d/.b2z trees in xarray (b2store)"
@@ -376,6 +392,7 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
         "group",
         "storage_options",
         "lock",
+        "limits",
     )
 
     def guess_can_open(self, filename_or_obj) -> bool:
@@ -402,6 +419,7 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
         group: str | None = None,
         storage_options: Mapping | None = None,
         lock=None,
+        limits: Limits | None = None,
     ) -> Dataset:
         decoders = dict(
             mask_and_scale=mask_and_scale,
@@ -412,13 +430,14 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
             decode_timedelta=decode_timedelta,
             drop_variables=drop_variables,
         )
+        resolve(limits)  # a TypeError before anything is opened
         path = _path_of(filename_or_obj)
         kind = _classify(path) or _kind_by_suffix(path)
         if kind == "frame":
             if group not in (None, "", "/"):
                 raise ValueError(f"a single frame has no groups; group={group!r}")
-            return _frame_dataset(path, storage_options, _lock_of(lock), decoders)
-        tree = _open_tree(path, storage_options)
+            return _frame_dataset(path, storage_options, _lock_of(lock), decoders, limits)
+        tree = _open_tree(path, storage_options, limits)
         node = _group_path(group)
         if node not in tree.groups():
             raise KeyError(f"no group {node!r} in {path}; groups: {sorted(tree.groups())}")
@@ -439,6 +458,7 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
         group: str | None = None,
         storage_options: Mapping | None = None,
         lock=None,
+        limits: Limits | None = None,
     ) -> dict[str, Dataset]:
         decoders = dict(
             mask_and_scale=mask_and_scale,
@@ -449,11 +469,12 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
             decode_timedelta=decode_timedelta,
             drop_variables=drop_variables,
         )
+        resolve(limits)  # a TypeError before anything is opened
         path = _path_of(filename_or_obj)
         kind = _classify(path) or _kind_by_suffix(path)
         if kind == "frame":
-            return {"/": _frame_dataset(path, storage_options, _lock_of(lock), decoders)}
-        tree = _open_tree(path, storage_options)
+            return {"/": _frame_dataset(path, storage_options, _lock_of(lock), decoders, limits)}
+        tree = _open_tree(path, storage_options, limits)
         root = _group_path(group)
         out, sizes = {}, {}
         for node in sorted(tree.groups()):
@@ -504,12 +525,12 @@ def _lock_of(lock):
     return lock or None
 
 
-def _open_tree(path: str, storage_options):
+def _open_tree(path: str, storage_options, limits: Limits | None = None):
     try:
         from ..tree import open_tree
     except ImportError:  # pragma: no cover - the tree reader is part of the package
         raise UnsupportedError("tree reading without b2store.tree", path) from None
-    return open_tree(path, storage_options=storage_options)
+    return open_tree(path, storage_options=storage_options, limits=limits)
 
 
 def _decode(variables: dict, attrs: dict, decoders: dict, closers) -> Dataset:
@@ -531,10 +552,12 @@ class _Closer:
             manager.close()
 
 
-def _frame_dataset(path: str, storage_options, lock, decoders) -> Dataset:
+def _frame_dataset(
+    path: str, storage_options, lock, decoders, limits: Limits | None = None
+) -> Dataset:
     from ..nd.array import B2ndArray
 
-    recipe = FrameRecipe(path, storage_options=storage_options)
+    recipe = FrameRecipe(path, storage_options=storage_options, limits=limits)
     arr = recipe()
     if not isinstance(arr, B2ndArray):
         with arr:

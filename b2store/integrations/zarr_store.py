@@ -30,6 +30,7 @@ from zarr.abc.store import (
 from zarr.core.buffer import Buffer, BufferPrototype
 
 from ..constants import SpecialValue
+from ..limits import Limits, resolve
 from ..tree import is_url, open_tree
 from .zarr_meta import (  # noqa: F401 - re-exported: the writer, virtual.py and tests use them
     CF_FILL,
@@ -88,6 +89,9 @@ class B2ndStore(Store):
         fsspec options for a remote ``path``.
     read_only : bool, optional
         Overrides what ``mode`` says (zarr's ``Store.open(read_only=...)`` passes it).
+    limits : b2store.Limits, optional
+        What the tree and its frames may ask for (its defaults when None); a file asking for
+        more raises :class:`b2store.LimitError`. Pickled stores keep it.
 
     Examples
     --------
@@ -112,7 +116,9 @@ class B2ndStore(Store):
         dtype=None,
         storage_options: Mapping | None = None,
         read_only: bool | None = None,
+        limits: Limits | None = None,
     ):
+        resolve(limits)  # a TypeError here, not at the first read
         if mode not in ("r", "a", "w"):
             raise ValueError(f"mode must be 'r', 'a' or 'w', not {mode!r}")
         if read_only is None:
@@ -128,6 +134,7 @@ class B2ndStore(Store):
         self.contiguous = bool(contiguous)
         self.dtype = None if dtype is None else np.dtype(dtype).str
         self.storage_options = dict(storage_options) if storage_options else None
+        self.limits = limits
         self._setup()
 
     def _setup(self) -> None:
@@ -168,6 +175,7 @@ class B2ndStore(Store):
             "contiguous": self.contiguous,
             "dtype": self.dtype,
             "storage_options": self.storage_options,
+            "limits": self.limits,
             "_read_only": self._read_only,
             "_is_open": False,
         }
@@ -177,6 +185,7 @@ class B2ndStore(Store):
 
     def __setstate__(self, state: dict) -> None:
         client_meta = state.pop("client_meta", None)
+        state.setdefault("limits", None)  # a store pickled before stores carried limits
         self.__dict__.update(state)
         self._setup()
         if client_meta:
@@ -190,6 +199,7 @@ class B2ndStore(Store):
             contiguous=self.contiguous,
             dtype=self.dtype,
             storage_options=self.storage_options,
+            limits=self.limits,
         )
 
     def close(self) -> None:
@@ -228,7 +238,7 @@ class B2ndStore(Store):
 
     def _build_index(self) -> dict[str, tuple[str, Any]]:
         try:
-            tree = open_tree(self.path, storage_options=self.storage_options)
+            tree = open_tree(self.path, storage_options=self.storage_options, limits=self.limits)
         except FileNotFoundError:
             return {}  # nothing yet (a store about to be written)
         self._single_frame = tree.kind == "frame"

@@ -163,7 +163,7 @@ class Writer:
                     return None
                 from ..api import open as b2open
 
-                arr = b2open(path, mode="a")
+                arr = b2open(path, mode="a", limits=self.store.limits)
                 self._open[node] = arr
             return arr
 
