@@ -62,7 +62,7 @@ class FrameClosedError(B2StoreError, ValueError):
 
 # A read that failed because writers kept replacing what it named is tried this many times,
 # each from a newer committed state.
-_READ_TRIES = 64
+READ_TRIES = 64
 
 
 # Block layouts (a chunk's parsed block starts) kept per frame for repeated small reads.
@@ -138,13 +138,29 @@ class SChunk(Changes):
                 and new.raw_vlmeta == st.raw_vlmeta
             )
 
-    def _reading(self, i: int, read):
-        """``read(state, i)`` for chunk ``i``, from one committed state; tried again from a
-        newer state (up to ``_READ_TRIES`` times) while writers replace what it named (a
-        sparse frame's chunk file discarded, a frame cut short). A read that fails with no
-        newer state to go to raises its FormatError: the frame is damaged."""
+    def committed(self) -> State:
+        """The committed state now: pass it as ``state=`` to reads of several chunks that
+        must all come from one state (one array read), whatever writers publish meanwhile.
+        A read from a state a writer has since replaced may raise FormatError (a sparse
+        frame's old chunk file discarded): see :meth:`refreshed`."""
         self._check_open()
-        for _ in range(_READ_TRIES - 1):
+        return self._state
+
+    def refreshed(self, st: State) -> bool:
+        """After a read from state ``st`` failed: whether a newer committed state is there to
+        read from (then read everything again from :meth:`committed`)."""
+        return self._fresh(st)
+
+    def _reading(self, i: int, read, state: State | None = None):
+        """``read(state, i)`` for chunk ``i``, from one committed state; tried again from a
+        newer state (up to ``READ_TRIES`` times) while writers replace what it named (a
+        sparse frame's chunk file discarded, a frame cut short). A read that fails with no
+        newer state to go to raises its FormatError: the frame is damaged. With ``state``
+        given, the read is from that state alone, and the caller tries again."""
+        self._check_open()
+        if state is not None:
+            return read(state, self._index(i, state))
+        for _ in range(READ_TRIES - 1):
             st = self._state
             try:
                 return read(st, self._index(i, st))
@@ -439,9 +455,10 @@ class SChunk(Changes):
             )
         return special_chunk(SpecialValue(kind), nbytes, self.typesize)
 
-    def get_chunk(self, i: int) -> bytes:
-        """The stored bytes of chunk ``i`` (a 32-byte special chunk for special offsets)."""
-        return self._reading(i, self._get_chunk)
+    def get_chunk(self, i: int, *, state: State | None = None) -> bytes:
+        """The stored bytes of chunk ``i`` (a 32-byte special chunk for special offsets);
+        ``state``: from that committed state (see :meth:`committed`)."""
+        return self._reading(i, self._get_chunk, state)
 
     def _get_chunk(self, st: State, i: int) -> bytes:
         entry = int(st.offsets[i])
@@ -498,12 +515,12 @@ class SChunk(Changes):
             return read, read(0, cbytes), None
         return read, prefix, plan
 
-    def get_chunk_blocks(self, i: int, blocks) -> bytes | np.ndarray:
+    def get_chunk_blocks(self, i: int, blocks, *, state: State | None = None) -> bytes | np.ndarray:
         """Chunk ``i`` with only what decoding ``blocks`` needs read from storage: the header,
         the block starts, the dictionary and those blocks' streams (block 0 too when DELTA
         needs it); the rest is zeros, which a decoder reads as runs of zeros, never as data
         of the blocks asked for."""
-        return self._reading(i, lambda st, i: self._chunk_blocks(st, i, blocks))
+        return self._reading(i, lambda st, i: self._chunk_blocks(st, i, blocks), state)
 
     def _chunk_blocks(self, st: State, i: int, blocks) -> bytes | np.ndarray:
         read, prefix, plan = self._plan(st, i, blocks)
@@ -515,7 +532,9 @@ class SChunk(Changes):
             buf[start:stop] = np.frombuffer(read(start, stop - start), np.uint8)
         return buf
 
-    def decode_blocks(self, i: int, blocks, out, *, blocksize: int | None = None):
+    def decode_blocks(
+        self, i: int, blocks, out, *, blocksize: int | None = None, state: State | None = None
+    ):
         """Decode at least ``blocks`` of chunk ``i`` into ``out`` (laid out as the decoded
         chunk, exactly its nbytes), reading only what they need.
 
@@ -524,7 +543,9 @@ class SChunk(Changes):
         other blocks than its array's): then block numbers mean something else, and the
         caller decodes the chunk whole.
         """
-        return self._reading(i, lambda st, i: self._decode_blocks(st, i, blocks, out, blocksize))
+        return self._reading(
+            i, lambda st, i: self._decode_blocks(st, i, blocks, out, blocksize), state
+        )
 
     def _decode_blocks(self, st: State, i: int, blocks, out, blocksize=None):
         dest = as_uint8(out, writable=True, name="out")

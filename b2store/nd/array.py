@@ -14,7 +14,7 @@ import numpy as np
 
 from ..constants import MAX_TYPESIZE, SpecialValue
 from ..errors import FormatError
-from ..frame.schunk import SChunk
+from ..frame.schunk import READ_TRIES, SChunk
 from ..frame.writer import special_offset
 from .chunks import decode_chunk_array, decode_selection, encode_chunk_array
 from .geometry import chunk_grid, chunk_nitems
@@ -173,17 +173,35 @@ class B2ndArray:
             scratch = np.empty(
                 chunk_nitems(self.chunks, self.blocks) * self.dtype.itemsize, np.uint8
             )
-            for coords, parts in _chunks_touched(dims, self.chunks):
-                self._read_chunk(coords, parts, out, scratch)
+            self._read(dims, out, scratch)
         return out[final]
 
-    def _read_chunk(self, coords, parts, out: np.ndarray, scratch: np.ndarray) -> None:
+    def _read(self, dims, out: np.ndarray, scratch: np.ndarray) -> None:
+        """Every chunk the selection touches, all from one committed state of the frame:
+        a read beside a writer sees the array as one of its commits left it, never chunks
+        of two. A state a writer has since replaced may fail to read (a sparse frame's old
+        chunk file discarded); the whole read is then done again from the newer one."""
+        schunk = self.schunk
+        for _ in range(READ_TRIES):
+            st = schunk.committed()
+            try:
+                for coords, parts in _chunks_touched(dims, self.chunks):
+                    self._read_chunk(coords, parts, out, scratch, st)
+                return
+            except FormatError:
+                if not schunk.refreshed(st):
+                    raise
+        raise FormatError(
+            "frame", "a committed state that stays readable", "writers kept replacing it"
+        )
+
+    def _read_chunk(self, coords, parts, out: np.ndarray, scratch: np.ndarray, state=None) -> None:
         """Copy what ``parts`` selects of chunk ``coords`` into ``out``."""
         nchunk = _c_index(coords, chunk_grid(self.shape, self.chunks))
         # The trailing Ellipsis keeps a 0-d destination a view, not a scalar.
         dst = tuple(slice(pos.start, pos.stop) for _, pos in parts) + (Ellipsis,)
         decode_selection(
-            self._fetcher(nchunk),
+            self._fetcher(nchunk, state),
             self.chunks,
             self.blocks,
             self.dtype,
@@ -193,9 +211,10 @@ class B2ndArray:
             label=f"chunk {nchunk}",
         )
 
-    def _fetcher(self, nchunk: int) -> _ChunkReader:
-        """What :func:`decode_selection` reads chunk ``nchunk`` through."""
-        return _ChunkReader(self.schunk, nchunk)
+    def _fetcher(self, nchunk: int, state=None) -> _ChunkReader:
+        """What :func:`decode_selection` reads chunk ``nchunk`` through (from committed
+        state ``state``, or the newest)."""
+        return _ChunkReader(self.schunk, nchunk, state)
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -299,18 +318,20 @@ class _ChunkReader:
     (with only some blocks' bytes in place, or whole); or a few blocks decoded straight
     into a buffer, planned and read once."""
 
-    __slots__ = ("schunk", "nchunk")
+    __slots__ = ("schunk", "nchunk", "state")
 
-    def __init__(self, schunk: SChunk, nchunk: int):
-        self.schunk, self.nchunk = schunk, nchunk
+    def __init__(self, schunk: SChunk, nchunk: int, state=None):
+        self.schunk, self.nchunk, self.state = schunk, nchunk, state
 
     def __call__(self, blocks):
         if blocks is None:
-            return self.schunk.get_chunk(self.nchunk)
-        return self.schunk.get_chunk_blocks(self.nchunk, blocks)
+            return self.schunk.get_chunk(self.nchunk, state=self.state)
+        return self.schunk.get_chunk_blocks(self.nchunk, blocks, state=self.state)
 
     def decode_blocks(self, blocks, out, *, blocksize):
-        return self.schunk.decode_blocks(self.nchunk, blocks, out, blocksize=blocksize)
+        return self.schunk.decode_blocks(
+            self.nchunk, blocks, out, blocksize=blocksize, state=self.state
+        )
 
 
 def _c_index(coords, dims) -> int:

@@ -1,0 +1,60 @@
+"""One array read, one committed state: a read that spans several chunks, beside a writer
+that changes them all in one commit, sees every chunk as that one commit (or the one before)
+left it, never some chunks of each (docs/guarantees.md, "Readers beside writers")."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import b2store
+
+SHAPE = (40, 40)
+BASE = np.arange(SHAPE[0] * SHAPE[1], dtype="<i8").reshape(SHAPE)  # no chunk is constant
+
+
+def version(x: np.ndarray, base: np.ndarray) -> set[int]:
+    """The write versions a read shows: one when it came from one commit."""
+    return set(np.unique(x - base).tolist())
+
+
+@pytest.mark.parametrize("contiguous", [True, False], ids=["cframe", "sframe"])
+def test_reads_across_chunks_come_from_one_commit(tmp_path, contiguous):
+    a = b2store.asarray(
+        BASE, urlpath=tmp_path / "a.b2nd", chunks=(10, 40), blocks=(5, 40), contiguous=contiguous
+    )
+    errors: list = []
+    reads = [0]
+    stop = time.monotonic() + 2.0
+    selections = [(...,), (slice(5, 25), 3), (slice(8, 32), slice(None, None, 7)), (np.s_[::9, 1])]
+
+    def reader(k):
+        while time.monotonic() < stop:
+            key = selections[(k + reads[0]) % len(selections)]
+            try:
+                seen = version(a[key], BASE[key])
+            except Exception as exc:
+                errors.append(repr(exc))
+                continue
+            if len(seen) != 1:
+                errors.append(f"{key}: chunks of commits {sorted(seen)} in one read")
+            reads[0] += 1
+
+    def writer():
+        v = 1
+        while time.monotonic() < stop:
+            a[...] = BASE + v  # every chunk, published in one commit
+            v += 1
+
+    threads = [threading.Thread(target=reader, args=(k,)) for k in range(3)]
+    threads.append(threading.Thread(target=writer))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    a.close()
+    assert not errors, errors[:5]
+    assert reads[0] > 50
