@@ -614,16 +614,160 @@ def decode(const uint8_t[::1] src, const int64_t[:, ::1] table, const int64_t[::
         if J.zng == NULL and N.zlib_uncompress2 == NULL:
             return -1
     with nogil:
-        while rc == 0:
-            i = b2b_next(&counter[0])
-            if i >= n or b2b_failed(&failed[0]):
-                break
-            j = blocks[i]
-            if _decode_block(&J, j, work, spare, tmp, dctx):
-                rc = -1
-        if rc:
-            b2b_fail(&failed[0])
+        rc = _run_blocks(&J, &blocks[0] if n else NULL, n, &counter[0], &failed[0], work, spare,
+                         tmp, dctx)
     return rc
+
+
+cdef int _run_blocks(const Job* J, const int64_t* blocks, Py_ssize_t n, int64_t* counter,
+                     int32_t* failed, uint8_t* work, uint8_t* spare, uint8_t* tmp,
+                     void* dctx) noexcept nogil:
+    """Decode blocks (``blocks[i]``, or ``i`` when ``blocks`` is NULL) until the shared
+    ``counter`` passes ``n`` or any thread has failed; 0, or -1 (``failed`` then set)."""
+    cdef Py_ssize_t i, j
+    cdef int rc = 0
+    while rc == 0:
+        i = b2b_next(counter)
+        if i >= n or b2b_failed(failed):
+            break
+        j = blocks[i] if blocks != NULL else i
+        if _decode_block(J, j, work, spare, tmp, dctx):
+            rc = -1
+    if rc:
+        b2b_fail(failed)
+    return rc
+
+
+# --- one common chunk, planned and decoded with no Python in between --------------------------
+
+DEF EXTENDED = 0x05
+DEF MEMCPYED = 0x02
+DEF DONT_SPLIT = 0x10
+DEF HEADER = 32
+DEF MAX_BLOCKSIZE = 536866816
+
+
+cdef class Plan:
+    """A chunk of the common kind checked and walked in C: a Blosc2 header of version 4-6
+    with no dictionary, special value, VL blocks or memcpy; BloscLZ, LZ4, zlib or Zstd;
+    shuffle and bit-shuffle as its only filters. Decoding it takes no Python per block or
+    per stream, and one call per thread.
+
+    ``Plan(src)`` leaves ``ok`` false for any other chunk, or for one that breaks the
+    format anywhere: :class:`~b2store.chunk.decoder.ChunkDecoder` then decodes it or names
+    what is wrong. Threads running :meth:`run` on one plan split its blocks.
+    """
+
+    cdef const uint8_t[::1] _src
+    cdef Job J
+    cdef int64_t* table
+    cdef int64_t counter
+    cdef int32_t failed
+    cdef bint needs_scratch
+    cdef readonly bint ok
+    cdef readonly Py_ssize_t nbytes
+    cdef readonly Py_ssize_t nblocks
+
+    def __cinit__(self, const uint8_t[::1] src):
+        self._src = src
+        self.ok = self._plan(src.shape[0]) == 0
+
+    def __dealloc__(self):
+        free(self.table)
+
+    cdef int _plan(self, Py_ssize_t buflen) except -2:
+        cdef const uint8_t* p
+        cdef Py_ssize_t version, flags, ts, nbytes, bs, cbytes, nb, nstreams, starts_end, j
+        cdef Py_ssize_t start, fmt, k, fid
+        cdef int64_t* bstarts
+        cdef int rc
+        memset(&self.J, 0, sizeof(Job))
+        if buflen < HEADER:
+            return -1
+        p = &self._src[0]
+        version, flags, ts = p[0], p[2], p[3]
+        nbytes, bs, cbytes = _read_i32(p + 4), _read_i32(p + 8), _read_i32(p + 12)
+        fmt = flags >> 5
+        # The checks of ChunkHeader._check and ChunkDecoder._read_layout, for this kind only.
+        if (not 4 <= version <= 6 or flags & EXTENDED != EXTENDED or flags & MEMCPYED
+                or p[30] != 0 or p[31] != 0 or ts == 0 or nbytes <= 0 or bs <= 0
+                or bs > MAX_BLOCKSIZE or cbytes < HEADER or cbytes > buflen
+                or not (fmt == F_BLOSCLZ or fmt == F_LZ4 or fmt == F_ZLIB or fmt == F_ZSTD)
+                or not decodable(fmt, False)):
+            return -1
+        if fmt == F_ZSTD and N.zstd_frame_content_size == NULL:
+            return -1
+        self.J.nsteps = 0
+        for k in range(5, -1, -1):  # the slots are undone last first
+            fid = p[16 + k]
+            if fid == SHUFFLE or fid == BITSHUFFLE:
+                self.J.fids[self.J.nsteps] = <int>fid
+                self.J.metas[self.J.nsteps] = p[24 + k]
+                self.J.nsteps += 1
+            elif not (fid == 0 or fid == TRUNC_PREC or fid == INT_TRUNC):
+                return -1
+        if bs > nbytes:
+            bs = nbytes
+        nb = (nbytes + bs - 1) // bs
+        # Blosc2 headers split full blocks unless told not to; items of one byte never.
+        nstreams = ts if ts > 1 and not flags & DONT_SPLIT else 1
+        if nstreams > 1 and bs % ts:
+            return -1
+        starts_end = HEADER + 4 * nb
+        if starts_end > cbytes:
+            return -1
+        self.table = <int64_t*>malloc(nb * (3 + 2 * nstreams) * sizeof(int64_t))
+        if self.table == NULL:
+            return -1
+        bstarts = self.table + nb * 2 * nstreams
+        for j in range(nb):
+            start = _read_i32(p + HEADER + 4 * j)
+            if start < starts_end or start >= cbytes:
+                return -1
+            bstarts[j] = start
+            bstarts[nb + j] = cbytes
+            bstarts[2 * nb + j] = j
+        with nogil:
+            rc = _walk(p, cbytes, bstarts, nb, bstarts + 2 * nb, nb, bstarts + nb, nbytes, bs,
+                       nstreams, <int>fmt, self.table, 2 * nstreams)
+        if rc:
+            return -1
+        self.J.src, self.J.srclen = p, cbytes
+        self.J.nbytes, self.J.blocksize, self.J.full_nstreams = nbytes, bs, nstreams
+        self.J.codec_format = <int>fmt
+        self.J.table, self.J.tstride = self.table, 2 * nstreams
+        self.J.typesize = ts
+        self.needs_scratch = self.J.nsteps > 0
+        self.nbytes, self.nblocks = nbytes, nb
+        return 0
+
+    def run(self, uint8_t[::1] dest, Scratch scratch not None):
+        """Decode blocks into ``dest`` (``nbytes`` long) until none are left; 0 or -1."""
+        cdef Job J = self.J
+        cdef uint8_t* work = NULL
+        cdef uint8_t* spare = NULL
+        cdef uint8_t* tmp = NULL
+        cdef void* dctx = NULL
+        cdef int rc
+        if not self.ok or dest.shape[0] != self.nbytes:
+            return -1
+        J.dest, J.dest_base, J.dest_len = &dest[0], 0, dest.shape[0]
+        if self.needs_scratch:
+            if scratch.reserve(J.blocksize, 0):
+                return -1
+            work, spare, tmp = scratch.work, scratch.spare, scratch.tmp
+        if J.codec_format == F_ZSTD:
+            dctx = scratch.zstd_dctx()
+            if dctx == NULL:
+                return -1
+        if J.codec_format == F_ZLIB:
+            J.zng = scratch.inflater()
+            if J.zng == NULL and N.zlib_uncompress2 == NULL:
+                return -1
+        with nogil:
+            rc = _run_blocks(&J, NULL, self.nblocks, &self.counter, &self.failed, work, spare,
+                             tmp, dctx)
+        return -1 if rc or self.failed else 0
 
 
 # --- encoding ---------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ partial reads of arrays build on.
 
 from __future__ import annotations
 
-import os
 import struct
 
 import numpy as np
@@ -83,6 +82,10 @@ def decode_chunk(
     UnsupportedError
         A valid feature b2store does not implement, such as a plugin codec.
     """
+    limit = DEFAULT_LIMITS.max_chunk_nbytes if max_nbytes is None else max_nbytes
+    fast = native.quick_decode(buf, out, nthreads, limit)  # the common kind, in one C pass
+    if fast is not None:
+        return fast
     decoder = ChunkDecoder(buf)
     nbytes = decoder.header.nbytes
     if max_nbytes is None:
@@ -401,7 +404,7 @@ class ChunkDecoder:
             dest[:] = self.src[h.header_size : h.header_size + h.nbytes]
         elif h.nbytes:
             first = dest[: self.block_span(0)[1]]
-            nthreads = max(1, min(nthreads or 1, self.nblocks, os.cpu_count() or 1))
+            nthreads = max(1, min(nthreads or 1, self.nblocks, native.cpu_count()))
             if self.native:
                 if native.decode_whole(self, dest, nthreads):
                     return

@@ -33,6 +33,8 @@ __all__ = [
     "walk",
     "decode",
     "decode_whole",
+    "quick_decode",
+    "cpu_count",
     "encode",
     "executor",
     "default_nthreads",
@@ -182,6 +184,17 @@ def executor(workers: int) -> ThreadPoolExecutor:
         return _pool["executor"]
 
 
+def cpu_count() -> int:
+    """The number of cores, asked once (``os.cpu_count`` reads /sys: 6 us a call here, paid
+    per chunk when every decode asked it)."""
+    if _cpus["value"] is None:
+        _cpus["value"] = os.cpu_count() or 1
+    return _cpus["value"]
+
+
+_cpus: dict = {"value": None}
+
+
 def default_nthreads() -> int:
     """Threads a whole-array read decodes with: ``set_nthreads``, else ``B2STORE_NTHREADS``,
     else the number of cores (as python-blosc2 does)."""
@@ -190,7 +203,7 @@ def default_nthreads() -> int:
     env = os.environ.get("B2STORE_NTHREADS")
     if env and env.isdigit() and int(env) > 0:
         return int(env)
-    return os.cpu_count() or 1
+    return cpu_count()
 
 
 def set_nthreads(n: int | None) -> None:
@@ -312,6 +325,43 @@ def decode(decoder, blocks, dest: np.ndarray, dest_base: int, first=None, nthrea
 
     nthreads = max(1, min(nthreads, len(blocks)))
     return _share(run, nthreads) == 0 and not failed[0]
+
+
+def quick_decode(buf, out, nthreads: int | None, max_nbytes: int) -> np.ndarray | None:
+    """Decode a chunk of the common kind (``_blocks.Plan``: Blosc2, no dictionary, special
+    value or VL blocks, shuffle or bit-shuffle only) checked, walked and inflated in C with
+    no Python per block; None for any other chunk, a chunk with anything wrong, one past
+    ``max_nbytes``, or an ``out`` that is not a writable contiguous 1-d uint8 array: the
+    caller's :class:`~b2store.chunk.decoder.ChunkDecoder` then decodes it or says why not.
+
+    The Python around a chunk's decode (header, layout, walk) cost 40 us hot and 150 us
+    after an 8 MB decode had pushed it out of the caches: 10% of an 8 MB chunk's time.
+    """
+    if not enabled():
+        return None
+    try:
+        plan = _blocks.Plan(buf)
+    except (TypeError, ValueError, BufferError):
+        return None  # not a 1-d byte buffer: the general path takes any contiguous one
+    if not plan.ok or plan.nbytes > max_nbytes:
+        return None
+    if out is None:
+        dest = np.empty(plan.nbytes, np.uint8)
+    elif (
+        isinstance(out, np.ndarray)
+        and out.dtype == np.uint8
+        and out.ndim == 1
+        and out.flags.c_contiguous
+        and out.flags.writeable
+        and len(out) == plan.nbytes
+    ):
+        dest = out
+    else:
+        return None
+    nthreads = max(1, min(nthreads or 1, plan.nblocks, cpu_count()))
+    if _share(lambda: plan.run(dest, _scratch()), nthreads):
+        return None
+    return dest
 
 
 def decode_whole(decoder, dest: np.ndarray, nthreads: int = 1) -> bool:

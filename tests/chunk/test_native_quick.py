@@ -1,0 +1,133 @@
+"""The one-pass C decode of common chunks (``_blocks.Plan``, ``native.quick_decode``): which
+chunks take it, that they decode as python-blosc2 decodes them, and that every other chunk
+(or a damaged one) is left to the general decoder, which decodes it or names the field."""
+
+from __future__ import annotations
+
+import blosc2
+import numpy as np
+import pytest
+
+import b2store
+from b2store import _blocks
+from b2store.chunk import native
+from b2store.errors import FormatError
+
+CODECS = ["blosclz", "lz4", "lz4hc", "zlib", "zstd"]
+
+
+def _chunk(data, codec="lz4", filters=("shuffle",), **kw) -> bytes:
+    ids = [blosc2.Filter[f.upper()] for f in filters] or [blosc2.Filter.NOFILTER]
+    return blosc2.compress2(
+        data, typesize=data.itemsize, codec=blosc2.Codec[codec.upper()], clevel=5, filters=ids, **kw
+    )
+
+
+def _walk(dtype, n):
+    rng = np.random.default_rng(11)
+    return (np.cumsum(rng.integers(-3, 4, n)) + 1000).astype(dtype)
+
+
+@pytest.mark.skipif(not native.enabled(), reason="the C block loop is off (B2STORE_NATIVE=0)")
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("filters", [("shuffle",), ("bitshuffle",), (), ("shuffle", "shuffle")])
+@pytest.mark.parametrize("dtype", ["<f8", "<i4", "<u2", "u1", "<c16"])
+def test_common_chunks_take_the_quick_path(codec, filters, dtype):
+    data = _walk(dtype, 70_001)  # a short last block
+    chunk = _chunk(data, codec, filters, blocksize=32768)
+    plan = _blocks.Plan(chunk)
+    if b2store.chunk_info(chunk).memcpyed:  # c-blosc2 found it incompressible
+        assert not plan.ok
+    else:
+        assert plan.ok and plan.nbytes == data.nbytes and plan.nblocks > 2
+        assert native.quick_decode(chunk, None, 1, 1 << 40) is not None
+    for nthreads in (1, 2):
+        got = b2store.decode_chunk(chunk, nthreads=nthreads)
+        assert got.tobytes() == blosc2.decompress2(chunk)
+    out = np.empty(data.nbytes, np.uint8)
+    assert np.shares_memory(b2store.decode_chunk(chunk, out=out), out)
+    assert out.tobytes() == data.tobytes()
+
+
+def test_other_chunks_are_left_to_the_general_decoder():
+    data = _walk("<i4", 50_000)
+    others = {
+        "delta": _chunk(data, "lz4", ("delta", "shuffle")),
+        "bytedelta": _chunk(data, "zstd", ("shuffle", "bytedelta")),
+        "dictionary": _chunk(data, "zstd", ("shuffle",), use_dict=True),
+        "memcpyed": _chunk(np.random.default_rng(1).integers(0, 256, 4096, np.uint8), "lz4"),
+        "zeros": _chunk(np.zeros(50_000, "<i4"), "lz4"),
+        "blosc1": __import__("numcodecs").Blosc("lz4", 5, 1).encode(data),
+    }
+    for name, chunk in others.items():
+        assert not _blocks.Plan(chunk).ok, name
+        assert native.quick_decode(chunk, None, 1, 1 << 40) is None, name
+        assert b2store.decode_chunk(chunk).tobytes() == data.tobytes() or name in (
+            "memcpyed",
+            "zeros",
+        )
+
+
+def test_limits_and_out_fall_back():
+    data = _walk("<f8", 20_000)
+    chunk = _chunk(data)
+    assert native.quick_decode(chunk, None, 1, data.nbytes - 1) is None
+    with pytest.raises(b2store.LimitError):
+        b2store.decode_chunk(chunk, max_nbytes=data.nbytes - 1)
+    # An out that is not a flat uint8 array still works, through the general path.
+    out = np.empty(data.shape, data.dtype)
+    assert native.quick_decode(chunk, out, 1, 1 << 40) is None
+    b2store.decode_chunk(chunk, out=out)
+    assert np.array_equal(out, data)
+    with pytest.raises(ValueError, match="bytes"):
+        b2store.decode_chunk(chunk, out=np.empty(data.nbytes - 8, np.uint8))
+
+
+def test_damaged_headers_and_starts_are_refused():
+    data = _walk("<i4", 40_000)
+    chunk = bytearray(_chunk(data, blocksize=16384))
+    nblocks = -(-data.nbytes // 16384)
+    cases = {
+        "truncated": bytes(chunk[:-1]),
+        "cbytes past the end": bytes(chunk[:12])
+        + (len(chunk) + 1).to_bytes(4, "little")
+        + bytes(chunk[16:]),
+        "short header": bytes(chunk[:31]),
+    }
+    for j, value in ((0, 0), (1, len(chunk)), (nblocks - 1, 32 + 4 * nblocks - 1)):
+        bad = bytearray(chunk)
+        bad[32 + 4 * j : 36 + 4 * j] = value.to_bytes(4, "little")
+        cases[f"bstarts[{j}] = {value}"] = bytes(bad)
+    bad = bytearray(chunk)
+    bad[16] = 200  # an unknown filter id
+    cases["filter"] = bytes(bad)
+    for name, buf in cases.items():
+        assert not _blocks.Plan(buf).ok, name
+        with pytest.raises((FormatError, b2store.UnsupportedError)):
+            b2store.decode_chunk(buf)
+
+
+def test_flipped_bytes_decode_as_the_general_path_does(monkeypatch):
+    """A stream damaged past the header: the quick path refuses it at its walk or fails in
+    its decode, and the general path then decodes or raises exactly as it does alone."""
+    data = _walk("<f8", 30_000)
+    base = _chunk(data, "lz4", ("shuffle",), blocksize=8192)
+    rng = np.random.default_rng(5)
+    cases = []
+    for _ in range(150):
+        buf = bytearray(base)
+        for pos in rng.integers(32, len(buf), rng.integers(1, 3)):
+            buf[pos] ^= int(rng.integers(1, 256))
+        cases.append(bytes(buf))
+
+    def outcome(buf):
+        try:
+            return "ok", b2store.decode_chunk(buf).tobytes()
+        except FormatError as exc:
+            return "error", exc.field
+
+    quick = [outcome(c) for c in cases]
+    monkeypatch.setattr(native, "quick_decode", lambda *a: None)
+    general = [outcome(c) for c in cases]
+    assert quick == general
+    assert {o[0] for o in general} == {"ok", "error"}
