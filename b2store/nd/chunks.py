@@ -245,6 +245,11 @@ def decode_selection(
         # part of the output: decode straight there, no scratch, no copy.
         _decode_blocks(source, region, chunkshape, blockshape, dtype, direct, label)
         return
+    if dtype.subdtype is None and all(r.step == 1 for r in ranges):
+        if _decode_in_groups(
+            source, region, ranges, chunkshape, blockshape, dtype, scratch, out, label
+        ):
+            return
     wanted = _decode_blocks(source, region, chunkshape, blockshape, dtype, scratch, label)
     if dtype.subdtype is None and all(r.step == 1 for r in ranges):
         _copy_blocks(wanted, ranges, chunkshape, blockshape, dtype, scratch, out)
@@ -332,12 +337,71 @@ def _decode_blocks(
     return wanted
 
 
-def _copy_blocks(wanted, ranges, chunkshape, blockshape, dtype, buf, out: np.ndarray) -> None:
+# Most of a chunk is decoded a group of blocks of about this size at a time, each group
+# copied to the output while it is still in the core's cache.
+_GROUP_BYTES = 1 << 20
+
+
+def _decode_in_groups(
+    source, region, ranges, chunkshape, blockshape, dtype, scratch, out, label
+) -> bool:
+    """Most of a chunk whose items do not lie in the output as they lie in the chunk: decode
+    it a group of blocks at a time into the start of ``scratch`` with the C block loop, and
+    copy each group to ``out`` while it is still in cache (instead of the whole chunk out to
+    memory and back). False when this is not the way (few blocks, or a chunk the C loop does
+    not take as the array's blocks); nothing has been read then."""
+    wanted = blocks_touched(region, chunkshape, blockshape) if chunkshape else [0]
+    nblocks = math.prod(blocks_per_chunk(chunkshape, blockshape))
+    block_bytes = math.prod(blockshape) * dtype.itemsize
+    group = max(1, _GROUP_BYTES // max(block_bytes, 1))
+    if len(wanted) * 2 <= nblocks or group * 2 > nblocks or not native.enabled():
+        return False
+    if callable(source):
+        source = source(None)
+    decoder = ChunkDecoder(as_uint8(source, name="chunk"))
+    _check_nbytes(decoder.header.nbytes, scratch, label)
+    header = decoder.header
+    if not decoder.native or header.vl_blocks or header.effective_blocksize != block_bytes:
+        # Not the array's blocks (or no C loop for it): decoded whole below, from these bytes.
+        decoder.decode_into(scratch, nthreads=native.default_nthreads())
+        _copy_blocks(wanted, ranges, chunkshape, blockshape, dtype, scratch, out)
+        return True
+    nthreads = native.default_nthreads()
+    first = None
+    if decoder.pipeline.has_delta:
+        # DELTA codes every block against block 0: decoded once, after the groups' room.
+        first = scratch[group * block_bytes : group * block_bytes + block_bytes]
+        if not native.decode(decoder, [0], first, 0):
+            return _decode_all(decoder, wanted, ranges, chunkshape, blockshape, dtype, scratch, out)
+    i = 0
+    while i < len(wanted):
+        lo, k = wanted[i], i
+        while k < len(wanted) and wanted[k] < lo + group:
+            k += 1
+        members, i = wanted[i:k], k
+        room = scratch[: (members[-1] - lo + 1) * block_bytes]
+        if not native.decode(decoder, members, room, lo * block_bytes, first, nthreads):
+            return _decode_all(decoder, wanted, ranges, chunkshape, blockshape, dtype, scratch, out)
+        _copy_blocks(members, ranges, chunkshape, blockshape, dtype, room, out, base=lo)
+    return True
+
+
+def _decode_all(decoder, wanted, ranges, chunkshape, blockshape, dtype, scratch, out) -> bool:
+    # The C loop refused a block: the Python decoder decodes it or names what is wrong.
+    decoder.decode_into(scratch)
+    _copy_blocks(wanted, ranges, chunkshape, blockshape, dtype, scratch, out)
+    return True
+
+
+def _copy_blocks(
+    wanted, ranges, chunkshape, blockshape, dtype, buf, out: np.ndarray, base: int = 0
+) -> None:
     """Copy each decoded block's selected part straight to its place in ``out`` (one copy,
-    whatever the block layout); every range has step 1."""
+    whatever the block layout); every range has step 1. ``buf`` holds the decoded chunk from
+    block ``base`` on."""
     per_dim = blocks_per_chunk(chunkshape, blockshape)
     block_items = math.prod(blockshape)
-    items = buf.view(dtype)
+    items = buf.view(dtype)[: len(buf) // dtype.itemsize]
     for j in wanted:
         coords = np.unravel_index(j, per_dim) if per_dim else ()
         src, dst = [], []
@@ -348,5 +412,6 @@ def _copy_blocks(wanted, ranges, chunkshape, blockshape, dtype, buf, out: np.nda
             src.append(slice(lo - c * b, hi - c * b))
             dst.append(slice(lo - r.start, hi - r.start))
         else:
-            block = items[j * block_items : (j + 1) * block_items].reshape(blockshape)
+            at = (j - base) * block_items
+            block = items[at : at + block_items].reshape(blockshape)
             out[tuple(dst)] = block[tuple(src)]

@@ -174,3 +174,40 @@ def test_blosc_blocks_other_than_the_array_blocks_decode_whole():
     out = np.empty((3, 2), x.dtype)
     decode_selection(chunk, (40, 30), (8, 6), x.dtype, [slice(9, 12), slice(13, 15)], out)
     np.testing.assert_array_equal(out, x[9:12, 13:15])
+
+
+@pytest.mark.parametrize("group_bytes", [1, 200, 700], ids=["1block", "1of2", "3blocks"])
+@given(
+    sel=st.tuples(ascending(40), ascending(30)),
+    filters=st.sampled_from([["shuffle"], ["delta", "shuffle"], ["bitshuffle"]]),
+)
+def test_most_of_a_chunk_decodes_a_group_of_blocks_at_a_time(group_bytes, sel, filters):
+    """Selections over most of a chunk decode it a group of blocks at a time (each group
+    copied out while in cache): equal to numpy, for any grouping, DELTA too."""
+    import b2store.nd.chunks as chunks
+
+    x = data((40, 30), "<f8")
+    chunk = encode_chunk_array(x, (40, 30), (8, 3), cparams_for(x.dtype, (8, 3), filters=filters))
+    expected = x[sel]
+    out = np.full(expected.shape, -1.0)
+    saved, chunks._GROUP_BYTES = chunks._GROUP_BYTES, group_bytes  # blocks of 192 bytes
+    try:
+        decode_selection(chunk, (40, 30), (8, 3), x.dtype, [s for s in sel], out)
+    finally:
+        chunks._GROUP_BYTES = saved
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_a_broken_block_in_a_group_is_named(monkeypatch):
+    import b2store.nd.chunks as chunks
+    from b2store.chunk.partial import read_layout
+
+    x = data((40, 30), "<f8") + np.random.default_rng(0).normal(size=(40, 30))
+    chunk = bytearray(encode_chunk_array(x, (40, 30), (8, 3), cparams_for(x.dtype, (8, 3))))
+    layout = read_layout(bytes(chunk))
+    at = int(layout.bstarts[30])
+    chunk[at : at + 4] = (10**6).to_bytes(4, "little")  # a stream that claims too much
+    monkeypatch.setattr(chunks, "_GROUP_BYTES", 600)
+    out = np.empty((40, 29), x.dtype)
+    with pytest.raises(FormatError, match="csize"):
+        decode_selection(bytes(chunk), (40, 30), (8, 3), x.dtype, [slice(None), slice(1, 30)], out)
