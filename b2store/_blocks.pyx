@@ -872,6 +872,17 @@ cdef int _encode_block(const EncJob* E, Py_ssize_t j, uint8_t* work, uint8_t* sp
                 all_zero[0] = False
             continue
         all_zero[0] = False
+        if E.codec != C_ZSTD and op + 4 + neblock <= op_end:
+            # Straight into place, with no room to grow: the stream is kept only when it
+            # shrinks, and LZ4 and BloscLZ write the same bytes whatever room they get.
+            n = _deflate(E, stream, neblock, op + 4, neblock - 1, cctx)
+            if not 0 < n < neblock:
+                n = 0
+                memcpy(op + 4, stream, neblock)
+            word = <int32_t>(n if n else neblock)
+            memcpy(op, &word, 4)
+            op += 4 + word
+            continue
         n = _deflate(E, stream, neblock, packed, cap, cctx)
         if not 0 < n < neblock:
             n = 0

@@ -139,9 +139,37 @@ cdef inline uint32_t _hash(uint32_t seq, int hashlog) noexcept nogil:
     return <uint32_t>(seq * <uint32_t>2654435761U) >> (32 - hashlog)
 
 
+cdef extern from *:
+    """
+    #include <stdint.h>
+    /* Index of the lowest set bit of x != 0. */
+    #if defined(__GNUC__) || defined(__clang__)
+    static inline int b2z_ctz64(uint64_t x) { return __builtin_ctzll(x); }
+    #else
+    static inline int b2z_ctz64(uint64_t x) { int n = 0; while (!(x & 1)) { x >>= 1; n++; } return n; }
+    #endif
+    """
+    int b2z_ctz64(uint64_t x) noexcept nogil
+
+
+cdef inline uint64_t _read64(const uint8_t* p) noexcept nogil:
+    cdef uint64_t v
+    memcpy(&v, p, 8)
+    return v
+
+
 cdef inline const uint8_t* _match_end(const uint8_t* ip, const uint8_t* ip_bound,
                                       const uint8_t* ref) noexcept nogil:
     """One past the first byte where ip and ref differ, but at most ip_bound."""
+    cdef uint64_t diff
+    # Eight bytes a step while a whole word lies before ip_bound (ref < ip, so it does too);
+    # the lowest differing byte of a little-endian word is the first one.
+    while ip + 8 < ip_bound:
+        diff = _read64(ref) ^ _read64(ip)
+        if diff:
+            return ip + (b2z_ctz64(diff) >> 3) + 1
+        ip += 8
+        ref += 8
     while ip < ip_bound:
         if ref[0] != ip[0]:
             return ip + 1
