@@ -182,15 +182,18 @@ def encode_chunk(
         flags |= FLAGS.DELTA
     job = _Job(src, bs, ts if split else 1, pipeline, codec, clevel)
     dictionary = job.train(nbytes, ts, split) if params.use_dict else None
-    # Each block is a list of its streams' pieces; the chunk is joined once, at the end.
-    fast = native.encode(job, dictionary, nthreads or 1, ZSTD_LEVELS)
+    prefix = 4 * job.nblocks + (0 if dictionary is None else 4 + len(dictionary))
+    # The C loop compresses into the chunk's own bytes; the Python path's blocks are lists of
+    # their streams' pieces, joined once at the end.
+    fast = native.encode(
+        job, dictionary, nthreads or 1, ZSTD_LEVELS, EXTENDED_HEADER_LENGTH + prefix
+    )
     if fast is not None:  # the GIL-free block loop (b2store._blocks)
-        blocks, sizes, all_zero = fast
+        sizes, all_zero = fast.sizes, fast.all_zero
     else:
         blocks = job.run(nthreads, dictionary)
         sizes = [sum(len(p) for p in block) for block in blocks]
         all_zero = dictionary is None and job.all_zero_runs(blocks)
-    prefix = 4 * job.nblocks + (0 if dictionary is None else 4 + len(dictionary))
     body_size = prefix + sum(sizes)
     # python-blosc2 gives c-blosc2 room for nbytes plus one header: past that, memcpy.
     if body_size > nbytes:
@@ -207,6 +210,8 @@ def encode_chunk(
         header, flags=flags, cbytes=EXTENDED_HEADER_LENGTH + body_size, blosc2_flags=bflags
     )
     pieces = [head.to_bytes(), starts.astype("<i4").tobytes()]
+    if fast is not None:
+        return fast.chunk(b"".join(pieces))
     if dictionary is not None:
         pieces += [len(dictionary).to_bytes(4, "little"), dictionary]
     for block in blocks:

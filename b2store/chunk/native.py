@@ -379,10 +379,24 @@ def decode_whole(decoder, dest: np.ndarray, nthreads: int = 1) -> bool:
 # --- encoding ---------------------------------------------------------------------------------
 
 
-def encode(job, dictionary, nthreads: int, zstd_levels) -> tuple[list, list[int], bool] | None:
-    """Filter and compress the blocks of an encoder job; ``(blocks, sizes, all_zero_runs)``
-    with each block a list of one piece, or None when the Python path has to (no entry point, a
-    dictionary, zlib)."""
+class Encoded:
+    """The blocks of one chunk, compressed into its bytes (``_blocks.ChunkOut``) by
+    :func:`encode`; :meth:`chunk` puts the header and block starts in front."""
+
+    def __init__(self, out, slot: int, sizes: np.ndarray, all_zero: bool):
+        self._out, self._slot, self._sizes = out, slot, sizes
+        self.sizes: list[int] = sizes.tolist()
+        self.all_zero = all_zero
+
+    def chunk(self, prefix: bytes) -> bytes:
+        """The chunk: ``prefix`` (of the length :func:`encode` was given), then the blocks."""
+        return self._out.finish(prefix, self._sizes, self._slot)
+
+
+def encode(job, dictionary, nthreads: int, zstd_levels, prefix: int) -> Encoded | None:
+    """Filter and compress the blocks of an encoder job into a chunk with ``prefix`` bytes
+    before its first block; None when the Python path has to (no entry point, a dictionary,
+    zlib)."""
     if dictionary is not None or not enabled():
         return None
     codec = int(job.codec)
@@ -401,32 +415,33 @@ def encode(job, dictionary, nthreads: int, zstd_levels) -> tuple[list, list[int]
         steps.append((int(fid), int(meta)))
     bs, nstreams, nblocks = job.blocksize, job.nstreams, job.nblocks
     slot = bs + 5 * nstreams
-    out = np.empty(nblocks * slot, np.uint8)
+    out = _blocks.ChunkOut(prefix + nblocks * slot)
     sizes = np.zeros(nblocks, np.int64)
     counter = np.zeros(1, np.int64)
     flags = np.zeros(2, np.int32)
+    with memoryview(out) as whole:
+        blocks = whole[prefix:]
 
-    def run() -> int:
-        return _blocks.encode(
-            job.src,
-            bs,
-            nstreams,
-            steps,
-            job.pipeline.typesize,
-            codec,
-            clevel,
-            level,
-            out,
-            slot,
-            sizes,
-            counter,
-            flags,
-            _scratch(),
-        )
+        def run() -> int:
+            return _blocks.encode(
+                job.src,
+                bs,
+                nstreams,
+                steps,
+                job.pipeline.typesize,
+                codec,
+                clevel,
+                level,
+                blocks,
+                slot,
+                sizes,
+                counter,
+                flags,
+                _scratch(),
+            )
 
-    rc = _share(run, max(1, min(nthreads, nblocks)))
+        rc = _share(run, max(1, min(nthreads, nblocks)))
+        blocks.release()
     if rc or flags[0]:
         return None
-    mv = memoryview(out)
-    pieces = [[mv[j * slot : j * slot + int(sizes[j])]] for j in range(nblocks)]
-    return pieces, sizes.tolist(), not flags[1]
+    return Encoded(out, slot, sizes, not flags[1])

@@ -221,11 +221,31 @@ def _from_array(data: np.ndarray, urlpath, opts: _Options) -> B2ndArray:
 def encode_chunks(data: np.ndarray, b2nd: B2ndMeta, cparams: dict, nthreads=None):
     """The compressed chunks of ``data``, in C order over the chunk grid."""
     grid = chunk_grid(b2nd.shape, b2nd.chunkshape)
+    rows = _row_blocks(data, b2nd.chunkshape, b2nd.blockshape)
+    if rows:
+        params = cparams.replace(
+            typesize=data.dtype.itemsize,
+            blocksize=math.prod(b2nd.blockshape) * data.dtype.itemsize,
+        )
     for coords in np.ndindex(*grid) if grid else [()]:
         region = chunk_region(coords, b2nd.shape, b2nd.chunkshape)
-        yield encode_chunk_array(
-            data[region], b2nd.chunkshape, b2nd.blockshape, cparams, nthreads=nthreads
-        )
+        part = data[region]
+        if rows and part.shape == tuple(b2nd.chunkshape):
+            # The chunk's items already lie in block order: encode them where they are.
+            buf = np.ascontiguousarray(part).reshape(-1)
+            yield encode_array_chunk(buf, data.dtype, params, nthreads)
+            continue
+        yield encode_chunk_array(part, b2nd.chunkshape, b2nd.blockshape, cparams, nthreads=nthreads)
+
+
+def _row_blocks(data: np.ndarray, chunks: Sequence[int], blocks: Sequence[int]) -> bool:
+    """Whether a full chunk's blocks follow one another in the chunk's C order: every block
+    spans the chunk's trailing dimensions whole and the first dimension splits evenly (as
+    python-blosc2's default shapes for large arrays do). Such a chunk needs no reordering
+    and no padding, so encoding skips the zero-filled copy ``array_to_chunk`` makes."""
+    if data.ndim != len(chunks) or not chunks or data.dtype.subdtype is not None:
+        return False
+    return chunks[0] % blocks[0] == 0 and tuple(blocks[1:]) == tuple(chunks[1:])
 
 
 def frombuffer(
