@@ -650,11 +650,26 @@ DEF HEADER = 32
 DEF MAX_BLOCKSIZE = 536866816
 
 
+cdef void _copy_blocks(const Job* J, uint8_t* dest, Py_ssize_t n, int64_t* counter) noexcept nogil:
+    """A raw chunk's items, block by block (threads sharing ``counter``)."""
+    cdef Py_ssize_t i, size
+    while True:
+        i = b2b_next(counter)
+        if i >= n:
+            break
+        size = J.nbytes - i * J.blocksize
+        if size > J.blocksize:
+            size = J.blocksize
+        memcpy(dest + i * J.blocksize, J.src + HEADER + i * J.blocksize, size)
+
+
+
+
 cdef class Plan:
     """A chunk of the common kind checked and walked in C: a Blosc2 header of version 4-6
-    with no dictionary, special value, VL blocks or memcpy; BloscLZ, LZ4, zlib or Zstd;
-    shuffle and bit-shuffle as its only filters. Decoding it takes no Python per block or
-    per stream, and one call per thread.
+    with no dictionary, special value or VL blocks; BloscLZ, LZ4, zlib or Zstd; shuffle and
+    bit-shuffle as its only filters; or stored raw (memcpyed). Decoding it takes no Python
+    per block or per stream, and one call per thread.
 
     ``Plan(src)`` leaves ``ok`` false for any other chunk, or for one that breaks the
     format anywhere: :class:`~b2store.chunk.decoder.ChunkDecoder` then decodes it or names
@@ -667,6 +682,7 @@ cdef class Plan:
     cdef int64_t counter
     cdef int32_t failed
     cdef bint needs_scratch
+    cdef bint raw
     cdef readonly bint ok
     cdef readonly Py_ssize_t nbytes
     cdef readonly Py_ssize_t nblocks
@@ -692,11 +708,22 @@ cdef class Plan:
         nbytes, bs, cbytes = _read_i32(p + 4), _read_i32(p + 8), _read_i32(p + 12)
         fmt = flags >> 5
         # The checks of ChunkHeader._check and ChunkDecoder._read_layout, for this kind only.
-        if (not 4 <= version <= 6 or flags & EXTENDED != EXTENDED or flags & MEMCPYED
+        if (not 4 <= version <= 6 or flags & EXTENDED != EXTENDED
                 or p[30] != 0 or p[31] != 0 or ts == 0 or nbytes <= 0 or bs <= 0
                 or bs > MAX_BLOCKSIZE or cbytes < HEADER or cbytes > buflen
-                or not (fmt == F_BLOSCLZ or fmt == F_LZ4 or fmt == F_ZLIB or fmt == F_ZSTD)
-                or not decodable(fmt, False)):
+                or not (fmt == F_BLOSCLZ or fmt == F_LZ4 or fmt == F_ZLIB or fmt == F_ZSTD)):
+            return -1
+        if flags & MEMCPYED:
+            # Stored raw: the items follow the header, exactly nbytes of them.
+            if cbytes != nbytes + HEADER:
+                return -1
+            self.raw = True
+            self.J.src, self.J.srclen = p, cbytes
+            bs = min(bs, nbytes)
+            self.J.nbytes, self.J.blocksize = nbytes, bs
+            self.nbytes, self.nblocks = nbytes, (nbytes + bs - 1) // bs
+            return 0
+        if not decodable(fmt, False):
             return -1
         if fmt == F_ZSTD and N.zstd_frame_content_size == NULL:
             return -1
@@ -717,7 +744,9 @@ cdef class Plan:
         if nstreams > 1 and bs % ts:
             return -1
         starts_end = HEADER + 4 * nb
-        if starts_end > cbytes:
+        # Every stream takes at least its 4-byte size: more streams than that cannot be there
+        # (and would make the table below a huge allocation for a small hostile chunk).
+        if starts_end > cbytes or nb * nstreams > cbytes // 4:
             return -1
         self.table = <int64_t*>malloc(nb * (3 + 2 * nstreams) * sizeof(int64_t))
         if self.table == NULL:
@@ -745,7 +774,8 @@ cdef class Plan:
         return 0
 
     def run(self, uint8_t[::1] dest, Scratch scratch not None):
-        """Decode blocks into ``dest`` (``nbytes`` long) until none are left; 0 or -1."""
+        """Decode blocks into ``dest`` (``nbytes`` long) until none are left; 0 or -1.
+        A plan decodes once: its blocks are shared out to whichever threads run it."""
         cdef Job J = self.J
         cdef uint8_t* work = NULL
         cdef uint8_t* spare = NULL
@@ -754,6 +784,10 @@ cdef class Plan:
         cdef int rc
         if not self.ok or dest.shape[0] != self.nbytes:
             return -1
+        if self.raw:
+            with nogil:
+                _copy_blocks(&J, &dest[0], self.nblocks, &self.counter)
+            return 0
         J.dest, J.dest_base, J.dest_len = &dest[0], 0, dest.shape[0]
         if self.needs_scratch:
             if scratch.reserve(J.blocksize, 0):

@@ -35,12 +35,9 @@ def _walk(dtype, n):
 def test_common_chunks_take_the_quick_path(codec, filters, dtype):
     data = _walk(dtype, 70_001)  # a short last block
     chunk = _chunk(data, codec, filters, blocksize=32768)
-    plan = _blocks.Plan(chunk)
-    if b2store.chunk_info(chunk).memcpyed:  # c-blosc2 found it incompressible
-        assert not plan.ok
-    else:
-        assert plan.ok and plan.nbytes == data.nbytes and plan.nblocks > 2
-        assert native.quick_decode(chunk, None, 1, 1 << 40) is not None
+    plan = _blocks.Plan(chunk)  # some are stored raw (memcpyed): those too
+    assert plan.ok and plan.nbytes == data.nbytes and plan.nblocks > 2
+    assert native.quick_decode(chunk, None, 1, 1 << 40) is not None
     for nthreads in (1, 2):
         got = b2store.decode_chunk(chunk, nthreads=nthreads)
         assert got.tobytes() == blosc2.decompress2(chunk)
@@ -55,17 +52,30 @@ def test_other_chunks_are_left_to_the_general_decoder():
         "delta": _chunk(data, "lz4", ("delta", "shuffle")),
         "bytedelta": _chunk(data, "zstd", ("shuffle", "bytedelta")),
         "dictionary": _chunk(data, "zstd", ("shuffle",), use_dict=True),
-        "memcpyed": _chunk(np.random.default_rng(1).integers(0, 256, 4096, np.uint8), "lz4"),
         "zeros": _chunk(np.zeros(50_000, "<i4"), "lz4"),
         "blosc1": __import__("numcodecs").Blosc("lz4", 5, 1).encode(data),
     }
     for name, chunk in others.items():
         assert not _blocks.Plan(chunk).ok, name
         assert native.quick_decode(chunk, None, 1, 1 << 40) is None, name
-        assert b2store.decode_chunk(chunk).tobytes() == data.tobytes() or name in (
-            "memcpyed",
-            "zeros",
-        )
+        assert b2store.decode_chunk(chunk).tobytes() == data.tobytes() or name == "zeros"
+
+
+@pytest.mark.skipif(not native.enabled(), reason="the C block loop is off (B2STORE_NATIVE=0)")
+@pytest.mark.parametrize("nthreads", [1, 2])
+def test_raw_chunks_are_copied_in_c(nthreads):
+    data = np.random.default_rng(1).integers(0, 256, 100_003, np.uint8)
+    chunk = _chunk(data, "lz4", (), blocksize=8192)
+    assert b2store.chunk_info(chunk).memcpyed
+    plan = _blocks.Plan(chunk)
+    assert plan.ok and plan.nbytes == len(data) and plan.nblocks == -(-len(data) // 8192)
+    assert b2store.decode_chunk(chunk, nthreads=nthreads).tobytes() == data.tobytes()
+    # cbytes must be exactly nbytes past the header
+    bad = bytearray(chunk) + b"x"
+    bad[12:16] = (len(chunk) + 1).to_bytes(4, "little")
+    assert not _blocks.Plan(bytes(bad)).ok
+    with pytest.raises(FormatError, match="cbytes"):
+        b2store.decode_chunk(bytes(bad))
 
 
 def test_limits_and_out_fall_back():
@@ -131,3 +141,17 @@ def test_flipped_bytes_decode_as_the_general_path_does(monkeypatch):
     general = [outcome(c) for c in cases]
     assert quick == general
     assert {o[0] for o in general} == {"ok", "error"}
+
+
+def test_more_streams_than_bytes_is_refused_before_any_table():
+    """A small chunk claiming 100,000 blocks of 255 streams (a 400 MB stream table if
+    believed) is refused by the plan at once, and by the general decoder as before."""
+    nb, ts = 100_000, 255
+    head = bytes([5, 1, 0x05 | (1 << 5), ts]) + (ts * nb).to_bytes(4, "little")
+    head += ts.to_bytes(4, "little") + (32 + 4 * nb + 8).to_bytes(4, "little")
+    head += bytes([1, 0, 0, 0, 0, 0, 1, 0]) + bytes(8)
+    starts = np.full(nb, 32 + 4 * nb, "<i4").tobytes()
+    buf = head + starts + bytes(8)
+    assert not _blocks.Plan(buf).ok
+    with pytest.raises(FormatError):
+        b2store.decode_chunk(buf)
