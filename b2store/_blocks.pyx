@@ -846,6 +846,29 @@ cdef class ChunkOut:
     def __releasebuffer__(self, Py_buffer* view):
         self.exports -= 1
 
+    def raw(self, const uint8_t[::1] header, const uint8_t[::1] items):
+        """The chunk stored raw: ``header``, then ``items``, in these same bytes (already
+        in memory, where a new object would fault in a chunk's worth of fresh pages)."""
+        cdef Py_ssize_t h = header.shape[0], n = items.shape[0]
+        if self.obj == NULL or self.exports:
+            raise BufferError("the chunk was handed over, or is still being written")
+        if h + n > self.capacity:
+            raise ValueError("the items do not fit the chunk's room")
+        with nogil:
+            if h:
+                memcpy(self.data, &header[0], h)
+            if n:
+                memcpy(self.data + h, &items[0], n)
+        return self._hand_over(h + n)
+
+    cdef object _hand_over(self, Py_ssize_t size):
+        _resize_bytes(&self.obj, size)  # on failure it frees the object and sets NULL
+        result = <object>self.obj
+        Py_XDECREF(self.obj)
+        self.obj = NULL
+        self.data = NULL
+        return result
+
     def finish(self, const uint8_t[::1] prefix, const int64_t[::1] sizes, Py_ssize_t slot):
         """The chunk: ``prefix`` (header and block starts), then block ``j``'s ``sizes[j]``
         bytes, found at ``len(prefix) + j * slot``. The bytes object is handed over."""
@@ -864,12 +887,7 @@ cdef class ChunkOut:
                 pos += sizes[j]
             if p:
                 memcpy(self.data, &prefix[0], p)
-        _resize_bytes(&self.obj, pos)  # on failure it frees the object and sets NULL
-        result = <object>self.obj
-        Py_XDECREF(self.obj)
-        self.obj = NULL
-        self.data = NULL
-        return result
+        return self._hand_over(pos)
 
 
 cdef struct EncJob:

@@ -197,6 +197,8 @@ def encode_chunk(
     body_size = prefix + sum(sizes)
     # python-blosc2 gives c-blosc2 room for nbytes plus one header: past that, memcpy.
     if body_size > nbytes:
+        if fast is not None:
+            return fast.raw(_memcpyed_header(header, src, flags | FLAGS.MEMCPYED), src)
         return _memcpyed(header, src, flags | FLAGS.MEMCPYED)
     if all_zero:
         special = SpecialValue.ZERO << 4
@@ -257,9 +259,13 @@ def _replace(header: ChunkHeader, **fields) -> ChunkHeader:
     return ChunkHeader(**values)
 
 
+def _memcpyed_header(header: ChunkHeader, src: np.ndarray, flags: int) -> bytes:
+    return _replace(header, flags=flags, cbytes=EXTENDED_HEADER_LENGTH + len(src)).to_bytes()
+
+
 def _memcpyed(header: ChunkHeader, src: np.ndarray, flags: int) -> bytes:
-    head = _replace(header, flags=flags, cbytes=EXTENDED_HEADER_LENGTH + len(src))
-    return head.to_bytes() + src.tobytes()
+    # One copy of the items, not two (src.tobytes() and then a concatenation).
+    return b"".join((_memcpyed_header(header, src, flags), memoryview(src)))
 
 
 class _Job:

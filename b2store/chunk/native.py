@@ -392,6 +392,10 @@ class Encoded:
         """The chunk: ``prefix`` (of the length :func:`encode` was given), then the blocks."""
         return self._out.finish(prefix, self._sizes, self._slot)
 
+    def raw(self, header: bytes, items: np.ndarray) -> bytes:
+        """The chunk stored raw instead (``header``, then ``items``), in the same bytes."""
+        return self._out.raw(header, items)
+
 
 def encode(job, dictionary, nthreads: int, zstd_levels, prefix: int) -> Encoded | None:
     """Filter and compress the blocks of an encoder job into a chunk with ``prefix`` bytes

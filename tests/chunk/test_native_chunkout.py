@@ -44,3 +44,30 @@ def test_bad_layouts_are_refused(prefix, sizes, slot):
     out = _blocks.ChunkOut(16)
     with pytest.raises(ValueError):
         out.finish(prefix, np.array(sizes, np.int64), slot)
+
+
+def test_raw_chunk_in_the_same_bytes():
+    out = _blocks.ChunkOut(16)
+    items = np.arange(10, dtype=np.uint8)
+    chunk = out.raw(b"HDR", items)
+    assert chunk == b"HDR" + items.tobytes()
+    with pytest.raises(BufferError):
+        out.raw(b"", items)
+    with pytest.raises(ValueError):
+        _blocks.ChunkOut(4).raw(b"HDR", items)
+
+
+def test_incompressible_chunks_are_stored_raw_as_python_blosc2_stores_them():
+    import blosc2
+
+    import b2store
+
+    data = np.random.default_rng(3).integers(0, 256, 800_000, dtype=np.uint8).view(np.int64)
+    for codec in ("blosclz", "lz4", "zstd"):
+        ours = b2store.encode_chunk(data, codec=codec, clevel=5, filters=["bitshuffle"])
+        theirs = blosc2.compress2(
+            data, typesize=8, codec=blosc2.Codec[codec.upper()], clevel=5,
+            filters=[blosc2.Filter.BITSHUFFLE],
+        )  # fmt: skip
+        assert b2store.chunk_info(ours).memcpyed
+        assert ours == theirs, codec
