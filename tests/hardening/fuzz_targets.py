@@ -4,8 +4,10 @@ The quick runs in this folder and the long atheris runs (``fuzz/run.py``) share 
 reads what it is given as a user would (open, list, read metadata, read data); the bytes may
 also describe several files (a sparse frame, a ``.b2d`` tree), split by :data:`SEP`.
 
-What a target may allocate is bounded by :data:`FUZZ_LIMITS`: the decoded size of one chunk
-(and so of the offsets index) is capped there, and arrays are read whole only when small.
+What a target may allocate is bounded by :data:`FUZZ_LIMITS`, which every target passes to
+what it opens (``b2store.open``, ``B2ndStore``, ``open_tree``): the decoded size of one chunk
+(and so of the offsets index and an embedded value) is capped there, and arrays are read
+whole only when small.
 """
 
 from __future__ import annotations
@@ -77,10 +79,13 @@ def write_files(root: Path, files: dict[str, bytes]) -> None:
         shutil.rmtree(root)
     root.mkdir(parents=True)
     for name, body in files.items():
-        path = root / name
+        # os.path, not pathlib: pathlib interns every path part it parses, so a million
+        # inputs' random member names would stay in the interpreter's intern table.
+        path = os.path.join(root, name)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(body)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(body)
         except (NotADirectoryError, IsADirectoryError, FileExistsError):
             continue  # names that clash ("a" and "a/b"): the input cannot be laid out
 
@@ -192,7 +197,7 @@ def target_zarrstore(data: bytes) -> None:
 
     path = scratch() / "z.b2nd"
     path.write_bytes(data)
-    store = B2ndStore(path)
+    store = B2ndStore(path, limits=FUZZ_LIMITS)
 
     async def run():
         proto = default_buffer_prototype()
@@ -215,7 +220,7 @@ def target_zarrstore(data: bytes) -> None:
 def _exercise_tree(path: Path) -> None:
     from b2store.tree import open_tree
 
-    tree = open_tree(path)
+    tree = open_tree(path, limits=FUZZ_LIMITS)
     tree.groups()
     for n, ref in enumerate(tree.arrays().values()):
         if n >= 4:

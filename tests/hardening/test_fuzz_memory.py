@@ -1,0 +1,102 @@
+"""Memory over many hostile inputs: a fuzz target's process must not grow with the inputs it
+has seen (no cache of opened stores or frames, no descriptors or threads left behind), and
+one input allocates at most what :data:`FUZZ_LIMITS` lets it ask for.
+
+Python's heap is measured with ``tracemalloc`` (numpy's arrays are traced too); descriptors
+and threads by counting them. The bounds are generous: a leak of one small object per input
+over thousands of inputs passes them, a frame or store kept per input does not.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import pathlib
+import random
+import threading
+import tracemalloc
+
+import pytest
+from hardening.fuzz_targets import FUZZ_LIMITS, TARGETS, run_one, seeds
+from hardening.test_fuzz_quick import mutate
+from helpers import corpus_dir
+
+# What the heap may grow by over a run, after warming up (measured: under 60 KiB per 3,000
+# inputs for every target; numpy keeps a small cache of freed small blocks).
+GROWTH = 1 << 20
+# What one input may allocate at its peak: a chunk (or the offsets index) decoded within the
+# limit, a copy of it, and the parsing around them (measured: 11.5 MiB with a 4 MiB limit).
+PEAK = 3 * FUZZ_LIMITS.max_chunk_nbytes + (4 << 20)
+
+
+def _fds() -> int | None:
+    return len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+
+
+def over_inputs(name: str, n: int, seed: int = 7) -> dict:
+    """Over ``n`` mutants of ``name``'s seeds, after warming up: the heap's growth, the
+    largest one input's peak, and descriptors and threads before and after."""
+    inputs = seeds(name, corpus_dir("generated").parent)
+    rng = random.Random(seed)
+    for data in inputs:  # warm up: imports, lazily built tables, the event loop, threads
+        run_one(name, data)
+    for _ in range(min(n, 300)):
+        run_one(name, mutate(rng, rng.choice(inputs)))
+    batch = [mutate(rng, rng.choice(inputs)) for _ in range(n)]
+    gc.collect()
+    fds, threads = _fds(), threading.active_count()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        peak = 0
+        for data in batch:
+            tracemalloc.reset_peak()
+            start = tracemalloc.get_traced_memory()[0]
+            run_one(name, data)
+            peak = max(peak, tracemalloc.get_traced_memory()[1] - start)
+        del data
+        gc.collect()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    # The interpreter's table of interned strings (pathlib interns each path part, and the
+    # sparse frames' chunk-file names are many) grows once in a while and never shrinks: a
+    # resize, bounded by the strings alive at once, not a leak.
+    interned = [tracemalloc.Filter(False, pathlib.__file__)]
+    growth = sum(
+        s.size_diff
+        for s in after.filter_traces(interned).compare_to(before.filter_traces(interned), "lineno")
+    )
+    return {
+        "growth": growth,
+        "peak": peak,
+        "fds": (fds, _fds()),
+        "threads": (threads, threading.active_count()),
+    }
+
+
+def check(name: str, n: int) -> None:
+    got = over_inputs(name, n)
+    assert got["growth"] < GROWTH, f"{name}: the heap grew by {got['growth']} B over {n} inputs"
+    assert got["peak"] < PEAK, f"{name}: one input allocated {got['peak']} bytes"
+    fds_before, fds_after = got["fds"]
+    assert fds_after == fds_before, f"{name}: descriptors left open"
+    threads_before, threads_after = got["threads"]
+    # (the zarr store's reads run in the event loop's worker threads, a pool that may still
+    # be starting its last worker)
+    assert threads_after <= threads_before + 1, f"{name}: threads left running"
+
+
+def test_the_zarr_store_target_does_not_grow_over_thousands_of_inputs():
+    check("zarrstore", 3000)
+
+
+@pytest.mark.parametrize("name", sorted(set(TARGETS) - {"zarrstore"}))
+def test_no_target_grows_over_its_inputs(name):
+    check(name, 400)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(TARGETS))
+def test_no_target_grows_over_many_inputs(name):
+    check(name, 5000)
