@@ -229,3 +229,71 @@ def test_two_handles_changing_different_metalayers_keep_both(tmp_path, contiguou
     x.close(), y.close()
     with b2store.open(path) as s:
         assert dict(s.meta) == {"a": b"AAAA", "b": b"BBBB"}
+
+
+# --- one read, one commit, across processes ------------------------------------------------
+
+ARRAY_READER = textwrap.dedent("""
+    import sys, time, numpy as np, b2store
+    path, seconds = sys.argv[1], float(sys.argv[2])
+    base = np.arange(1600, dtype="<i8").reshape(40, 40)
+    a = b2store.open(path)
+    keys = [(...,), (slice(5, 25), 3), (slice(8, 32), slice(None, None, 7)), np.s_[::9, 1]]
+    errors = reads = 0
+    versions = set()
+    stop = time.monotonic() + seconds
+    while time.monotonic() < stop:
+        key = keys[reads % len(keys)]
+        if reads % 5 == 4:  # a handle keeps the state it opened (or last reloaded): reopen
+            a.close()
+            a = b2store.open(path)
+        try:
+            seen = set(np.unique(a[key] - base[key]).tolist())
+        except Exception as exc:
+            errors += 1
+            print("ERROR", repr(exc), file=sys.stderr)
+            continue
+        if len(seen) != 1:
+            errors += 1
+            print("MIXED", key, sorted(seen), file=sys.stderr)
+        versions |= seen
+        reads += 1
+    print(reads, errors, len(versions))
+""")
+
+ARRAY_WRITER = textwrap.dedent("""
+    import sys, time, numpy as np, b2store
+    path, seconds = sys.argv[1], float(sys.argv[2])
+    base = np.arange(1600, dtype="<i8").reshape(40, 40)
+    a = b2store.open(path, mode="a")
+    v, stop = 1, time.monotonic() + seconds
+    while time.monotonic() < stop:
+        a[...] = base + v  # every chunk, published in one commit
+        v += 1
+    print(v - 1)
+""")
+
+
+@pytest.mark.parametrize("contiguous", [True, False], ids=["cframe", "sframe"])
+def test_array_reads_in_other_processes_come_from_one_commit(tmp_path, contiguous):
+    """A read spanning several chunks, in a process beside a writer process that rewrites
+    every chunk in one commit, sees all of them from one commit (snapshot reads). The readers
+    reopen the array every few reads: an open contiguous frame's handle keeps reading the
+    state it opened, which the writer's appends leave in place."""
+    path = tmp_path / "a.b2nd"
+    base = np.arange(1600, dtype="<i8").reshape(40, 40)
+    b2store.asarray(base, path, chunks=(10, 40), blocks=(5, 40), contiguous=contiguous).close()
+    readers = [spawn(ARRAY_READER, path, 3.0) for _ in range(2)]
+    writer = spawn(ARRAY_WRITER, path, 3.0)
+    out, err = writer.communicate(timeout=120)
+    assert writer.returncode == 0, err[-3000:]
+    assert int(out) >= 3  # commits (how many depends on the machine's load)
+    seen = 0
+    for r in readers:
+        out, err = r.communicate(timeout=120)
+        assert r.returncode == 0, err[-3000:]
+        reads, errors, versions = map(int, out.split())
+        assert errors == 0, err[-2000:]
+        assert reads >= 20
+        seen = max(seen, versions)
+    assert seen > 1  # the readers saw the writer's commits, not only the first state
