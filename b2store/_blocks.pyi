@@ -38,30 +38,6 @@ def decode(
     dictionary: bytes | None = None,
     first: Buffer | None = None,
 ) -> int: ...
-def encode(
-    src: Buffer,
-    blocksize: int,
-    full_nstreams: int,
-    steps: Sequence[tuple[int, int]],
-    typesize: int,
-    codec: int,
-    clevel: int,
-    level: int,
-    out: Buffer,
-    slot: int,
-    sizes: Buffer,
-    counter: Buffer,
-    flags: Buffer,
-    scratch: Scratch,
-) -> int: ...
-
-class ChunkOut:
-    capacity: int
-    def __init__(self, capacity: int) -> None: ...
-    def __buffer__(self, flags: int) -> memoryview: ...
-    def finish(self, prefix: Buffer, sizes: Buffer, slot: int) -> bytes: ...
-    def raw(self, header: Buffer, items: Buffer) -> bytes: ...
-
 class Plan:
     ok: bool
     nbytes: int

@@ -9,138 +9,34 @@ raises on bad bytes: every function returns a status, and the caller falls back 
 path, which names the broken field. The walk checks every stream against the chunk's end and
 its block before anything is inflated; the decoder checks every position again before it reads.
 
-Several threads may run :func:`decode` or :func:`encode` on the same job at once: each takes
-the next block from a shared counter (an atomic add), so blocks, not chunks, are split.
+Several threads may run :func:`decode` (or a :class:`Plan`) on the same job at once: each
+takes the next block from a shared counter (an atomic add), so blocks, not chunks, are split.
+The entry points and per-thread :class:`Scratch` defined here serve the encoding half,
+:mod:`b2store._encode_blocks`, too (declared in ``_blocks.pxd``).
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libc.stdlib cimport free, malloc
-from libc.string cimport memcpy, memmove, memset
-from cpython.buffer cimport PyBuffer_FillInfo
-from cpython.object cimport PyObject
-from cpython.ref cimport Py_XDECREF
+from libc.string cimport memcpy, memset
 
-from b2store._blosclz cimport c_blosclz_compress, c_blosclz_decompress
+from b2store._blosclz cimport c_blosclz_decompress
 from b2store._shuffle cimport (
-    c_bitshuffle_tmp,
     c_bitunshuffle_tmp,
     c_bytedelta_decode,
-    c_bytedelta_encode,
     c_delta_decode_first,
-    c_delta_encode_first,
-    c_is_run,
-    c_shuffle,
     c_unshuffle,
     c_xor,
-    c_zero_low_bits,
 )
 
-
-cdef extern from *:
-    """
-    #include <stdint.h>
-    #if defined(_MSC_VER)
-    #include <intrin.h>
-    static inline int64_t b2b_next(int64_t* counter) {
-        return _InterlockedExchangeAdd64((volatile long long*)counter, 1);
-    }
-    static inline int b2b_failed(int32_t* flag) { return _InterlockedOr((volatile long*)flag, 0); }
-    static inline void b2b_fail(int32_t* flag) { _InterlockedExchange((volatile long*)flag, 1); }
-    #else
-    static inline int64_t b2b_next(int64_t* counter) {
-        return __atomic_fetch_add(counter, 1, __ATOMIC_RELAXED);
-    }
-    static inline int b2b_failed(int32_t* flag) { return __atomic_load_n(flag, __ATOMIC_RELAXED); }
-    static inline void b2b_fail(int32_t* flag) { __atomic_store_n(flag, 1, __ATOMIC_RELAXED); }
-    #endif
-    """
-    int64_t b2b_next(int64_t* counter) noexcept nogil
-    int b2b_failed(int32_t* flag) noexcept nogil
-    void b2b_fail(int32_t* flag) noexcept nogil
-
-
-cdef extern from *:
-    """
-    /* zlib-ng's native stream (zlib-ng.h, 2.x): zlib's z_stream with a 32-bit adler. Only
-       the fields set here are touched; the library owns the rest. */
-    typedef struct {
-        const uint8_t* next_in; uint32_t avail_in; size_t total_in;
-        uint8_t* next_out; uint32_t avail_out; size_t total_out;
-        const char* msg; void* state;
-        void* zalloc; void* zfree; void* opaque;
-        int data_type; uint32_t adler; unsigned long reserved;
-    } b2b_zng_stream;
-    """
-    ctypedef struct b2b_zng_stream:
-        const uint8_t* next_in
-        uint32_t avail_in
-        size_t total_in
-        uint8_t* next_out
-        uint32_t avail_out
-        size_t total_out
-
-
-# --- the codecs' entry points -----------------------------------------------------------------
-
-ctypedef int (*lz4_dec_f)(const char*, char*, int, int) noexcept nogil
-ctypedef int (*lz4_dec_dict_f)(const char*, char*, int, int, const char*, int) noexcept nogil
-ctypedef int (*lz4_fast_f)(const char*, char*, int, int, int) noexcept nogil
-ctypedef int (*lz4_hc_f)(const char*, char*, int, int, int) noexcept nogil
-ctypedef void* (*zstd_create_f)() noexcept nogil
-ctypedef size_t (*zstd_free_f)(void*) noexcept nogil
-ctypedef unsigned (*zstd_iserr_f)(size_t) noexcept nogil
-ctypedef unsigned long long (*zstd_fcs_f)(const void*, size_t) noexcept nogil
-ctypedef size_t (*zstd_dctx_f)(void*, void*, size_t, const void*, size_t) noexcept nogil
-ctypedef size_t (*zstd_dctx_dict_f)(void*, void*, size_t, const void*, size_t,
-                                    const void*, size_t) noexcept nogil
-ctypedef size_t (*zstd_cctx_f)(void*, void*, size_t, const void*, size_t, int) noexcept nogil
-ctypedef int (*z_uncompress2_f)(uint8_t*, unsigned long*, const uint8_t*,
-                                unsigned long*) noexcept nogil
-ctypedef int32_t (*zng_init_f)(b2b_zng_stream*, int32_t) noexcept nogil
-ctypedef int32_t (*zng_op_f)(b2b_zng_stream*, int32_t) noexcept nogil
-ctypedef int32_t (*zng_end_f)(b2b_zng_stream*) noexcept nogil
-
-cdef struct Natives:
-    lz4_dec_f lz4_decompress
-    lz4_dec_dict_f lz4_decompress_dict
-    lz4_fast_f lz4_compress_fast
-    lz4_hc_f lz4_compress_hc
-    zstd_create_f zstd_create_dctx
-    zstd_free_f zstd_free_dctx
-    zstd_create_f zstd_create_cctx
-    zstd_free_f zstd_free_cctx
-    zstd_iserr_f zstd_is_error
-    zstd_fcs_f zstd_frame_content_size
-    zstd_dctx_f zstd_decompress
-    zstd_dctx_dict_f zstd_decompress_dict
-    zstd_cctx_f zstd_compress
-    z_uncompress2_f zlib_uncompress2
-    zng_init_f zng_inflate_init2
-    zng_op_f zng_inflate
-    zng_end_f zng_inflate_reset
-    zng_end_f zng_inflate_end
 
 cdef Natives N
 memset(&N, 0, sizeof(N))
 
-# Codec formats as stored in the chunk flags (bits 5-7), and the encoders' codec ids.
-DEF F_BLOSCLZ = 0
-DEF F_LZ4 = 1
-DEF F_ZLIB = 3
-DEF F_ZSTD = 4
-DEF C_BLOSCLZ = 0
-DEF C_LZ4 = 1
-DEF C_LZ4HC = 2
-DEF C_ZSTD = 5
-# Filter ids (b2store.constants.Filter).
-DEF SHUFFLE = 1
-DEF BITSHUFFLE = 2
-DEF DELTA = 3
-DEF TRUNC_PREC = 4
-DEF BYTEDELTA_BUGGY = 34
-DEF BYTEDELTA = 35
-DEF INT_TRUNC = 36
-DEF MAX_STEPS = 6
+
+cdef const Natives* natives() noexcept nogil:
+    return &N
+
+
 cdef unsigned long long ZSTD_CONTENTSIZE_UNKNOWN = <unsigned long long>(-1)
 cdef unsigned long long ZSTD_CONTENTSIZE_ERROR = <unsigned long long>(-2)
 # The most a payload of n bytes inflates to (the checks of b2store.chunk.compressors).
@@ -222,19 +118,6 @@ def encodable(int codec):
 cdef class Scratch:
     """One thread's buffers and codec contexts, kept between chunks: fresh ones per call
     cost page faults and context set-up that one small block's decode cannot hide."""
-
-    cdef uint8_t* work
-    cdef uint8_t* spare
-    cdef uint8_t* tmp
-    cdef uint8_t* packed
-    cdef Py_ssize_t size, packed_size
-    cdef void* dctx
-    cdef void* cctx
-    cdef zstd_free_f free_dctx
-    cdef zstd_free_f free_cctx
-    cdef b2b_zng_stream zng
-    cdef bint zng_ready
-    cdef zng_end_f zng_end
 
     def __dealloc__(self):
         self._release()
@@ -470,12 +353,6 @@ cdef int _decode_streams(const Job* J, Py_ssize_t j, uint8_t* target, Py_ssize_t
     return 0
 
 
-cdef inline Py_ssize_t _delta_width(Py_ssize_t ts) noexcept nogil:
-    if ts == 1 or ts == 2 or ts == 4 or ts == 8:
-        return ts
-    return 8 if ts % 8 == 0 else 1
-
-
 cdef int _undo_one(const Job* J, int fid, int meta, const uint8_t* src, uint8_t* dst,
                    Py_ssize_t size, uint8_t* tmp) noexcept nogil:
     cdef Py_ssize_t ts = J.typesize, n, body
@@ -499,7 +376,7 @@ cdef int _undo_one(const Job* J, int fid, int meta, const uint8_t* src, uint8_t*
 
 
 cdef int _undo_delta(const Job* J, uint8_t* buf, Py_ssize_t size, Py_ssize_t j) noexcept nogil:
-    cdef Py_ssize_t w = _delta_width(J.typesize)
+    cdef Py_ssize_t w = delta_width(J.typesize)
     cdef Py_ssize_t body = size // w * w
     if j == 0:
         c_delta_decode_first(buf, size, w)
@@ -805,269 +682,3 @@ cdef class Plan:
             rc = _run_blocks(&J, NULL, self.nblocks, &self.counter, &self.failed, work, spare,
                              tmp, dctx)
         return -1 if rc or self.failed else 0
-
-
-# --- encoding ---------------------------------------------------------------------------------
-
-cdef extern from "Python.h":
-    PyObject* _new_bytes "PyBytes_FromStringAndSize"(const char* s, Py_ssize_t n) except NULL
-    char* _bytes_data "PyBytes_AS_STRING"(PyObject* o)
-    int _resize_bytes "_PyBytes_Resize"(PyObject** o, Py_ssize_t n) except -1
-
-
-cdef class ChunkOut:
-    """A chunk being encoded, in the ``bytes`` object that will be returned: blocks are
-    compressed into fixed slots of it (threads may fill them in any order), then packed
-    in place behind the header and block starts, and the object shrunk to fit. This
-    spares a chunk-sized join (and its page faults) per chunk.
-
-    It exposes its bytes as a writable buffer until :meth:`finish` hands them over.
-    """
-
-    cdef PyObject* obj
-    cdef uint8_t* data
-    cdef readonly Py_ssize_t capacity
-    cdef int exports
-
-    def __cinit__(self, Py_ssize_t capacity):
-        self.obj = _new_bytes(NULL, capacity if capacity > 0 else 1)
-        self.data = <uint8_t*>_bytes_data(self.obj)
-        self.capacity = capacity
-
-    def __dealloc__(self):
-        Py_XDECREF(self.obj)
-
-    def __getbuffer__(self, Py_buffer* view, int flags):
-        if self.obj == NULL:
-            raise BufferError("the chunk was handed over")
-        PyBuffer_FillInfo(view, self, self.data, self.capacity, 0, flags)
-        self.exports += 1
-
-    def __releasebuffer__(self, Py_buffer* view):
-        self.exports -= 1
-
-    def raw(self, const uint8_t[::1] header, const uint8_t[::1] items):
-        """The chunk stored raw: ``header``, then ``items``, in these same bytes (already
-        in memory, where a new object would fault in a chunk's worth of fresh pages)."""
-        cdef Py_ssize_t h = header.shape[0], n = items.shape[0]
-        if self.obj == NULL or self.exports:
-            raise BufferError("the chunk was handed over, or is still being written")
-        if h + n > self.capacity:
-            raise ValueError("the items do not fit the chunk's room")
-        with nogil:
-            if h:
-                memcpy(self.data, &header[0], h)
-            if n:
-                memcpy(self.data + h, &items[0], n)
-        return self._hand_over(h + n)
-
-    cdef object _hand_over(self, Py_ssize_t size):
-        _resize_bytes(&self.obj, size)  # on failure it frees the object and sets NULL
-        result = <object>self.obj
-        Py_XDECREF(self.obj)
-        self.obj = NULL
-        self.data = NULL
-        return result
-
-    def finish(self, const uint8_t[::1] prefix, const int64_t[::1] sizes, Py_ssize_t slot):
-        """The chunk: ``prefix`` (header and block starts), then block ``j``'s ``sizes[j]``
-        bytes, found at ``len(prefix) + j * slot``. The bytes object is handed over."""
-        cdef Py_ssize_t p = prefix.shape[0], n = sizes.shape[0], j, pos = prefix.shape[0]
-        if self.obj == NULL or self.exports:
-            raise BufferError("the chunk was handed over, or is still being written")
-        if p + n * slot > self.capacity or slot < 0:
-            raise ValueError("blocks past the chunk's room")
-        for j in range(n):
-            if not 0 <= sizes[j] <= slot:
-                raise ValueError(f"block {j} of {sizes[j]} bytes in a slot of {slot}")
-        with nogil:
-            # Every block moves toward the start (sizes <= slot): in order, none is overrun.
-            for j in range(n):
-                memmove(self.data + pos, self.data + p + j * slot, sizes[j])
-                pos += sizes[j]
-            if p:
-                memcpy(self.data, &prefix[0], p)
-        return self._hand_over(pos)
-
-
-cdef struct EncJob:
-    const uint8_t* src
-    Py_ssize_t nbytes
-    Py_ssize_t blocksize
-    Py_ssize_t full_nstreams
-    int codec
-    int clevel
-    int level
-    int nsteps
-    int fids[MAX_STEPS]
-    int metas[MAX_STEPS]
-    Py_ssize_t typesize
-    uint8_t* out
-    Py_ssize_t slot
-    int64_t* sizes
-
-
-cdef void _apply_one(const EncJob* E, int fid, int meta, const uint8_t* src, uint8_t* dst,
-                     Py_ssize_t size, Py_ssize_t j, uint8_t* tmp) noexcept nogil:
-    cdef Py_ssize_t ts = E.typesize, n, body, w
-    if fid == SHUFFLE:
-        c_shuffle(src, dst, size, meta if meta else ts)
-    elif fid == BITSHUFFLE:
-        n = size // ts
-        n -= n % 8
-        if n:
-            c_bitshuffle_tmp(src, dst, n, ts, tmp)
-        memcpy(dst + n * ts, src + n * ts, size - n * ts)
-    elif fid == DELTA:
-        w = _delta_width(ts)
-        body = size // w * w
-        if j == 0:
-            # Block 0 is coded against itself as it enters this stage.
-            if body:
-                c_delta_encode_first(src, dst, src, body, w)
-        else:
-            c_xor(src, E.src, dst, body)  # against the chunk's unfiltered block 0
-        memcpy(dst + body, src + body, size - body)
-    elif fid == BYTEDELTA or fid == BYTEDELTA_BUGGY:
-        c_bytedelta_encode(src, dst, size, meta if meta else ts, fid == BYTEDELTA_BUGGY)
-    else:  # TRUNC_PREC, INT_TRUNC: meta is the number of low bits cleared
-        memcpy(dst, src, size)
-        body = size // ts * ts
-        c_zero_low_bits(dst, body, ts, meta)
-
-
-cdef Py_ssize_t _deflate(const EncJob* E, const uint8_t* stream, Py_ssize_t n, uint8_t* out,
-                         Py_ssize_t cap, void* cctx) noexcept nogil:
-    """Compress one stream; returns its size, or 0 when it is not worth storing so."""
-    cdef size_t r
-    if E.codec == C_BLOSCLZ:
-        # BloscLZ gets exactly the stream's size as room, as c-blosc2 gives it.
-        return c_blosclz_compress(E.clevel, stream, n, out, n)
-    if n > 0x7FFFFFFF or cap > 0x7FFFFFFF:
-        return 0
-    if E.codec == C_LZ4:
-        return N.lz4_compress_fast(<const char*>stream, <char*>out, <int>n, <int>cap, E.level)
-    if E.codec == C_LZ4HC:
-        return N.lz4_compress_hc(<const char*>stream, <char*>out, <int>n, <int>cap, E.level)
-    if E.codec == C_ZSTD:
-        r = N.zstd_compress(cctx, out, cap, stream, n, E.level)
-        return 0 if N.zstd_is_error(r) else <Py_ssize_t>r
-    return 0
-
-
-cdef int _encode_block(const EncJob* E, Py_ssize_t j, uint8_t* work, uint8_t* spare,
-                       uint8_t* tmp, uint8_t* packed, Py_ssize_t cap, void* cctx,
-                       bint* all_zero) noexcept nogil:
-    cdef Py_ssize_t size = E.nbytes - j * E.blocksize
-    cdef const uint8_t* cur = E.src + j * E.blocksize
-    cdef uint8_t* bufs[2]
-    cdef uint8_t* op = E.out + j * E.slot
-    cdef uint8_t* op_end = op + E.slot
-    cdef Py_ssize_t nstreams, neblock, s, n
-    cdef const uint8_t* stream
-    cdef int32_t word
-    cdef int k
-    if size > E.blocksize:
-        size = E.blocksize
-    bufs[0], bufs[1] = work, spare
-    for k in range(E.nsteps):
-        _apply_one(E, E.fids[k], E.metas[k], cur, bufs[k % 2], size, j, tmp)
-        cur = bufs[k % 2]
-    nstreams = E.full_nstreams if size == E.blocksize else 1  # a short last block: one stream
-    neblock = size // nstreams
-    for s in range(nstreams):
-        stream = cur + s * neblock
-        if c_is_run(stream, neblock):
-            # One repeated byte: csize 0 for zeros, else -value and a run token.
-            word = -(<int32_t>stream[0])
-            if op + 5 > op_end:
-                return -1
-            memcpy(op, &word, 4)
-            op += 4
-            if stream[0]:
-                op[0] = 1
-                op += 1
-                all_zero[0] = False
-            continue
-        all_zero[0] = False
-        if E.codec != C_ZSTD and op + 4 + neblock <= op_end:
-            # Straight into place, with no room to grow: the stream is kept only when it
-            # shrinks, and LZ4 and BloscLZ write the same bytes whatever room they get.
-            n = _deflate(E, stream, neblock, op + 4, neblock - 1, cctx)
-            if not 0 < n < neblock:
-                n = 0
-                memcpy(op + 4, stream, neblock)
-            word = <int32_t>(n if n else neblock)
-            memcpy(op, &word, 4)
-            op += 4 + word
-            continue
-        n = _deflate(E, stream, neblock, packed, cap, cctx)
-        if not 0 < n < neblock:
-            n = 0
-        word = <int32_t>(n if n else neblock)
-        if op + 4 + word > op_end:
-            return -1
-        memcpy(op, &word, 4)
-        memcpy(op + 4, packed if n else stream, word)
-        op += 4 + word
-    E.sizes[j] = op - (E.out + j * E.slot)
-    return 0
-
-
-def encode(const uint8_t[::1] src, Py_ssize_t blocksize, Py_ssize_t full_nstreams, steps,
-           Py_ssize_t typesize, int codec, int clevel, int level, uint8_t[::1] out,
-           Py_ssize_t slot, int64_t[::1] sizes, int64_t[::1] counter, int32_t[::1] flags,
-           Scratch scratch not None):
-    """Filter and compress the blocks of ``src`` without the GIL, block ``j`` into
-    ``out[j * slot:]`` (its streams, each ``i32 csize`` then bytes, as c-blosc2 lays them),
-    its length into ``sizes[j]``. Returns 0 or -1.
-
-    Threads sharing ``counter`` (one int64) and ``flags`` (int32: failed, not all zero runs)
-    share the blocks. ``steps``: the filters in order as (id, meta) pairs, meta being the
-    number of bits cleared for TRUNC_PREC and INT_TRUNC. ``level``: LZ4's acceleration,
-    LZ4HC's or Zstd's level.
-    """
-    cdef EncJob E
-    cdef Py_ssize_t nblocks, i, cap
-    cdef uint8_t* work = NULL
-    cdef uint8_t* spare = NULL
-    cdef uint8_t* tmp = NULL
-    cdef uint8_t* packed = NULL
-    cdef void* cctx = NULL
-    cdef int rc = 0
-    cdef bint all_zero = True
-    memset(&E, 0, sizeof(E))
-    if (blocksize <= 0 or full_nstreams <= 0 or typesize <= 0 or src.shape[0] == 0
-            or len(steps) > MAX_STEPS or counter.shape[0] < 1 or flags.shape[0] < 2
-            or not encodable(codec) or not 1 <= clevel <= 9
-            or slot < blocksize + 5 * full_nstreams):
-        return -1
-    nblocks = (src.shape[0] + blocksize - 1) // blocksize
-    if sizes.shape[0] < nblocks or out.shape[0] < nblocks * slot:
-        return -1
-    E.src, E.nbytes, E.blocksize, E.full_nstreams = &src[0], src.shape[0], blocksize, full_nstreams
-    E.codec, E.clevel, E.level, E.typesize = codec, clevel, level, typesize
-    E.out, E.slot, E.sizes = &out[0], slot, &sizes[0]
-    E.nsteps = len(steps)
-    for i, (fid, meta) in enumerate(steps):
-        E.fids[i], E.metas[i] = fid, meta
-    cap = blocksize + blocksize // 128 + 1024  # above LZ4's and Zstd's compress bounds
-    if scratch.reserve(blocksize, cap):
-        return -1
-    work, spare, tmp, packed = scratch.work, scratch.spare, scratch.tmp, scratch.packed
-    if codec == C_ZSTD:
-        cctx = scratch.zstd_cctx()
-        if cctx == NULL:
-            return -1
-    with nogil:
-        while rc == 0:
-            i = b2b_next(&counter[0])
-            if i >= nblocks or b2b_failed(&flags[0]):
-                break
-            if _encode_block(&E, i, work, spare, tmp, packed, cap, cctx, &all_zero):
-                rc = -1
-        if rc:
-            b2b_fail(&flags[0])
-        if not all_zero:
-            b2b_fail(&flags[1])
-    return rc

@@ -24,9 +24,9 @@ import numpy as np
 from ..constants import Codec, CodecFormat, Filter
 
 try:
-    from .. import _blocks
-except ImportError:  # pragma: no cover - a build without the extension
-    _blocks = None
+    from .. import _blocks, _encode_blocks
+except ImportError:  # pragma: no cover - a build without the extensions
+    _blocks = _encode_blocks = None
 
 __all__ = [
     "enabled",
@@ -380,7 +380,7 @@ def decode_whole(decoder, dest: np.ndarray, nthreads: int = 1) -> bool:
 
 
 class Encoded:
-    """The blocks of one chunk, compressed into its bytes (``_blocks.ChunkOut``) by
+    """The blocks of one chunk, compressed into its bytes (``_encode_blocks.ChunkOut``) by
     :func:`encode`; :meth:`chunk` puts the header and block starts in front."""
 
     def __init__(self, out, slot: int, sizes: np.ndarray, all_zero: bool):
@@ -419,7 +419,7 @@ def encode(job, dictionary, nthreads: int, zstd_levels, prefix: int) -> Encoded 
         steps.append((int(fid), int(meta)))
     bs, nstreams, nblocks = job.blocksize, job.nstreams, job.nblocks
     slot = bs + 5 * nstreams
-    out = _blocks.ChunkOut(prefix + nblocks * slot)
+    out = _encode_blocks.ChunkOut(prefix + nblocks * slot)
     sizes = np.zeros(nblocks, np.int64)
     counter = np.zeros(1, np.int64)
     flags = np.zeros(2, np.int32)
@@ -427,7 +427,7 @@ def encode(job, dictionary, nthreads: int, zstd_levels, prefix: int) -> Encoded 
         blocks = whole[prefix:]
 
         def run() -> int:
-            return _blocks.encode(
+            return _encode_blocks.encode(
                 job.src,
                 bs,
                 nstreams,

@@ -1,4 +1,4 @@
-"""``_blocks.ChunkOut``: blocks compressed into slots of the chunk's own bytes, then packed
+"""``_encode_blocks.ChunkOut``: blocks compressed into slots of the chunk's own bytes, then packed
 behind the header and block starts, with no chunk-sized copy."""
 
 from __future__ import annotations
@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from b2store import _blocks
+from b2store import _encode_blocks
 
 
 def test_blocks_are_packed_behind_the_prefix():
     slot, sizes = 10, np.array([3, 10, 0, 7], np.int64)
-    out = _blocks.ChunkOut(4 + len(sizes) * slot)
+    out = _encode_blocks.ChunkOut(4 + len(sizes) * slot)
     with memoryview(out) as mv:
         view = np.frombuffer(mv, np.uint8)
         for j, n in enumerate(sizes):
@@ -24,7 +24,7 @@ def test_blocks_are_packed_behind_the_prefix():
 
 
 def test_handed_over_once_and_never_while_written():
-    out = _blocks.ChunkOut(16)
+    out = _encode_blocks.ChunkOut(16)
     mv = memoryview(out)
     with pytest.raises(BufferError):
         out.finish(b"", np.zeros(0, np.int64), 0)
@@ -41,20 +41,20 @@ def test_handed_over_once_and_never_while_written():
     [(b"", [5], 4), (b"", [-1], 4), (b"xx", [4, 4, 4, 4], 4), (b"", [1], -1)],
 )
 def test_bad_layouts_are_refused(prefix, sizes, slot):
-    out = _blocks.ChunkOut(16)
+    out = _encode_blocks.ChunkOut(16)
     with pytest.raises(ValueError):
         out.finish(prefix, np.array(sizes, np.int64), slot)
 
 
 def test_raw_chunk_in_the_same_bytes():
-    out = _blocks.ChunkOut(16)
+    out = _encode_blocks.ChunkOut(16)
     items = np.arange(10, dtype=np.uint8)
     chunk = out.raw(b"HDR", items)
     assert chunk == b"HDR" + items.tobytes()
     with pytest.raises(BufferError):
         out.raw(b"", items)
     with pytest.raises(ValueError):
-        _blocks.ChunkOut(4).raw(b"HDR", items)
+        _encode_blocks.ChunkOut(4).raw(b"HDR", items)
 
 
 def test_incompressible_chunks_are_stored_raw_as_python_blosc2_stores_them():
