@@ -112,23 +112,29 @@ cdef class ChunkOut:
 
     def finish(self, const uint8_t[::1] prefix, const int64_t[::1] sizes, Py_ssize_t slot):
         """The chunk: ``prefix`` (header and block starts), then block ``j``'s ``sizes[j]``
-        bytes, found at ``len(prefix) + j * slot``. The bytes object is handed over."""
-        cdef Py_ssize_t p = prefix.shape[0], n = sizes.shape[0], j, pos = prefix.shape[0]
+        bytes, found at ``len(prefix) + j * slot`` (``slot`` 0: packed there already, one
+        after another). The bytes object is handed over."""
+        cdef Py_ssize_t p = prefix.shape[0], n = sizes.shape[0], j, end, pos = prefix.shape[0]
         if self.obj == NULL or self.exports:
             raise BufferError("the chunk was handed over, or is still being written")
         if p + n * slot > self.capacity or slot < 0:
             raise ValueError("blocks past the chunk's room")
         for j in range(n):
-            if not 0 <= sizes[j] <= slot:
+            if not 0 <= sizes[j] <= (slot if slot else self.capacity):
                 raise ValueError(f"block {j} of {sizes[j]} bytes in a slot of {slot}")
+            pos += sizes[j]
+            if pos > self.capacity:
+                raise ValueError("blocks past the chunk's room")
+        end, pos = pos, p
         with nogil:
             # Every block moves toward the start (sizes <= slot): in order, none is overrun.
-            for j in range(n):
+            # Slot 0: they were written one after another, in place already.
+            for j in range(n if slot else 0):
                 memmove(self.data + pos, self.data + p + j * slot, sizes[j])
                 pos += sizes[j]
             if p:
                 memcpy(self.data, &prefix[0], p)
-        return self._hand_over(pos)
+        return self._hand_over(end)
 
 
 cdef struct EncJob:
@@ -144,7 +150,9 @@ cdef struct EncJob:
     int metas[MAX_STEPS]
     Py_ssize_t typesize
     uint8_t* out
-    Py_ssize_t slot
+    Py_ssize_t outlen
+    Py_ssize_t slot      # 0: blocks one after another (one thread), at *pos
+    Py_ssize_t* pos
     int64_t* sizes
 
 
@@ -202,8 +210,9 @@ cdef int _encode_block(const EncJob* E, Py_ssize_t j, uint8_t* work, uint8_t* sp
     cdef Py_ssize_t size = E.nbytes - j * E.blocksize
     cdef const uint8_t* cur = E.src + j * E.blocksize
     cdef uint8_t* bufs[2]
-    cdef uint8_t* op = E.out + j * E.slot
-    cdef uint8_t* op_end = op + E.slot
+    cdef uint8_t* start = E.out + (j * E.slot if E.slot else E.pos[0])
+    cdef uint8_t* op = start
+    cdef uint8_t* op_end = op + E.slot if E.slot else E.out + E.outlen
     cdef Py_ssize_t nstreams, neblock, s, n
     cdef const uint8_t* stream
     cdef int32_t word
@@ -251,7 +260,9 @@ cdef int _encode_block(const EncJob* E, Py_ssize_t j, uint8_t* work, uint8_t* sp
         memcpy(op, &word, 4)
         memcpy(op + 4, packed if n else stream, word)
         op += 4 + word
-    E.sizes[j] = op - (E.out + j * E.slot)
+    E.sizes[j] = op - start
+    if not E.slot:
+        E.pos[0] += op - start
     return 0
 
 
@@ -261,7 +272,8 @@ def encode(const uint8_t[::1] src, Py_ssize_t blocksize, Py_ssize_t full_nstream
            Scratch scratch not None):
     """Filter and compress the blocks of ``src`` without the GIL, block ``j`` into
     ``out[j * slot:]`` (its streams, each ``i32 csize`` then bytes, as c-blosc2 lays them),
-    its length into ``sizes[j]``. Returns 0 or -1.
+    its length into ``sizes[j]``. Returns 0 or -1. ``slot`` 0 (one thread only): each block
+    right after the one before, packed already.
 
     Threads sharing ``counter`` (one int64) and ``flags`` (int32: failed, not all zero runs)
     share the blocks. ``steps``: the filters in order as (id, meta) pairs, meta being the
@@ -269,7 +281,7 @@ def encode(const uint8_t[::1] src, Py_ssize_t blocksize, Py_ssize_t full_nstream
     LZ4HC's or Zstd's level.
     """
     cdef EncJob E
-    cdef Py_ssize_t nblocks, i, cap
+    cdef Py_ssize_t nblocks, i, cap, pos = 0
     cdef uint8_t* work = NULL
     cdef uint8_t* spare = NULL
     cdef uint8_t* tmp = NULL
@@ -281,14 +293,15 @@ def encode(const uint8_t[::1] src, Py_ssize_t blocksize, Py_ssize_t full_nstream
     if (blocksize <= 0 or full_nstreams <= 0 or typesize <= 0 or src.shape[0] == 0
             or len(steps) > MAX_STEPS or counter.shape[0] < 1 or flags.shape[0] < 2
             or not encodable(codec) or not 1 <= clevel <= 9
-            or slot < blocksize + 5 * full_nstreams):
+            or (slot and slot < blocksize + 5 * full_nstreams) or slot < 0):
         return -1
     nblocks = (src.shape[0] + blocksize - 1) // blocksize
-    if sizes.shape[0] < nblocks or out.shape[0] < nblocks * slot:
+    if sizes.shape[0] < nblocks or out.shape[0] < nblocks * (
+            slot if slot else blocksize + 5 * full_nstreams):
         return -1
     E.src, E.nbytes, E.blocksize, E.full_nstreams = &src[0], src.shape[0], blocksize, full_nstreams
     E.codec, E.clevel, E.level, E.typesize = codec, clevel, level, typesize
-    E.out, E.slot, E.sizes = &out[0], slot, &sizes[0]
+    E.out, E.outlen, E.slot, E.pos, E.sizes = &out[0], out.shape[0], slot, &pos, &sizes[0]
     E.nsteps = len(steps)
     for i, (fid, meta) in enumerate(steps):
         E.fids[i], E.metas[i] = fid, meta

@@ -418,8 +418,12 @@ def encode(job, dictionary, nthreads: int, zstd_levels, prefix: int) -> Encoded 
             meta = truncated_bits(fid, meta, job.pipeline.typesize)
         steps.append((int(fid), int(meta)))
     bs, nstreams, nblocks = job.blocksize, job.nstreams, job.nblocks
-    slot = bs + 5 * nstreams
-    out = _encode_blocks.ChunkOut(prefix + nblocks * slot)
+    nthreads = max(1, min(nthreads, nblocks))
+    room = bs + 5 * nstreams  # the most one block takes
+    # One thread writes each block right after the last (slot 0: nothing to pack after);
+    # threads finish blocks out of order, so each gets a slot of its own.
+    slot = 0 if nthreads == 1 else room
+    out = _encode_blocks.ChunkOut(prefix + nblocks * room)
     sizes = np.zeros(nblocks, np.int64)
     counter = np.zeros(1, np.int64)
     flags = np.zeros(2, np.int32)
@@ -444,7 +448,7 @@ def encode(job, dictionary, nthreads: int, zstd_levels, prefix: int) -> Encoded 
                 _scratch(),
             )
 
-        rc = _share(run, max(1, min(nthreads, nblocks)))
+        rc = _share(run, nthreads)
         blocks.release()
     if rc or flags[0]:
         return None

@@ -71,3 +71,28 @@ def test_incompressible_chunks_are_stored_raw_as_python_blosc2_stores_them():
         )  # fmt: skip
         assert b2store.chunk_info(ours).memcpyed
         assert ours == theirs, codec
+
+
+def test_slot_zero_means_packed_already():
+    sizes = np.array([3, 5, 0, 2], np.int64)
+    out = _encode_blocks.ChunkOut(2 + 12)
+    with memoryview(out) as mv:
+        mv[2:12] = b"aaabbbbbcc"
+    assert out.finish(b"HH", sizes, 0) == b"HHaaabbbbbcc"
+    with pytest.raises(ValueError):
+        _encode_blocks.ChunkOut(8).finish(b"HH", np.array([4, 4], np.int64), 0)
+
+
+@pytest.mark.parametrize("nthreads", [1, 2, 3])
+def test_one_or_more_threads_write_the_same_chunk(nthreads):
+    import b2store
+
+    rng = np.random.default_rng(9)
+    data = (np.cumsum(rng.integers(-3, 4, 300_001)) + 1000).astype("<i4")
+    for codec in ("blosclz", "lz4", "zstd"):
+        chunks = {
+            b2store.encode_chunk(data, codec=codec, blocksize=65536, nthreads=t)
+            for t in (1, nthreads)
+        }
+        assert len(chunks) == 1, codec
+        assert b2store.decode_chunk(chunks.pop()).tobytes() == data.tobytes()
