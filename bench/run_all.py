@@ -359,6 +359,17 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
 
 
+def simd() -> str:
+    """The vectors b2store's filter kernels use on this machine."""
+    try:
+        from b2store import _shuffle
+
+        level = _shuffle.simd_level()
+    except (ImportError, AttributeError):  # a b2store from before the AVX2 kernels
+        return "SSE2"
+    return {0: "scalar", 1: "SSE2", 2: "AVX2"}.get(level, str(level))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=9, help="timed rounds per case (default 9)")
@@ -371,9 +382,9 @@ def main() -> None:
     print(" ".join(f"{k} {v}" for k, v in versions.items()) + f"; {repeat} rounds, medians")
     print(f"machine: {machine()}")
     loop = "C, GIL released" if native is not None and native.enabled() else "Python"
-    print(f"b2store {b2store.__file__}; block loop: {loop}")
+    print(f"b2store {b2store.__file__}; block loop: {loop}; filter kernels: {simd()}")
     t0 = time.perf_counter()
-    out: dict = {"versions": versions, "repeat": repeat, "machine": machine()}
+    out: dict = {"versions": versions, "repeat": repeat, "machine": machine(), "simd": simd()}
     datasets = make_datasets()
     if args.quick:
         datasets = dict(list(datasets.items())[:1])
