@@ -297,3 +297,42 @@ def test_array_reads_in_other_processes_come_from_one_commit(tmp_path, contiguou
         assert reads >= 20
         seen = max(seen, versions)
     assert seen > 1  # the readers saw the writer's commits, not only the first state
+
+
+def test_sparse_chunk_file_ids_are_never_reused(tmp_path):
+    """A chunk file's id is never given again, even after the chunk holding the highest id
+    was deleted and by another handle or process: an index a reader still holds can never
+    name another chunk's file."""
+    path = tmp_path / "ids.b2frame"
+    s = SChunk.create(path, contiguous=False, typesize=4, chunksize=4 * N)
+
+    def data(v):
+        return np.arange(N, dtype="<i4") + v  # not one value: stored, not special
+
+    for v in range(3):
+        s.append_data(data(v))
+    used = set(s.offsets.tolist())
+    s.delete_chunk(2)  # the highest id's file is discarded
+    s.close()
+    for step in range(4):
+        if step % 2:  # another process
+            script = (
+                "import sys, numpy as np, b2store\n"
+                "s = b2store.open(sys.argv[1], mode='a')\n"
+                f"s.append_data(np.arange({N}, dtype='<i4') + 100)\n"
+                "s.delete_chunk(s.nchunks - 1)\n"
+                f"s.append_data(np.arange({N}, dtype='<i4') + 200)\n"
+                "s.close()\n"
+            )
+            subprocess.run([sys.executable, "-c", script, str(path)], check=True, timeout=60)
+        else:  # another handle
+            with b2store.open(path, mode="a") as h:
+                h.append_data(data(10 + step))
+                h.delete_chunk(h.nchunks - 1)
+                h.append_data(data(20 + step))
+        with b2store.open(path) as h:
+            ids = h.offsets.tolist()
+        new = set(ids) - used
+        # the chunk appended then deleted took max(used) + 1 (or more); the one kept, more
+        assert len(new) == 1 and min(new) >= max(used) + 2, (sorted(used), ids)
+        used |= set(ids)
