@@ -642,7 +642,7 @@ def _group_dataset(
             apath, ref, arr = opened[0]
             name = apath[len(prefix) :]
             dims = dims_of(arr.vlmeta, arr.shape, sizes, name)
-            opener = _RefRecipe(ref, (tree_path, apath))
+            opener = _RefRecipe(ref, (tree_path, apath, ref.limits))
             variables[name], handle = _lazy_variable(opener, arr, lock, dims)
             opened.pop(0)
             closers.append(handle)

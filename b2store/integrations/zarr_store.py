@@ -159,6 +159,7 @@ class B2ndStore(Store):
             and other.group == self.group
             and other.read_only == self.read_only
             and other.storage_options == self.storage_options
+            and other.limits == self.limits
         )
 
     def __hash__(self) -> int:

@@ -278,3 +278,14 @@ def test_every_entry_point_refuses_a_large_chunk_before_allocating_it(tmp_path):
         assert peak < 4 << 20, (name, peak)
     # and at a limit that admits it, it opens (the chunk is allocated only when read)
     assert b2store.open(path, limits=Limits(max_chunk_nbytes=64 << 20)).shape == (1 << 23,)
+
+
+def test_stores_and_openers_with_other_limits_are_not_equal(frame):
+    # zarr and dask may take equal stores (and xarray equal openers) for the same thing
+    assert B2ndStore(frame, limits=AT) == B2ndStore(frame, limits=AT)
+    assert B2ndStore(frame, limits=AT) != B2ndStore(frame, limits=PAST)
+    assert B2ndStore(frame) != B2ndStore(frame, limits=AT)
+    from b2store.integrations.xarray_backend import FrameRecipe
+
+    assert FrameRecipe(frame, limits=AT) == FrameRecipe(frame, limits=AT)
+    assert FrameRecipe(frame, limits=AT) != FrameRecipe(frame, limits=PAST)
