@@ -75,15 +75,23 @@ def same(kind: str, got, want) -> bool:
     return got[0].shape == want[0].shape and (got[0] == want[0]).all() and got[1] == want[1]
 
 
+def start_child(argv: list[str], env=None) -> subprocess.Popen:
+    """A child whose output the parent reads line by line, then whole after killing it.
+
+    Unbuffered (``bufsize=0``), so that ``stdout.readline()`` takes one line alone: a buffered
+    reader reads ahead more of the child's lines, which ``communicate()`` (reading the pipe
+    itself) never returns. Under load the parent then missed committed steps and took a
+    sound frame for a lost one (the rare failure of the 500-kill runs).
+    """
+    return subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, bufsize=0
+    )
+
+
 def kill_cycle(path: Path, kind: str, start: int, rng: random.Random) -> tuple[int, int]:
     """One child killed at a random moment; returns (steps committed in all, new start)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(CHILD.parent), *sys.path]))
-    child = subprocess.Popen(
-        [sys.executable, str(CHILD), str(path), kind, str(start)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-    )
+    child = start_child([sys.executable, str(CHILD), str(path), kind, str(start)], env)
     # Mostly kill while steps run; sometimes while the child is still opening the frame.
     if rng.random() < 0.1:
         time.sleep(rng.random() * 0.5)
@@ -155,6 +163,16 @@ def test_a_few_kills(tmp_path, kind, contiguous):
 def test_hundreds_of_kills(tmp_path, kind, contiguous):
     kills = int(os.environ.get("B2STORE_KILLS", "100"))
     assert run_kills(tmp_path, kind, contiguous, kills=kills, seed=int(time.time())) > kills
+
+
+def test_the_parent_sees_every_step_the_child_printed():
+    # The child prints 50 steps at once; the parent reads the first, then the rest.
+    code = "import time\nfor k in range(50): print(k, flush=True)\ntime.sleep(0.3)"
+    child = start_child([sys.executable, "-c", code])
+    time.sleep(0.2)
+    first = child.stdout.readline()
+    out, _ = child.communicate(timeout=60)
+    assert [int(x) for x in (first + out).split()] == list(range(50))
 
 
 # --- torn writes --------------------------------------------------------------------------
