@@ -82,9 +82,9 @@ def check(name: str, n: int) -> None:
     fds_before, fds_after = got["fds"]
     assert fds_after == fds_before, f"{name}: descriptors left open"
     threads_before, threads_after = got["threads"]
-    # (the zarr store's reads run in the event loop's worker threads, a pool that may still
-    # be starting its last worker)
-    assert threads_after <= threads_before + 1, f"{name}: threads left running"
+    # The zarr store's reads run in the event loop's worker threads: a pool that may start a
+    # few more workers (at most min(32, cpus + 4)), never one per input.
+    assert threads_after <= threads_before + 8, f"{name}: threads left running"
 
 
 def test_the_zarr_store_target_does_not_grow_over_thousands_of_inputs():
