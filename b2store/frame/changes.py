@@ -241,6 +241,9 @@ class Changes:
 
 def _checked(chunk) -> tuple[bytes, int]:
     """A chunk's bytes (exactly cbytes of them) and its nbytes, after checking its header."""
-    data = bytes(memoryview(chunk).cast("B"))
+    # bytes are immutable: kept as they are (a copy of an 8 MB chunk costs as much as a
+    # fast codec's pass); anything else is copied once, so a caller's buffer changed later
+    # cannot change what is stored.
+    data = chunk if type(chunk) is bytes else bytes(memoryview(chunk).cast("B"))
     header = ChunkHeader.from_bytes(data)
-    return data[: header.cbytes], header.nbytes
+    return (data if len(data) == header.cbytes else data[: header.cbytes]), header.nbytes

@@ -48,8 +48,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..chunk import native
-from ..chunk.decoder import ChunkDecoder, as_uint8
+from ..chunk.decoder import ChunkDecoder, as_uint8, decode_chunk
 from ..chunk.encoder import encode_chunk, special_chunk
+from ..chunk.header import ChunkHeader
 from ..chunk.params import ChunkParams
 from ..chunk.partial import decode_blocks, plan_blocks
 from ..constants import Filter, SpecialValue
@@ -330,10 +331,10 @@ def _decode_blocks(
         decode_blocks(plan, chunk[: plan.prefix_length], pieces, buf)
         return wanted
     # Special, memcpyed or VL-block chunks, all blocks wanted, or Blosc blocks that are not
-    # the array's blocks: decode it whole (the items are in block order all the same).
-    decoder = ChunkDecoder(chunk)
-    _check_nbytes(decoder.header.nbytes, buf, label)
-    decoder.decode_into(buf, nthreads=native.default_nthreads())
+    # the array's blocks: decode it whole (the items are in block order all the same), in
+    # one C pass where the chunk is of the common kind.
+    _check_nbytes(ChunkHeader.from_bytes(chunk).nbytes, buf, label)
+    decode_chunk(chunk, out=buf, nthreads=native.default_nthreads(), max_nbytes=len(buf))
     return wanted
 
 

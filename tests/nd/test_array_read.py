@@ -11,6 +11,7 @@ import b2store
 from b2store.chunk import partial
 from b2store.chunk.decoder import ChunkDecoder
 from b2store.errors import FormatError
+from b2store.nd import chunks as nd_chunks
 
 blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 writes the arrays read here")
 
@@ -143,14 +144,23 @@ class Counter:
         self.whole = 0
         block, whole = ChunkDecoder.decode_block, ChunkDecoder.decode_into
         direct = partial.decode_direct
+        one_pass, self.inside = nd_chunks.decode_chunk, False
 
         def decode_block(dec, *a, **k):
             self.blocks += 1
             return block(dec, *a, **k)
 
         def decode_into(dec, *a, **k):
-            self.whole += 1
+            self.whole += not self.inside
             return whole(dec, *a, **k)
+
+        def decode_chunk(*a, **k):  # a whole chunk, in one C pass or through a ChunkDecoder
+            self.whole += 1
+            self.inside = True
+            try:
+                return one_pass(*a, **k)
+            finally:
+                self.inside = False
 
         def decode_direct(*a, **k):
             done = direct(*a, **k)
@@ -160,6 +170,7 @@ class Counter:
         monkeypatch.setattr(ChunkDecoder, "decode_block", decode_block)
         monkeypatch.setattr(ChunkDecoder, "decode_into", decode_into)
         monkeypatch.setattr(partial, "decode_direct", decode_direct)
+        monkeypatch.setattr(nd_chunks, "decode_chunk", decode_chunk)
 
 
 def test_one_element_decodes_one_block(tmp_path, monkeypatch):
