@@ -213,8 +213,10 @@ _HELD: dict = {}  # arrays opened once, for the reads "of an open array"
 def _b2store_open(t):
     def op(p, held=False):
         set_b2store_threads(t)
-        if held:
-            return _HELD.setdefault(("b2store", p, t), b2store.open(p))
+        if held:  # (not setdefault: its default would open the file every time)
+            if ("b2store", p, t) not in _HELD:
+                _HELD["b2store", p, t] = b2store.open(p)
+            return _HELD["b2store", p, t]
         return b2store.open(p)
 
     return op
@@ -223,8 +225,10 @@ def _b2store_open(t):
 def _blosc2_open(t):
     def op(p, held=False):
         blosc2.set_nthreads(t)  # blosc2.open takes its dparams from the global
-        if held:
-            return _HELD.setdefault(("blosc2", p, t), blosc2.open(p))
+        if held:  # (not setdefault: its default would open the file every time)
+            if ("blosc2", p, t) not in _HELD:
+                _HELD["blosc2", p, t] = blosc2.open(p)
+            return _HELD["blosc2", p, t]
         return blosc2.open(p)
 
     return op
