@@ -166,6 +166,10 @@ class B2ndArray:
     # --- reading ---------------------------------------------------------------------------
 
     def __getitem__(self, key) -> np.ndarray:
+        if type(key) is tuple and len(key) == len(self.shape) and key:
+            item = self._item(key)
+            if item is not None:
+                return item
         dims, final = _normalize(key, self.shape)
         out = np.empty(tuple(len(d) for d in dims), self.dtype)
         if out.size:
@@ -175,6 +179,32 @@ class B2ndArray:
             )
             self._read(dims, out, scratch)
         return out[final]
+
+    def _item(self, key: tuple):
+        """One element (a tuple of ints): its block decoded straight into a chunk-sized
+        buffer and the item taken from it, without the general selection's planning (most
+        of a small read's time). None when the key or the chunk is not of that kind."""
+        shape, chunks, blocks = self.shape, self.chunks, self.blocks
+        nchunk = nblock = at = 0
+        for k, n, c, b in zip(key, shape, chunks, blocks):
+            if type(k) is not int or not -n <= k < n:
+                return None  # other keys, and their errors, are the general path's
+            k %= n
+            inside = k % c
+            nchunk = nchunk * -(-n // c) + k // c
+            nblock = nblock * -(-c // b) + inside // b
+            at = at * b + inside % b
+        itemsize = self.dtype.itemsize
+        block_bytes = math.prod(blocks) * itemsize
+        nitems = chunk_nitems(chunks, blocks)
+        if self.dtype.kind == "V" or not block_bytes or nitems * itemsize > 1 << 31:
+            return None  # a np.void would keep the chunk-sized buffer alive: general path
+        buf = np.empty(nitems * itemsize, np.uint8)
+        done = self.schunk.decode_blocks(nchunk, [nblock], buf, blocksize=block_bytes)
+        if done is None:
+            return None  # Blosc blocks that are not the array's blocks: decoded whole
+        start = nblock * block_bytes + at * itemsize
+        return buf[start : start + itemsize].view(self.dtype)[0]
 
     def _read(self, dims, out: np.ndarray, scratch: np.ndarray) -> None:
         """Every chunk the selection touches, all from one committed state of the frame:

@@ -287,3 +287,27 @@ def test_typesize_mismatches_are_still_refused(dtype, typesize):
     cframe = blosc2.asarray(data, chunks=(20,), blocks=(5,)).to_cframe()
     with pytest.raises(FormatError, match="typesize"):
         b2store.open(_with_typesize(cframe, typesize))
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    ["<f8", ">i4", "<u2", "?", "<c16", "<M8[s]", "<U3", "|S5", [("a", "<i2"), ("b", "<f4")]],
+)
+def test_one_element_is_numpys_scalar(tmp_path, dtype):
+    """``arr[i, j]`` (the one-element path) gives what numpy's indexing gives, value and
+    type, in every chunk kind: stored, all zeros (special) and an edge chunk."""
+    dtype = np.dtype(dtype)
+    rng = np.random.default_rng(7)
+    raw = rng.integers(0, 256, 30 * 20 * dtype.itemsize, np.uint8).tobytes()
+    data = np.frombuffer(raw, dtype).reshape(30, 20).copy()
+    if dtype.kind == "M":
+        data = data.view("<i8").__mod__(10**9).view(dtype)
+    data[:10, :8] = np.zeros((), dtype)  # chunk (0, 0) all zeros: a special chunk
+    arr = b2store.open(write(tmp_path, data, (10, 8), (5, 4)))
+    for i, j in [(0, 0), (3, 7), (12, 9), (29, 19), (-1, -20), (25, 17)]:
+        got, want = arr[i, j], data[i, j]
+        assert type(got) is type(want) and got.dtype == want.dtype
+        assert got.tobytes() == want.tobytes()
+    for bad in [(30, 0), (0, -21)]:
+        with pytest.raises(IndexError):
+            arr[bad]
