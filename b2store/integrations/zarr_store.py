@@ -413,6 +413,10 @@ class B2ndStore(Store):
         :meth:`get` (a key that is no stored b2nd chunk, a transcoding writer's)."""
         if not self._is_open:
             await self._open()
+        if _one_worker() and not is_url(self.path):
+            # zarr asked for one worker thread: a hop to it and back buys no parallelism and
+            # costs a thread switch per chunk; a local chunk is decoded here instead.
+            return self._decode_into(key, blocks, out)
         return await asyncio.to_thread(self._decode_into, key, blocks, out)
 
     def _decode_into(self, key: str, blocks, out: np.ndarray) -> bool | None:
@@ -589,6 +593,13 @@ def _range_bounds(byte_range: ByteRequest, length: int) -> tuple[int, int]:
         start, stop = length - byte_range.suffix, length
     start = max(0, min(start, length))
     return start, max(start, min(stop, length))
+
+
+def _one_worker() -> bool:
+    """Whether zarr's configuration gives its thread pool a single worker."""
+    import zarr
+
+    return zarr.config.get("threading.max_workers", None) == 1
 
 
 def _read_span(url: str, offset: int, size: int, storage_options) -> bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import threading
 
 import numpy as np
 import pytest
@@ -243,3 +244,26 @@ def test_opening_a_tree_holds_no_descriptor_per_array(tmp_path):
     assert fds() - before < 5
     np.testing.assert_array_equal(group["v7"][...], np.arange(4.0) + 7)
     assert fds() - before < 6  # the array read stays open, the others do not
+
+
+@pytest.mark.parametrize("workers", [1, None], ids=["one-worker", "default"])
+def test_zarrs_thread_pool_size_decides_where_chunks_decode(tmp_path, monkeypatch, workers):
+    """With zarr's pool at one worker, a local store decodes its chunks on zarr's loop (no
+    hop to the worker and back); otherwise in the pool, where chunks decode in parallel.
+    Either way the reads equal the data."""
+    data = np.random.default_rng(3).normal(size=(64, 48))
+    path = tmp_path / "a.b2nd"
+    blosc2.asarray(data, urlpath=str(path), mode="w", chunks=(16, 24), blocks=(4, 24))
+    threads = set()
+    decode_into = B2ndStore._decode_into
+
+    def spy(self, *args):
+        threads.add(threading.current_thread().name)
+        return decode_into(self, *args)
+
+    monkeypatch.setattr(B2ndStore, "_decode_into", spy)
+    with zarr.config.set({"threading.max_workers": workers}):
+        z = zarr.open_array(B2ndStore(path))
+        np.testing.assert_array_equal(z[...], data)
+        np.testing.assert_array_equal(z[5:40, 3:30], data[5:40, 3:30])
+    assert threads and (threads == {"zarr_io"}) == (workers == 1), threads
