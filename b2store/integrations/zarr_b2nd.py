@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
+import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -203,7 +205,7 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
             # A B2ndStore decodes its stored chunk in place: no bytes copied through a
             # Buffer, one worker thread instead of one per range request and one to decode.
             few = wanted is not None and len(wanted) * 2 <= nblocks
-            out = np.empty(self._nbytes(chunk_spec, dtype), np.uint8)
+            out = _spare_buffer(self._nbytes(chunk_spec, dtype))
             done = await direct(byte_getter.path, sorted(set(wanted)) if few else None, out)
             if done is None:
                 return None
@@ -264,6 +266,27 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
             if j or first is None:
                 decoder.decode_block(j, out[offset : offset + size], first)
         return self._to_array(out, spec, dtype)[selection]
+
+
+# One spare decode buffer per chunk size, handed out again only once nothing refers to it:
+# zarr copies each decoded chunk into its output and drops it, so reading chunk after chunk
+# reuses memory already mapped (a fresh 4 MB buffer costs a page fault per 4 kB).
+_SPARES: dict[int, np.ndarray] = {}
+_SPARES_LOCK = threading.Lock()
+_SPARE_SIZES = 4
+
+
+def _spare_buffer(nbytes: int) -> np.ndarray:
+    with _SPARES_LOCK:
+        spare = _SPARES.get(nbytes)
+        # Referred to by the dict, ``spare`` and getrefcount's argument alone: no view of it
+        # (an array zarr still holds) is alive, whatever zarr did with the last one.
+        if spare is not None and sys.getrefcount(spare) == 3:
+            return spare
+        fresh = np.empty(nbytes, np.uint8)
+        if nbytes in _SPARES or len(_SPARES) < _SPARE_SIZES:
+            _SPARES[nbytes] = fresh
+        return fresh
 
 
 def _parse_filters(filters) -> tuple[tuple[str, int], ...]:

@@ -14,6 +14,7 @@ from zarr.abc.store import RangeByteRequest  # noqa: E402
 from zarr.storage import MemoryStore, WrapperStore  # noqa: E402
 
 from b2store.integrations.zarr_b2nd import B2ndCodec  # noqa: E402
+from b2store.integrations.zarr_store import B2ndStore  # noqa: E402
 
 
 class CountingStore(WrapperStore):
@@ -210,3 +211,40 @@ def test_store_shortcut_equals_byte_ranges(tmp_path, filters):
     ]:
         np.testing.assert_array_equal(direct[sel], data[sel])
         np.testing.assert_array_equal(wrapped[sel], data[sel])
+
+
+def test_spare_decode_buffers_are_never_handed_out_while_referred_to():
+    """The b2nd codec decodes whole chunks into a spare buffer it reuses only when nothing
+    refers to it any more: a chunk array someone still holds keeps its values."""
+    from b2store.integrations.zarr_b2nd import _spare_buffer
+
+    first = _spare_buffer(4096)
+    first[:] = 1
+    view = first[96:200].view("<f8")  # what zarr would hold: a view of the buffer
+    del first
+    second = _spare_buffer(4096)
+    assert second.base is None and not np.shares_memory(second, view)
+    second[:] = 2
+    assert (view.view(np.uint8) == 1).all()
+    del view, second
+    third = _spare_buffer(4096)
+    again = _spare_buffer(4096)
+    assert third is not again  # the first is held (by ``third``): a fresh one
+    held = third
+    del third, again
+    assert _spare_buffer(4096) is not held
+
+
+def test_reads_keep_their_values_while_later_chunks_decode(tmp_path):
+    """Arrays returned by zarr stay what they were while the same store reads on."""
+    data = np.random.default_rng(5).normal(size=(64, 64))
+    path = tmp_path / "a.b2nd"
+    blosc2.asarray(data, urlpath=str(path), mode="w", chunks=(16, 64), blocks=(4, 64))
+    z = zarr.open_array(B2ndStore(path))
+    kept = [z[16 * k : 16 * (k + 1)] for k in range(4)] + [z[...], z[3:60, 5:50]]
+    for _ in range(3):
+        z[...]
+    for k in range(4):
+        np.testing.assert_array_equal(kept[k], data[16 * k : 16 * (k + 1)])
+    np.testing.assert_array_equal(kept[4], data)
+    np.testing.assert_array_equal(kept[5], data[3:60, 5:50])
