@@ -272,6 +272,20 @@ def plan_blocks(prefix, blocks: Iterable[int], *, size: int | None = None) -> Bl
     return None if layout is None else layout.plan(blocks)
 
 
+def _checked_piece(piece, start: int, stop: int) -> np.ndarray:
+    """The bytes read for chunk range ``start..stop``, exactly that long (FormatError when
+    the read came back short: a truncated chunk)."""
+    piece = as_uint8(piece, name="piece")
+    if len(piece) < stop - start:
+        raise FormatError(
+            f"chunk bytes {start}..{stop}",
+            f"{stop - start} bytes",
+            f"{len(piece)} bytes (truncated chunk?)",
+            start,
+        )
+    return piece[: stop - start]
+
+
 def decode_blocks(plan: BlockPlan, prefix, pieces: Sequence, out) -> np.ndarray:
     """Decode the blocks of ``plan`` from the chunk's prefix and its fetched ``pieces``.
 
@@ -310,15 +324,7 @@ def decode_blocks(plan: BlockPlan, prefix, pieces: Sequence, out) -> np.ndarray:
     n = min(len(src), plan.header.cbytes)
     buf[:n] = src[:n]
     for (start, stop), piece in zip(plan.ranges, pieces):
-        piece = as_uint8(piece, name="piece")
-        if len(piece) < stop - start:
-            raise FormatError(
-                f"chunk bytes {start}..{stop}",
-                f"{stop - start} bytes",
-                f"{len(piece)} bytes (truncated chunk?)",
-                start,
-            )
-        buf[start:stop] = piece[: stop - start]
+        buf[start:stop] = _checked_piece(piece, start, stop)
     if not plan.blocks:
         return dest
     decoder = ChunkDecoder(buf, blocks=plan.blocks)
@@ -380,15 +386,7 @@ def decode_direct(layout: ChunkLayout, read, blocks: Iterable[int], out) -> list
         groups.sort(key=lambda g: 0 not in g[2])
     first = None
     for start, stop, members in groups:
-        src = as_uint8(read(start, stop - start), name="piece")
-        if len(src) < stop - start:
-            raise FormatError(
-                f"chunk bytes {start}..{stop}",
-                f"{stop - start} bytes",
-                f"{len(src)} bytes (truncated chunk?)",
-                start,
-            )
-        piece = _Piece(layout, src[: stop - start], start)
+        piece = _Piece(layout, _checked_piece(read(start, stop - start), start, stop), start)
         if not native.walk(piece, split, members, layout.ends - start):
             return None
         if layout.has_delta and first is None:

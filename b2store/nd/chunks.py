@@ -362,12 +362,12 @@ def _decode_in_groups(
     decoder = ChunkDecoder(as_uint8(source, name="chunk"))
     _check_nbytes(decoder.header.nbytes, scratch, label)
     header = decoder.header
-    if not decoder.native or header.vl_blocks or header.effective_blocksize != block_bytes:
-        # Not the array's blocks (or no C loop for it): decoded whole below, from these bytes.
-        decoder.decode_into(scratch, nthreads=native.default_nthreads())
-        _copy_blocks(wanted, ranges, chunkshape, blockshape, dtype, scratch, out)
-        return True
     nthreads = native.default_nthreads()
+    if not decoder.native or header.vl_blocks or header.effective_blocksize != block_bytes:
+        # Not the array's blocks, or no C loop for it: decoded whole, from these bytes.
+        return _decode_all(
+            decoder, wanted, ranges, chunkshape, blockshape, dtype, scratch, out, nthreads
+        )
     first = None
     if decoder.pipeline.has_delta:
         # DELTA codes every block against block 0: decoded once, after the groups' room.
@@ -387,9 +387,12 @@ def _decode_in_groups(
     return True
 
 
-def _decode_all(decoder, wanted, ranges, chunkshape, blockshape, dtype, scratch, out) -> bool:
-    # The C loop refused a block: the Python decoder decodes it or names what is wrong.
-    decoder.decode_into(scratch)
+def _decode_all(
+    decoder, wanted, ranges, chunkshape, blockshape, dtype, scratch, out, nthreads=1
+) -> bool:
+    # The whole chunk at once; where the C loop refused a block, the Python decoder decodes
+    # it or names what is wrong.
+    decoder.decode_into(scratch, nthreads=nthreads)
     _copy_blocks(wanted, ranges, chunkshape, blockshape, dtype, scratch, out)
     return True
 
