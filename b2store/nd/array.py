@@ -22,6 +22,9 @@ from .meta import B2ndMeta
 
 __all__ = ["B2ndArray"]
 
+# A read inside one chunk touching at most this many blocks takes the small-read path.
+_FEW_BLOCKS = 32
+
 
 class B2ndArray:
     """A b2nd array, read lazily: indexing decodes what the selection needs.
@@ -166,10 +169,9 @@ class B2ndArray:
     # --- reading ---------------------------------------------------------------------------
 
     def __getitem__(self, key) -> np.ndarray:
-        if type(key) is tuple and len(key) == len(self.shape) and key:
-            item = self._item(key)
-            if item is not None:
-                return item
+        small = self._in_one_chunk(key)
+        if small is not None:
+            return small
         dims, final = _normalize(key, self.shape)
         out = np.empty(tuple(len(d) for d in dims), self.dtype)
         if out.size:
@@ -180,31 +182,65 @@ class B2ndArray:
             self._read(dims, out, scratch)
         return out[final]
 
-    def _item(self, key: tuple):
-        """One element (a tuple of ints): its block decoded straight into a chunk-sized
-        buffer and the item taken from it, without the general selection's planning (most
-        of a small read's time). None when the key or the chunk is not of that kind."""
+    def _in_one_chunk(self, key):
+        """A small read (integers and step-1 slices, inside one chunk and at most
+        ``_FEW_BLOCKS`` of its blocks: one element, a row of a slab): the blocks decoded
+        straight into a chunk-sized buffer whose other pages are never touched, and the
+        selection copied out of them, without the general selection's planning (most of a
+        small read's time). None when the key or the chunk is not of that kind."""
         shape, chunks, blocks = self.shape, self.chunks, self.blocks
-        nchunk = nblock = at = 0
-        for k, n, c, b in zip(key, shape, chunks, blocks):
-            if type(k) is not int or not -n <= k < n:
-                return None  # other keys, and their errors, are the general path's
-            k %= n
-            inside = k % c
-            nchunk = nchunk * -(-n // c) + k // c
-            nblock = nblock * -(-c // b) + inside // b
-            at = at * b + inside % b
+        if type(key) is not tuple:
+            key = (key,)
+        if len(key) > len(shape):
+            return None  # other keys, and their errors, are the general path's
+        nchunk, spans, kept = 0, [], []
+        for d, (n, c, b) in enumerate(zip(shape, chunks, blocks)):
+            k = key[d] if d < len(key) else slice(None)
+            if type(k) is int:
+                if not -n <= k < n:
+                    return None
+                lo = k % n
+                hi = lo + 1
+            elif type(k) is slice and k.step in (None, 1):
+                lo, hi, _ = k.indices(n)
+                if hi <= lo:
+                    return None
+                kept.append(hi - lo)
+            else:
+                return None
+            first = lo // c
+            if (hi - 1) // c != first:
+                return None
+            nchunk = nchunk * -(-n // c) + first
+            spans.append((lo - first * c, hi - first * c, b, -(-c // b)))
+        nblocks = math.prod((hi - 1) // b - lo // b + 1 for lo, hi, b, _ in spans)
         itemsize = self.dtype.itemsize
         block_bytes = math.prod(blocks) * itemsize
         nitems = chunk_nitems(chunks, blocks)
-        if self.dtype.kind == "V" or not block_bytes or nitems * itemsize > 1 << 31:
-            return None  # a np.void would keep the chunk-sized buffer alive: general path
+        if nblocks > _FEW_BLOCKS or not block_bytes or nitems * itemsize > 1 << 31:
+            return None
+        per_dim = [range(lo // b, (hi - 1) // b + 1) for lo, hi, b, _ in spans]
+        numbers = []
+        for coords in itertools.product(*per_dim):
+            nblock = 0
+            for x, (_, _, _, per) in zip(coords, spans):
+                nblock = nblock * per + x
+            numbers.append(nblock)
         buf = np.empty(nitems * itemsize, np.uint8)
-        done = self.schunk.decode_blocks(nchunk, [nblock], buf, blocksize=block_bytes)
-        if done is None:
+        if self.schunk.decode_blocks(nchunk, numbers, buf, blocksize=block_bytes) is None:
             return None  # Blosc blocks that are not the array's blocks: decoded whole
-        start = nblock * block_bytes + at * itemsize
-        return buf[start : start + itemsize].view(self.dtype)[0]
+        out = np.empty(tuple(hi - lo for lo, hi, _, _ in spans), self.dtype)
+        for coords, nblock in zip(itertools.product(*per_dim), numbers):
+            block = buf[nblock * block_bytes : (nblock + 1) * block_bytes]
+            src, dst = [], []
+            for x, (lo, hi, b, _) in zip(coords, spans):
+                start, stop = max(lo, x * b), min(hi, (x + 1) * b)
+                src.append(slice(start - x * b, stop - x * b))
+                dst.append(slice(start - lo, stop - lo))
+            out[tuple(dst)] = block.view(self.dtype).reshape(blocks)[tuple(src)]
+        out = out.reshape(kept)
+        # As numpy does, a key of integers only gives a scalar, not a 0-d array.
+        return out[()] if not kept else out
 
     def _read(self, dims, out: np.ndarray, scratch: np.ndarray) -> None:
         """Every chunk the selection touches, all from one committed state of the frame:

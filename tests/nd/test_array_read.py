@@ -311,3 +311,27 @@ def test_one_element_is_numpys_scalar(tmp_path, dtype):
     for bad in [(30, 0), (0, -21)]:
         with pytest.raises(IndexError):
             arr[bad]
+
+
+def test_small_reads_decode_only_their_blocks(tmp_path, monkeypatch):
+    """A read inside one chunk (a slab's row, a corner of a chunk) decodes only the blocks
+    it touches, in every dimension, edge chunks included, and hands back an array of its
+    own rather than a view into the chunk-sized buffer the blocks were decoded into."""
+    data = np.random.default_rng(3).normal(size=(50, 20, 30))
+    arr = b2store.open(write(tmp_path, data, (20, 20, 30), (5, 8, 30)))
+    counter = Counter(monkeypatch)
+    cases = [  # key, blocks it touches
+        ((7,), 3),  # one row of a slab: 20 / 8 -> 3 blocks along axis 1
+        ((7, 3), 1),
+        ((7, slice(3, 15)), 2),
+        ((slice(41, 47), -1, slice(None)), 2),  # the last chunk, partial, its last block
+        ((slice(45, None), slice(18, 20), 4), 1),
+        ((np.int64(7),), 3),  # not a Python int: the general path, same blocks
+    ]
+    for key, blocks in cases:
+        before = counter.blocks
+        got = arr[key]
+        np.testing.assert_array_equal(got, data[key])
+        assert counter.blocks - before == blocks, key
+        assert counter.whole == 0
+        assert got.base is None or got.base.nbytes == got.nbytes, key
