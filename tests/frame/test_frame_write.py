@@ -266,3 +266,48 @@ def test_vlmeta_of_frames_without_data_is_where_c_blosc2_looks(tmp_path, contigu
             assert ours.header.frame_len == ours.header.header_len + len(
                 ours._backend.read(ours._trailer_start, ours.header.frame_len - ours._trailer_start)
             )
+
+
+def test_stored_chunks_are_flushed_behind_and_the_commit_still_syncs(tmp_path, monkeypatch):
+    """Past FLUSH_BEHIND_BYTES of stored chunks a background flush starts (on a descriptor
+    of its own), the commit waits for it and still fsyncs, no descriptor is left open, and
+    python-blosc2 reads the frame whole."""
+    import threading
+
+    from b2store.frame import backends
+
+    monkeypatch.setattr(backends, "FLUSH_BEHIND_BYTES", 1)
+    flushed, synced, release = [], [], threading.Event()
+    plain_fdatasync, plain_fsync = os.fdatasync, os.fsync
+
+    def slow_fdatasync(fd):
+        release.wait(10)  # a flush still running when the commit comes
+        flushed.append(fd)
+        plain_fdatasync(fd)
+
+    def fsync(fd):
+        synced.append(len(flushed))
+        plain_fsync(fd)
+
+    monkeypatch.setattr(os, "fdatasync", slow_fdatasync)
+    monkeypatch.setattr(os, "fsync", fsync)
+    fds = set(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    path = tmp_path / "f.b2frame"
+    schunk = SChunk.create(path)
+    chunks = [chunk_of(k) for k in range(6)]
+    threading.Timer(0.2, release.set).start()
+    schunk.extend_chunks(chunks)
+    # One flush at a time: the first was still running as the others were stored, and the
+    # commit's fsync came after it finished.
+    assert len(flushed) == 1 and synced[-1] == 1
+    schunk.append_chunk(chunk_of(6))  # flushes again (already released), then commits
+    assert len(flushed) == 2 and synced[-1] == 2
+    schunk.extend_chunks([chunk_of(7)])
+    schunk.close()
+    assert len(flushed) == 3
+    if fds is not None:
+        assert set(os.listdir("/proc/self/fd")) == fds
+    theirs = blosc2.open(str(path))
+    assert [values(theirs.decompress_chunk(i)) for i in range(8)] == [
+        values(b2store.decode_chunk(chunk_of(k))) for k in range(8)
+    ]
