@@ -8,30 +8,26 @@ The store synthesizes each node's ``zarr.json`` from the frames' metalayers and 
 and serves chunk key ``c/i/j`` as the frame's stored chunk ``i, j``; the ``b2nd`` codec
 decodes it. Writes land in frames python-blosc2 opens (see
 :mod:`b2store.integrations.zarr_store_write`).
+
+This module holds the store's face to zarr (the async API, pickling, lifetime); the node
+index is :mod:`.zarr_store_nodes`, the mapping of keys to stored chunks
+:mod:`.zarr_store_keys`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from zarr.abc.store import (
-    ByteRequest,
-    OffsetByteRequest,
-    RangeByteRequest,
-    Store,
-    SuffixByteRequest,
-)
+from zarr.abc.store import ByteRequest, Store
 from zarr.core.buffer import Buffer, BufferPrototype
 
-from ..constants import SpecialValue
 from ..limits import Limits, resolve
-from ..tree import is_url, open_tree
+from ..tree import is_url
 from .zarr_meta import (  # noqa: F401 - re-exported: the writer, virtual.py and tests use them
     CF_FILL,
     DIMS_KEY,
@@ -47,26 +43,19 @@ from .zarr_meta import (  # noqa: F401 - re-exported: the writer, virtual.py and
     plain_fill_attr,
     zarr_fill_attr,
 )
+from .zarr_store_keys import (  # noqa: F401 - _is_uninit re-exported: the writer, virtual.py
+    StoreKeys,
+    _is_uninit,
+    _slice_bytes,
+)
 
 __all__ = ["B2ndStore", "array_metadata"]
-
-
-def _slice_bytes(data: bytes, byte_range: ByteRequest | None) -> bytes:
-    if byte_range is None:
-        return data
-    if isinstance(byte_range, RangeByteRequest):
-        return data[byte_range.start : byte_range.end]
-    if isinstance(byte_range, OffsetByteRequest):
-        return data[byte_range.offset :]
-    if isinstance(byte_range, SuffixByteRequest):
-        return data[len(data) - byte_range.suffix :] if byte_range.suffix else b""
-    raise ValueError(f"Unexpected byte_range, got {byte_range}.")
 
 
 # --- the store --------------------------------------------------------------------------------
 
 
-class B2ndStore(Store):
+class B2ndStore(StoreKeys, Store):
     """A Zarr v3 store over b2nd frames: one ``.b2nd`` file, a sparse-frame directory, a
     directory of frames, or a python-blosc2 ``.b2d``/``.b2z`` tree, local or remote.
 
@@ -224,171 +213,6 @@ class B2ndStore(Store):
                 self._writer = Writer(self, fresh=False)
             return self._writer
 
-    # --- the node index ---------------------------------------------------------------------
-
-    def _index(self) -> dict[str, tuple[str, Any]]:
-        """Zarr node path -> ("group", attributes) or ("array", ArrayRef)."""
-        nodes = self._nodes
-        if nodes is not None:
-            return nodes
-        with self._lock:
-            if self._nodes is not None:
-                return self._nodes
-            self._nodes = self._build_index()
-            return self._nodes
-
-    def _build_index(self) -> dict[str, tuple[str, Any]]:
-        try:
-            tree = open_tree(self.path, storage_options=self.storage_options, limits=self.limits)
-        except FileNotFoundError:
-            return {}  # nothing yet (a store about to be written)
-        self._single_frame = tree.kind == "frame"
-        if tree.kind == "frame":
-            (ref,) = tree.arrays().values()
-            if self.group:
-                return self._frame_group(ref)
-            return {"": ("array", ref)}
-        nodes: dict[str, tuple[str, Any]] = {}
-        for path, attrs in tree.groups().items():
-            nodes[path.strip("/")] = ("group", dict(attrs))
-        for path, ref in tree.arrays().items():
-            nodes[path.strip("/")] = ("array", ref)
-        return nodes
-
-    def _frame_group(self, ref) -> dict[str, tuple[str, Any]]:
-        """The group view of one frame: the array, named as the ``b2nd`` engine names it;
-        a frame written by ``to_b2nd`` also shows its embedded coordinates as arrays and
-        the Dataset's attributes as the group's, so xarray's zarr engine sees the same
-        Dataset as the ``b2nd`` engine."""
-        arr = ref.open(dtype=self.dtype)
-        try:
-            vlmeta = dict(arr.vlmeta) if hasattr(arr, "vlmeta") else {}
-        finally:
-            getattr(arr, "schunk", arr).close()
-        info = vlmeta.get(XARRAY_KEY)
-        info = info if isinstance(info, Mapping) else {}
-        name = info.get("name")
-        if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
-            name = ref.path.strip("/")
-        attrs = info.get("attrs")
-        nodes: dict[str, tuple[str, Any]] = {
-            "": ("group", dict(attrs) if isinstance(attrs, Mapping) else {}),
-            name: ("array", ref),
-        }
-        coords = info.get("coords")
-        for cname, spec in coords.items() if isinstance(coords, Mapping) else ():
-            if isinstance(spec, Mapping) and isinstance(cname, str) and cname not in nodes:
-                if cname and "/" not in cname and not cname.startswith("."):
-                    nodes[cname] = ("array", EmbeddedCoord(cname, spec))
-        return nodes
-
-    def _invalidate(self) -> None:
-        with self._lock:
-            self._nodes = None
-            self._docs = {}
-
-    def _array(self, node: str):
-        """The opened array of ``node`` (opened once per store, read by many threads)."""
-        arr = self._arrays.get(node)
-        if arr is not None:
-            return arr
-        with self._lock:
-            arr = self._arrays.get(node)
-            if arr is None:
-                kind, ref = self._index()[node]
-                arr = self._writer.array(node) if self._writer is not None else None
-                if arr is None:
-                    arr = ref.open(dtype=self.dtype)
-                self._arrays[node] = arr
-            return arr
-
-    def _node_meta(self, node: str) -> dict:
-        if self._writer is not None:
-            doc = self._writer.meta_for(node)
-            if doc is not None:
-                return doc
-        kind, value = self._index()[node]
-        where = f"{self.path}:{node or '/'}"
-        if kind == "array":
-            return self._array_meta(node, value, where)
-        doc = group_metadata(value, where)
-        if node == "":
-            doc["consolidated_metadata"] = {
-                "kind": "inline",
-                "must_understand": False,
-                "metadata": {path: self._node_meta(path) for path in sorted(self._index()) if path},
-            }
-        return doc
-
-    def _array_meta(self, node: str, ref, where: str) -> dict:
-        """An array's ``zarr.json``, synthesized once; an array not open yet is opened only
-        for it and closed (a tree of thousands of arrays must not hold a descriptor each
-        for its consolidated metadata: arrays stay open once their chunks are read)."""
-        docs = self._docs
-        doc = docs.get(node)
-        if doc is not None:
-            return doc
-        # One frame, or frames behind URLs (no descriptor; reopening costs requests): keep.
-        self._index()
-        keep = self._single_frame or is_url(self.path)
-        if keep or node in self._arrays or self._writer is not None:
-            doc = array_metadata(self._array(node), where)
-        else:
-            arr = ref.open(dtype=self.dtype)
-            try:
-                doc = array_metadata(arr, where)
-            finally:
-                arr.schunk.close()
-        docs[node] = doc
-        return doc
-
-    def _parse_key(self, key: str) -> tuple[str, str, tuple[int, ...] | None] | None:
-        """``(node, "meta" | "chunk", chunk coordinates)`` for a key the store serves."""
-        nodes = self._index()
-        if key == META or key.endswith("/" + META):
-            node = key[: -len(META)].rstrip("/")
-            return (node, "meta", None) if node in nodes else None
-        parts = key.split("/")
-        for i, part in enumerate(parts):
-            if part != "c":
-                continue
-            node = "/".join(parts[:i])
-            if nodes.get(node, ("",))[0] != "array":
-                continue
-            try:
-                coords = tuple(int(p) for p in parts[i + 1 :])
-            except ValueError:
-                return None
-            if any(str(c) != p for c, p in zip(coords, parts[i + 1 :])):
-                return None
-            return node, "chunk", coords
-        return None
-
-    def _chunk_number(self, node: str, coords: tuple[int, ...]) -> int | None:
-        arr = self._array(node)
-        if len(coords) != arr.ndim or arr.size == 0:
-            return None
-        grid = [-(-s // c) for s, c in zip(arr.shape, arr.chunks)]
-        if not all(0 <= c < g for c, g in zip(coords, grid)):
-            return None
-        n = 0
-        for c, g in zip(coords, grid):
-            n = n * g + c
-        return n
-
-    def _chunk_bytes(self, node: str, coords) -> bytes | None:
-        if self._writer is not None:
-            found, data = self._writer.client_chunk(node, coords)
-            if found:
-                return data
-        n = self._chunk_number(node, coords)
-        if n is None:
-            return None
-        schunk = self._array(node).schunk
-        if _is_uninit(schunk, n):
-            return None
-        return schunk.get_chunk(n)
-
     # --- reading ---------------------------------------------------------------------------
 
     async def get(
@@ -419,60 +243,6 @@ class B2ndStore(Store):
             return self._decode_into(key, blocks, out)
         return await asyncio.to_thread(self._decode_into, key, blocks, out)
 
-    def _decode_into(self, key: str, blocks, out: np.ndarray) -> bool | None:
-        parsed = self._parse_key(key)
-        if parsed is None or parsed[1] != "chunk":
-            return False
-        node, _, coords = parsed
-        if self._writer is not None and self._writer.transcodes(node):
-            return False
-        n = self._chunk_number(node, coords)
-        if n is None:
-            return None
-        schunk = self._array(node).schunk
-        if _is_uninit(schunk, n):
-            return None
-        if schunk.header.nbytes and schunk._chunk_nbytes(n) != out.nbytes:
-            return False  # not the chunk the codec expects: let it name the field
-        if blocks is None:
-            schunk.decompress_chunk(n, out=out)
-        else:
-            schunk.decode_blocks(n, blocks, out)
-        return True
-
-    def _get_range_of(self, key: str, byte_range: ByteRequest) -> bytes | None:
-        """Part of a key's value; a stored chunk's part is read alone (a range request)."""
-        parsed = self._parse_key(key)
-        if (
-            parsed is None
-            or parsed[1] != "chunk"
-            or (self._writer is not None and self._writer.transcodes(parsed[0]))
-        ):
-            data = self._get_bytes_of(key)
-            return None if data is None else _slice_bytes(data, byte_range)
-        node, _, coords = parsed
-        n = self._chunk_number(node, coords)
-        if n is None:
-            return None
-        schunk = self._array(node).schunk
-        if _is_uninit(schunk, n):
-            return None
-        span = schunk.chunk_span(n)
-        if span is None or span[0].startswith("<"):  # special, or a frame in memory
-            return _slice_bytes(schunk.get_chunk(n), byte_range)
-        url, offset, length = span
-        start, stop = _range_bounds(byte_range, length)
-        return _read_span(url, offset + start, stop - start, self.storage_options)
-
-    def _get_bytes_of(self, key: str) -> bytes | None:
-        parsed = self._parse_key(key)
-        if parsed is None:
-            return None
-        node, what, coords = parsed
-        if what == "meta":
-            return json.dumps(self._node_meta(node)).encode()
-        return self._chunk_bytes(node, coords)
-
     async def get_partial_values(
         self,
         prototype: BufferPrototype,
@@ -483,38 +253,11 @@ class B2ndStore(Store):
     async def exists(self, key: str) -> bool:
         return await asyncio.to_thread(self._exists, key)
 
-    def _exists(self, key: str) -> bool:
-        parsed = self._parse_key(key)
-        if parsed is None:
-            return False
-        node, what, coords = parsed
-        if what == "meta":
-            return True
-        n = self._chunk_number(node, coords)
-        return n is not None and not _is_uninit(self._array(node).schunk, n)
-
     async def getsize(self, key: str) -> int:
         size = await asyncio.to_thread(self._size_of, key)
         if size is None:
             raise FileNotFoundError(key)
         return size
-
-    def _size_of(self, key: str) -> int | None:
-        """A key's size; a chunk's from its header alone, never its data."""
-        parsed = self._parse_key(key)
-        if parsed is None:
-            return None
-        node, what, coords = parsed
-        if what == "meta" or (self._writer is not None and self._writer.transcodes(node)):
-            data = self._get_bytes_of(key)
-            return None if data is None else len(data)
-        n = self._chunk_number(node, coords)
-        schunk = self._array(node).schunk
-        if n is None or _is_uninit(schunk, n):
-            return None
-        if int(schunk.offsets[n]) < 0:
-            return 32  # a special chunk: header only
-        return schunk._stored_sizes(n)[1]
 
     async def getsize_prefix(self, prefix: str) -> int:
         keys = [k async for k in self.list_prefix(prefix)]
@@ -522,23 +265,6 @@ class B2ndStore(Store):
         return sum(sizes)
 
     # --- listing ---------------------------------------------------------------------------
-
-    def _all_keys(self) -> list[str]:
-        keys = []
-        for node, (kind, _) in sorted(self._index().items()):
-            prefix = f"{node}/" if node else ""
-            keys.append(prefix + META)
-            if kind != "array":
-                continue
-            arr = self._array(node)
-            if arr.size == 0:
-                continue
-            schunk = arr.schunk
-            grid = [-(-s // c) for s, c in zip(arr.shape, arr.chunks)]
-            for n, coords in enumerate(np.ndindex(*grid) if grid else [()]):
-                if not _is_uninit(schunk, n):
-                    keys.append(prefix + "/".join(["c", *map(str, coords)]))
-        return keys
 
     async def list(self) -> AsyncIterator[str]:
         for key in await asyncio.to_thread(self._all_keys):
@@ -584,42 +310,8 @@ class B2ndStore(Store):
         return True
 
 
-def _range_bounds(byte_range: ByteRequest, length: int) -> tuple[int, int]:
-    if isinstance(byte_range, RangeByteRequest):
-        start, stop = byte_range.start, byte_range.end
-    elif isinstance(byte_range, OffsetByteRequest):
-        start, stop = byte_range.offset, length
-    else:
-        start, stop = length - byte_range.suffix, length
-    start = max(0, min(start, length))
-    return start, max(start, min(stop, length))
-
-
 def _one_worker() -> bool:
     """Whether zarr's configuration gives its thread pool a single worker."""
     import zarr
 
     return zarr.config.get("threading.max_workers", None) == 1
-
-
-def _read_span(url: str, offset: int, size: int, storage_options) -> bytes:
-    """``size`` bytes at ``offset`` of a local file or a URL (one range request)."""
-    if size <= 0:
-        return b""
-    if is_url(url):
-        import fsspec
-
-        fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
-        return fs.cat_file(path, start=offset, end=offset + size)
-    import os
-
-    fd = os.open(url, os.O_RDONLY)
-    try:
-        return os.pread(fd, size, offset)
-    finally:
-        os.close(fd)
-
-
-def _is_uninit(schunk, n: int) -> bool:
-    entry = int(schunk.offsets[n])
-    return entry < 0 and (entry >> 56) & 0x7F == SpecialValue.UNINIT

@@ -1,0 +1,218 @@
+"""A ``B2ndStore``'s keys: Zarr keys mapped to the frames' stored chunks, read whole or in part.
+
+Chunk key ``<node>/c/i/j`` is the stored chunk ``i, j`` of the node's frame (row-major chunk
+number), served as it is stored: the ``b2nd`` codec decodes it, or the store decodes it
+straight into the codec's output. ``<node>/zarr.json`` is the node's synthesized metadata
+(:mod:`.zarr_store_nodes`). :class:`~b2store.integrations.zarr_store.B2ndStore` inherits it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, SuffixByteRequest
+
+from ..constants import SpecialValue
+from ..tree import is_url
+from .zarr_meta import META
+from .zarr_store_nodes import StoreNodes
+
+__all__ = ["StoreKeys"]
+
+
+def _slice_bytes(data: bytes, byte_range: ByteRequest | None) -> bytes:
+    if byte_range is None:
+        return data
+    if isinstance(byte_range, RangeByteRequest):
+        return data[byte_range.start : byte_range.end]
+    if isinstance(byte_range, OffsetByteRequest):
+        return data[byte_range.offset :]
+    if isinstance(byte_range, SuffixByteRequest):
+        return data[len(data) - byte_range.suffix :] if byte_range.suffix else b""
+    raise ValueError(f"Unexpected byte_range, got {byte_range}.")
+
+
+class StoreKeys(StoreNodes):
+    """The synchronous reads behind the store's async API: which node and chunk a key names,
+    and the bytes, size or existence of what it names (run in worker threads)."""
+
+    def _parse_key(self, key: str) -> tuple[str, str, tuple[int, ...] | None] | None:
+        """``(node, "meta" | "chunk", chunk coordinates)`` for a key the store serves."""
+        nodes = self._index()
+        if key == META or key.endswith("/" + META):
+            node = key[: -len(META)].rstrip("/")
+            return (node, "meta", None) if node in nodes else None
+        parts = key.split("/")
+        for i, part in enumerate(parts):
+            if part != "c":
+                continue
+            node = "/".join(parts[:i])
+            if nodes.get(node, ("",))[0] != "array":
+                continue
+            try:
+                coords = tuple(int(p) for p in parts[i + 1 :])
+            except ValueError:
+                return None
+            if any(str(c) != p for c, p in zip(coords, parts[i + 1 :])):
+                return None
+            return node, "chunk", coords
+        return None
+
+    def _chunk_number(self, node: str, coords: tuple[int, ...]) -> int | None:
+        arr = self._array(node)
+        if len(coords) != arr.ndim or arr.size == 0:
+            return None
+        grid = [-(-s // c) for s, c in zip(arr.shape, arr.chunks)]
+        if not all(0 <= c < g for c, g in zip(coords, grid)):
+            return None
+        n = 0
+        for c, g in zip(coords, grid):
+            n = n * g + c
+        return n
+
+    def _chunk_bytes(self, node: str, coords) -> bytes | None:
+        if self._writer is not None:
+            found, data = self._writer.client_chunk(node, coords)
+            if found:
+                return data
+        n = self._chunk_number(node, coords)
+        if n is None:
+            return None
+        schunk = self._array(node).schunk
+        if _is_uninit(schunk, n):
+            return None
+        return schunk.get_chunk(n)
+
+    def _decode_into(self, key: str, blocks, out: np.ndarray) -> bool | None:
+        parsed = self._parse_key(key)
+        if parsed is None or parsed[1] != "chunk":
+            return False
+        node, _, coords = parsed
+        if self._writer is not None and self._writer.transcodes(node):
+            return False
+        n = self._chunk_number(node, coords)
+        if n is None:
+            return None
+        schunk = self._array(node).schunk
+        if _is_uninit(schunk, n):
+            return None
+        if schunk.header.nbytes and schunk._chunk_nbytes(n) != out.nbytes:
+            return False  # not the chunk the codec expects: let it name the field
+        if blocks is None:
+            schunk.decompress_chunk(n, out=out)
+        else:
+            schunk.decode_blocks(n, blocks, out)
+        return True
+
+    def _get_range_of(self, key: str, byte_range: ByteRequest) -> bytes | None:
+        """Part of a key's value; a stored chunk's part is read alone (a range request)."""
+        parsed = self._parse_key(key)
+        if (
+            parsed is None
+            or parsed[1] != "chunk"
+            or (self._writer is not None and self._writer.transcodes(parsed[0]))
+        ):
+            data = self._get_bytes_of(key)
+            return None if data is None else _slice_bytes(data, byte_range)
+        node, _, coords = parsed
+        n = self._chunk_number(node, coords)
+        if n is None:
+            return None
+        schunk = self._array(node).schunk
+        if _is_uninit(schunk, n):
+            return None
+        span = schunk.chunk_span(n)
+        if span is None or span[0].startswith("<"):  # special, or a frame in memory
+            return _slice_bytes(schunk.get_chunk(n), byte_range)
+        url, offset, length = span
+        start, stop = _range_bounds(byte_range, length)
+        return _read_span(url, offset + start, stop - start, self.storage_options)
+
+    def _get_bytes_of(self, key: str) -> bytes | None:
+        parsed = self._parse_key(key)
+        if parsed is None:
+            return None
+        node, what, coords = parsed
+        if what == "meta":
+            return json.dumps(self._node_meta(node)).encode()
+        return self._chunk_bytes(node, coords)
+
+    def _exists(self, key: str) -> bool:
+        parsed = self._parse_key(key)
+        if parsed is None:
+            return False
+        node, what, coords = parsed
+        if what == "meta":
+            return True
+        n = self._chunk_number(node, coords)
+        return n is not None and not _is_uninit(self._array(node).schunk, n)
+
+    def _size_of(self, key: str) -> int | None:
+        """A key's size; a chunk's from its header alone, never its data."""
+        parsed = self._parse_key(key)
+        if parsed is None:
+            return None
+        node, what, coords = parsed
+        if what == "meta" or (self._writer is not None and self._writer.transcodes(node)):
+            data = self._get_bytes_of(key)
+            return None if data is None else len(data)
+        n = self._chunk_number(node, coords)
+        schunk = self._array(node).schunk
+        if n is None or _is_uninit(schunk, n):
+            return None
+        if int(schunk.offsets[n]) < 0:
+            return 32  # a special chunk: header only
+        return schunk._stored_sizes(n)[1]
+
+    def _all_keys(self) -> list[str]:
+        keys = []
+        for node, (kind, _) in sorted(self._index().items()):
+            prefix = f"{node}/" if node else ""
+            keys.append(prefix + META)
+            if kind != "array":
+                continue
+            arr = self._array(node)
+            if arr.size == 0:
+                continue
+            schunk = arr.schunk
+            grid = [-(-s // c) for s, c in zip(arr.shape, arr.chunks)]
+            for n, coords in enumerate(np.ndindex(*grid) if grid else [()]):
+                if not _is_uninit(schunk, n):
+                    keys.append(prefix + "/".join(["c", *map(str, coords)]))
+        return keys
+
+
+def _range_bounds(byte_range: ByteRequest, length: int) -> tuple[int, int]:
+    if isinstance(byte_range, RangeByteRequest):
+        start, stop = byte_range.start, byte_range.end
+    elif isinstance(byte_range, OffsetByteRequest):
+        start, stop = byte_range.offset, length
+    else:
+        start, stop = length - byte_range.suffix, length
+    start = max(0, min(start, length))
+    return start, max(start, min(stop, length))
+
+
+def _read_span(url: str, offset: int, size: int, storage_options) -> bytes:
+    """``size`` bytes at ``offset`` of a local file or a URL (one range request)."""
+    if size <= 0:
+        return b""
+    if is_url(url):
+        import fsspec
+
+        fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+        return fs.cat_file(path, start=offset, end=offset + size)
+    import os
+
+    fd = os.open(url, os.O_RDONLY)
+    try:
+        return os.pread(fd, size, offset)
+    finally:
+        os.close(fd)
+
+
+def _is_uninit(schunk, n: int) -> bool:
+    """Whether chunk ``n`` was never written (Zarr's missing key: the fill value)."""
+    entry = int(schunk.offsets[n])
+    return entry < 0 and (entry >> 56) & 0x7F == SpecialValue.UNINIT

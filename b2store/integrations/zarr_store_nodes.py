@@ -1,0 +1,155 @@
+"""A ``B2ndStore``'s nodes: a tree's groups and arrays as Zarr nodes, with their ``zarr.json``.
+
+The index maps each Zarr node path to a group (its attributes) or an array (a reference to
+its frame); arrays are opened once per store, and their metadata documents are synthesized
+by :mod:`.zarr_meta`. :class:`~b2store.integrations.zarr_store.B2ndStore` inherits it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from ..limits import Limits
+from ..tree import is_url, open_tree
+from .zarr_meta import XARRAY_KEY, EmbeddedCoord, array_metadata, group_metadata
+
+__all__ = ["StoreNodes"]
+
+
+class StoreNodes:
+    """What :class:`~b2store.integrations.zarr_store.B2ndStore` serves, node by node: the
+    index of Zarr node paths built from the tree at ``path`` (one frame, or a group view of
+    it), the arrays opened once per store, and the ``zarr.json`` documents made from them.
+
+    A mixin: the store sets the attributes below (see ``B2ndStore._setup``).
+    """
+
+    path: str
+    group: bool
+    dtype: str | None
+    storage_options: dict | None
+    limits: Limits | None
+    _lock: threading.RLock
+    _nodes: dict[str, tuple[str, Any]] | None
+    _arrays: dict[str, Any]
+    _docs: dict[str, dict]
+    _single_frame: bool
+    _writer: Any
+
+    def _index(self) -> dict[str, tuple[str, Any]]:
+        """Zarr node path -> ("group", attributes) or ("array", ArrayRef)."""
+        nodes = self._nodes
+        if nodes is not None:
+            return nodes
+        with self._lock:
+            if self._nodes is not None:
+                return self._nodes
+            self._nodes = self._build_index()
+            return self._nodes
+
+    def _build_index(self) -> dict[str, tuple[str, Any]]:
+        try:
+            tree = open_tree(self.path, storage_options=self.storage_options, limits=self.limits)
+        except FileNotFoundError:
+            return {}  # nothing yet (a store about to be written)
+        self._single_frame = tree.kind == "frame"
+        if tree.kind == "frame":
+            (ref,) = tree.arrays().values()
+            if self.group:
+                return self._frame_group(ref)
+            return {"": ("array", ref)}
+        nodes: dict[str, tuple[str, Any]] = {}
+        for path, attrs in tree.groups().items():
+            nodes[path.strip("/")] = ("group", dict(attrs))
+        for path, ref in tree.arrays().items():
+            nodes[path.strip("/")] = ("array", ref)
+        return nodes
+
+    def _frame_group(self, ref) -> dict[str, tuple[str, Any]]:
+        """The group view of one frame: the array, named as the ``b2nd`` engine names it;
+        a frame written by ``to_b2nd`` also shows its embedded coordinates as arrays and
+        the Dataset's attributes as the group's, so xarray's zarr engine sees the same
+        Dataset as the ``b2nd`` engine."""
+        arr = ref.open(dtype=self.dtype)
+        try:
+            vlmeta = dict(arr.vlmeta) if hasattr(arr, "vlmeta") else {}
+        finally:
+            getattr(arr, "schunk", arr).close()
+        info = vlmeta.get(XARRAY_KEY)
+        info = info if isinstance(info, Mapping) else {}
+        name = info.get("name")
+        if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
+            name = ref.path.strip("/")
+        attrs = info.get("attrs")
+        nodes: dict[str, tuple[str, Any]] = {
+            "": ("group", dict(attrs) if isinstance(attrs, Mapping) else {}),
+            name: ("array", ref),
+        }
+        coords = info.get("coords")
+        for cname, spec in coords.items() if isinstance(coords, Mapping) else ():
+            if isinstance(spec, Mapping) and isinstance(cname, str) and cname not in nodes:
+                if cname and "/" not in cname and not cname.startswith("."):
+                    nodes[cname] = ("array", EmbeddedCoord(cname, spec))
+        return nodes
+
+    def _invalidate(self) -> None:
+        with self._lock:
+            self._nodes = None
+            self._docs = {}
+
+    def _array(self, node: str):
+        """The opened array of ``node`` (opened once per store, read by many threads)."""
+        arr = self._arrays.get(node)
+        if arr is not None:
+            return arr
+        with self._lock:
+            arr = self._arrays.get(node)
+            if arr is None:
+                kind, ref = self._index()[node]
+                arr = self._writer.array(node) if self._writer is not None else None
+                if arr is None:
+                    arr = ref.open(dtype=self.dtype)
+                self._arrays[node] = arr
+            return arr
+
+    def _node_meta(self, node: str) -> dict:
+        if self._writer is not None:
+            doc = self._writer.meta_for(node)
+            if doc is not None:
+                return doc
+        kind, value = self._index()[node]
+        where = f"{self.path}:{node or '/'}"
+        if kind == "array":
+            return self._array_meta(node, value, where)
+        doc = group_metadata(value, where)
+        if node == "":
+            doc["consolidated_metadata"] = {
+                "kind": "inline",
+                "must_understand": False,
+                "metadata": {path: self._node_meta(path) for path in sorted(self._index()) if path},
+            }
+        return doc
+
+    def _array_meta(self, node: str, ref, where: str) -> dict:
+        """An array's ``zarr.json``, synthesized once; an array not open yet is opened only
+        for it and closed (a tree of thousands of arrays must not hold a descriptor each
+        for its consolidated metadata: arrays stay open once their chunks are read)."""
+        docs = self._docs
+        doc = docs.get(node)
+        if doc is not None:
+            return doc
+        # One frame, or frames behind URLs (no descriptor; reopening costs requests): keep.
+        self._index()
+        keep = self._single_frame or is_url(self.path)
+        if keep or node in self._arrays or self._writer is not None:
+            doc = array_metadata(self._array(node), where)
+        else:
+            arr = ref.open(dtype=self.dtype)
+            try:
+                doc = array_metadata(arr, where)
+            finally:
+                arr.schunk.close()
+        docs[node] = doc
+        return doc
