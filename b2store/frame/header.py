@@ -7,6 +7,7 @@ reads and rewrites them in place, so b2store does too.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 
 from ..constants import FRAME_MAGIC, MAX_FILTERS
@@ -152,6 +153,14 @@ class FrameHeader:
     @classmethod
     def from_bytes(cls, buf) -> FrameHeader:
         """Parse and check a whole header (``header_len`` bytes, or more)."""
+        if type(buf) is bytes and len(buf) <= _PARSED_MAX and cls is FrameHeader:
+            # Headers are immutable (their metalayers dict is replaced, never changed in
+            # place), so a file opened again, as dask tasks and xarray reads do, reuses one.
+            return _parsed(buf)
+        return cls._parse(buf)
+
+    @classmethod
+    def _parse(cls, buf) -> FrameHeader:
         mv = memoryview(buf).cast("B")
         _need(mv, 24, "frame header", 0)
         layout = cls._layout(mv)
@@ -333,3 +342,8 @@ def _metalayers_bytes(metalayers: dict[str, bytes], at: int) -> bytes:
         + wire.pack(wire.MAP16, len(metalayers))
     )
     return head + entries + array
+
+
+# Headers parsed recently, by their bytes (up to this long each).
+_PARSED_MAX = 1 << 14
+_parsed = functools.lru_cache(maxsize=64)(FrameHeader._parse)

@@ -24,6 +24,7 @@ The dtype string is ``dtype.str`` (``'<f8'``, ``'|S3'``, ``'<M8[s]'``) except fo
 from __future__ import annotations
 
 import ast
+import functools
 import math
 from dataclasses import dataclass
 
@@ -287,10 +288,7 @@ class B2ndMeta:
         Raises FormatError for anything that breaks the format (naming the field and its
         offset in ``content``) and UnsupportedError for a dtype_format other than NumPy's.
         """
-        content = bytes(content)
-        if caterva:
-            return _read_caterva(content)
-        return _read_positional(_cursor(content), caterva=False)
+        return _parsed(bytes(content), caterva)
 
     def to_bytes(self) -> bytes:
         """The metalayer content, byte for byte as c-blosc2 writes it.
@@ -341,3 +339,11 @@ class B2ndMeta:
     @property
     def nchunks(self) -> int:
         return math.prod(self.chunk_grid)
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(content: bytes, caterva: bool) -> B2ndMeta:
+    # B2ndMeta is immutable: a file opened again (dask tasks, xarray reads) reuses one.
+    if caterva:
+        return _read_caterva(content)
+    return _read_positional(_cursor(content), caterva=False)

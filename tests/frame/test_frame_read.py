@@ -146,3 +146,30 @@ def test_absurd_lengths_in_the_header_raise_format_error(tmp_path, edit, field):
         with pytest.raises(FormatError) as err:
             b2store.open(source)
         assert err.value.field == field
+
+
+def test_a_frame_opened_again_reuses_its_parsed_header_until_it_changes(tmp_path):
+    """Parsed headers are kept by their bytes: the same file opened twice shares one, a
+    frame changed since gets its new header, and a corrupt header is refused every time
+    (failures are never kept)."""
+    import b2store
+
+    path = tmp_path / "f.b2frame"
+    chunk = b2store.encode_chunk(np.arange(100, dtype="<i4"), codec="lz4")
+    with SChunk.create(path) as writer:
+        writer.append_chunk(chunk)
+    first, second = SChunk.open(path), SChunk.open(path)
+    assert first.header is second.header and first.nchunks == 1
+    with SChunk.open(path, mode="a") as writer:
+        writer.append_chunk(chunk)
+    third = SChunk.open(path)
+    assert third.header is not first.header and third.nchunks == 2
+    assert first.header.nbytes == 400 and third.header.nbytes == 800
+    for s in (first, second, third):
+        s.close()
+    raw = bytearray(path.read_bytes())
+    raw[1:10] = b"not-blosc"  # the magic
+    path.write_bytes(bytes(raw))
+    for _ in range(2):
+        with pytest.raises(FormatError, match="magic"):
+            SChunk.open(path)
