@@ -11,30 +11,26 @@ Layout conventions (written by :func:`b2store.to_b2nd`, read from anything):
 - a tree (``.b2d`` directory, ``.b2z`` zip, or a directory of frames, python-blosc2's
   TreeStore layout) holds one frame per variable at its path and each group's attributes in
   the vlmeta of ``<group>/__vlmeta__.b2f``.
+
+This module sniffs paths and is the entry point; the lazy arrays and the openers they pickle
+as are :mod:`.xarray_lazy`, the Datasets of frames and groups :mod:`.xarray_groups`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-import numpy as np
-from xarray import Dataset, Variable, conventions
+from xarray import Dataset
 from xarray.backends.common import (
-    BackendArray,
     BackendEntrypoint,
     _normalize_path,
     datatree_from_dict_with_io_cleanup,
 )
-from xarray.backends.file_manager import CachingFileManager
-from xarray.core import indexing
 
-from ..errors import UnsupportedError
 from ..limits import Limits, resolve
 from .xarray_conventions import (  # noqa: F401 - DIMENSION_KEY etc. re-exported
     DIMENSION_KEY,
@@ -47,272 +43,29 @@ from .xarray_conventions import (  # noqa: F401 - DIMENSION_KEY etc. re-exported
     restore_attrs,
     xarray_meta,
 )
+from .xarray_groups import (  # noqa: F401 - _Closer re-exported: pickles name it here
+    _ancestor_sizes,
+    _Closer,
+    _frame_dataset,
+    _group_dataset,
+    _open_tree,
+)
+
+# Re-exported: pickles made before the lazy array had a module of its own name these here
+# (the array, its openers, the file manager's opener function, a variable's handle).
+from .xarray_lazy import (  # noqa: F401
+    B2ndBackendArray,
+    FrameRecipe,
+    _Handle,
+    _open_closable,
+    _RefRecipe,
+    outer_read,
+)
 
 __all__ = ["B2ndBackendEntrypoint", "B2ndBackendArray", "DIMENSION_KEY", "XARRAY_KEY"]
 
 EXTENSIONS = (".b2nd", ".b2frame", ".b2f", ".b2d", ".b2z")
 _MAGIC = b"\xa8b2frame\x00"  # bytes 1..10 of every frame (after a msgpack array marker)
-
-
-# --- opening frames, by a recipe that pickles ------------------------------------------------
-
-
-#: At most this many frames stay open waiting for their first read (opening thousands of
-#: files with ``open_mfdataset`` must not hold thousands of descriptors); older ones close
-#: and reopen when read, as without priming.
-MAX_PRIMED = 64
-_primed_order: OrderedDict[int, _Primed] = OrderedDict()
-_primed_lock = threading.Lock()
-
-
-class _Primed:
-    """An opener that hands out, once, the array it was primed with (the one opening the
-    Dataset read the metadata from), so the first read does not open the frame again."""
-
-    _primed = None
-
-    def prime(self, arr) -> None:
-        with _primed_lock:
-            self._primed = arr
-            _primed_order[id(self)] = self
-            evicted = []
-            while len(_primed_order) > MAX_PRIMED:
-                evicted.append(_primed_order.popitem(last=False)[1])
-        for opener in evicted:
-            opener.drop_primed()
-
-    def take_primed(self):
-        with _primed_lock:
-            arr, self._primed = self._primed, None
-            _primed_order.pop(id(self), None)
-        return arr
-
-    def drop_primed(self) -> None:
-        arr = self.take_primed()
-        if arr is not None:
-            getattr(arr, "schunk", arr).close()
-
-
-class FrameRecipe(_Primed):
-    """How to open one b2nd frame again, in any process: a path or URL, the byte offset of
-    the frame in it (a ``.b2z`` member), fsspec options and the :class:`b2store.Limits` it
-    is read with. Calling it opens the array."""
-
-    __slots__ = ("urlpath", "offset", "storage_options", "limits", "_key", "_primed")
-
-    def __init__(
-        self,
-        urlpath,
-        offset: int = 0,
-        storage_options: Mapping | None = None,
-        limits: Limits | None = None,
-    ):
-        self.urlpath = os.fspath(urlpath)
-        self.offset = int(offset)
-        self.storage_options = dict(storage_options) if storage_options else None
-        self.limits = limits
-        self._primed = None
-        # CachingFileManager needs a hashable opener; options can hold dicts and lists.
-        options = json.dumps(self.storage_options, sort_keys=True, default=repr)
-        self._key = (self.urlpath, self.offset, options, limits)
-
-    def __call__(self):
-        from ..tree import open_frame
-
-        arr = self.take_primed()
-        if arr is not None:
-            return arr
-        return open_frame(
-            self.urlpath,
-            offset=self.offset,
-            storage_options=self.storage_options,
-            limits=self.limits,
-        )
-
-    def __reduce__(self):
-        return FrameRecipe, (self.urlpath, self.offset, self.storage_options, self.limits)
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, FrameRecipe) and self._key == other._key
-
-    def __hash__(self) -> int:
-        return hash(self._key)
-
-    def __repr__(self) -> str:
-        at = f", offset={self.offset}" if self.offset else ""
-        return f"FrameRecipe({self.urlpath!r}{at})"
-
-
-class _RefRecipe(_Primed):
-    """A tree's array reference as a hashable opener (the reference itself pickles)."""
-
-    def __init__(self, ref, key: tuple):
-        self.ref, self._key = ref, key
-
-    def __call__(self):
-        arr = self.take_primed()
-        return arr if arr is not None else self.ref.open()
-
-    def __reduce__(self):
-        return _RefRecipe, (self.ref, self._key)
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, _RefRecipe) and self._key == other._key
-
-    def __hash__(self) -> int:
-        return hash(self._key)
-
-
-def _open_closable(opener, mode: str = "r"):
-    # xarray's file manager always passes mode once unpickled; b2store reads only.
-    if mode != "r":
-        raise ValueError(f"the b2nd engine reads only (mode='r'), not mode={mode!r}")
-    arr = opener()
-    if not hasattr(arr, "close"):  # b2store releases without B2ndArray.close()
-        arr.close = arr.schunk.close
-    return arr
-
-
-# --- the lazy array ---------------------------------------------------------------------------
-
-
-class B2ndBackendArray(BackendArray):
-    """A b2nd variable for xarray: holds a file manager (which pickles as the recipe to
-    reopen) and reads, under ``lock`` when one is given, only the blocks a key touches."""
-
-    def __init__(self, manager: CachingFileManager, shape, dtype, lock=None):
-        self.manager = manager
-        self.shape = tuple(shape)
-        self.dtype = np.dtype(dtype)
-        self.lock = lock
-
-    def __getitem__(self, key: indexing.ExplicitIndexer):
-        return indexing.explicit_indexing_adapter(
-            key, self.shape, indexing.IndexingSupport.OUTER, self._getitem
-        )
-
-    async def async_getitem(self, key: indexing.ExplicitIndexer):
-        import asyncio
-
-        return await asyncio.to_thread(self.__getitem__, key)
-
-    def _getitem(self, key: tuple) -> np.ndarray:
-        if self.lock is None:
-            with self.manager.acquire_context() as arr:
-                return outer_read(arr, key)
-        with self.lock, self.manager.acquire_context(needs_lock=False) as arr:
-            return outer_read(arr, key)
-
-
-def outer_read(arr, key: tuple) -> np.ndarray:
-    """``arr`` indexed orthogonally by ``key`` (integers, slices, 1-d integer arrays), reading
-    for each array index one slice per b2nd chunk it touches, never the chunks between."""
-    key = tuple(key) + (slice(None),) * (len(arr.shape) - len(key))
-    if not any(isinstance(k, np.ndarray) for k in key):
-        return np.asarray(arr[key])
-    basic, squeeze, picks = [], [], {}
-    for axis, (k, n) in enumerate(zip(key, arr.shape)):
-        if isinstance(k, np.ndarray):
-            k = np.where(k < 0, k + n, k).astype(np.intp)
-            if k.size and (k.min() < 0 or k.max() >= n):
-                raise IndexError(f"index out of bounds for axis {axis} with size {n}")
-            unique, inverse = np.unique(k, return_inverse=True)
-            picks[axis] = (unique, inverse)
-            basic.append(None)
-            squeeze.append(slice(None))
-        elif isinstance(k, slice):
-            basic.append(k)
-            squeeze.append(slice(None))
-        else:
-            i = int(k)
-            basic.append(slice(i, i + 1) if i != -1 else slice(i, None))
-            squeeze.append(0)
-    shape = [
-        len(picks[a][0]) if a in picks else len(range(n)[basic[a]]) for a, n in enumerate(arr.shape)
-    ]
-    out = np.empty(shape, arr.dtype)
-    if out.size:
-        groups = {a: _runs_by_chunk(u, arr.chunks[a]) for a, (u, _) in picks.items()}
-        axes = sorted(groups)
-        for combo in _product([groups[a] for a in axes]):
-            sel, dst = list(basic), [slice(None)] * len(shape)
-            local = [slice(None)] * len(shape)
-            for a, (lo, hi, positions, values) in zip(axes, combo):
-                sel[a] = slice(lo, hi)
-                dst[a] = slice(positions[0], positions[-1] + 1)
-                local[a] = values - lo
-            block = np.asarray(arr[tuple(sel)])
-            out[tuple(dst)] = block[np.ix_(*_as_arrays(local, block.shape))]
-    for a, (_, inverse) in picks.items():
-        out = np.take(out, inverse.reshape(-1), axis=a)
-    return out[tuple(squeeze)]
-
-
-def _runs_by_chunk(unique: np.ndarray, chunk: int):
-    """Sorted unique indices split by the chunk they fall in: (lo, hi, positions, values)."""
-    if not len(unique):
-        return []
-    cut = np.flatnonzero(np.diff(unique // max(chunk, 1))) + 1
-    runs, start = [], 0
-    for stop in [*cut.tolist(), len(unique)]:
-        values = unique[start:stop]
-        runs.append((int(values[0]), int(values[-1]) + 1, np.arange(start, stop), values))
-        start = stop
-    return runs
-
-
-def _product(lists):
-    if not lists:
-        yield ()
-        return
-    for head in lists[0]:
-        for rest in _product(lists[1:]):
-            yield (head, *rest)
-
-
-def _as_arrays(local, shape):
-    return [np.arange(n) if isinstance(i, slice) else i for i, n in zip(local, shape)]
-
-
-def _lazy_variable(opener, arr, lock, dims=None) -> tuple[Variable, _Handle]:
-    """A Variable over ``arr`` (just opened, for its metadata) that reopens through
-    ``opener`` when read, and the file manager that owns the handle."""
-    vlmeta = dict(arr.vlmeta)
-    info = xarray_meta(vlmeta)
-    dims = dims if dims is not None else dims_of(vlmeta, arr.shape)
-    manager = CachingFileManager(_open_closable, opener, mode="r")
-    data = indexing.LazilyIndexedArray(B2ndBackendArray(manager, arr.shape, arr.dtype, lock))
-    encoding = {
-        "chunks": tuple(arr.chunks),
-        "preferred_chunks": dict(zip(dims, arr.chunks)),
-        "blocks": tuple(arr.blocks),
-        "codec": _codec_name(arr),
-        "clevel": arr.schunk.clevel,
-        "filters": list(arr.schunk.filters),
-        "filters_meta": list(arr.schunk.filters_meta),
-        "contiguous": arr.schunk.contiguous,
-    }
-    variable = Variable(
-        dims, data, restore_attrs(vlmeta, info.get("attr_types"), info.get("long_attrs")), encoding
-    )
-    opener.prime(arr)  # the first read uses this handle instead of opening the frame again
-    return variable, _Handle(manager, opener)
-
-
-class _Handle:
-    """A variable's file manager and its opener (which may still hold the primed array)."""
-
-    def __init__(self, manager: CachingFileManager, opener: _Primed):
-        self.manager, self.opener = manager, opener
-
-    def close(self) -> None:
-        self.opener.drop_primed()
-        self.manager.close()
-
-
-def _codec_name(arr) -> str:
-    codec = arr.schunk.codec
-    return getattr(codec, "name", str(codec)).lower()
 
 
 # --- sniffing ----------------------------------------------------------------------------------
@@ -523,133 +276,3 @@ def _lock_of(lock):
     if lock is True:
         return threading.Lock()
     return lock or None
-
-
-def _open_tree(path: str, storage_options, limits: Limits | None = None):
-    try:
-        from ..tree import open_tree
-    except ImportError:  # pragma: no cover - the tree reader is part of the package
-        raise UnsupportedError("tree reading without b2store.tree", path) from None
-    return open_tree(path, storage_options=storage_options, limits=limits)
-
-
-def _decode(variables: dict, attrs: dict, decoders: dict, closers) -> Dataset:
-    vars_, attrs_, coord_names = conventions.decode_cf_variables(variables, attrs, **decoders)
-    ds = Dataset(vars_, attrs=attrs_)
-    ds = ds.set_coords(coord_names.intersection(vars_))
-    ds.set_close(_Closer(closers))
-    return ds
-
-
-class _Closer:
-    """Closes a Dataset's file managers; pickles with them (as recipes)."""
-
-    def __init__(self, managers):
-        self.managers = list(managers)
-
-    def __call__(self) -> None:
-        for manager in self.managers:
-            manager.close()
-
-
-def _frame_dataset(
-    path: str, storage_options, lock, decoders, limits: Limits | None = None
-) -> Dataset:
-    from ..nd.array import B2ndArray
-
-    recipe = FrameRecipe(path, storage_options=storage_options, limits=limits)
-    arr = recipe()
-    if not isinstance(arr, B2ndArray):
-        with arr:
-            return _schunk_dataset(arr, decoders)
-    try:
-        info = xarray_meta(arr.vlmeta)
-        name = info.get("name")
-        if not isinstance(name, str) or not name:
-            name = Path(path.rstrip("/")).stem or "data"
-        var, manager = _lazy_variable(recipe, arr, lock)
-    except BaseException:
-        arr.schunk.close()
-        raise
-    variables = {**embedded_coords(info), name: var}
-    attrs = restore_attrs(info.get("attrs") or {}, info.get("dataset_attr_types"), raw=True)
-    return _decode(variables, attrs, decoders, [manager])
-
-
-def _schunk_dataset(schunk, decoders) -> Dataset:
-    # Its data has no shape or dtype: b2store.open reads it as an SChunk.
-    """A frame without the b2nd metalayer: its vlmeta as attributes (a group's attributes
-    frame); data without a shape is not an array."""
-    if schunk.nbytes:
-        raise UnsupportedError("array from a super-chunk without the b2nd metalayer", "no shape")
-    vlmeta = dict(schunk.vlmeta)
-    info = xarray_meta(vlmeta)
-    attrs = restore_attrs(vlmeta, info.get("attr_types"), info.get("long_attrs"))
-    return _decode({}, attrs, decoders, [])
-
-
-def _ancestor_sizes(tree, node: str) -> dict:
-    """The dimension lengths ``node``'s ancestors define, as :func:`open_datatree` names
-    them, so that a group opened alone names its unnamed dimensions as in the DataTree."""
-    sizes: dict = {}
-    if node == "/":
-        return sizes
-    parts = node.strip("/").split("/")
-    for depth in range(len(parts)):
-        prefix = "/" + "/".join(parts[:depth]) + ("/" if depth else "")
-        arrays = [
-            (p, r)
-            for p, r in sorted(tree.arrays().items())
-            if p.startswith(prefix) and "/" not in p[len(prefix) :]
-        ]
-        metas = []
-        for apath, ref in arrays:
-            arr = ref.open()
-            try:
-                metas.append((apath[len(prefix) :], dict(arr.vlmeta), arr.shape))
-            finally:
-                arr.schunk.close()
-        for _, vlmeta, shape in metas:
-            for d, n in zip(named_dims(vlmeta, len(shape)) or (), shape):
-                sizes.setdefault(d, n)
-        for name, vlmeta, shape in metas:
-            dims_of(vlmeta, shape, sizes, name)
-    return sizes
-
-
-def _group_dataset(
-    tree, tree_path: str, node: str, lock, decoders, sizes: dict | None = None
-) -> Dataset:
-    """One group as a Dataset; ``sizes`` (the ancestors' dimension lengths, updated with this
-    group's) keeps unnamed dimensions of different lengths apart across a DataTree."""
-    prefix = node.rstrip("/") + "/"
-    gattrs = dict(tree.groups()[node])
-    info = xarray_meta(gattrs)
-    attrs = restore_attrs(gattrs, info.get("attr_types"), info.get("long_attrs"))
-    sizes = {} if sizes is None else sizes
-    opened = []
-    try:
-        for apath, ref in sorted(tree.arrays().items()):
-            if apath.startswith(prefix) and "/" not in apath[len(prefix) :]:
-                opened.append((apath, ref, ref.open()))
-        # Named dimensions first: an unnamed one must not take a name they use.
-        for _, _, arr in opened:
-            named = named_dims(arr.vlmeta, arr.ndim)
-            for d, n in zip(named or (), arr.shape):
-                sizes.setdefault(d, n)
-        variables, closers = {}, []
-        while opened:
-            apath, ref, arr = opened[0]
-            name = apath[len(prefix) :]
-            dims = dims_of(arr.vlmeta, arr.shape, sizes, name)
-            opener = _RefRecipe(ref, (tree_path, apath, ref.limits))
-            variables[name], handle = _lazy_variable(opener, arr, lock, dims)
-            opened.pop(0)
-            closers.append(handle)
-    except BaseException:
-        for _, _, arr in opened:
-            arr.schunk.close()
-        for handle in locals().get("closers", ()):
-            handle.close()
-        raise
-    return _decode(variables, attrs, decoders, closers)

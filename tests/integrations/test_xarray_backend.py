@@ -406,9 +406,9 @@ def test_closing_releases_file_handles(tmp_path):
 
 @pytest.mark.skipif(not __import__("os").path.isdir("/proc/self/fd"), reason="needs /proc")
 def test_frames_kept_for_their_first_read_are_bounded(tmp_path, monkeypatch):
-    from b2store.integrations import xarray_backend
+    from b2store.integrations import xarray_lazy
 
-    monkeypatch.setattr(xarray_backend, "MAX_PRIMED", 4)
+    monkeypatch.setattr(xarray_lazy, "MAX_PRIMED", 4)
     paths = [blosc2_array(tmp_path / f"f{i}.b2nd", np.arange(10.0) + i) for i in range(12)]
     before = open_fds()
     datasets = [xr.open_dataset(p, engine="b2nd") for p in paths]

@@ -1,0 +1,148 @@
+"""Datasets from one b2nd frame or one group of a tree, CF-decoded, dimensions named alike.
+
+A group's unnamed dimensions are named from its ancestors' and its own dimension lengths, so
+that a group opened alone names them as the DataTree does (:func:`_ancestor_sizes`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from xarray import Dataset, conventions
+
+from ..errors import UnsupportedError
+from ..limits import Limits
+from .xarray_conventions import dims_of, embedded_coords, named_dims, restore_attrs, xarray_meta
+from .xarray_lazy import FrameRecipe, _lazy_variable, _RefRecipe
+
+__all__: list[str] = []  # the b2nd engine's own helpers
+
+
+def _open_tree(path: str, storage_options, limits: Limits | None = None):
+    try:
+        from ..tree import open_tree
+    except ImportError:  # pragma: no cover - the tree reader is part of the package
+        raise UnsupportedError("tree reading without b2store.tree", path) from None
+    return open_tree(path, storage_options=storage_options, limits=limits)
+
+
+def _decode(variables: dict, attrs: dict, decoders: dict, closers) -> Dataset:
+    vars_, attrs_, coord_names = conventions.decode_cf_variables(variables, attrs, **decoders)
+    ds = Dataset(vars_, attrs=attrs_)
+    ds = ds.set_coords(coord_names.intersection(vars_))
+    ds.set_close(_Closer(closers))
+    return ds
+
+
+class _Closer:
+    """Closes a Dataset's file managers; pickles with them (as recipes)."""
+
+    def __init__(self, managers):
+        self.managers = list(managers)
+
+    def __call__(self) -> None:
+        for manager in self.managers:
+            manager.close()
+
+
+def _frame_dataset(
+    path: str, storage_options, lock, decoders, limits: Limits | None = None
+) -> Dataset:
+    from ..nd.array import B2ndArray
+
+    recipe = FrameRecipe(path, storage_options=storage_options, limits=limits)
+    arr = recipe()
+    if not isinstance(arr, B2ndArray):
+        with arr:
+            return _schunk_dataset(arr, decoders)
+    try:
+        info = xarray_meta(arr.vlmeta)
+        name = info.get("name")
+        if not isinstance(name, str) or not name:
+            name = Path(path.rstrip("/")).stem or "data"
+        var, manager = _lazy_variable(recipe, arr, lock)
+    except BaseException:
+        arr.schunk.close()
+        raise
+    variables = {**embedded_coords(info), name: var}
+    attrs = restore_attrs(info.get("attrs") or {}, info.get("dataset_attr_types"), raw=True)
+    return _decode(variables, attrs, decoders, [manager])
+
+
+def _schunk_dataset(schunk, decoders) -> Dataset:
+    # Its data has no shape or dtype: b2store.open reads it as an SChunk.
+    """A frame without the b2nd metalayer: its vlmeta as attributes (a group's attributes
+    frame); data without a shape is not an array."""
+    if schunk.nbytes:
+        raise UnsupportedError("array from a super-chunk without the b2nd metalayer", "no shape")
+    vlmeta = dict(schunk.vlmeta)
+    info = xarray_meta(vlmeta)
+    attrs = restore_attrs(vlmeta, info.get("attr_types"), info.get("long_attrs"))
+    return _decode({}, attrs, decoders, [])
+
+
+def _ancestor_sizes(tree, node: str) -> dict:
+    """The dimension lengths ``node``'s ancestors define, as :func:`open_datatree` names
+    them, so that a group opened alone names its unnamed dimensions as in the DataTree."""
+    sizes: dict = {}
+    if node == "/":
+        return sizes
+    parts = node.strip("/").split("/")
+    for depth in range(len(parts)):
+        prefix = "/" + "/".join(parts[:depth]) + ("/" if depth else "")
+        arrays = [
+            (p, r)
+            for p, r in sorted(tree.arrays().items())
+            if p.startswith(prefix) and "/" not in p[len(prefix) :]
+        ]
+        metas = []
+        for apath, ref in arrays:
+            arr = ref.open()
+            try:
+                metas.append((apath[len(prefix) :], dict(arr.vlmeta), arr.shape))
+            finally:
+                arr.schunk.close()
+        for _, vlmeta, shape in metas:
+            for d, n in zip(named_dims(vlmeta, len(shape)) or (), shape):
+                sizes.setdefault(d, n)
+        for name, vlmeta, shape in metas:
+            dims_of(vlmeta, shape, sizes, name)
+    return sizes
+
+
+def _group_dataset(
+    tree, tree_path: str, node: str, lock, decoders, sizes: dict | None = None
+) -> Dataset:
+    """One group as a Dataset; ``sizes`` (the ancestors' dimension lengths, updated with this
+    group's) keeps unnamed dimensions of different lengths apart across a DataTree."""
+    prefix = node.rstrip("/") + "/"
+    gattrs = dict(tree.groups()[node])
+    info = xarray_meta(gattrs)
+    attrs = restore_attrs(gattrs, info.get("attr_types"), info.get("long_attrs"))
+    sizes = {} if sizes is None else sizes
+    opened = []
+    try:
+        for apath, ref in sorted(tree.arrays().items()):
+            if apath.startswith(prefix) and "/" not in apath[len(prefix) :]:
+                opened.append((apath, ref, ref.open()))
+        # Named dimensions first: an unnamed one must not take a name they use.
+        for _, _, arr in opened:
+            named = named_dims(arr.vlmeta, arr.ndim)
+            for d, n in zip(named or (), arr.shape):
+                sizes.setdefault(d, n)
+        variables, closers = {}, []
+        while opened:
+            apath, ref, arr = opened[0]
+            name = apath[len(prefix) :]
+            dims = dims_of(arr.vlmeta, arr.shape, sizes, name)
+            opener = _RefRecipe(ref, (tree_path, apath, ref.limits))
+            variables[name], handle = _lazy_variable(opener, arr, lock, dims)
+            opened.pop(0)
+            closers.append(handle)
+    except BaseException:
+        for _, _, arr in opened:
+            arr.schunk.close()
+        for handle in locals().get("closers", ()):
+            handle.close()
+        raise
+    return _decode(variables, attrs, decoders, closers)

@@ -1,0 +1,287 @@
+"""Lazy b2nd variables for xarray: openers that pickle as recipes, and the ``BackendArray``.
+
+An opener reopens its frame in whichever process reads it (a path or URL and options, never a
+descriptor); the one array opened to read a variable's metadata is kept, within a bound, for
+its first read. :class:`B2ndBackendArray` reads through an xarray ``CachingFileManager`` over
+such an opener, orthogonally, one slice per chunk an array index touches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+
+import numpy as np
+from xarray import Variable
+from xarray.backends.common import BackendArray
+from xarray.backends.file_manager import CachingFileManager
+from xarray.core import indexing
+
+from ..limits import Limits
+from .xarray_conventions import dims_of, restore_attrs, xarray_meta
+
+__all__ = ["B2ndBackendArray", "FrameRecipe", "MAX_PRIMED", "outer_read"]
+
+
+# --- opening frames, by a recipe that pickles ------------------------------------------------
+
+
+#: At most this many frames stay open waiting for their first read (opening thousands of
+#: files with ``open_mfdataset`` must not hold thousands of descriptors); older ones close
+#: and reopen when read, as without priming.
+MAX_PRIMED = 64
+_primed_order: OrderedDict[int, _Primed] = OrderedDict()
+_primed_lock = threading.Lock()
+
+
+class _Primed:
+    """An opener that hands out, once, the array it was primed with (the one opening the
+    Dataset read the metadata from), so the first read does not open the frame again."""
+
+    _primed = None
+
+    def prime(self, arr) -> None:
+        with _primed_lock:
+            self._primed = arr
+            _primed_order[id(self)] = self
+            evicted = []
+            while len(_primed_order) > MAX_PRIMED:
+                evicted.append(_primed_order.popitem(last=False)[1])
+        for opener in evicted:
+            opener.drop_primed()
+
+    def take_primed(self):
+        with _primed_lock:
+            arr, self._primed = self._primed, None
+            _primed_order.pop(id(self), None)
+        return arr
+
+    def drop_primed(self) -> None:
+        arr = self.take_primed()
+        if arr is not None:
+            getattr(arr, "schunk", arr).close()
+
+
+class FrameRecipe(_Primed):
+    """How to open one b2nd frame again, in any process: a path or URL, the byte offset of
+    the frame in it (a ``.b2z`` member), fsspec options and the :class:`b2store.Limits` it
+    is read with. Calling it opens the array."""
+
+    __slots__ = ("urlpath", "offset", "storage_options", "limits", "_key", "_primed")
+
+    def __init__(
+        self,
+        urlpath,
+        offset: int = 0,
+        storage_options: Mapping | None = None,
+        limits: Limits | None = None,
+    ):
+        self.urlpath = os.fspath(urlpath)
+        self.offset = int(offset)
+        self.storage_options = dict(storage_options) if storage_options else None
+        self.limits = limits
+        self._primed = None
+        # CachingFileManager needs a hashable opener; options can hold dicts and lists.
+        options = json.dumps(self.storage_options, sort_keys=True, default=repr)
+        self._key = (self.urlpath, self.offset, options, limits)
+
+    def __call__(self):
+        from ..tree import open_frame
+
+        arr = self.take_primed()
+        if arr is not None:
+            return arr
+        return open_frame(
+            self.urlpath,
+            offset=self.offset,
+            storage_options=self.storage_options,
+            limits=self.limits,
+        )
+
+    def __reduce__(self):
+        return FrameRecipe, (self.urlpath, self.offset, self.storage_options, self.limits)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, FrameRecipe) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __repr__(self) -> str:
+        at = f", offset={self.offset}" if self.offset else ""
+        return f"FrameRecipe({self.urlpath!r}{at})"
+
+
+class _RefRecipe(_Primed):
+    """A tree's array reference as a hashable opener (the reference itself pickles)."""
+
+    def __init__(self, ref, key: tuple):
+        self.ref, self._key = ref, key
+
+    def __call__(self):
+        arr = self.take_primed()
+        return arr if arr is not None else self.ref.open()
+
+    def __reduce__(self):
+        return _RefRecipe, (self.ref, self._key)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _RefRecipe) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+
+def _open_closable(opener, mode: str = "r"):
+    # xarray's file manager always passes mode once unpickled; b2store reads only.
+    if mode != "r":
+        raise ValueError(f"the b2nd engine reads only (mode='r'), not mode={mode!r}")
+    arr = opener()
+    if not hasattr(arr, "close"):  # b2store releases without B2ndArray.close()
+        arr.close = arr.schunk.close
+    return arr
+
+
+# --- the lazy array ---------------------------------------------------------------------------
+
+
+class B2ndBackendArray(BackendArray):
+    """A b2nd variable for xarray: holds a file manager (which pickles as the recipe to
+    reopen) and reads, under ``lock`` when one is given, only the blocks a key touches."""
+
+    def __init__(self, manager: CachingFileManager, shape, dtype, lock=None):
+        self.manager = manager
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.lock = lock
+
+    def __getitem__(self, key: indexing.ExplicitIndexer):
+        return indexing.explicit_indexing_adapter(
+            key, self.shape, indexing.IndexingSupport.OUTER, self._getitem
+        )
+
+    async def async_getitem(self, key: indexing.ExplicitIndexer):
+        import asyncio
+
+        return await asyncio.to_thread(self.__getitem__, key)
+
+    def _getitem(self, key: tuple) -> np.ndarray:
+        if self.lock is None:
+            with self.manager.acquire_context() as arr:
+                return outer_read(arr, key)
+        with self.lock, self.manager.acquire_context(needs_lock=False) as arr:
+            return outer_read(arr, key)
+
+
+def outer_read(arr, key: tuple) -> np.ndarray:
+    """``arr`` indexed orthogonally by ``key`` (integers, slices, 1-d integer arrays), reading
+    for each array index one slice per b2nd chunk it touches, never the chunks between."""
+    key = tuple(key) + (slice(None),) * (len(arr.shape) - len(key))
+    if not any(isinstance(k, np.ndarray) for k in key):
+        return np.asarray(arr[key])
+    basic, squeeze, picks = [], [], {}
+    for axis, (k, n) in enumerate(zip(key, arr.shape)):
+        if isinstance(k, np.ndarray):
+            k = np.where(k < 0, k + n, k).astype(np.intp)
+            if k.size and (k.min() < 0 or k.max() >= n):
+                raise IndexError(f"index out of bounds for axis {axis} with size {n}")
+            unique, inverse = np.unique(k, return_inverse=True)
+            picks[axis] = (unique, inverse)
+            basic.append(None)
+            squeeze.append(slice(None))
+        elif isinstance(k, slice):
+            basic.append(k)
+            squeeze.append(slice(None))
+        else:
+            i = int(k)
+            basic.append(slice(i, i + 1) if i != -1 else slice(i, None))
+            squeeze.append(0)
+    shape = [
+        len(picks[a][0]) if a in picks else len(range(n)[basic[a]]) for a, n in enumerate(arr.shape)
+    ]
+    out = np.empty(shape, arr.dtype)
+    if out.size:
+        groups = {a: _runs_by_chunk(u, arr.chunks[a]) for a, (u, _) in picks.items()}
+        axes = sorted(groups)
+        for combo in _product([groups[a] for a in axes]):
+            sel, dst = list(basic), [slice(None)] * len(shape)
+            local = [slice(None)] * len(shape)
+            for a, (lo, hi, positions, values) in zip(axes, combo):
+                sel[a] = slice(lo, hi)
+                dst[a] = slice(positions[0], positions[-1] + 1)
+                local[a] = values - lo
+            block = np.asarray(arr[tuple(sel)])
+            out[tuple(dst)] = block[np.ix_(*_as_arrays(local, block.shape))]
+    for a, (_, inverse) in picks.items():
+        out = np.take(out, inverse.reshape(-1), axis=a)
+    return out[tuple(squeeze)]
+
+
+def _runs_by_chunk(unique: np.ndarray, chunk: int):
+    """Sorted unique indices split by the chunk they fall in: (lo, hi, positions, values)."""
+    if not len(unique):
+        return []
+    cut = np.flatnonzero(np.diff(unique // max(chunk, 1))) + 1
+    runs, start = [], 0
+    for stop in [*cut.tolist(), len(unique)]:
+        values = unique[start:stop]
+        runs.append((int(values[0]), int(values[-1]) + 1, np.arange(start, stop), values))
+        start = stop
+    return runs
+
+
+def _product(lists):
+    if not lists:
+        yield ()
+        return
+    for head in lists[0]:
+        for rest in _product(lists[1:]):
+            yield (head, *rest)
+
+
+def _as_arrays(local, shape):
+    return [np.arange(n) if isinstance(i, slice) else i for i, n in zip(local, shape)]
+
+
+def _lazy_variable(opener, arr, lock, dims=None) -> tuple[Variable, _Handle]:
+    """A Variable over ``arr`` (just opened, for its metadata) that reopens through
+    ``opener`` when read, and the file manager that owns the handle."""
+    vlmeta = dict(arr.vlmeta)
+    info = xarray_meta(vlmeta)
+    dims = dims if dims is not None else dims_of(vlmeta, arr.shape)
+    manager = CachingFileManager(_open_closable, opener, mode="r")
+    data = indexing.LazilyIndexedArray(B2ndBackendArray(manager, arr.shape, arr.dtype, lock))
+    encoding = {
+        "chunks": tuple(arr.chunks),
+        "preferred_chunks": dict(zip(dims, arr.chunks)),
+        "blocks": tuple(arr.blocks),
+        "codec": _codec_name(arr),
+        "clevel": arr.schunk.clevel,
+        "filters": list(arr.schunk.filters),
+        "filters_meta": list(arr.schunk.filters_meta),
+        "contiguous": arr.schunk.contiguous,
+    }
+    variable = Variable(
+        dims, data, restore_attrs(vlmeta, info.get("attr_types"), info.get("long_attrs")), encoding
+    )
+    opener.prime(arr)  # the first read uses this handle instead of opening the frame again
+    return variable, _Handle(manager, opener)
+
+
+class _Handle:
+    """A variable's file manager and its opener (which may still hold the primed array)."""
+
+    def __init__(self, manager: CachingFileManager, opener: _Primed):
+        self.manager, self.opener = manager, opener
+
+    def close(self) -> None:
+        self.opener.drop_primed()
+        self.manager.close()
+
+
+def _codec_name(arr) -> str:
+    codec = arr.schunk.codec
+    return getattr(codec, "name", str(codec)).lower()
