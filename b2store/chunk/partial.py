@@ -146,6 +146,8 @@ class ChunkLayout:
         ``(start, stop)`` of the dictionary's bytes, or None.
     prefix_length
         The bytes from the chunk's start the layout was read from.
+    prefix
+        Those bytes (what a partial read of the chunk starts from).
     """
 
     header: ChunkHeader
@@ -153,6 +155,7 @@ class ChunkLayout:
     ends: np.ndarray
     dict_range: tuple[int, int] | None
     prefix_length: int
+    prefix: bytes
 
     @cached_property
     def pipeline(self) -> Pipeline:
@@ -240,7 +243,7 @@ def read_layout(prefix, *, size: int | None = None) -> ChunkLayout | None:
             starts_at + 4 * j,
         )
     ends = block_bounds(bstarts, header.cbytes)
-    return ChunkLayout(header, bstarts, ends, dict_range, needed)
+    return ChunkLayout(header, bstarts, ends, dict_range, needed, src[:needed].tobytes())
 
 
 def plan_blocks(prefix, blocks: Iterable[int], *, size: int | None = None) -> BlockPlan | None:

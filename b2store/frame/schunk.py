@@ -19,8 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _platform
-from ..chunk import partial
-from ..chunk.decoder import ChunkDecoder, as_uint8, decode_chunk
+from ..chunk.decoder import decode_chunk
 from ..chunk.encoder import (
     resolve_codec,
     resolve_filters,
@@ -30,7 +29,6 @@ from ..chunk.encoder import (
 from ..chunk.params import ChunkParams
 from ..constants import (
     EXTENDED_HEADER_LENGTH,
-    MAX_BUFFERSIZE,
     MIN_HEADER_LENGTH,
     Codec,
     Filter,
@@ -47,6 +45,7 @@ from .backends import (
     open_backend,
     read_header,
 )
+from .block_reads import BlockReads
 from .changes import Changes, State
 from .header import FrameHeader
 from .mappings import MetaView, VLMetaView
@@ -65,16 +64,12 @@ class FrameClosedError(B2StoreError, ValueError):
 READ_TRIES = 64
 
 
-# Block layouts (a chunk's parsed block starts) kept per frame for repeated small reads.
-_LAYOUTS_KEPT = 256
-
-
 def _special_kind(offset: int) -> int:
     # A special offset has its top bit set and the special value in the top byte's low bits.
     return (offset >> 56) & 0x7F
 
 
-class SChunk(Changes):
+class SChunk(Changes, BlockReads):
     """The chunks of a Blosc2 frame (contiguous or sparse).
 
     Use :meth:`open` (or :func:`b2store.open`) to read one. ``meta`` maps the fixed
@@ -477,109 +472,6 @@ class SChunk(Changes):
             self._special(i, entry, st)  # a bad special entry is reported here too
             return None
         return self._backend.chunk_span(entry, st.header, f"offsets[{i}]")
-
-    def _layout(self, st: State, i: int, read, limit) -> partial.ChunkLayout | None:
-        """Chunk ``i``'s block layout in state ``st`` (None: read it whole), its prefix read
-        and parsed once per state: small reads of one chunk then cost one read each."""
-        kept = self._layouts
-        if kept[0] is not st:
-            kept = self._layouts = (st, {})
-        layouts = kept[1]
-        if i in layouts:
-            return layouts[i]
-        span = limit if limit is not None else MAX_BUFFERSIZE
-        head = read(0, min(partial.HEADER_BYTES, span))
-        prefix = head + read(len(head), partial.prefix_length(head) - len(head))
-        layout = partial.read_layout(prefix, size=span)
-        if len(layouts) >= _LAYOUTS_KEPT:
-            layouts.clear()
-        layouts[i] = layout
-        return layout
-
-    def _plan(self, st: State, i: int, blocks):
-        """How to read ``blocks`` of chunk ``i``: ``(read, prefix, plan)``, where ``plan`` is
-        None when the chunk must be read whole (special, memcpyed, VL blocks)."""
-        header, entry = st.header, int(st.offsets[i])
-        if entry < 0:
-            return None, self._special(i, entry, st), None
-        read, limit = self._backend.chunk_reader(entry, header, f"offsets[{i}]")
-        span = limit if limit is not None else MAX_BUFFERSIZE
-        head = read(0, min(partial.HEADER_BYTES, span))
-        prefix = head + read(len(head), partial.prefix_length(head) - len(head))
-        try:
-            plan = partial.plan_blocks(prefix, blocks, size=span)
-        except IndexError as exc:  # the chunk has fewer blocks than its frame says
-            raise FormatError(f"chunk {i}", f"the blocks asked for ({exc})", "fewer") from None
-        if plan is None:
-            cbytes = int.from_bytes(head[12:16], "little", signed=True)
-            return read, read(0, cbytes), None
-        return read, prefix, plan
-
-    def get_chunk_blocks(self, i: int, blocks, *, state: State | None = None) -> bytes | np.ndarray:
-        """Chunk ``i`` with only what decoding ``blocks`` needs read from storage: the header,
-        the block starts, the dictionary and those blocks' streams (block 0 too when DELTA
-        needs it); the rest is zeros, which a decoder reads as runs of zeros, never as data
-        of the blocks asked for."""
-        return self._reading(i, lambda st, i: self._chunk_blocks(st, i, blocks), state)
-
-    def _chunk_blocks(self, st: State, i: int, blocks) -> bytes | np.ndarray:
-        read, prefix, plan = self._plan(st, i, blocks)
-        if plan is None:
-            return prefix  # the whole chunk
-        buf = partial.zeroed(plan.header.cbytes)
-        buf[: len(prefix)] = np.frombuffer(prefix, np.uint8)
-        for start, stop in plan.ranges:
-            buf[start:stop] = np.frombuffer(read(start, stop - start), np.uint8)
-        return buf
-
-    def decode_blocks(
-        self, i: int, blocks, out, *, blocksize: int | None = None, state: State | None = None
-    ):
-        """Decode at least ``blocks`` of chunk ``i`` into ``out`` (laid out as the decoded
-        chunk, exactly its nbytes), reading only what they need.
-
-        Returns the blocks decoded (all of them when the chunk had to be read whole), or None
-        when the chunk's Blosc blocks are not ``blocksize`` bytes (a b2nd chunk written with
-        other blocks than its array's): then block numbers mean something else, and the
-        caller decodes the chunk whole.
-        """
-        return self._reading(
-            i, lambda st, i: self._decode_blocks(st, i, blocks, out, blocksize), state
-        )
-
-    def _decode_blocks(self, st: State, i: int, blocks, out, blocksize=None):
-        dest = as_uint8(out, writable=True, name="out")
-        entry = int(st.offsets[i])
-        if entry >= 0:
-            read, limit = self._backend.chunk_reader(entry, st.header, f"offsets[{i}]")
-            layout = self._layout(st, i, read, limit)
-            if layout is not None:
-                if blocksize is not None and layout.header.effective_blocksize != blocksize:
-                    return None
-                if layout.header.nbytes != len(dest):
-                    raise FormatError(f"chunk {i} nbytes", str(len(dest)), layout.header.nbytes)
-                try:
-                    done = partial.decode_direct(layout, read, blocks, dest)
-                except IndexError as exc:  # the chunk has fewer blocks than its frame says
-                    raise FormatError(
-                        f"chunk {i}", f"the blocks asked for ({exc})", "fewer"
-                    ) from None
-                if done is not None:
-                    return done
-        read, prefix, plan = self._plan(st, i, blocks)
-        if plan is None:  # special, memcpyed or VL blocks: decoded whole
-            decoder = ChunkDecoder(prefix)
-            if decoder.header.nbytes != len(dest):
-                raise FormatError(f"chunk {i} nbytes", str(len(dest)), decoder.header.nbytes)
-            decoder.decode_into(dest)
-            return list(range(decoder.nblocks)) if not decoder.special else list(blocks)
-        if blocksize is not None and plan.header.effective_blocksize != blocksize:
-            return None
-        if plan.header.nbytes != len(dest):
-            raise FormatError(f"chunk {i} nbytes", str(len(dest)), plan.header.nbytes)
-        pieces = [read(start, stop - start) for start, stop in plan.ranges]
-        partial.decode_blocks(plan, prefix, pieces, out)
-        return list(plan.blocks)
 
     def decompress_chunk(self, i: int, out=None) -> np.ndarray:
         """Chunk ``i`` decoded: a 1-d uint8 array (or written into ``out``)."""

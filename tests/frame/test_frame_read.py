@@ -173,3 +173,41 @@ def test_a_frame_opened_again_reuses_its_parsed_header_until_it_changes(tmp_path
     for _ in range(2):
         with pytest.raises(FormatError, match="magic"):
             SChunk.open(path)
+
+
+@pytest.mark.parametrize("contiguous", [True, False], ids=["cframe", "sframe"])
+def test_partial_reads_read_a_chunks_prefix_once_per_state(tmp_path, monkeypatch, contiguous):
+    """A chunk the C loop leaves to the Python path (one with a dictionary) read block by
+    block: its header and block starts are read once, after that only the dictionary and
+    the block asked for. Every block decodes right."""
+    import b2store
+    from b2store.frame import sources
+
+    data = np.arange(64 * 1024, dtype="<i4") % 1000
+    chunk = b2store.encode_chunk(data, codec="zstd", use_dict=True, blocksize=16 * 1024)
+    assert b2store.chunk_info(chunk).use_dict
+    path = tmp_path / ("f.b2frame" if contiguous else "f.b2s")
+    with SChunk.create(path, contiguous=contiguous) as writer:
+        writer.append_chunk(chunk)
+    reads = []
+    plain = sources.FileSource.read
+
+    def counting(self, offset, size):
+        reads.append(size)
+        return plain(self, offset, size)
+
+    monkeypatch.setattr(sources.FileSource, "read", counting)
+    s = SChunk.open(path)
+    out = np.zeros(data.nbytes, np.uint8)
+    blocks = b2store.chunk_info(chunk).nblocks
+    s.decode_blocks(0, [1], out)
+    first = len(reads)
+    for j in range(2, blocks):
+        before = len(reads)
+        s.decode_blocks(0, [j], out)
+        assert len(reads) - before == 2, (j, reads[before:])  # the dictionary, the block
+    assert out.view("<i4")[4096:].tolist() == data[4096:].tolist()
+    got = s.get_chunk_blocks(0, [0])
+    assert b2store.decode_chunk(got).view("<i4")[:4096].tolist() == data[:4096].tolist()
+    assert first > 1
+    s.close()

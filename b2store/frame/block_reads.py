@@ -1,0 +1,125 @@
+"""Reading parts of chunks: the blocks a selection needs, decoded straight from one read
+of their bytes, with each chunk's block layout (header and block starts) read and parsed
+once per committed state of the frame.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..chunk import partial
+from ..chunk.decoder import ChunkDecoder, as_uint8
+from ..constants import MAX_BUFFERSIZE, MIN_HEADER_LENGTH
+from ..errors import FormatError
+from .changes import State
+
+__all__ = ["BlockReads"]
+
+# Block layouts (a chunk's parsed block starts) kept per frame for repeated small reads.
+_LAYOUTS_KEPT = 256
+
+
+class BlockReads:
+    """The partial-read half of :class:`~b2store.frame.schunk.SChunk` (a mixin: it uses
+    the reading half's ``_reading``, ``_special``, ``_backend`` and ``_layouts``)."""
+
+    def _layout(self, st: State, i: int, read, limit) -> partial.ChunkLayout | None:
+        """Chunk ``i``'s block layout in state ``st`` (None: read it whole), its prefix read
+        and parsed once per state: small reads of one chunk then cost one read each."""
+        kept = self._layouts
+        if kept[0] is not st:
+            kept = self._layouts = (st, {})
+        layouts = kept[1]
+        if i in layouts:
+            return layouts[i]
+        span = limit if limit is not None else MAX_BUFFERSIZE
+        head = read(0, min(partial.HEADER_BYTES, span))
+        prefix = head + read(len(head), partial.prefix_length(head) - len(head))
+        layout = partial.read_layout(prefix, size=span)
+        if len(layouts) >= _LAYOUTS_KEPT:
+            layouts.clear()
+        layouts[i] = layout
+        return layout
+
+    def _plan(self, st: State, i: int, blocks):
+        """How to read ``blocks`` of chunk ``i``: ``(read, prefix, plan)``, where ``plan`` is
+        None when the chunk must be read whole (special, memcpyed, VL blocks): ``prefix`` is
+        then the whole chunk. The prefix comes from the layout kept for ``st``."""
+        entry = int(st.offsets[i])
+        if entry < 0:
+            return None, self._special(i, entry, st), None
+        read, limit = self._backend.chunk_reader(entry, st.header, f"offsets[{i}]")
+        layout = self._layout(st, i, read, limit)
+        if layout is None:
+            cbytes = int.from_bytes(read(0, MIN_HEADER_LENGTH)[12:16], "little", signed=True)
+            return read, read(0, cbytes), None
+        try:
+            return read, layout.prefix, layout.plan(blocks)
+        except IndexError as exc:  # the chunk has fewer blocks than its frame says
+            raise FormatError(f"chunk {i}", f"the blocks asked for ({exc})", "fewer") from None
+
+    def get_chunk_blocks(self, i: int, blocks, *, state: State | None = None) -> bytes | np.ndarray:
+        """Chunk ``i`` with only what decoding ``blocks`` needs read from storage: the header,
+        the block starts, the dictionary and those blocks' streams (block 0 too when DELTA
+        needs it); the rest is zeros, which a decoder reads as runs of zeros, never as data
+        of the blocks asked for."""
+        return self._reading(i, lambda st, i: self._chunk_blocks(st, i, blocks), state)
+
+    def _chunk_blocks(self, st: State, i: int, blocks) -> bytes | np.ndarray:
+        read, prefix, plan = self._plan(st, i, blocks)
+        if plan is None:
+            return prefix  # the whole chunk
+        buf = partial.zeroed(plan.header.cbytes)
+        buf[: len(prefix)] = np.frombuffer(prefix, np.uint8)
+        for start, stop in plan.ranges:
+            buf[start:stop] = np.frombuffer(read(start, stop - start), np.uint8)
+        return buf
+
+    def decode_blocks(
+        self, i: int, blocks, out, *, blocksize: int | None = None, state: State | None = None
+    ):
+        """Decode at least ``blocks`` of chunk ``i`` into ``out`` (laid out as the decoded
+        chunk, exactly its nbytes), reading only what they need.
+
+        Returns the blocks decoded (all of them when the chunk had to be read whole), or None
+        when the chunk's Blosc blocks are not ``blocksize`` bytes (a b2nd chunk written with
+        other blocks than its array's): then block numbers mean something else, and the
+        caller decodes the chunk whole.
+        """
+        return self._reading(
+            i, lambda st, i: self._decode_blocks(st, i, blocks, out, blocksize), state
+        )
+
+    def _decode_blocks(self, st: State, i: int, blocks, out, blocksize=None):
+        dest = as_uint8(out, writable=True, name="out")
+        entry = int(st.offsets[i])
+        if entry >= 0:
+            read, limit = self._backend.chunk_reader(entry, st.header, f"offsets[{i}]")
+            layout = self._layout(st, i, read, limit)
+            if layout is not None:
+                if blocksize is not None and layout.header.effective_blocksize != blocksize:
+                    return None
+                if layout.header.nbytes != len(dest):
+                    raise FormatError(f"chunk {i} nbytes", str(len(dest)), layout.header.nbytes)
+                try:
+                    done = partial.decode_direct(layout, read, blocks, dest)
+                except IndexError as exc:  # the chunk has fewer blocks than its frame says
+                    raise FormatError(
+                        f"chunk {i}", f"the blocks asked for ({exc})", "fewer"
+                    ) from None
+                if done is not None:
+                    return done
+        read, prefix, plan = self._plan(st, i, blocks)
+        if plan is None:  # special, memcpyed or VL blocks: decoded whole
+            decoder = ChunkDecoder(prefix)
+            if decoder.header.nbytes != len(dest):
+                raise FormatError(f"chunk {i} nbytes", str(len(dest)), decoder.header.nbytes)
+            decoder.decode_into(dest)
+            return list(range(decoder.nblocks)) if not decoder.special else list(blocks)
+        if blocksize is not None and plan.header.effective_blocksize != blocksize:
+            return None
+        if plan.header.nbytes != len(dest):
+            raise FormatError(f"chunk {i} nbytes", str(len(dest)), plan.header.nbytes)
+        pieces = [read(start, stop - start) for start, stop in plan.ranges]
+        partial.decode_blocks(plan, prefix, pieces, out)
+        return list(plan.blocks)
