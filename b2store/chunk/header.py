@@ -6,6 +6,7 @@ exactly when both shuffle bits of ``flags`` are set, whatever the version byte s
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 from functools import cached_property
@@ -110,6 +111,17 @@ class ChunkHeader:
         only its first bytes (default: ``len(buf)``); ``cbytes`` must not exceed it.
         """
         mv = memoryview(buf).cast("B")
+        if len(mv) >= EXTENDED_HEADER_LENGTH:
+            # Headers are immutable, and parsing one (with its derived fields) costs more
+            # than a small read: a chunk read again (another open of the file, a zarr
+            # chunk decoded twice) reuses it. The key holds every byte a header can span.
+            return _parsed(
+                mv[:EXTENDED_HEADER_LENGTH].tobytes(), len(mv) if available is None else available
+            )
+        return cls._parse(mv, available)
+
+    @classmethod
+    def _parse(cls, mv, available: int | None) -> ChunkHeader:
         if mv[1 : 1 + len(FRAME_MAGIC)] == FRAME_MAGIC:
             # HDF5's Blosc2 filter and PyTables store each HDF5 chunk as a whole frame.
             raise FormatError(
@@ -383,3 +395,8 @@ class ChunkInfo:
     header_size: int
     compcode_meta: int
     big_endian: bool
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(head: bytes, available: int) -> ChunkHeader:
+    return ChunkHeader._parse(memoryview(head), available)

@@ -16,6 +16,7 @@ streams must also end where the next stored block starts.
 
 from __future__ import annotations
 
+import functools
 import mmap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -208,6 +209,16 @@ def read_layout(prefix, *, size: int | None = None) -> ChunkLayout | None:
     needed = prefix_length(src)
     if len(src) < needed:
         raise ValueError(f"a prefix of {needed} bytes is needed, got {len(src)}")
+    # Layouts are immutable: a chunk opened again (another open of its file, a zarr chunk
+    # read twice) reuses one instead of parsing and checking its block starts again.
+    return _layout_of(src[:needed].tobytes(), size)
+
+
+@functools.lru_cache(maxsize=256)
+def _layout_of(prefix: bytes, size: int | None) -> ChunkLayout:
+    src = np.frombuffer(prefix, np.uint8)
+    header = _header(src, size)
+    needed = len(prefix)
     nblocks = header.nblocks
     starts_at = header.header_size
     starts_end = starts_at + 4 * nblocks
@@ -243,7 +254,8 @@ def read_layout(prefix, *, size: int | None = None) -> ChunkLayout | None:
             starts_at + 4 * j,
         )
     ends = block_bounds(bstarts, header.cbytes)
-    return ChunkLayout(header, bstarts, ends, dict_range, needed, src[:needed].tobytes())
+    bstarts.flags.writeable = ends.flags.writeable = False  # shared by every reader
+    return ChunkLayout(header, bstarts, ends, dict_range, needed, prefix)
 
 
 def plan_blocks(prefix, blocks: Iterable[int], *, size: int | None = None) -> BlockPlan | None:

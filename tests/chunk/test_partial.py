@@ -352,3 +352,30 @@ def test_mutated_blocks_never_crash_the_direct_path(mutations, blocks):
         decode_direct(layout, lambda a, n: bad[a : a + n], blocks, out)
     except FormatError:
         pass
+
+
+def test_parsed_headers_and_layouts_are_kept_only_for_what_they_were_checked_against():
+    """Chunk headers and block layouts are kept by their bytes and the size they were
+    checked against: the same chunk read again shares them (read-only), a shorter stored
+    size is checked again, and a corrupt prefix is refused every time (failures are never
+    kept)."""
+    from b2store.chunk.header import ChunkHeader
+
+    data = np.arange(40_000, dtype="<i4")
+    chunk = b2store.encode_chunk(data, codec="lz4", blocksize=16_000)
+    n = prefix_length(chunk[:HEADER_BYTES])
+    first = read_layout(chunk[:n], size=len(chunk))
+    again = read_layout(bytearray(chunk[: n + 7]), size=len(chunk))  # other bytes after
+    assert again is first and first.prefix == chunk[:n]
+    assert ChunkHeader.from_bytes(chunk) is ChunkHeader.from_bytes(bytes(chunk))
+    with pytest.raises(ValueError):
+        first.bstarts[0] = 0  # shared by every reader: never changed in place
+    for _ in range(2):
+        with pytest.raises(FormatError, match="cbytes"):
+            read_layout(chunk[:n], size=len(chunk) - 1)  # the chunk as stored is shorter
+    bad = bytearray(chunk[:n])
+    bad[first.header.header_size : first.header.header_size + 4] = (10**9).to_bytes(4, "little")
+    for _ in range(2):
+        with pytest.raises(FormatError, match="bstarts"):
+            read_layout(bytes(bad), size=len(chunk))
+    assert read_layout(chunk[:n], size=len(chunk)) is first
