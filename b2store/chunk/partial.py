@@ -210,8 +210,15 @@ def read_layout(prefix, *, size: int | None = None) -> ChunkLayout | None:
     if len(src) < needed:
         raise ValueError(f"a prefix of {needed} bytes is needed, got {len(src)}")
     # Layouts are immutable: a chunk opened again (another open of its file, a zarr chunk
-    # read twice) reuses one instead of parsing and checking its block starts again.
+    # read twice) reuses one instead of parsing and checking its block starts again. Only
+    # small ones are kept, so that the kept ones stay small whatever the chunks.
+    if needed > _KEPT_PREFIX_MAX:
+        return _layout_of.__wrapped__(src[:needed].tobytes(), size)
     return _layout_of(src[:needed].tobytes(), size)
+
+
+# The longest prefix (header and block starts: 4 bytes a block) whose layout is kept.
+_KEPT_PREFIX_MAX = 1 << 14
 
 
 @functools.lru_cache(maxsize=256)

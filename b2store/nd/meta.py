@@ -288,7 +288,10 @@ class B2ndMeta:
         Raises FormatError for anything that breaks the format (naming the field and its
         offset in ``content``) and UnsupportedError for a dtype_format other than NumPy's.
         """
-        return _parsed(bytes(content), caterva)
+        content = bytes(content)
+        if len(content) > 4096:  # (real ones are tens of bytes: keep only those)
+            return _parsed.__wrapped__(content, caterva)
+        return _parsed(content, caterva)
 
     def to_bytes(self) -> bytes:
         """The metalayer content, byte for byte as c-blosc2 writes it.

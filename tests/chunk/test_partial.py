@@ -379,3 +379,14 @@ def test_parsed_headers_and_layouts_are_kept_only_for_what_they_were_checked_aga
         with pytest.raises(FormatError, match="bstarts"):
             read_layout(bytes(bad), size=len(chunk))
     assert read_layout(chunk[:n], size=len(chunk)) is first
+
+
+def test_layouts_of_chunks_with_many_blocks_are_not_kept(monkeypatch):
+    from b2store.chunk import partial
+
+    chunk = b2store.encode_chunk(np.arange(40_000, dtype="<i4"), codec="lz4", blocksize=16_000)
+    n = prefix_length(chunk[:HEADER_BYTES])
+    monkeypatch.setattr(partial, "_KEPT_PREFIX_MAX", n - 1)
+    first = read_layout(chunk[:n], size=len(chunk))
+    assert read_layout(chunk[:n], size=len(chunk)) is not first
+    assert first.bstarts.tolist() == read_layout(chunk[:n], size=len(chunk)).bstarts.tolist()
