@@ -524,6 +524,15 @@ DEF EXTENDED = 0x05
 DEF MEMCPYED = 0x02
 DEF DONT_SPLIT = 0x10
 DEF HEADER = 32
+DEF BLOSC1_HEADER = 16
+DEF LAST_BLOSC1_VERSION = 2
+# c-blosc1 split a block only of items of at most 16 bytes, and at least 128 of them.
+DEF BLOSC1_MAX_SPLITS = 16
+DEF BLOSC1_MIN_ITEMS = 128
+# The filters of a 16-byte header are flag bits (byte 2).
+DEF SHUFFLE_FLAG = 0x01
+DEF BITSHUFFLE_FLAG = 0x04
+DEF DELTA_FLAG = 0x08
 DEF MAX_BLOCKSIZE = 536866816
 
 
@@ -545,8 +554,10 @@ cdef void _copy_blocks(const Job* J, uint8_t* dest, Py_ssize_t n, int64_t* count
 cdef class Plan:
     """A chunk of the common kind checked and walked in C: a Blosc2 header of version 4-6
     with no dictionary, special value or VL blocks; BloscLZ, LZ4, zlib or Zstd; shuffle and
-    bit-shuffle as its only filters; or stored raw (memcpyed). Decoding it takes no Python
-    per block or per stream, and one call per thread.
+    bit-shuffle as its only filters; or stored raw (memcpyed); or a Blosc1 chunk (version
+    1-2, a 16-byte header, as numcodecs writes) of those codecs and filters whose header
+    alone says whether its blocks are split. Decoding it takes no Python per block or per
+    stream, and one call per thread.
 
     ``Plan(src)`` leaves ``ok`` false for any other chunk, or for one that breaks the
     format anywhere: :class:`~b2store.chunk.decoder.ChunkDecoder` then decodes it or names
@@ -578,14 +589,16 @@ cdef class Plan:
         cdef int64_t* bstarts
         cdef int rc
         memset(&self.J, 0, sizeof(Job))
-        if buflen < HEADER:
+        if buflen < BLOSC1_HEADER:
             return -1
         p = &self._src[0]
         version, flags, ts = p[0], p[2], p[3]
         nbytes, bs, cbytes = _read_i32(p + 4), _read_i32(p + 8), _read_i32(p + 12)
         fmt = flags >> 5
+        if 1 <= version <= LAST_BLOSC1_VERSION and flags & EXTENDED != EXTENDED:
+            return self._plan_blosc1(buflen)
         # The checks of ChunkHeader._check and ChunkDecoder._read_layout, for this kind only.
-        if (not 4 <= version <= 6 or flags & EXTENDED != EXTENDED
+        if (buflen < HEADER or not 4 <= version <= 6 or flags & EXTENDED != EXTENDED
                 or p[30] != 0 or p[31] != 0 or ts == 0 or nbytes <= 0 or bs <= 0
                 or bs > MAX_BLOCKSIZE or cbytes < HEADER or cbytes > buflen
                 or not (fmt == F_BLOSCLZ or fmt == F_LZ4 or fmt == F_ZLIB or fmt == F_ZSTD)):
@@ -615,12 +628,56 @@ cdef class Plan:
                 return -1
         if bs > nbytes:
             bs = nbytes
-        nb = (nbytes + bs - 1) // bs
         # Blosc2 headers split full blocks unless told not to; items of one byte never.
         nstreams = ts if ts > 1 and not flags & DONT_SPLIT else 1
+        return self._walk_blocks(HEADER, nbytes, bs, cbytes, ts, nstreams, fmt)
+
+    cdef int _plan_blosc1(self, Py_ssize_t buflen) except -2:
+        # A 16-byte header: its filters are flag bits (ChunkHeader.pipeline), and whether
+        # full blocks are split is c-blosc1's rule (ChunkHeader.splits); where that rule says
+        # "not split" with no flag saying so, only the bytes can tell (older writers split
+        # by other rules), and ChunkDecoder reads them.
+        cdef const uint8_t* p = &self._src[0]
+        cdef Py_ssize_t flags = p[2], ts = p[3], fmt = p[2] >> 5, nstreams
+        cdef Py_ssize_t nbytes = _read_i32(p + 4), bs = _read_i32(p + 8)
+        cdef Py_ssize_t cbytes = _read_i32(p + 12)
+        if (ts == 0 or nbytes <= 0 or bs <= 0 or bs > MAX_BLOCKSIZE or cbytes < BLOSC1_HEADER
+                or cbytes > buflen or flags & (MEMCPYED | DELTA_FLAG)
+                or not (fmt == F_BLOSCLZ or fmt == F_LZ4 or fmt == F_ZLIB or fmt == F_ZSTD)):
+            return -1
+        if not decodable(fmt, False):
+            return -1
+        if fmt == F_ZSTD and N.zstd_frame_content_size == NULL:
+            return -1
+        self.J.nsteps = 0
+        self.J.blosc1 = True  # (its bit-shuffle rules differ: see _undo)
+        if flags & SHUFFLE_FLAG:
+            self.J.fids[0], self.J.metas[0], self.J.nsteps = SHUFFLE, 0, 1
+        elif flags & BITSHUFFLE_FLAG:
+            self.J.fids[0], self.J.metas[0], self.J.nsteps = BITSHUFFLE, 0, 1
+        if bs > nbytes:
+            bs = nbytes
+        if (ts > 1 and not flags & DONT_SPLIT and ts <= BLOSC1_MAX_SPLITS
+                and bs // ts >= BLOSC1_MIN_ITEMS):
+            nstreams = ts
+        elif ts == 1 or flags & DONT_SPLIT or bs % ts:
+            nstreams = 1
+        else:
+            return -1
+        return self._walk_blocks(BLOSC1_HEADER, nbytes, bs, cbytes, ts, nstreams, fmt)
+
+    cdef int _walk_blocks(self, Py_ssize_t hsize, Py_ssize_t nbytes, Py_ssize_t bs,
+                          Py_ssize_t cbytes, Py_ssize_t ts, Py_ssize_t nstreams,
+                          Py_ssize_t fmt) except -2:
+        """Check the block starts after a ``hsize``-byte header and walk every stream."""
+        cdef const uint8_t* p = &self._src[0]
+        cdef Py_ssize_t nb, starts_end, j, start
+        cdef int64_t* bstarts
+        cdef int rc
+        nb = (nbytes + bs - 1) // bs
         if nstreams > 1 and bs % ts:
             return -1
-        starts_end = HEADER + 4 * nb
+        starts_end = hsize + 4 * nb
         # Every stream takes at least its 4-byte size: more streams than that cannot be there
         # (and would make the table below a huge allocation for a small hostile chunk).
         if starts_end > cbytes or nb * nstreams > cbytes // 4:
@@ -630,7 +687,7 @@ cdef class Plan:
             return -1
         bstarts = self.table + nb * 2 * nstreams
         for j in range(nb):
-            start = _read_i32(p + HEADER + 4 * j)
+            start = _read_i32(p + hsize + 4 * j)
             if start < starts_end or start >= cbytes:
                 return -1
             bstarts[j] = start

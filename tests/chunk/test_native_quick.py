@@ -11,6 +11,8 @@ import pytest
 import b2store
 from b2store import _blocks
 from b2store.chunk import native
+from b2store.chunk.decoder import stream_split
+from b2store.chunk.header import LAST_BLOSC1_VERSION, ChunkHeader
 from b2store.errors import FormatError
 
 CODECS = ["blosclz", "lz4", "lz4hc", "zlib", "zstd"]
@@ -53,7 +55,6 @@ def test_other_chunks_are_left_to_the_general_decoder():
         "bytedelta": _chunk(data, "zstd", ("shuffle", "bytedelta")),
         "dictionary": _chunk(data, "zstd", ("shuffle",), use_dict=True),
         "zeros": _chunk(np.zeros(50_000, "<i4"), "lz4"),
-        "blosc1": __import__("numcodecs").Blosc("lz4", 5, 1).encode(data),
     }
     for name, chunk in others.items():
         assert not _blocks.Plan(chunk).ok, name
@@ -155,3 +156,51 @@ def test_more_streams_than_bytes_is_refused_before_any_table():
     assert not _blocks.Plan(buf).ok
     with pytest.raises(FormatError):
         b2store.decode_chunk(buf)
+
+
+@pytest.mark.skipif(not native.enabled(), reason="the C block loop is off (B2STORE_NATIVE=0)")
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("shuffle", [0, 1, 2], ids=["noshuffle", "shuffle", "bitshuffle"])
+@pytest.mark.parametrize("dtype", ["<f8", "<i4", "u1", "<c16", "V32"])
+@pytest.mark.parametrize("blocksize", [32768, 256])
+def test_blosc1_chunks_take_the_quick_path_when_their_header_says_how_blocks_split(
+    codec, shuffle, dtype, blocksize
+):
+    """numcodecs' Blosc1 chunks (16-byte header) decode in one C pass when the header alone
+    says whether blocks are split (the same rule as the general decoder's), as numcodecs
+    decodes them, on one thread or two."""
+    numcodecs = pytest.importorskip("numcodecs")
+    raw = _walk("<u2", 35_001 * np.dtype(dtype).itemsize).view(np.uint8)
+    data = raw[: len(raw) // np.dtype(dtype).itemsize * np.dtype(dtype).itemsize].view(dtype)
+    chunk = numcodecs.Blosc(codec, 5, shuffle, blocksize=blocksize).encode(data)
+    header = ChunkHeader.from_bytes(chunk)
+    assert header.version <= LAST_BLOSC1_VERSION and header.header_size == 16
+    plan = _blocks.Plan(chunk)
+    assert plan.ok == (not header.memcpyed and stream_split(header) is not None)
+    assert (native.quick_decode(chunk, None, 1, 1 << 40) is not None) == plan.ok
+    want = numcodecs.Blosc().decode(chunk)
+    for nthreads in (1, 2):
+        assert b2store.decode_chunk(chunk, nthreads=nthreads).tobytes() == bytes(want)
+
+
+def test_blosc1_chunks_only_their_bytes_can_tell_are_left_to_the_general_decoder():
+    """A Blosc1 header whose rule says "not split" with no flag saying so (older writers
+    split by other rules): the C pass declines it and the general decoder reads the bytes
+    to tell, and decodes it right; a damaged Blosc1 chunk is refused by name."""
+    numcodecs = pytest.importorskip("numcodecs")
+    data = _walk("<i4", 20_000)
+    chunk = bytearray(numcodecs.Blosc("lz4", 5, 1, blocksize=256).encode(data))
+    assert chunk[2] & 0x10  # not split (64 items a block), and flagged so
+    chunk[2] &= ~0x10  # as c-blosc before 1.11 wrote it
+    assert stream_split(ChunkHeader.from_bytes(chunk)) is None
+    assert not _blocks.Plan(bytes(chunk)).ok
+    assert b2store.decode_chunk(bytes(chunk)).tobytes() == data.tobytes()
+    good = numcodecs.Blosc("zstd", 5, 1).encode(data)
+    assert _blocks.Plan(good).ok if native.enabled() else True
+    bad = bytearray(good)
+    bad[16:20] = (len(good) + 5).to_bytes(4, "little")  # block 0 starts past the end
+    assert not _blocks.Plan(bytes(bad)).ok
+    with pytest.raises(FormatError, match="bstarts"):
+        b2store.decode_chunk(bytes(bad))
+    with pytest.raises(FormatError, match="cbytes"):
+        b2store.decode_chunk(good[:-1])
