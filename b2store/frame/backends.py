@@ -41,11 +41,6 @@ __all__ = [
 ]
 
 
-# Stored chunks past this many bytes start being written to the disk in the background, so
-# that the commit's fsync finds only the last ones still to write.
-FLUSH_BEHIND_BYTES = 8 << 20
-
-
 class ContiguousFrame(Backend):
     """A whole frame in one run of bytes. Writable when in memory or in a local file."""
 
@@ -65,8 +60,6 @@ class ContiguousFrame(Backend):
         self._end = self._frame_len  # where the next unpublished write goes
         self._buf = None
         self._wfd = -1
-        self._unflushed = 0  # bytes stored since the last background flush began
-        self._flusher: threading.Thread | None = None
         self._lock = None
         if writable:
             if isinstance(source, MemorySource):
@@ -203,30 +196,7 @@ class ContiguousFrame(Backend):
         at = self._end
         self._write(at, chunk)
         self._end = at + len(chunk)
-        self._unflushed += len(chunk)
-        if self._unflushed >= FLUSH_BEHIND_BYTES and self._wfd >= 0:
-            self._flush_behind()
         return at - header.header_len
-
-    def _flush_behind(self) -> None:
-        """Write what is stored so far to the disk on another thread while the caller goes
-        on compressing, one flush at a time: the commit's fsync, which must wait for every
-        byte, then has only the chunks stored since left. Nothing is published by it."""
-        if self._flusher is not None and self._flusher.is_alive():
-            return
-        self._unflushed = 0
-        # Its own descriptor: closing the handle meanwhile must not let the number be
-        # reused for another file under the flush.
-        fd = os.dup(self._wfd)
-        self._flusher = threading.Thread(target=_flush, args=(fd,), daemon=True)
-        self._flusher.start()
-
-    def _wait_flushed(self) -> None:
-        # (After a fork the thread is the parent's: is_alive() is False, join returns.)
-        if self._flusher is not None:
-            self._flusher.join()
-            self._flusher = None
-        self._unflushed = 0
 
     def publish(self, header, index, trailer, *, stored_bytes, full_header):
         if header.nbytes == 0:
@@ -246,7 +216,6 @@ class ContiguousFrame(Backend):
         # The commit point: one write of the fixed header (or the whole, same-size header).
         self._write(0, data if full_header else data[:HEADER_FIXED_LEN])
         if self._wfd >= 0:
-            self._wait_flushed()
             os.fsync(self._wfd)
         self._set_len(new.frame_len)
         self._seen = data
@@ -286,7 +255,6 @@ class ContiguousFrame(Backend):
 
     def close(self) -> None:
         self._source.close()
-        self._wait_flushed()
         if self._wfd >= 0:
             os.close(self._wfd)
             self._wfd = -1
@@ -302,15 +270,6 @@ class ContiguousFrame(Backend):
         if self._buf is not None:
             return _reopen_memory(bytes(self._buf[: self._frame_len]), writable)
         return ContiguousFrame(self._source, self._frame_len, writable=writable)
-
-
-def _flush(fd: int) -> None:
-    try:
-        os.fdatasync(fd)
-    except OSError:
-        pass  # only an early start: the commit's own fsync reports what fails
-    finally:
-        os.close(fd)
 
 
 def _reopen_memory(data: bytes, writable: bool) -> ContiguousFrame:
