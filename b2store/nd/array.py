@@ -24,6 +24,7 @@ __all__ = ["B2ndArray"]
 
 # A read inside one chunk touching at most this many blocks takes the small-read path.
 _FEW_BLOCKS = 32
+_ALL = slice(None)
 
 
 class B2ndArray:
@@ -36,6 +37,7 @@ class B2ndArray:
     def __init__(self, schunk: SChunk, meta: B2ndMeta, dtype=None):
         self.schunk = schunk
         self._meta = meta
+        self._geometry = None  # (the metalayer it is of, what _in_one_chunk works from)
         dtype = np.dtype(dtype) if dtype is not None else meta.dtype
         if dtype is None:
             # The caterva layer stores no dtype: raw items of the frame's typesize.
@@ -188,14 +190,17 @@ class B2ndArray:
         straight into a chunk-sized buffer whose other pages are never touched, and the
         selection copied out of them, without the general selection's planning (most of a
         small read's time). None when the key or the chunk is not of that kind."""
-        shape, chunks, blocks = self.shape, self.chunks, self.blocks
+        geo = self._small_geometry()
+        if geo is None:
+            return None
+        dims, block_bytes, chunk_bytes = geo
         if type(key) is not tuple:
             key = (key,)
-        if len(key) > len(shape):
+        if len(key) > len(dims):
             return None  # other keys, and their errors, are the general path's
-        nchunk, spans, kept = 0, [], []
-        for d, (n, c, b) in enumerate(zip(shape, chunks, blocks)):
-            k = key[d] if d < len(key) else slice(None)
+        nchunk, nblocks, spans, kept = 0, 1, [], []
+        for d, (n, c, b, grid, per) in enumerate(dims):
+            k = key[d] if d < len(key) else _ALL
             if type(k) is int:
                 if not -n <= k < n:
                     return None
@@ -211,13 +216,11 @@ class B2ndArray:
             first = lo // c
             if (hi - 1) // c != first:
                 return None
-            nchunk = nchunk * -(-n // c) + first
-            spans.append((lo - first * c, hi - first * c, b, -(-c // b)))
-        nblocks = math.prod((hi - 1) // b - lo // b + 1 for lo, hi, b, _ in spans)
-        itemsize = self.dtype.itemsize
-        block_bytes = math.prod(blocks) * itemsize
-        nitems = chunk_nitems(chunks, blocks)
-        if nblocks > _FEW_BLOCKS or not block_bytes or nitems * itemsize > 1 << 31:
+            nchunk = nchunk * grid + first
+            lo, hi = lo - first * c, hi - first * c
+            nblocks *= (hi - 1) // b - lo // b + 1
+            spans.append((lo, hi, b, per))
+        if nblocks > _FEW_BLOCKS:
             return None
         per_dim = [range(lo // b, (hi - 1) // b + 1) for lo, hi, b, _ in spans]
         numbers = []
@@ -226,10 +229,20 @@ class B2ndArray:
             for x, (_, _, _, per) in zip(coords, spans):
                 nblock = nblock * per + x
             numbers.append(nblock)
-        buf = np.empty(nitems * itemsize, np.uint8)
+        buf = np.empty(chunk_bytes, np.uint8)
         if self.schunk.decode_blocks(nchunk, numbers, buf, blocksize=block_bytes) is None:
             return None  # Blosc blocks that are not the array's blocks: decoded whole
-        out = np.empty(tuple(hi - lo for lo, hi, _, _ in spans), self.dtype)
+        dtype, blocks = self.dtype, self.blocks
+        if nblocks == 1:
+            at = numbers[0] * block_bytes
+            block = buf[at : at + block_bytes].view(dtype).reshape(blocks)
+            sel = block[tuple(slice(lo % b, (hi - 1) % b + 1) for lo, hi, b, _ in spans)]
+            if not kept:
+                # As numpy does, a key of integers only gives a scalar. (A np.void would
+                # refer to the chunk-sized buffer: it gets one of its own.)
+                return (sel.copy() if dtype.kind == "V" else sel).reshape(-1)[0]
+            return sel.reshape(kept).copy()
+        out = np.empty(tuple(hi - lo for lo, hi, _, _ in spans), dtype)
         for coords, nblock in zip(itertools.product(*per_dim), numbers):
             block = buf[nblock * block_bytes : (nblock + 1) * block_bytes]
             src, dst = [], []
@@ -237,10 +250,30 @@ class B2ndArray:
                 start, stop = max(lo, x * b), min(hi, (x + 1) * b)
                 src.append(slice(start - x * b, stop - x * b))
                 dst.append(slice(start - lo, stop - lo))
-            out[tuple(dst)] = block.view(self.dtype).reshape(blocks)[tuple(src)]
+            out[tuple(dst)] = block.view(dtype).reshape(blocks)[tuple(src)]
         out = out.reshape(kept)
-        # As numpy does, a key of integers only gives a scalar, not a 0-d array.
         return out[()] if not kept else out
+
+    def _small_geometry(self):
+        """Per dimension ``(size, chunk, block, chunks along it, blocks along a chunk)``, the
+        bytes of a block and of a padded chunk: what :meth:`_in_one_chunk` works from, kept
+        while the metalayer is the same. None when small reads take the general path."""
+        meta = self._meta
+        kept = self._geometry
+        if kept is not None and kept[0] is meta:
+            return kept[1]
+        itemsize = self.dtype.itemsize
+        shape, chunks, blocks = meta.shape, meta.chunkshape, meta.blockshape
+        block_bytes = math.prod(blocks) * itemsize
+        chunk_bytes = chunk_nitems(chunks, blocks) * itemsize
+        geo = None
+        if block_bytes and chunk_bytes <= 1 << 31:
+            dims = tuple(
+                (n, c, b, -(-n // c), -(-c // b)) for n, c, b in zip(shape, chunks, blocks)
+            )
+            geo = (dims, block_bytes, chunk_bytes)
+        self._geometry = (meta, geo)
+        return geo
 
     def _read(self, dims, out: np.ndarray, scratch: np.ndarray) -> None:
         """Every chunk the selection touches, all from one committed state of the frame:
