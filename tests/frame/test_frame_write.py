@@ -266,4 +266,3 @@ def test_vlmeta_of_frames_without_data_is_where_c_blosc2_looks(tmp_path, contigu
             assert ours.header.frame_len == ours.header.header_len + len(
                 ours._backend.read(ours._trailer_start, ours.header.frame_len - ours._trailer_start)
             )
-
