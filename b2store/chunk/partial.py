@@ -217,8 +217,9 @@ def read_layout(prefix, *, size: int | None = None) -> ChunkLayout | None:
     return _layout_of(src[:needed].tobytes(), size)
 
 
-# The longest prefix (header and block starts: 4 bytes a block) whose layout is kept.
-_KEPT_PREFIX_MAX = 1 << 14
+# The longest prefix (header and block starts: 4 bytes a block) whose layout is kept: about
+# 1,000 blocks, so that 256 kept layouts (with their int64 starts and ends) stay under 6 MB.
+_KEPT_PREFIX_MAX = 1 << 12
 
 
 @functools.lru_cache(maxsize=256)
