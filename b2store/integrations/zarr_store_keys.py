@@ -71,17 +71,24 @@ class StoreKeys(StoreNodes):
             n = n * g + c
         return n
 
+    def _stored_chunk(self, node: str, coords):
+        """``(schunk, chunk number)`` of a chunk key that has a chunk with data, or None (a
+        key past the grid, or a chunk never written: Zarr's missing key)."""
+        n = self._chunk_number(node, coords)
+        if n is None:
+            return None
+        schunk = self._array(node).schunk
+        return None if _is_uninit(schunk, n) else (schunk, n)
+
     def _chunk_bytes(self, node: str, coords) -> bytes | None:
         if self._writer is not None:
             found, data = self._writer.client_chunk(node, coords)
             if found:
                 return data
-        n = self._chunk_number(node, coords)
-        if n is None:
+        found = self._stored_chunk(node, coords)
+        if found is None:
             return None
-        schunk = self._array(node).schunk
-        if _is_uninit(schunk, n):
-            return None
+        schunk, n = found
         return schunk.get_chunk(n)
 
     def _decode_into(self, key: str, blocks, out: np.ndarray) -> bool | None:
@@ -91,12 +98,10 @@ class StoreKeys(StoreNodes):
         node, _, coords = parsed
         if self._writer is not None and self._writer.transcodes(node):
             return False
-        n = self._chunk_number(node, coords)
-        if n is None:
+        found = self._stored_chunk(node, coords)
+        if found is None:
             return None
-        schunk = self._array(node).schunk
-        if _is_uninit(schunk, n):
-            return None
+        schunk, n = found
         if schunk.header.nbytes and schunk._chunk_nbytes(n) != out.nbytes:
             return False  # not the chunk the codec expects: let it name the field
         if blocks is None:
@@ -116,12 +121,10 @@ class StoreKeys(StoreNodes):
             data = self._get_bytes_of(key)
             return None if data is None else _slice_bytes(data, byte_range)
         node, _, coords = parsed
-        n = self._chunk_number(node, coords)
-        if n is None:
+        found = self._stored_chunk(node, coords)
+        if found is None:
             return None
-        schunk = self._array(node).schunk
-        if _is_uninit(schunk, n):
-            return None
+        schunk, n = found
         span = schunk.chunk_span(n)
         if span is None or span[0].startswith("<"):  # special, or a frame in memory
             return _slice_bytes(schunk.get_chunk(n), byte_range)
