@@ -41,6 +41,7 @@ __all__ = [
     "decode_blocks",
     "decode_direct",
     "zeroed",
+    "checked_piece",
 ]
 
 # Read this many bytes of a chunk first (fewer if the chunk is shorter): the longest header.
@@ -295,7 +296,7 @@ def plan_blocks(prefix, blocks: Iterable[int], *, size: int | None = None) -> Bl
     return None if layout is None else layout.plan(blocks)
 
 
-def _checked_piece(piece, start: int, stop: int) -> np.ndarray:
+def checked_piece(piece, start: int, stop: int) -> np.ndarray:
     """The bytes read for chunk range ``start..stop``, exactly that long (FormatError when
     the read came back short: a truncated chunk)."""
     piece = as_uint8(piece, name="piece")
@@ -347,7 +348,7 @@ def decode_blocks(plan: BlockPlan, prefix, pieces: Sequence, out) -> np.ndarray:
     n = min(len(src), plan.header.cbytes)
     buf[:n] = src[:n]
     for (start, stop), piece in zip(plan.ranges, pieces):
-        buf[start:stop] = _checked_piece(piece, start, stop)
+        buf[start:stop] = checked_piece(piece, start, stop)
     if not plan.blocks:
         return dest
     decoder = ChunkDecoder(buf, blocks=plan.blocks)
@@ -409,7 +410,7 @@ def decode_direct(layout: ChunkLayout, read, blocks: Iterable[int], out) -> list
         groups.sort(key=lambda g: 0 not in g[2])
     first = None
     for start, stop, members in groups:
-        piece = _Piece(layout, _checked_piece(read(start, stop - start), start, stop), start)
+        piece = _Piece(layout, checked_piece(read(start, stop - start), start, stop), start)
         if not native.walk(piece, split, members, layout.ends - start):
             return None
         if layout.has_delta and first is None:

@@ -55,8 +55,8 @@ class BlockReads:
             return read, read(0, cbytes), None
         try:
             return read, layout.prefix, layout.plan(blocks)
-        except IndexError as exc:  # the chunk has fewer blocks than its frame says
-            raise FormatError(f"chunk {i}", f"the blocks asked for ({exc})", "fewer") from None
+        except IndexError as exc:
+            raise _fewer_blocks(i, exc) from None
 
     def get_chunk_blocks(self, i: int, blocks, *, state: State | None = None) -> bytes | np.ndarray:
         """Chunk ``i`` with only what decoding ``blocks`` needs read from storage: the header,
@@ -72,7 +72,7 @@ class BlockReads:
         buf = partial.zeroed(plan.header.cbytes)
         buf[: len(prefix)] = np.frombuffer(prefix, np.uint8)
         for start, stop in plan.ranges:
-            buf[start:stop] = np.frombuffer(read(start, stop - start), np.uint8)
+            buf[start:stop] = partial.checked_piece(read(start, stop - start), start, stop)
         return buf
 
     def decode_blocks(
@@ -103,10 +103,8 @@ class BlockReads:
                     raise FormatError(f"chunk {i} nbytes", str(len(dest)), layout.header.nbytes)
                 try:
                     done = partial.decode_direct(layout, read, blocks, dest)
-                except IndexError as exc:  # the chunk has fewer blocks than its frame says
-                    raise FormatError(
-                        f"chunk {i}", f"the blocks asked for ({exc})", "fewer"
-                    ) from None
+                except IndexError as exc:
+                    raise _fewer_blocks(i, exc) from None
                 if done is not None:
                     return done
         read, prefix, plan = self._plan(st, i, blocks)
@@ -123,3 +121,8 @@ class BlockReads:
         pieces = [read(start, stop - start) for start, stop in plan.ranges]
         partial.decode_blocks(plan, prefix, pieces, out)
         return list(plan.blocks)
+
+
+def _fewer_blocks(i: int, exc: IndexError) -> FormatError:
+    """A block asked for is past the chunk's last: the chunk has fewer than its frame says."""
+    return FormatError(f"chunk {i}", f"the blocks asked for ({exc})", "fewer")
