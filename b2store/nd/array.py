@@ -16,8 +16,8 @@ from ..constants import MAX_TYPESIZE, SpecialValue
 from ..errors import FormatError
 from ..frame.schunk import READ_TRIES, SChunk
 from ..frame.writer import special_offset
-from .chunks import decode_chunk_array, decode_selection, encode_chunk_array
-from .geometry import chunk_grid, chunk_nitems
+from .chunks import copy_blocks, decode_chunk_array, decode_selection, encode_chunk_array
+from .geometry import blocks_touched, chunk_grid, chunk_nitems
 from .meta import B2ndMeta
 
 __all__ = ["B2ndArray"]
@@ -199,7 +199,7 @@ class B2ndArray:
         if len(key) > len(dims):
             return None  # other keys, and their errors, are the general path's
         nchunk, nblocks, spans, kept = 0, 1, [], []
-        for d, (n, c, b, grid, per) in enumerate(dims):
+        for d, (n, c, b, grid) in enumerate(dims):
             k = key[d] if d < len(key) else _ALL
             if type(k) is int:
                 if not -n <= k < n:
@@ -219,45 +219,33 @@ class B2ndArray:
             nchunk = nchunk * grid + first
             lo, hi = lo - first * c, hi - first * c
             nblocks *= (hi - 1) // b - lo // b + 1
-            spans.append((lo, hi, b, per))
+            spans.append((lo, hi, b))
         if nblocks > _FEW_BLOCKS:
             return None
-        per_dim = [range(lo // b, (hi - 1) // b + 1) for lo, hi, b, _ in spans]
-        numbers = []
-        for coords in itertools.product(*per_dim):
-            nblock = 0
-            for x, (_, _, _, per) in zip(coords, spans):
-                nblock = nblock * per + x
-            numbers.append(nblock)
+        chunks, blocks = self.chunks, self.blocks
+        numbers = blocks_touched([(lo, hi) for lo, hi, _ in spans], chunks, blocks)
         buf = np.empty(chunk_bytes, np.uint8)
         if self.schunk.decode_blocks(nchunk, numbers, buf, blocksize=block_bytes) is None:
             return None  # Blosc blocks that are not the array's blocks: decoded whole
-        dtype, blocks = self.dtype, self.blocks
+        dtype = self.dtype
         if nblocks == 1:
             at = numbers[0] * block_bytes
             block = buf[at : at + block_bytes].view(dtype).reshape(blocks)
-            sel = block[tuple(slice(lo % b, (hi - 1) % b + 1) for lo, hi, b, _ in spans)]
+            sel = block[tuple(slice(lo % b, (hi - 1) % b + 1) for lo, hi, b in spans)]
             if not kept:
                 # As numpy does, a key of integers only gives a scalar. (A np.void would
                 # refer to the chunk-sized buffer: it gets one of its own.)
                 return (sel.copy() if dtype.kind == "V" else sel).reshape(-1)[0]
             return sel.reshape(kept).copy()
-        out = np.empty(tuple(hi - lo for lo, hi, _, _ in spans), dtype)
-        for coords, nblock in zip(itertools.product(*per_dim), numbers):
-            block = buf[nblock * block_bytes : (nblock + 1) * block_bytes]
-            src, dst = [], []
-            for x, (lo, hi, b, _) in zip(coords, spans):
-                start, stop = max(lo, x * b), min(hi, (x + 1) * b)
-                src.append(slice(start - x * b, stop - x * b))
-                dst.append(slice(start - lo, stop - lo))
-            out[tuple(dst)] = block.view(dtype).reshape(blocks)[tuple(src)]
-        out = out.reshape(kept)
-        return out[()] if not kept else out
+        ranges = [range(lo, hi) for lo, hi, _ in spans]
+        out = np.empty(tuple(len(r) for r in ranges), dtype)
+        copy_blocks(numbers, ranges, chunks, blocks, dtype, buf, out)
+        return out.reshape(kept)  # (integers only always fall in one block, above)
 
     def _small_geometry(self):
-        """Per dimension ``(size, chunk, block, chunks along it, blocks along a chunk)``, the
-        bytes of a block and of a padded chunk: what :meth:`_in_one_chunk` works from, kept
-        while the metalayer is the same. None when small reads take the general path."""
+        """Per dimension ``(size, chunk, block, chunks along it)``, the bytes of a block and
+        of a padded chunk: what :meth:`_in_one_chunk` works from, kept while the metalayer is
+        the same. None when small reads take the general path."""
         meta = self._meta
         kept = self._geometry
         if kept is not None and kept[0] is meta:
@@ -268,9 +256,7 @@ class B2ndArray:
         chunk_bytes = chunk_nitems(chunks, blocks) * itemsize
         geo = None
         if block_bytes and chunk_bytes <= 1 << 31:
-            dims = tuple(
-                (n, c, b, -(-n // c), -(-c // b)) for n, c, b in zip(shape, chunks, blocks)
-            )
+            dims = tuple((n, c, b, -(-n // c)) for n, c, b in zip(shape, chunks, blocks))
             geo = (dims, block_bytes, chunk_bytes)
         self._geometry = (meta, geo)
         return geo

@@ -69,6 +69,7 @@ __all__ = [
     "encode_array_chunk",
     "decode_chunk_array",
     "decode_selection",
+    "copy_blocks",
 ]
 
 ChunkSource = bytes | bytearray | memoryview | np.ndarray | Callable[[list[int] | None], bytes]
@@ -253,7 +254,7 @@ def decode_selection(
             return
     wanted = _decode_blocks(source, region, chunkshape, blockshape, dtype, scratch, label)
     if dtype.subdtype is None and all(r.step == 1 for r in ranges):
-        _copy_blocks(wanted, ranges, chunkshape, blockshape, dtype, scratch, out)
+        copy_blocks(wanted, ranges, chunkshape, blockshape, dtype, scratch, out)
         return
     ext = chunk_to_array(scratch, chunkshape, blockshape, dtype)
     out[...] = ext[tuple(slice(r.start, r.stop, r.step) for r in ranges)]
@@ -383,7 +384,7 @@ def _decode_in_groups(
         room = scratch[: (members[-1] - lo + 1) * block_bytes]
         if not native.decode(decoder, members, room, lo * block_bytes, first, nthreads):
             return _decode_all(decoder, wanted, ranges, chunkshape, blockshape, dtype, scratch, out)
-        _copy_blocks(members, ranges, chunkshape, blockshape, dtype, room, out, base=lo)
+        copy_blocks(members, ranges, chunkshape, blockshape, dtype, room, out, base=lo)
     return True
 
 
@@ -393,11 +394,11 @@ def _decode_all(
     # The whole chunk at once; where the C loop refused a block, the Python decoder decodes
     # it or names what is wrong.
     decoder.decode_into(scratch, nthreads=nthreads)
-    _copy_blocks(wanted, ranges, chunkshape, blockshape, dtype, scratch, out)
+    copy_blocks(wanted, ranges, chunkshape, blockshape, dtype, scratch, out)
     return True
 
 
-def _copy_blocks(
+def copy_blocks(
     wanted, ranges, chunkshape, blockshape, dtype, buf, out: np.ndarray, base: int = 0
 ) -> None:
     """Copy each decoded block's selected part straight to its place in ``out`` (one copy,

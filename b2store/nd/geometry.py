@@ -75,6 +75,12 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b) if b else 0
 
 
+@functools.lru_cache(maxsize=256)
+def _block_grid(chunks: tuple[int, ...], blocks: tuple[int, ...]) -> tuple[int, ...]:
+    # Small reads ask for the block grid of the same few (checked) shapes again and again.
+    return tuple(_ceil_div(c, b) for c, b in zip(chunks, blocks))
+
+
 def extchunkshape(chunkshape: Sequence[int], blockshape: Sequence[int]) -> tuple[int, ...]:
     """Each chunk dimension rounded up to a multiple of the block dimension.
 
@@ -91,8 +97,7 @@ def blocks_per_chunk(chunkshape: Sequence[int], blockshape: Sequence[int]) -> tu
     >>> blocks_per_chunk((4, 5), (2, 3))
     (2, 2)
     """
-    chunks, blocks = _pair(chunkshape, blockshape)
-    return tuple(_ceil_div(c, b) for c, b in zip(chunks, blocks))
+    return _block_grid(*_pair(chunkshape, blockshape))
 
 
 def chunk_nitems(chunkshape: Sequence[int], blockshape: Sequence[int]) -> int:
@@ -285,5 +290,5 @@ def blocks_touched(
         if start == stop:
             return []
         ranges.append(range(start // b, _ceil_div(stop, b)))
-    nblocks = blocks_per_chunk(chunks, blocks)
+    nblocks = _block_grid(chunks, blocks)
     return [_c_index(coords, nblocks) for coords in itertools.product(*ranges)]
