@@ -155,6 +155,11 @@ cdef class Scratch:
         return 0
 
     cdef void* zstd_dctx(self) noexcept:
+        # A context is only used by the library that made it: set_entry_points may have
+        # installed another since (a test comparing builds does).
+        if self.dctx != NULL and self.free_dctx != N.zstd_free_dctx:
+            self.free_dctx(self.dctx)
+            self.dctx = NULL
         if self.dctx == NULL and N.zstd_create_dctx != NULL:
             self.dctx = N.zstd_create_dctx()
             self.free_dctx = N.zstd_free_dctx
@@ -169,6 +174,9 @@ cdef class Scratch:
         return &self.zng if self.zng_ready else NULL
 
     cdef void* zstd_cctx(self) noexcept:
+        if self.cctx != NULL and self.free_cctx != N.zstd_free_cctx:
+            self.free_cctx(self.cctx)
+            self.cctx = NULL
         if self.cctx == NULL and N.zstd_create_cctx != NULL:
             self.cctx = N.zstd_create_cctx()
             self.free_cctx = N.zstd_free_cctx

@@ -58,6 +58,59 @@ def test_built_with_the_codecs_entry_points():
         assert found.get(name), name
 
 
+def _exported(module: str, name: str) -> int | None:
+    # The address ``module``'s extension gives ``name``, None when it has no such symbol.
+    return native._symbols(native._module_path(module), (name,)).get(name)
+
+
+def test_decoders_from_numcodecs_encoders_from_the_wheels():
+    found = native.entry_points()
+    # Encoding stays with the libraries the Python path compresses with (same bytes).
+    assert found["LZ4_compress_fast"] == _exported("lz4.block._block", "LZ4_compress_fast")
+    assert found["ZSTD_compressCCtx"] == _exported("zstandard._cffi", "ZSTD_compressCCtx")
+    # Decoding takes numcodecs' builds where they export the API and are no older.
+    lz4_nc = native._version(native._module_path("numcodecs.lz4"), "LZ4_versionNumber")
+    lz4_wheel = native._version(native._module_path("lz4.block._block"), "LZ4_versionNumber")
+    want = "numcodecs.lz4" if lz4_nc and lz4_nc >= lz4_wheel else "lz4.block._block"
+    assert found["LZ4_decompress_safe"] == _exported(want, "LZ4_decompress_safe")
+    if _exported("numcodecs.zstd", "ZSTD_decompress_usingDict"):
+        assert found["ZSTD_decompressDCtx"] == _exported("numcodecs.zstd", "ZSTD_decompressDCtx")
+        assert found["ZSTD_createDCtx"] == _exported("numcodecs.zstd", "ZSTD_createDCtx")
+
+
+def test_decoders_fall_back_to_the_wheels():
+    wheel = native._module_path("lz4.block._block")
+    got = native._decoders(wheel, 1, native._LZ4_DECODE, "numcodecs.no_such", "LZ4_versionNumber")
+    assert got == native._symbols(wheel, native._LZ4_DECODE)
+    # A build older than the wheel's is not taken either.
+    got = native._decoders(wheel, 1 << 30, native._LZ4_DECODE, "numcodecs.lz4", "LZ4_versionNumber")
+    assert got == native._symbols(wheel, native._LZ4_DECODE)
+
+
+@pytest.mark.parametrize("codec", ["lz4", "zstd"])
+def test_every_decoder_build_gives_the_same_bytes(codec):
+    # The same chunks decoded with the wheels' decoders and with numcodecs' builds.
+    from b2store import _blocks
+
+    chunks = [
+        _blosc2_chunk(_data(dtype), codec, filters, nthreads=1)
+        for dtype in ("<f8", "<i4")
+        for filters in (["shuffle"], [])
+    ]
+    chosen = native.entry_points()
+    with_wheels = dict(chosen)
+    with_wheels.update(native._symbols(native._module_path("lz4.block._block"), native._LZ4_DECODE))
+    with_wheels.update(native._symbols(native._module_path("zstandard._cffi"), native._ZSTD_DECODE))
+    try:
+        _blocks.set_entry_points(with_wheels)
+        by_wheels = [b2store.decode_chunk(c, nthreads=2).tobytes() for c in chunks]
+    finally:
+        _blocks.set_entry_points(chosen)
+    by_chosen = [b2store.decode_chunk(c, nthreads=2).tobytes() for c in chunks]
+    assert by_chosen == by_wheels
+    assert by_chosen == [bytes(blosc2.decompress2(c)) for c in chunks]
+
+
 @pytest.mark.parametrize("dtype", ["<f8", "<i4", "<u2"])
 @pytest.mark.parametrize("filters", FILTERS, ids="+".join)
 @pytest.mark.parametrize("codec", CODECS)
