@@ -65,6 +65,8 @@ ctypedef int (*z_uncompress2_f)(uint8_t*, unsigned long*, const uint8_t*,
 ctypedef int32_t (*zng_init_f)(b2b_zng_stream*, int32_t) noexcept nogil
 ctypedef int32_t (*zng_op_f)(b2b_zng_stream*, int32_t) noexcept nogil
 ctypedef int32_t (*zng_end_f)(b2b_zng_stream*) noexcept nogil
+ctypedef int32_t (*zng_definit_f)(b2b_zng_stream*, int32_t, int32_t, int32_t, int32_t,
+                                  int32_t) noexcept nogil
 
 cdef struct Natives:
     lz4_dec_f lz4_decompress
@@ -85,6 +87,10 @@ cdef struct Natives:
     zng_op_f zng_inflate
     zng_end_f zng_inflate_reset
     zng_end_f zng_inflate_end
+    zng_definit_f zng_deflate_init2
+    zng_op_f zng_deflate
+    zng_end_f zng_deflate_reset
+    zng_end_f zng_deflate_end
 
 
 cdef const Natives* natives() noexcept nogil
@@ -98,6 +104,7 @@ cdef enum:
     C_BLOSCLZ = 0
     C_LZ4 = 1
     C_LZ4HC = 2
+    C_ZLIB = 4
     C_ZSTD = 5
     # Filter ids (b2store.constants.Filter).
     SHUFFLE = 1
@@ -132,9 +139,13 @@ cdef class Scratch:
     cdef b2b_zng_stream zng
     cdef bint zng_ready
     cdef zng_end_f zng_end
+    cdef b2b_zng_stream zdef
+    cdef int zdef_level
+    cdef zng_end_f zdef_end
 
     cdef void _release(self) noexcept
     cdef int reserve(self, Py_ssize_t size, Py_ssize_t packed_size) noexcept
     cdef void* zstd_dctx(self) noexcept
     cdef b2b_zng_stream* inflater(self) noexcept
     cdef void* zstd_cctx(self) noexcept
+    cdef b2b_zng_stream* deflater(self, int level) noexcept

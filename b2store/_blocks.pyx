@@ -49,7 +49,8 @@ _NAMES = (
     "LZ4_compress_HC", "ZSTD_createDCtx", "ZSTD_freeDCtx", "ZSTD_createCCtx", "ZSTD_freeCCtx",
     "ZSTD_isError", "ZSTD_getFrameContentSize", "ZSTD_decompressDCtx",
     "ZSTD_decompress_usingDict", "ZSTD_compressCCtx", "uncompress2", "zng_inflateInit2",
-    "zng_inflate", "zng_inflateReset", "zng_inflateEnd",
+    "zng_inflate", "zng_inflateReset", "zng_inflateEnd", "zng_deflateInit2", "zng_deflate",
+    "zng_deflateReset", "zng_deflateEnd",
 )
 
 
@@ -82,6 +83,12 @@ def set_entry_points(addresses):
     N.zng_inflate_end = <zng_end_f>_address(addresses, "zng_inflateEnd")
     if not (N.zng_inflate_init2 and N.zng_inflate and N.zng_inflate_reset and N.zng_inflate_end):
         N.zng_inflate_init2 = NULL
+    N.zng_deflate_init2 = <zng_definit_f>_address(addresses, "zng_deflateInit2")
+    N.zng_deflate = <zng_op_f>_address(addresses, "zng_deflate")
+    N.zng_deflate_reset = <zng_end_f>_address(addresses, "zng_deflateReset")
+    N.zng_deflate_end = <zng_end_f>_address(addresses, "zng_deflateEnd")
+    if not (N.zng_deflate_init2 and N.zng_deflate and N.zng_deflate_reset and N.zng_deflate_end):
+        N.zng_deflate_init2 = NULL
 
 
 def decodable(int codec_format, bint with_dict):
@@ -107,6 +114,9 @@ def encodable(int codec):
         return N.lz4_compress_fast != NULL
     if codec == C_LZ4HC:
         return N.lz4_compress_hc != NULL
+    if codec == C_ZLIB:
+        # zlib-ng only: the Python path deflates with it too (zlib's bytes differ).
+        return N.zng_deflate_init2 != NULL
     if codec == C_ZSTD:
         return (N.zstd_create_cctx != NULL and N.zstd_free_cctx != NULL
                 and N.zstd_is_error != NULL and N.zstd_compress != NULL)
@@ -127,6 +137,8 @@ cdef class Scratch:
             self.free_cctx(self.cctx)
         if self.zng_ready and self.zng_end != NULL:
             self.zng_end(&self.zng)
+        if self.zdef_level and self.zdef_end != NULL:
+            self.zdef_end(&self.zdef)
 
     cdef void _release(self) noexcept:
         free(self.work)
@@ -181,6 +193,18 @@ cdef class Scratch:
             self.cctx = N.zstd_create_cctx()
             self.free_cctx = N.zstd_free_cctx
         return self.cctx
+
+    cdef b2b_zng_stream* deflater(self, int level) noexcept:
+        """zlib-ng's deflate state for ``level`` (zlib format, as zlib_ng.compress makes it:
+        a 32 KiB window, memLevel 8, the default strategy), or NULL without zlib-ng."""
+        if self.zdef_level and (self.zdef_level != level or self.zdef_end != N.zng_deflate_end):
+            self.zdef_end(&self.zdef)
+            self.zdef_level = 0
+        if not self.zdef_level and N.zng_deflate_init2 != NULL and 1 <= level <= 9:
+            memset(&self.zdef, 0, sizeof(self.zdef))
+            if N.zng_deflate_init2(&self.zdef, level, 8, 15, 8, 0) == 0:  # Z_DEFLATED, ...
+                self.zdef_level, self.zdef_end = level, N.zng_deflate_end
+        return &self.zdef if self.zdef_level else NULL
 
 
 # --- the walk: every stream of the chosen blocks checked, its place recorded -------------------

@@ -8,7 +8,7 @@ codecs are the entry points :mod:`b2store._blocks` was given (LZ4, LZ4HC, Zstd) 
 b2store's BloscLZ; the filters are the ``nogil`` kernels of :mod:`b2store._shuffle`.
 """
 
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memcpy, memmove, memset
 from cpython.buffer cimport PyBuffer_FillInfo
 from cpython.object cimport PyObject
@@ -21,12 +21,14 @@ from b2store._blocks cimport (
     C_BLOSCLZ,
     C_LZ4,
     C_LZ4HC,
+    C_ZLIB,
     C_ZSTD,
     DELTA,
     MAX_STEPS,
     SHUFFLE,
     Natives,
     Scratch,
+    b2b_zng_stream,
     b2b_fail,
     b2b_next,
     b2b_failed,
@@ -189,6 +191,7 @@ cdef Py_ssize_t _deflate(const EncJob* E, const uint8_t* stream, Py_ssize_t n, u
                          Py_ssize_t cap, void* cctx) noexcept nogil:
     """Compress one stream; returns its size, or 0 when it is not worth storing so."""
     cdef size_t r
+    cdef b2b_zng_stream* z
     if E.codec == C_BLOSCLZ:
         # BloscLZ gets exactly the stream's size as room, as c-blosc2 gives it.
         return c_blosclz_compress(E.clevel, stream, n, out, n)
@@ -201,6 +204,17 @@ cdef Py_ssize_t _deflate(const EncJob* E, const uint8_t* stream, Py_ssize_t n, u
     if E.codec == C_ZSTD:
         r = N.zstd_compress(cctx, out, cap, stream, n, E.level)
         return 0 if N.zstd_is_error(r) else <Py_ssize_t>r
+    if E.codec == C_ZLIB:
+        z = <b2b_zng_stream*>cctx
+        if N.zng_deflate_reset(z) != 0:
+            return 0
+        z.next_in, z.avail_in = stream, <uint32_t>n
+        z.next_out, z.avail_out = out, <uint32_t>cap
+        # One call with all of the input: the stream is kept only if it ends (Z_STREAM_END)
+        # within ``cap``; the bytes are those of any other way of calling deflate.
+        if N.zng_deflate(z, 4) != 1:  # Z_FINISH
+            return 0
+        return cap - z.avail_out
     return 0
 
 
@@ -311,6 +325,10 @@ def encode(const uint8_t[::1] src, Py_ssize_t blocksize, Py_ssize_t full_nstream
     work, spare, tmp, packed = scratch.work, scratch.spare, scratch.tmp, scratch.packed
     if codec == C_ZSTD:
         cctx = scratch.zstd_cctx()
+        if cctx == NULL:
+            return -1
+    elif codec == C_ZLIB:
+        cctx = scratch.deflater(level)
         if cctx == NULL:
             return -1
     with nogil:

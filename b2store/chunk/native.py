@@ -3,7 +3,7 @@
 The ``lz4`` wheel's extension exports LZ4's API as dynamic symbols, and ``zstandard``'s cffi
 extension exports Zstd's; Python's ``zlib`` module links the system ``libz``. Their addresses
 are found once, with ``ctypes``, the first time a chunk is decoded or encoded (zlib-ng's
-inflate too when the optional ``zlib-ng`` package is installed), and handed to
+inflate and deflate too when the optional ``zlib-ng`` package is installed), and handed to
 ``_blocks``, which calls them without the GIL. Whatever is missing (another build of a wheel,
 no system zlib, ``B2STORE_NATIVE=0`` in the environment) leaves that codec on the Python path
 of :mod:`b2store.chunk.compressors`, which decodes the same chunks, only slower.
@@ -53,7 +53,16 @@ _ZSTD_DECODE = (
     "ZSTD_decompress_usingDict",
 )
 _ZSTD_ENCODE = ("ZSTD_createCCtx", "ZSTD_freeCCtx", "ZSTD_isError", "ZSTD_compressCCtx")
-_ZLIB_NG = ("zng_inflateInit2", "zng_inflate", "zng_inflateReset", "zng_inflateEnd")
+_ZLIB_NG = (
+    "zng_inflateInit2",
+    "zng_inflate",
+    "zng_inflateReset",
+    "zng_inflateEnd",
+    "zng_deflateInit2",
+    "zng_deflate",
+    "zng_deflateReset",
+    "zng_deflateEnd",
+)
 # Zstd before 1.4 lacks parts of this API; zlib before 1.2.9 has no uncompress2.
 _MIN_ZSTD = 10400
 _USER_FORMATS = {
@@ -432,14 +441,14 @@ class Encoded:
 def encode(job, dictionary, nthreads: int, zstd_levels, prefix: int) -> Encoded | None:
     """Filter and compress the blocks of an encoder job into a chunk with ``prefix`` bytes
     before its first block; None when the Python path has to (no entry point, a dictionary,
-    zlib)."""
+    zlib without zlib-ng)."""
     if dictionary is not None or not enabled():
         return None
     codec = int(job.codec)
     if not _blocks.encodable(codec):
         return None
     clevel = job.clevel
-    level = {Codec.LZ4: 10 - clevel, Codec.LZ4HC: clevel}.get(job.codec)
+    level = {Codec.LZ4: 10 - clevel, Codec.LZ4HC: clevel, Codec.ZLIB: clevel}.get(job.codec)
     if level is None:
         level = zstd_levels.get(clevel, 0) if job.codec == Codec.ZSTD else 0
     from .filters import truncated_bits

@@ -166,6 +166,27 @@ def test_encoder_matches_the_python_path(codec, monkeypatch):
     assert b2store.encode_chunk(data, codec=codec, clevel=5, filters=["bitshuffle"]) == fast
 
 
+@pytest.mark.parametrize("clevel", [1, 4, 9])
+@pytest.mark.parametrize("dtype", ["<f8", "<i4"])
+def test_zlib_deflates_in_c_as_the_python_path_and_c_blosc2(dtype, clevel, monkeypatch):
+    pytest.importorskip("zlib_ng", reason="the C loop deflates with zlib-ng only")
+    from b2store import _blocks
+
+    assert _blocks.encodable(4), "zlib-ng's deflate should have been found"
+    data = _data(dtype, 400_001)
+    for filters in (["shuffle"], ["bitshuffle"], []):
+        fast = b2store.encode_chunk(data, codec="zlib", clevel=clevel, filters=filters, nthreads=2)
+        ids = [blosc2.Filter[f.upper()] for f in filters] or [blosc2.Filter.NOFILTER]
+        ref = blosc2.compress2(
+            data, typesize=data.itemsize, codec=blosc2.Codec.ZLIB, clevel=clevel, filters=ids
+        )
+        assert fast == ref
+        with monkeypatch.context() as m:
+            m.setattr(native, "enabled", lambda: False)
+            assert b2store.encode_chunk(data, codec="zlib", clevel=clevel, filters=filters) == fast
+        assert b2store.decode_chunk(fast).tobytes() == data.tobytes()
+
+
 def test_all_zero_chunk_is_special_on_both_paths():
     zeros = np.zeros(100_000, "<f8")
     chunk = b2store.encode_chunk(zeros, codec="lz4", nthreads=2)
