@@ -585,8 +585,9 @@ cdef void _copy_blocks(const Job* J, uint8_t* dest, Py_ssize_t n, int64_t* count
 
 cdef class Plan:
     """A chunk of the common kind checked and walked in C: a Blosc2 header of version 4-6
-    with no dictionary, special value or VL blocks; BloscLZ, LZ4, zlib or Zstd; shuffle and
-    bit-shuffle as its only filters; or stored raw (memcpyed); or a Blosc1 chunk (version
+    with no dictionary, special value or VL blocks; BloscLZ, LZ4, zlib or Zstd; shuffle,
+    bit-shuffle and bytedelta as its only filters (truncations have nothing to undo); or
+    stored raw (memcpyed); or a Blosc1 chunk (version
     1-2, a 16-byte header, as numcodecs writes) of those codecs and filters whose header
     alone says whether its blocks are split. Decoding it takes no Python per block or per
     stream, and one call per thread.
@@ -652,7 +653,9 @@ cdef class Plan:
         self.J.nsteps = 0
         for k in range(5, -1, -1):  # the slots are undone last first
             fid = p[16 + k]
-            if fid == SHUFFLE or fid == BITSHUFFLE:
+            # DELTA is left out: it needs block 0 decoded before the others.
+            if (fid == SHUFFLE or fid == BITSHUFFLE or fid == BYTEDELTA
+                    or fid == BYTEDELTA_BUGGY):
                 self.J.fids[self.J.nsteps] = <int>fid
                 self.J.metas[self.J.nsteps] = p[24 + k]
                 self.J.nsteps += 1

@@ -124,18 +124,57 @@ cdef extern from *:
         }
         return i;
     }
+    /* Bytedelta's two loops, 16 bytes at a time; each returns how many bytes it did.
+       Differences: each byte less the one before it (src[-1] is read: the caller does byte
+       0 itself, and src and dst are distinct). Running sums: a vector's own prefix sum in
+       four shift-and-add steps, plus the carry of the bytes before it, which grows by the
+       vector's total; that broadcast of byte 15 does not wait for the carry, so the chain
+       from one vector to the next is a single add. */
+    static inline ptrdiff_t b2s_diff_sse2(const uint8_t* src, uint8_t* dst, ptrdiff_t n) {
+        ptrdiff_t i = 0;
+        for (; i + 16 <= n; i += 16)
+            B2S_STORE(dst + i, _mm_sub_epi8(B2S_LOAD(src + i), B2S_LOAD(src + i - 1)));
+        return i;
+    }
+    static inline ptrdiff_t b2s_running_sum_sse2(const uint8_t* src, uint8_t* dst, ptrdiff_t n,
+                                                 uint8_t* acc) {
+        __m128i carry = _mm_set1_epi8((char)*acc), x, top;
+        ptrdiff_t i = 0;
+        for (; i + 16 <= n; i += 16) {
+            x = B2S_LOAD(src + i);
+            x = _mm_add_epi8(x, _mm_slli_si128(x, 1));
+            x = _mm_add_epi8(x, _mm_slli_si128(x, 2));
+            x = _mm_add_epi8(x, _mm_slli_si128(x, 4));
+            x = _mm_add_epi8(x, _mm_slli_si128(x, 8));
+            top = _mm_unpackhi_epi8(x, x);
+            top = _mm_shuffle_epi32(_mm_unpackhi_epi16(top, top), 0xFF);
+            B2S_STORE(dst + i, _mm_add_epi8(x, carry));
+            carry = _mm_add_epi8(carry, top);
+        }
+        if (i)
+            *acc = dst[i - 1];
+        return i;
+    }
     #else
     #define B2S_HAVE_SSE2 0
     static inline void b2s_bitrows_to_bytes16(const uint8_t* rows, ptrdiff_t nrow, uint8_t* out) {}
     static inline void b2s_bytes16_to_bitrows(const uint8_t* in, ptrdiff_t nrow, uint8_t* rows) {}
     static inline ptrdiff_t b2s_unshuffle_sse2(const uint8_t* src, uint8_t* dst, ptrdiff_t n,
                                                int es) { return 0; }
+    static inline ptrdiff_t b2s_diff_sse2(const uint8_t* src, uint8_t* dst, ptrdiff_t n) {
+        return 0;
+    }
+    static inline ptrdiff_t b2s_running_sum_sse2(const uint8_t* src, uint8_t* dst, ptrdiff_t n,
+                                                 uint8_t* acc) { return 0; }
     #endif
     """
     const bint B2S_HAVE_SSE2
     void b2s_bitrows_to_bytes16(const uint8_t* rows, Py_ssize_t nrow, uint8_t* out) noexcept nogil
     void b2s_bytes16_to_bitrows(const uint8_t* inp, Py_ssize_t nrow, uint8_t* rows) noexcept nogil
     Py_ssize_t b2s_unshuffle_sse2(const uint8_t* src, uint8_t* dst, Py_ssize_t n, int es) noexcept nogil
+    Py_ssize_t b2s_diff_sse2(const uint8_t* src, uint8_t* dst, Py_ssize_t n) noexcept nogil
+    Py_ssize_t b2s_running_sum_sse2(const uint8_t* src, uint8_t* dst, Py_ssize_t n,
+                                    uint8_t* acc) noexcept nogil
 
 
 # The widest vectors the kernels use: 2 AVX2 (b2store._simd, where the CPU has it), 1 SSE2,
@@ -331,31 +370,51 @@ cdef void c_xor(const uint8_t* src, const uint8_t* ref, uint8_t* dst,
 # delta coded mod 256. The flawed SIMD variant (filter id 34) restarts the running value at
 # index 16 * (L // 16) of every channel.
 
+cdef void _diff(const uint8_t* src, uint8_t* dst, Py_ssize_t n) noexcept nogil:
+    """dst[0] = src[0], dst[i] = src[i] - src[i - 1] (mod 256); src and dst may be one."""
+    cdef Py_ssize_t i
+    cdef uint8_t prev = 0, cur
+    if n <= 0:
+        return
+    if src != dst and _level >= 1:
+        dst[0] = src[0]
+        i = 1 + b2s_diff_sse2(src + 1, dst + 1, n - 1)
+        prev = src[i - 1]
+    else:
+        i = 0
+    for i in range(i, n):
+        cur = src[i]
+        dst[i] = <uint8_t>(cur - prev)
+        prev = cur
+
+
+cdef void _running_sum(const uint8_t* src, uint8_t* dst, Py_ssize_t n) noexcept nogil:
+    """dst[i] = src[0] + ... + src[i] (mod 256); src and dst may be one."""
+    cdef Py_ssize_t i = 0
+    cdef uint8_t acc = 0
+    if _level >= 1:
+        i = b2s_running_sum_sse2(src, dst, n, &acc)
+    for i in range(i, n):
+        acc = <uint8_t>(acc + src[i])
+        dst[i] = acc
+
+
 cdef void c_bytedelta_encode(const uint8_t* src, uint8_t* dst, Py_ssize_t size,
                              Py_ssize_t es, bint buggy) noexcept nogil:
-    cdef Py_ssize_t L = size // es, k, i, restart = (L // 16) * 16 if buggy else -1
-    cdef uint8_t prev
+    cdef Py_ssize_t L = size // es, k, restart = (L // 16) * 16 if buggy else 0
     for k in range(es):
-        prev = 0
-        for i in range(L):
-            if i == restart:
-                prev = 0
-            dst[k * L + i] = <uint8_t>(src[k * L + i] - prev)
-            prev = src[k * L + i]
+        # The running value starts again at ``restart`` (0: only at the channel's start).
+        _diff(src + k * L, dst + k * L, restart)
+        _diff(src + k * L + restart, dst + k * L + restart, L - restart)
     memcpy(dst + L * es, src + L * es, size - L * es)
 
 
 cdef void c_bytedelta_decode(const uint8_t* src, uint8_t* dst, Py_ssize_t size,
                              Py_ssize_t es, bint buggy) noexcept nogil:
-    cdef Py_ssize_t L = size // es, k, i, restart = (L // 16) * 16 if buggy else -1
-    cdef uint8_t acc
+    cdef Py_ssize_t L = size // es, k, restart = (L // 16) * 16 if buggy else 0
     for k in range(es):
-        acc = 0
-        for i in range(L):
-            if i == restart:
-                acc = 0
-            acc = <uint8_t>(acc + src[k * L + i])
-            dst[k * L + i] = acc
+        _running_sum(src + k * L, dst + k * L, restart)
+        _running_sum(src + k * L + restart, dst + k * L + restart, L - restart)
     memcpy(dst + L * es, src + L * es, size - L * es)
 
 

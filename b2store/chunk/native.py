@@ -370,8 +370,8 @@ def decode(decoder, blocks, dest: np.ndarray, dest_base: int, first=None, nthrea
 
 def quick_decode(buf, out, nthreads: int | None, max_nbytes: int) -> np.ndarray | None:
     """Decode a chunk of the common kind (``_blocks.Plan``: Blosc2, no dictionary, special
-    value or VL blocks, shuffle or bit-shuffle only) checked, walked and inflated in C with
-    no Python per block; None for any other chunk, a chunk with anything wrong, one past
+    value or VL blocks, shuffle, bit-shuffle or bytedelta only) checked, walked and inflated
+    in C with no Python per block; None for any other chunk, a chunk with anything wrong, one past
     ``max_nbytes``, or an ``out`` that is not a writable contiguous 1-d uint8 array: the
     caller's :class:`~b2store.chunk.decoder.ChunkDecoder` then decodes it or says why not.
 

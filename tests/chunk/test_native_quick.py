@@ -32,7 +32,11 @@ def _walk(dtype, n):
 
 @pytest.mark.skipif(not native.enabled(), reason="the C block loop is off (B2STORE_NATIVE=0)")
 @pytest.mark.parametrize("codec", CODECS)
-@pytest.mark.parametrize("filters", [("shuffle",), ("bitshuffle",), (), ("shuffle", "shuffle")])
+@pytest.mark.parametrize(
+    "filters",
+    [("shuffle",), ("bitshuffle",), (), ("shuffle", "shuffle"), ("shuffle", "bytedelta"),
+     ("bitshuffle", "bytedelta"), ("bytedelta",)],
+)  # fmt: skip
 @pytest.mark.parametrize("dtype", ["<f8", "<i4", "<u2", "u1", "<c16"])
 def test_common_chunks_take_the_quick_path(codec, filters, dtype):
     data = _walk(dtype, 70_001)  # a short last block
@@ -48,11 +52,23 @@ def test_common_chunks_take_the_quick_path(codec, filters, dtype):
     assert out.tobytes() == data.tobytes()
 
 
+@pytest.mark.skipif(not native.enabled(), reason="the C block loop is off (B2STORE_NATIVE=0)")
+@pytest.mark.parametrize("dtype", ["<f8", "<i2"])
+def test_flawed_bytedelta_takes_the_quick_path(dtype):
+    # Filter 34 (the SIMD builds' bytedelta, which restarts its running sum in each
+    # channel): python-blosc2 writes it no more, but reads it, as the one pass must.
+    data = _walk(dtype, 70_001)
+    chunk = b2store.encode_chunk(data, codec="lz4", filters=["shuffle", "bytedelta_buggy"])
+    assert _blocks.Plan(chunk).ok
+    for nthreads in (1, 2):
+        got = b2store.decode_chunk(chunk, nthreads=nthreads).tobytes()
+        assert got == data.tobytes() == blosc2.decompress2(chunk)
+
+
 def test_other_chunks_are_left_to_the_general_decoder():
     data = _walk("<i4", 50_000)
     others = {
         "delta": _chunk(data, "lz4", ("delta", "shuffle")),
-        "bytedelta": _chunk(data, "zstd", ("shuffle", "bytedelta")),
         "dictionary": _chunk(data, "zstd", ("shuffle",), use_dict=True),
         "zeros": _chunk(np.zeros(50_000, "<i4"), "lz4"),
     }

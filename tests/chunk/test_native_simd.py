@@ -57,6 +57,35 @@ def test_simd_kernels_match_scalar(at_level, level, es):
 _KERNELS = ("shuffle", "unshuffle", "bitshuffle", "bitunshuffle")
 
 
+@pytest.mark.skipif(not LEVELS, reason="no SIMD path on this CPU/build to compare")
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("buggy", [False, True])
+@pytest.mark.parametrize("es", [1, 2, 3, 4, 8, 16])
+def test_bytedelta_vectors_match_scalar(at_level, level, buggy, es):
+    # The running sums carry from one 16-byte vector to the next, and the flawed variant
+    # restarts at the last multiple of 16 of each channel: lengths around both.
+    rng = np.random.default_rng(77 + es)
+    for count in COUNTS:
+        size = count * es + (count % es if es > 1 else 0)
+        src = rng.integers(0, 256, size, dtype=np.uint8)
+        at_level(0)
+        enc = np.full(size, 0xA5, np.uint8)
+        _shuffle.bytedelta_encode(src, enc, es, buggy)
+        dec = np.full(size, 0xA5, np.uint8)
+        _shuffle.bytedelta_decode(enc, dec, es, buggy)
+        assert np.array_equal(dec, src)
+        at_level(level)
+        got = np.full(size, 0x5A, np.uint8)
+        _shuffle.bytedelta_encode(src, got, es, buggy)
+        assert np.array_equal(got, enc), (es, count)
+        _shuffle.bytedelta_decode(enc, got, es, buggy)
+        assert np.array_equal(got, src), (es, count)
+        # In place, as a filter pipeline may run it.
+        inplace = enc.copy()
+        _shuffle.bytedelta_decode(inplace, inplace, es, buggy)
+        assert np.array_equal(inplace, src), (es, count)
+
+
 def test_set_simd_level_clamps(at_level):
     best = _shuffle.simd_level()
     assert _shuffle.set_simd_level(99) == best
