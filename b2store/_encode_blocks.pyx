@@ -64,7 +64,7 @@ cdef class ChunkOut:
     in place behind the header and block starts, and the object shrunk to fit. This
     spares a chunk-sized join (and its page faults) per chunk.
 
-    It exposes its bytes as a writable buffer until :meth:`finish` hands them over.
+    It exposes its bytes as a writable buffer until :meth:`finish_blocks` hands them over.
     """
 
     cdef PyObject* obj
@@ -112,11 +112,10 @@ cdef class ChunkOut:
         self.data = NULL
         return result
 
-    def finish(self, const uint8_t[::1] prefix, const int64_t[::1] sizes, Py_ssize_t slot):
-        """The chunk: ``prefix`` (header and block starts), then block ``j``'s ``sizes[j]``
-        bytes, found at ``len(prefix) + j * slot`` (``slot`` 0: packed there already, one
-        after another). The bytes object is handed over."""
-        cdef Py_ssize_t p = prefix.shape[0], n = sizes.shape[0], j, end, pos = prefix.shape[0]
+    cdef Py_ssize_t _pack(self, Py_ssize_t p, const int64_t[::1] sizes,
+                          Py_ssize_t slot) except -1:
+        """Check the blocks' sizes and move them together from ``p`` on; the chunk's end."""
+        cdef Py_ssize_t n = sizes.shape[0], j, end, pos = p
         if self.obj == NULL or self.exports:
             raise BufferError("the chunk was handed over, or is still being written")
         if p + n * slot > self.capacity or slot < 0:
@@ -134,8 +133,30 @@ cdef class ChunkOut:
             for j in range(n if slot else 0):
                 memmove(self.data + pos, self.data + p + j * slot, sizes[j])
                 pos += sizes[j]
-            if p:
-                memcpy(self.data, &prefix[0], p)
+        return end
+
+    def finish_blocks(self, const uint8_t[::1] header, const int64_t[::1] sizes,
+                      Py_ssize_t slot):
+        """The chunk: ``header`` (32 bytes) with its cbytes set to the chunk's length, one
+        little-endian int32 start per block, then block ``j``'s ``sizes[j]`` bytes, found
+        at ``32 + 4 * len(sizes) + j * slot`` (``slot`` 0: packed there already, one after
+        another). The bytes object is handed over."""
+        cdef Py_ssize_t h = header.shape[0], n = sizes.shape[0], j, start
+        cdef Py_ssize_t end
+        cdef int32_t word
+        if h != 32:
+            raise ValueError(f"a header of 32 bytes, not {h}")
+        end = self._pack(h + 4 * n, sizes, slot)
+        if end > 0x7FFFFFFF:
+            raise ValueError("a chunk of more than 2 GiB")
+        memcpy(self.data, &header[0], h)
+        word = <int32_t>end
+        memcpy(self.data + 12, &word, 4)  # cbytes (the format is little-endian)
+        start = h + 4 * n
+        for j in range(n):
+            word = <int32_t>start
+            memcpy(self.data + h + 4 * j, &word, 4)
+            start += sizes[j]
         return self._hand_over(end)
 
 

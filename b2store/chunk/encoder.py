@@ -7,9 +7,11 @@ written here match python-blosc2's in layout and, codec permitting, byte for byt
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import numpy as np
 
@@ -147,41 +149,12 @@ def encode_chunk(
     typesize = params.typesize
     if typesize is None:
         typesize = parse_typesize(data.dtype.itemsize if isinstance(data, np.ndarray) else 1)
-    codec, clevel, blocksize = params.codec, params.clevel, params.blocksize
-    _check_encodable(params.filters)
-    _check_parameters(len(src), codec, params.use_dict)
-    nbytes = len(src)
-    ts = header_typesize(typesize)
-    slots, metas = params.slots(ts)
-    active = [f for f in slots if f]
-    bs = compute_blocksize(nbytes, typesize, clevel, codec, active, params.splitmode, blocksize)
-    pipeline = Pipeline(slots, metas, ts, encoding=True)
-
-    header = ChunkHeader(
-        version=CHUNK_VERSION,
-        versionlz=1,
-        flags=FLAGS.EXTENDED,
-        typesize=ts,
-        nbytes=nbytes,
-        blocksize=bs,
-        cbytes=0,
-        filters=slots,
-        udcodec=int(codec),
-        compcode_meta=0,
-        filters_meta=metas,
-    )
-    if clevel == 0 or nbytes < MIN_BUFFERSIZE:
-        return _memcpyed(header, src, FLAGS.EXTENDED | FLAGS.MEMCPYED)
-
-    if 4 * -(-nbytes // bs) > nbytes:
-        # Not even the block starts would fit in what c-blosc2 allows the chunk.
-        return _memcpyed(header, src, FLAGS.EXTENDED | FLAGS.MEMCPYED)
-    split = split_block(codec, clevel, active, params.splitmode, ts, bs)
-    flags = FLAGS.EXTENDED | (_CODEC_FORMAT[codec] << 5) | (0 if split else FLAGS.DONT_SPLIT)
-    if Filter.DELTA in active:
-        flags |= FLAGS.DELTA
-    job = _Job(src, bs, ts if split else 1, pipeline, codec, clevel)
-    dictionary = job.train(nbytes, ts, split) if params.use_dict else None
+    lay = _layout(params, typesize, len(src))
+    if lay.stored_raw:
+        return _memcpyed(lay.header, src, FLAGS.EXTENDED | FLAGS.MEMCPYED)
+    nbytes, flags = len(src), lay.flags
+    job = _Job(src, lay.blocksize, lay.nstreams, lay.pipeline, params.codec, params.clevel)
+    dictionary = job.train(nbytes, lay.header.typesize, lay.split) if params.use_dict else None
     prefix = 4 * job.nblocks + (0 if dictionary is None else 4 + len(dictionary))
     # The C loop compresses into the chunk's own bytes; the Python path's blocks are lists of
     # their streams' pieces, joined once at the end.
@@ -198,27 +171,76 @@ def encode_chunk(
     # python-blosc2 gives c-blosc2 room for nbytes plus one header: past that, memcpy.
     if body_size > nbytes:
         if fast is not None:
-            return fast.raw(_memcpyed_header(header, src, flags | FLAGS.MEMCPYED), src)
-        return _memcpyed(header, src, flags | FLAGS.MEMCPYED)
+            return fast.raw(_memcpyed_header(lay.header, src, flags | FLAGS.MEMCPYED), src)
+        return _memcpyed(lay.header, src, flags | FLAGS.MEMCPYED)
     if all_zero:
         special = SpecialValue.ZERO << 4
         return _replace(
-            header, flags=flags, blosc2_flags=special, cbytes=EXTENDED_HEADER_LENGTH
+            lay.header, flags=flags, blosc2_flags=special, cbytes=EXTENDED_HEADER_LENGTH
         ).to_bytes()
-
+    if fast is not None:
+        return fast.chunk(lay.head)  # the header with its cbytes, and the block starts, in C
     starts = EXTENDED_HEADER_LENGTH + prefix + np.concatenate(([0], np.cumsum(sizes[:-1])))
     bflags = 0 if dictionary is None else BLOSC2_FLAGS.USE_DICT
     head = _replace(
-        header, flags=flags, cbytes=EXTENDED_HEADER_LENGTH + body_size, blosc2_flags=bflags
+        lay.header, flags=flags, cbytes=EXTENDED_HEADER_LENGTH + body_size, blosc2_flags=bflags
     )
     pieces = [head.to_bytes(), starts.astype("<i4").tobytes()]
-    if fast is not None:
-        return fast.chunk(b"".join(pieces))
     if dictionary is not None:
         pieces += [len(dictionary).to_bytes(4, "little"), dictionary]
     for block in blocks:
         pieces += block
     return b"".join(pieces)
+
+
+class _Layout(NamedTuple):
+    header: ChunkHeader  # cbytes 0, the flags of a memcpyed chunk
+    stored_raw: bool  # clevel 0, too small, or no room for the block starts: memcpyed
+    blocksize: int
+    split: bool
+    nstreams: int
+    flags: int
+    pipeline: Pipeline | None
+    head: bytes  # the header of a compressed chunk, its cbytes left 0
+
+
+@functools.lru_cache(maxsize=256)
+def _layout(params: ChunkParams, typesize: int, nbytes: int) -> _Layout:
+    """What encoding ``nbytes`` with ``params`` decides before it reads a byte: kept,
+    because writers encode chunk after chunk of one shape, and small chunks spent more on
+    these decisions than on compressing (errors are raised each time: they are not kept)."""
+    codec, clevel = params.codec, params.clevel
+    _check_encodable(params.filters)
+    _check_parameters(nbytes, codec, params.use_dict)
+    ts = header_typesize(typesize)
+    slots, metas = params.slots(ts)
+    active = [f for f in slots if f]
+    bs = compute_blocksize(
+        nbytes, typesize, clevel, codec, active, params.splitmode, params.blocksize
+    )
+    header = ChunkHeader(
+        version=CHUNK_VERSION,
+        versionlz=1,
+        flags=FLAGS.EXTENDED,
+        typesize=ts,
+        nbytes=nbytes,
+        blocksize=bs,
+        cbytes=0,
+        filters=slots,
+        udcodec=int(codec),
+        compcode_meta=0,
+        filters_meta=metas,
+    )
+    pipeline = Pipeline(slots, metas, ts, encoding=True)  # (which checks the filters' metas)
+    # Not even the block starts would fit in what c-blosc2 allows the chunk: memcpyed too.
+    if clevel == 0 or nbytes < MIN_BUFFERSIZE or 4 * -(-nbytes // bs) > nbytes:
+        return _Layout(header, True, bs, False, 1, header.flags, None, b"")
+    split = split_block(codec, clevel, active, params.splitmode, ts, bs)
+    flags = FLAGS.EXTENDED | (_CODEC_FORMAT[codec] << 5) | (0 if split else FLAGS.DONT_SPLIT)
+    if Filter.DELTA in active:
+        flags |= FLAGS.DELTA
+    head = _replace(header, flags=flags).to_bytes()
+    return _Layout(header, False, bs, split, ts if split else 1, flags, pipeline, head)
 
 
 def special_chunk(

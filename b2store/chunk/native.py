@@ -14,6 +14,7 @@ split a chunk's blocks, taking the next block from a shared counter.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -429,13 +430,26 @@ class Encoded:
         self.sizes: list[int] = sizes.tolist()
         self.all_zero = all_zero
 
-    def chunk(self, prefix: bytes) -> bytes:
-        """The chunk: ``prefix`` (of the length :func:`encode` was given), then the blocks."""
-        return self._out.finish(prefix, self._sizes, self._slot)
+    def chunk(self, header: bytes) -> bytes:
+        """The chunk: ``header`` (32 bytes; its cbytes is filled in), the block starts, then
+        the blocks (:func:`encode` was given that prefix's length)."""
+        return self._out.finish_blocks(header, self._sizes, self._slot)
 
     def raw(self, header: bytes, items: np.ndarray) -> bytes:
         """The chunk stored raw instead (``header``, then ``items``), in the same bytes."""
         return self._out.raw(header, items)
+
+
+@functools.lru_cache(maxsize=64)
+def _encode_steps(steps: tuple, typesize: int) -> list[tuple[int, int]]:
+    """The filters as the C loop takes them: (id, meta), meta being the bits a truncation
+    clears."""
+    from .filters import truncated_bits
+
+    return [
+        (int(fid), int(truncated_bits(fid, meta, typesize) if fid in _TRUNCATIONS else meta))
+        for fid, meta in steps
+    ]
 
 
 def encode(job, dictionary, nthreads: int, zstd_levels, prefix: int) -> Encoded | None:
@@ -451,13 +465,7 @@ def encode(job, dictionary, nthreads: int, zstd_levels, prefix: int) -> Encoded 
     level = {Codec.LZ4: 10 - clevel, Codec.LZ4HC: clevel, Codec.ZLIB: clevel}.get(job.codec)
     if level is None:
         level = zstd_levels.get(clevel, 0) if job.codec == Codec.ZSTD else 0
-    from .filters import truncated_bits
-
-    steps = []
-    for fid, meta in job.pipeline.steps:
-        if fid in _TRUNCATIONS:
-            meta = truncated_bits(fid, meta, job.pipeline.typesize)
-        steps.append((int(fid), int(meta)))
+    steps = _encode_steps(tuple(job.pipeline.steps), job.pipeline.typesize)
     bs, nstreams, nblocks = job.blocksize, job.nstreams, job.nblocks
     nthreads = max(1, min(nthreads, nblocks))
     room = bs + 5 * nstreams  # the most one block takes

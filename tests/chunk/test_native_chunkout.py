@@ -1,5 +1,5 @@
 """``_encode_blocks.ChunkOut``: blocks compressed into slots of the chunk's own bytes, then packed
-behind the header and block starts, with no chunk-sized copy."""
+behind the header and block starts (both written in C), with no chunk-sized copy."""
 
 from __future__ import annotations
 
@@ -8,42 +8,54 @@ import pytest
 
 from b2store import _encode_blocks
 
+HEADER = bytes(range(32))  # cbytes (bytes 12-15) is filled in by finish_blocks
 
-def test_blocks_are_packed_behind_the_prefix():
+
+def _prefix(sizes, total: int) -> bytes:
+    starts = 32 + 4 * len(sizes) + np.concatenate(([0], np.cumsum(sizes[:-1]))).astype(int)
+    header = HEADER[:12] + total.to_bytes(4, "little") + HEADER[16:]
+    return header + np.asarray(starts[: len(sizes)], "<i4").tobytes()
+
+
+def test_blocks_are_packed_behind_the_header_and_block_starts():
     slot, sizes = 10, np.array([3, 10, 0, 7], np.int64)
-    out = _encode_blocks.ChunkOut(4 + len(sizes) * slot)
+    p = 32 + 4 * len(sizes)
+    out = _encode_blocks.ChunkOut(p + len(sizes) * slot)
     with memoryview(out) as mv:
         view = np.frombuffer(mv, np.uint8)
         for j, n in enumerate(sizes):
-            view[4 + j * slot : 4 + j * slot + n] = j + 1
-            view[4 + j * slot + n : 4 + (j + 1) * slot] = 0xEE  # slack never copied
+            view[p + j * slot : p + j * slot + n] = j + 1
+            view[p + j * slot + n : p + (j + 1) * slot] = 0xEE  # slack never copied
         del view
-    chunk = out.finish(b"HEAD", sizes, slot)
+    chunk = out.finish_blocks(HEADER, sizes, slot)
     assert isinstance(chunk, bytes)
-    assert chunk == b"HEAD" + b"\x01" * 3 + b"\x02" * 10 + b"\x04" * 7
+    body = b"\x01" * 3 + b"\x02" * 10 + b"\x04" * 7
+    assert chunk == _prefix(sizes, p + len(body)) + body
 
 
 def test_handed_over_once_and_never_while_written():
-    out = _encode_blocks.ChunkOut(16)
+    out = _encode_blocks.ChunkOut(48)
     mv = memoryview(out)
+    none = np.zeros(0, np.int64)
     with pytest.raises(BufferError):
-        out.finish(b"", np.zeros(0, np.int64), 0)
+        out.finish_blocks(HEADER, none, 0)
     mv.release()
-    assert out.finish(b"ab", np.zeros(0, np.int64), 0) == b"ab"
+    assert out.finish_blocks(HEADER, none, 0) == _prefix(none, 32)
     with pytest.raises(BufferError):
-        out.finish(b"", np.zeros(0, np.int64), 0)
+        out.finish_blocks(HEADER, none, 0)
     with pytest.raises(BufferError):
         memoryview(out)
 
 
 @pytest.mark.parametrize(
-    "prefix, sizes, slot",
-    [(b"", [5], 4), (b"", [-1], 4), (b"xx", [4, 4, 4, 4], 4), (b"", [1], -1)],
-)
-def test_bad_layouts_are_refused(prefix, sizes, slot):
-    out = _encode_blocks.ChunkOut(16)
+    "header, sizes, slot",
+    [(HEADER, [5], 4), (HEADER, [-1], 4), (HEADER, [4, 4, 4, 4], 4), (HEADER, [1], -1),
+     (HEADER[:16], [1], 4)],
+)  # fmt: skip
+def test_bad_layouts_are_refused(header, sizes, slot):
+    out = _encode_blocks.ChunkOut(48)
     with pytest.raises(ValueError):
-        out.finish(prefix, np.array(sizes, np.int64), slot)
+        out.finish_blocks(header, np.array(sizes, np.int64), slot)
 
 
 def test_raw_chunk_in_the_same_bytes():
@@ -75,12 +87,12 @@ def test_incompressible_chunks_are_stored_raw_as_python_blosc2_stores_them():
 
 def test_slot_zero_means_packed_already():
     sizes = np.array([3, 5, 0, 2], np.int64)
-    out = _encode_blocks.ChunkOut(2 + 12)
+    out = _encode_blocks.ChunkOut(48 + 10)
     with memoryview(out) as mv:
-        mv[2:12] = b"aaabbbbbcc"
-    assert out.finish(b"HH", sizes, 0) == b"HHaaabbbbbcc"
+        mv[48:58] = b"aaabbbbbcc"
+    assert out.finish_blocks(HEADER, sizes, 0) == _prefix(sizes, 58) + b"aaabbbbbcc"
     with pytest.raises(ValueError):
-        _encode_blocks.ChunkOut(8).finish(b"HH", np.array([4, 4], np.int64), 0)
+        _encode_blocks.ChunkOut(44).finish_blocks(HEADER, np.array([4, 4], np.int64), 0)
 
 
 @pytest.mark.parametrize("nthreads", [1, 2, 3])
