@@ -63,6 +63,11 @@ from .geometry import (
     chunk_to_array,
 )
 
+try:
+    from .. import _nd
+except ImportError:  # pragma: no cover - a build without the extensions
+    _nd = None
+
 __all__ = [
     "cparams_for",
     "encode_chunk_array",
@@ -404,6 +409,12 @@ def copy_blocks(
     """Copy each decoded block's selected part straight to its place in ``out`` (one copy,
     whatever the block layout); every range has step 1. ``buf`` holds the decoded chunk from
     block ``base`` on."""
+    lo, hi = [r.start for r in ranges], [r.stop for r in ranges]
+    blocks = np.asarray(wanted, np.int64)
+    if _nd is not None and isinstance(out, np.ndarray) and out.ndim == len(ranges):
+        # In C, one memcpy per row piece (numpy, a block at a time, cost more than decoding).
+        _nd.scatter_blocks(buf, base, blocks, chunkshape, blockshape, lo, hi, out)
+        return
     per_dim = blocks_per_chunk(chunkshape, blockshape)
     block_items = math.prod(blockshape)
     items = buf.view(dtype)[: len(buf) // dtype.itemsize]
