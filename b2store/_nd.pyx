@@ -11,6 +11,7 @@ Everything is checked before the loop runs without the GIL: the block numbers ag
 buffer, the region against the chunk, the destination's shape against the region.
 """
 
+from cpython.buffer cimport PyBUF_STRIDES, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport int64_t, uint8_t
 from libc.string cimport memcpy
 
@@ -30,6 +31,16 @@ def scatter_blocks(const uint8_t[::1] buf, Py_ssize_t base, const int64_t[::1] b
     """Copy the part of each block of ``blocks`` inside ``[lo, hi)`` (per dimension, within
     the chunk) to its place in ``out``, the region's own array (shape ``hi - lo``, any
     strides, the items' size). ``buf`` holds the decoded chunk from block ``base`` on."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(out, &view, PyBUF_STRIDES | PyBUF_WRITABLE)
+    try:
+        _scatter(buf, base, blocks, chunkshape, blockshape, lo, hi, &view)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef int _scatter(const uint8_t[::1] buf, Py_ssize_t base, const int64_t[::1] blocks,
+                  chunkshape, blockshape, lo, hi, Py_buffer* out) except -1:
     cdef Py_ssize_t nd = len(chunkshape), d, k, n, j, rem, itemsize, block_bytes, nblocks = 1
     cdef Py_ssize_t run, last, src_off, dst_off, count
     cdef Py_ssize_t C[MAX_DIMS]
@@ -44,7 +55,7 @@ def scatter_blocks(const uint8_t[::1] buf, Py_ssize_t base, const int64_t[::1] b
     cdef Py_ssize_t O[MAX_DIMS]
     cdef Py_ssize_t I[MAX_DIMS]
     cdef const uint8_t* block
-    cdef uint8_t* dst
+    cdef uint8_t* dst = <uint8_t*>out.buf
     cdef bint skip
     if nd > MAX_DIMS:
         raise ValueError(f"at most {MAX_DIMS} dimensions, not {nd}")
@@ -52,8 +63,8 @@ def scatter_blocks(const uint8_t[::1] buf, Py_ssize_t base, const int64_t[::1] b
     _dims(blockshape, B, nd, "blockshape")
     _dims(lo, L, nd, "lo")
     _dims(hi, H, nd, "hi")
-    if out.ndim != nd or not out.flags.writeable:
-        raise ValueError("out must be a writable array of the chunk's dimensions")
+    if out.ndim != nd:
+        raise ValueError(f"out has {out.ndim} dimensions, the chunk {nd}")
     itemsize = out.itemsize
     block_bytes = itemsize
     for d in range(nd):
@@ -72,11 +83,10 @@ def scatter_blocks(const uint8_t[::1] buf, Py_ssize_t base, const int64_t[::1] b
         if not base <= blocks[k] < nblocks or (blocks[k] - base + 1) * block_bytes > buf.shape[0]:
             raise ValueError(f"block {blocks[k]} is not in the buffer")
     if n == 0:
-        return
-    dst = <uint8_t*><size_t>out.__array_interface__["data"][0]
+        return 0
     if nd == 0:
         memcpy(dst, &buf[(blocks[0] - base) * block_bytes], itemsize)
-        return
+        return 0
     last = nd - 1
     with nogil:
         for k in range(n):
@@ -119,3 +129,4 @@ def scatter_blocks(const uint8_t[::1] buf, Py_ssize_t base, const int64_t[::1] b
                     d -= 1
                 if d < 0:
                     break
+    return 0

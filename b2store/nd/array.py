@@ -270,8 +270,9 @@ class B2ndArray:
         for _ in range(READ_TRIES):
             st = schunk.committed()
             try:
+                grid = chunk_grid(self.shape, self.chunks)
                 for coords, parts in _chunks_touched(dims, self.chunks):
-                    self._read_chunk(coords, parts, out, scratch, st)
+                    self._read_chunk(_c_index(coords, grid), parts, out, scratch, st)
                 return
             except FormatError:
                 if not schunk.refreshed(st):
@@ -280,9 +281,8 @@ class B2ndArray:
             "frame", "a committed state that stays readable", "writers kept replacing it"
         )
 
-    def _read_chunk(self, coords, parts, out: np.ndarray, scratch: np.ndarray, state=None) -> None:
-        """Copy what ``parts`` selects of chunk ``coords`` into ``out``."""
-        nchunk = _c_index(coords, chunk_grid(self.shape, self.chunks))
+    def _read_chunk(self, nchunk, parts, out: np.ndarray, scratch: np.ndarray, state=None) -> None:
+        """Copy what ``parts`` selects of chunk ``nchunk`` into ``out``."""
         # The trailing Ellipsis keeps a 0-d destination a view, not a scalar.
         dst = tuple(slice(pos.start, pos.stop) for _, pos in parts) + (Ellipsis,)
         decode_selection(

@@ -42,6 +42,7 @@ Errors: a chunk whose decoded size is not the padded chunk's raises FormatError 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 
@@ -253,7 +254,16 @@ def decode_selection(
         _decode_blocks(source, region, chunkshape, blockshape, dtype, direct, label)
         return
     if dtype.subdtype is None and all(r.step == 1 for r in ranges):
-        if _decode_in_groups(
+        if len(scratch) < 2 * _GROUP_BYTES and all(
+            r.start == 0 and len(r) == c for r, c in zip(ranges, chunkshape)
+        ):
+            # A whole small chunk: one C pass, one scatter (the general path's planning cost
+            # more than decoding a chunk of a few tens of kB).
+            if callable(source):
+                source = source(None)
+            if _whole_chunk(source, chunkshape, blockshape, scratch, out):
+                return
+        elif _decode_in_groups(
             source, region, ranges, chunkshape, blockshape, dtype, scratch, out, label
         ):
             return
@@ -347,6 +357,28 @@ def _decode_blocks(
 # Most of a chunk is decoded a group of blocks of about this size at a time, each group
 # copied to the output while it is still in the core's cache.
 _GROUP_BYTES = 1 << 20
+
+
+def _whole_chunk(chunk, chunkshape, blockshape, scratch, out) -> bool:
+    """Decode ``chunk`` whole into ``scratch`` in one C pass and put its items in ``out``;
+    False (``out`` untouched) for a chunk the pass does not take: special, damaged, ...)."""
+    if _nd is None or not isinstance(out, np.ndarray) or out.ndim != len(chunkshape):
+        return False
+    nthreads = native.default_nthreads()
+    if native.quick_decode(chunk, scratch, nthreads, len(scratch)) is None:
+        return False
+    _nd.scatter_blocks(
+        scratch, 0, _all_blocks(chunkshape, blockshape), chunkshape, blockshape,
+        (0,) * len(chunkshape), chunkshape, out,
+    )  # fmt: skip
+    return True
+
+
+@functools.lru_cache(maxsize=64)
+def _all_blocks(chunkshape, blockshape) -> np.ndarray:
+    blocks = np.arange(math.prod(blocks_per_chunk(chunkshape, blockshape)), dtype=np.int64)
+    blocks.flags.writeable = False
+    return blocks
 
 
 def _decode_in_groups(

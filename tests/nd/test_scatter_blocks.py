@@ -69,6 +69,6 @@ def test_blocks_from_a_base_and_the_checks():
     with pytest.raises(ValueError, match="region"):
         _nd.scatter_blocks(buf, 0, np.array([0], np.int64), chunkshape, blockshape, [0, 0],
                            [9, 6], np.zeros((9, 6), "<i4"))  # fmt: skip
-    with pytest.raises(ValueError, match="writable"):
+    with pytest.raises(ValueError, match="read-only"):
         _nd.scatter_blocks(buf, 0, np.array([0], np.int64), *args[:4],
                            np.frombuffer(bytes(48), "<i4").reshape(2, 6))  # fmt: skip
