@@ -131,11 +131,15 @@ def _constant_chunk(buf: np.ndarray, dtype: np.dtype, blocksize: int) -> bytes |
 def encode_array_chunk(
     buf: np.ndarray, dtype: np.dtype, params: ChunkParams, nthreads: int | None = None
 ) -> bytes:
-    """One chunk from ``buf``, the padded chunk already in block order (1-d)."""
+    """One chunk from ``buf``, the padded chunk already in block order (1-d); its blocks
+    compressed by ``nthreads`` threads (None: as many as reads use, the cores by default,
+    as python-blosc2 does)."""
     dtype = np.dtype(dtype)
     special = _constant_chunk(buf, dtype, params.blocksize)
     if special is not None:
         return special
+    if nthreads is None:
+        nthreads = native.default_nthreads()
     return encode_chunk(buf.view(np.uint8), params, nthreads=nthreads)
 
 
@@ -164,7 +168,7 @@ def encode_chunk_array(
     dtype : numpy.dtype, optional
         The item type, when it has a subarray shape whose dimensions trail ``array``'s.
     nthreads : int, optional
-        Blocks compressed at once.
+        Blocks compressed at once (default: the cores, as :func:`encode_array_chunk`).
 
     Returns
     -------
@@ -254,15 +258,16 @@ def decode_selection(
         _decode_blocks(source, region, chunkshape, blockshape, dtype, direct, label)
         return
     if dtype.subdtype is None and all(r.step == 1 for r in ranges):
-        if len(scratch) < 2 * _GROUP_BYTES and all(
-            r.start == 0 and len(r) == c for r, c in zip(ranges, chunkshape)
-        ):
-            # A whole small chunk: one C pass, one scatter (the general path's planning cost
-            # more than decoding a chunk of a few tens of kB).
-            if callable(source):
-                source = source(None)
-            if _whole_chunk(source, chunkshape, blockshape, scratch, out):
-                return
+        if len(scratch) < 2 * _GROUP_BYTES:
+            # A small chunk, whole or most of it: one C pass, one scatter (the general path's
+            # planning cost more than decoding a chunk of a few tens of kB).
+            whole = all(r.start == 0 and len(r) == c for r, c in zip(ranges, chunkshape))
+            wanted = None if whole else blocks_touched(region, chunkshape, blockshape)
+            if whole or 2 * len(wanted) > math.prod(blocks_per_chunk(chunkshape, blockshape)):
+                if callable(source):
+                    source = source(None)
+                if _whole_chunk(source, chunkshape, blockshape, scratch, out, wanted, region):
+                    return
         elif _decode_in_groups(
             source, region, ranges, chunkshape, blockshape, dtype, scratch, out, label
         ):
@@ -359,18 +364,21 @@ def _decode_blocks(
 _GROUP_BYTES = 1 << 20
 
 
-def _whole_chunk(chunk, chunkshape, blockshape, scratch, out) -> bool:
-    """Decode ``chunk`` whole into ``scratch`` in one C pass and put its items in ``out``;
-    False (``out`` untouched) for a chunk the pass does not take: special, damaged, ...)."""
+def _whole_chunk(chunk, chunkshape, blockshape, scratch, out, wanted=None, region=None) -> bool:
+    """Decode ``chunk`` whole into ``scratch`` in one C pass and put the ``wanted`` blocks'
+    part in ``region`` (all of them, the whole chunk, when None) in ``out``; False (``out``
+    untouched) for a chunk the pass does not take (special, damaged, ...)."""
     if _nd is None or not isinstance(out, np.ndarray) or out.ndim != len(chunkshape):
         return False
     nthreads = native.default_nthreads()
     if native.quick_decode(chunk, scratch, nthreads, len(scratch)) is None:
         return False
-    _nd.scatter_blocks(
-        scratch, 0, _all_blocks(chunkshape, blockshape), chunkshape, blockshape,
-        (0,) * len(chunkshape), chunkshape, out,
-    )  # fmt: skip
+    if wanted is None:
+        blocks, lo, hi = _all_blocks(chunkshape, blockshape), (0,) * len(chunkshape), chunkshape
+    else:
+        blocks = np.asarray(wanted, np.int64)
+        lo, hi = [a for a, _ in region], [b for _, b in region]
+    _nd.scatter_blocks(scratch, 0, blocks, chunkshape, blockshape, lo, hi, out)
     return True
 
 
