@@ -180,7 +180,8 @@ class B2nd(Codec):
             kwargs.update(filters=list(slots), filters_meta=list(metas))
         cparams = cparams_for(dtype, self.blockshape, **kwargs)
         chunk = array_to_chunk(data, self.chunkshape, self.blockshape)
-        return encode_array_chunk(chunk, dtype, cparams)
+        # One thread, as the other codecs: Zarr and dask run codecs side by side already.
+        return encode_array_chunk(chunk, dtype, cparams, nthreads=1)
 
     def decode(self, buf, out=None):
         from ..nd.geometry import chunk_to_array

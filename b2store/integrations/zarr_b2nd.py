@@ -169,7 +169,8 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         data = np.asarray(chunk_array.as_numpy_array()).astype(dtype, copy=False)
         buf = array_to_chunk(data, chunk_spec.shape, blocks)
         return chunk_spec.prototype.buffer.from_bytes(
-            encode_array_chunk(buf, dtype, self.cparams(dtype, blocks))
+            # One thread, as the other codecs: Zarr runs codecs side by side already.
+            encode_array_chunk(buf, dtype, self.cparams(dtype, blocks), nthreads=1)
         )
 
     def cparams(self, dtype: np.dtype, blocks) -> dict:

@@ -164,7 +164,8 @@ _KEYWORDS_DOC = """
         Variable-length metalayers (user attributes such as ``{"units": "K"}``): names to
         msgpack-packable values; python-blosc2 reads them as ``array.vlmeta``.
     nthreads : int, optional
-        Chunks' blocks compressed at once.
+        Chunks' blocks compressed at once (default: as many as reads use, the cores unless
+        ``B2STORE_NTHREADS`` says otherwise, as python-blosc2).
 
     Unknown keywords raise TypeError: attributes go in ``vlmeta``, never loose keywords."""
 
