@@ -138,7 +138,7 @@ def encode_chunk(
         if value is not None
     }
     if params is None:
-        params = ChunkParams(**given)
+        params = _params_from(**given)
     elif not isinstance(params, ChunkParams):
         raise TypeError(f"params must be a ChunkParams, not {type(params).__name__}")
     elif given:
@@ -191,6 +191,25 @@ def encode_chunk(
     for block in blocks:
         pieces += block
     return b"".join(pieces)
+
+
+def _params_from(**given) -> ChunkParams:
+    """``ChunkParams(**given)``, kept for keywords given again (a loop of ``encode_chunk``
+    calls with the same keywords spent 8 us a chunk normalising them)."""
+    try:
+        key = tuple(
+            (name, tuple(value) if isinstance(value, list) else value)
+            for name, value in given.items()
+        )
+        hash(key)
+    except TypeError:  # something unhashable: made each time
+        return ChunkParams(**given)
+    return _kept_params(key)
+
+
+@functools.lru_cache(maxsize=64)
+def _kept_params(key) -> ChunkParams:
+    return ChunkParams(**dict(key))
 
 
 class _Layout(NamedTuple):
