@@ -16,7 +16,14 @@ from ..constants import MAX_TYPESIZE, SpecialValue
 from ..errors import FormatError
 from ..frame.schunk import READ_TRIES, SChunk
 from ..frame.writer import special_offset
-from .chunks import copy_blocks, decode_chunk_array, decode_selection, encode_chunk_array
+from .chunks import (
+    SMALL_CHUNK_BYTES,
+    copy_blocks,
+    decode_chunk_array,
+    decode_selection,
+    decode_small_chunk,
+    encode_chunk_array,
+)
 from .geometry import blocks_touched, chunk_grid, chunk_nitems
 from .meta import B2ndMeta
 
@@ -285,8 +292,18 @@ class B2ndArray:
         """Copy what ``parts`` selects of chunk ``nchunk`` into ``out``."""
         # The trailing Ellipsis keeps a 0-d destination a view, not a scalar.
         dst = tuple(slice(pos.start, pos.stop) for _, pos in parts) + (Ellipsis,)
+        source = self._fetcher(nchunk, state)
+        if len(scratch) < SMALL_CHUNK_BYTES and all(
+            local.start == 0 and local.step == 1 and len(local) == c
+            for (local, _), c in zip(parts, self.chunks)
+        ):
+            # A whole small chunk (a whole-array read of many): read and decoded in one go,
+            # without decode_selection's planning, which cost as much as the decoding.
+            source = source(None)
+            if decode_small_chunk(source, self.chunks, self.blocks, scratch, out[dst]):
+                return
         decode_selection(
-            self._fetcher(nchunk, state),
+            source,
             self.chunks,
             self.blocks,
             self.dtype,

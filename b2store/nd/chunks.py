@@ -70,6 +70,8 @@ except ImportError:  # pragma: no cover - a build without the extensions
     _nd = None
 
 __all__ = [
+    "SMALL_CHUNK_BYTES",
+    "decode_small_chunk",
     "cparams_for",
     "encode_chunk_array",
     "encode_array_chunk",
@@ -258,7 +260,7 @@ def decode_selection(
         _decode_blocks(source, region, chunkshape, blockshape, dtype, direct, label)
         return
     if dtype.subdtype is None and all(r.step == 1 for r in ranges):
-        if len(scratch) < 2 * _GROUP_BYTES:
+        if len(scratch) < SMALL_CHUNK_BYTES:
             # A small chunk, whole or most of it: one C pass, one scatter (the general path's
             # planning cost more than decoding a chunk of a few tens of kB).
             whole = all(r.start == 0 and len(r) == c for r, c in zip(ranges, chunkshape))
@@ -266,7 +268,7 @@ def decode_selection(
             if whole or 2 * len(wanted) > math.prod(blocks_per_chunk(chunkshape, blockshape)):
                 if callable(source):
                     source = source(None)
-                if _whole_chunk(source, chunkshape, blockshape, scratch, out, wanted, region):
+                if decode_small_chunk(source, chunkshape, blockshape, scratch, out, wanted, region):
                     return
         elif _decode_in_groups(
             source, region, ranges, chunkshape, blockshape, dtype, scratch, out, label
@@ -362,9 +364,13 @@ def _decode_blocks(
 # Most of a chunk is decoded a group of blocks of about this size at a time, each group
 # copied to the output while it is still in the core's cache.
 _GROUP_BYTES = 1 << 20
+# Smaller (padded) chunks are decoded whole in one C pass, then scattered.
+SMALL_CHUNK_BYTES = 2 * _GROUP_BYTES
 
 
-def _whole_chunk(chunk, chunkshape, blockshape, scratch, out, wanted=None, region=None) -> bool:
+def decode_small_chunk(
+    chunk, chunkshape, blockshape, scratch, out, wanted=None, region=None
+) -> bool:
     """Decode ``chunk`` whole into ``scratch`` in one C pass and put the ``wanted`` blocks'
     part in ``region`` (all of them, the whole chunk, when None) in ``out``; False (``out``
     untouched) for a chunk the pass does not take (special, damaged, ...)."""

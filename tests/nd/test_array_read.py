@@ -11,6 +11,7 @@ import b2store
 from b2store.chunk import partial
 from b2store.chunk.decoder import ChunkDecoder
 from b2store.errors import FormatError
+from b2store.nd import array as nd_array
 from b2store.nd import chunks as nd_chunks
 
 blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 writes the arrays read here")
@@ -167,14 +168,15 @@ class Counter:
             self.blocks += len(done or ())
             return done
 
-        whole_small = nd_chunks._whole_chunk
+        whole_small = nd_chunks.decode_small_chunk
 
-        def whole_chunk(*a, **k):  # a whole small chunk in one C pass, then scattered
+        def small_chunk(*a, **k):  # a small chunk in one C pass, then scattered
             done = whole_small(*a, **k)
             self.whole += done
             return done
 
-        monkeypatch.setattr(nd_chunks, "_whole_chunk", whole_chunk)
+        monkeypatch.setattr(nd_chunks, "decode_small_chunk", small_chunk)
+        monkeypatch.setattr(nd_array, "decode_small_chunk", small_chunk)
         monkeypatch.setattr(ChunkDecoder, "decode_block", decode_block)
         monkeypatch.setattr(ChunkDecoder, "decode_into", decode_into)
         monkeypatch.setattr(partial, "decode_direct", decode_direct)
