@@ -524,7 +524,27 @@ def staging_path(path) -> Path:
     """A fresh name beside ``path`` to build a new frame under before :func:`replace_path`."""
     path = local_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    _forget_cached(path)
     return path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.new"
+
+
+def _forget_cached(path: Path) -> None:
+    """Let the kernel drop the page cache of a file about to be replaced. It stays whole
+    and readable until the new one is renamed over it, but its cached pages are no use by
+    then: held while the new file is written, they doubled the page cache a rewrite needs,
+    and a 256 MiB rewrite ran 20-50% slower than a write to a new path on a VM."""
+    if not hasattr(os, "posix_fadvise"):
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # not there, a directory (sparse frames), unreadable: nothing to do
+        return
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def replace_path(made, path) -> None:
