@@ -20,13 +20,8 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
 from b2store._blosclz cimport c_blosclz_decompress
-from b2store._shuffle cimport (
-    c_bitunshuffle_tmp,
-    c_bytedelta_decode,
-    c_delta_decode_first,
-    c_unshuffle,
-    c_xor,
-)
+from b2store._delta cimport c_bytedelta_decode, c_delta_decode_first, c_xor
+from b2store._shuffle cimport c_bitunshuffle_tmp, c_unshuffle
 
 
 cdef Natives N

@@ -36,15 +36,8 @@ from b2store._blocks cimport (
     natives,
 )
 from b2store._blosclz cimport c_blosclz_compress
-from b2store._shuffle cimport (
-    c_bitshuffle_tmp,
-    c_bytedelta_encode,
-    c_delta_encode_first,
-    c_is_run,
-    c_shuffle,
-    c_xor,
-    c_zero_low_bits,
-)
+from b2store._delta cimport c_bytedelta_encode, c_delta_encode_first, c_xor
+from b2store._shuffle cimport c_bitshuffle_tmp, c_is_run, c_shuffle, c_zero_low_bits
 
 from b2store._blocks import encodable
 

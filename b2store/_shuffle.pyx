@@ -1,6 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # cython: initializedcheck=False, nonecheck=False
-"""Byte loops of the Blosc2 filters: shuffle, bitshuffle, delta, bytedelta, truncation.
+"""Byte loops of the Blosc2 filters: shuffle, bitshuffle, truncation, runs (delta and
+bytedelta are b2store._delta's).
 
 Every kernel is a ``nogil`` loop over raw pointers with no Python objects inside. The ``def``
 wrappers at the bottom check only what keeps the loops in bounds (lengths and element
@@ -124,57 +125,18 @@ cdef extern from *:
         }
         return i;
     }
-    /* Bytedelta's two loops, 16 bytes at a time; each returns how many bytes it did.
-       Differences: each byte less the one before it (src[-1] is read: the caller does byte
-       0 itself, and src and dst are distinct). Running sums: a vector's own prefix sum in
-       four shift-and-add steps, plus the carry of the bytes before it, which grows by the
-       vector's total; that broadcast of byte 15 does not wait for the carry, so the chain
-       from one vector to the next is a single add. */
-    static inline ptrdiff_t b2s_diff_sse2(const uint8_t* src, uint8_t* dst, ptrdiff_t n) {
-        ptrdiff_t i = 0;
-        for (; i + 16 <= n; i += 16)
-            B2S_STORE(dst + i, _mm_sub_epi8(B2S_LOAD(src + i), B2S_LOAD(src + i - 1)));
-        return i;
-    }
-    static inline ptrdiff_t b2s_running_sum_sse2(const uint8_t* src, uint8_t* dst, ptrdiff_t n,
-                                                 uint8_t* acc) {
-        __m128i carry = _mm_set1_epi8((char)*acc), x, top;
-        ptrdiff_t i = 0;
-        for (; i + 16 <= n; i += 16) {
-            x = B2S_LOAD(src + i);
-            x = _mm_add_epi8(x, _mm_slli_si128(x, 1));
-            x = _mm_add_epi8(x, _mm_slli_si128(x, 2));
-            x = _mm_add_epi8(x, _mm_slli_si128(x, 4));
-            x = _mm_add_epi8(x, _mm_slli_si128(x, 8));
-            top = _mm_unpackhi_epi8(x, x);
-            top = _mm_shuffle_epi32(_mm_unpackhi_epi16(top, top), 0xFF);
-            B2S_STORE(dst + i, _mm_add_epi8(x, carry));
-            carry = _mm_add_epi8(carry, top);
-        }
-        if (i)
-            *acc = dst[i - 1];
-        return i;
-    }
     #else
     #define B2S_HAVE_SSE2 0
     static inline void b2s_bitrows_to_bytes16(const uint8_t* rows, ptrdiff_t nrow, uint8_t* out) {}
     static inline void b2s_bytes16_to_bitrows(const uint8_t* in, ptrdiff_t nrow, uint8_t* rows) {}
     static inline ptrdiff_t b2s_unshuffle_sse2(const uint8_t* src, uint8_t* dst, ptrdiff_t n,
                                                int es) { return 0; }
-    static inline ptrdiff_t b2s_diff_sse2(const uint8_t* src, uint8_t* dst, ptrdiff_t n) {
-        return 0;
-    }
-    static inline ptrdiff_t b2s_running_sum_sse2(const uint8_t* src, uint8_t* dst, ptrdiff_t n,
-                                                 uint8_t* acc) { return 0; }
     #endif
     """
     const bint B2S_HAVE_SSE2
     void b2s_bitrows_to_bytes16(const uint8_t* rows, Py_ssize_t nrow, uint8_t* out) noexcept nogil
     void b2s_bytes16_to_bitrows(const uint8_t* inp, Py_ssize_t nrow, uint8_t* rows) noexcept nogil
     Py_ssize_t b2s_unshuffle_sse2(const uint8_t* src, uint8_t* dst, Py_ssize_t n, int es) noexcept nogil
-    Py_ssize_t b2s_diff_sse2(const uint8_t* src, uint8_t* dst, Py_ssize_t n) noexcept nogil
-    Py_ssize_t b2s_running_sum_sse2(const uint8_t* src, uint8_t* dst, Py_ssize_t n,
-                                    uint8_t* acc) noexcept nogil
 
 
 # The widest vectors the kernels use: 2 AVX2 (b2store._simd, where the CPU has it), 1 SSE2,
@@ -267,16 +229,6 @@ cdef inline uint64_t _transpose8x8(uint64_t x) noexcept nogil:
     return x
 
 
-cdef inline uint64_t _load64(const uint8_t* p) noexcept nogil:
-    cdef uint64_t x
-    memcpy(&x, p, 8)
-    return x
-
-
-cdef inline void _store64(uint8_t* p, uint64_t x) noexcept nogil:
-    memcpy(p, &x, 8)
-
-
 cdef void c_bitshuffle_tmp(const uint8_t* src, uint8_t* dst, Py_ssize_t n, Py_ssize_t es,
                            uint8_t* tmp) noexcept nogil:
     """Bit-transpose ``n`` elements (``n % 8 == 0``) through ``tmp`` (``n * es`` bytes)."""
@@ -292,7 +244,7 @@ cdef void c_bitshuffle_tmp(const uint8_t* src, uint8_t* dst, Py_ssize_t n, Py_ss
                 b2s_bytes16_to_bitrows(tmp + b * n + 8 * g0, nrow, dst + 8 * b * nrow + g0)
                 g0 += 16
         for g in range(g0, nrow):
-            x = _transpose8x8(_load64(tmp + b * n + 8 * g))
+            x = _transpose8x8(load64(tmp + b * n + 8 * g))
             for k in range(8):
                 dst[(8 * b + k) * nrow + g] = <uint8_t>(x >> (8 * k))
 
@@ -327,7 +279,7 @@ cdef void c_bitunshuffle_tmp(const uint8_t* src, uint8_t* dst, Py_ssize_t n, Py_
             x = 0
             for k in range(8):
                 x |= (<uint64_t>rows[k * nrow + g]) << (8 * k)
-            _store64(tmp + b * n + 8 * g, _transpose8x8(x))
+            store64(tmp + b * n + 8 * g, _transpose8x8(x))
     c_unshuffle(tmp, dst, n * es, es)
 
 
@@ -339,107 +291,6 @@ cdef int c_bitunshuffle(const uint8_t* src, uint8_t* dst, Py_ssize_t n,
     c_bitunshuffle_tmp(src, dst, n, es, tmp)
     free(tmp)
     return 0
-
-
-# --- delta (XOR) --------------------------------------------------------------------------
-# Words are w bytes wide (1, 2, 4 or 8); XOR is bytewise, so only the running XOR of the
-# reference block depends on w. The ``size % w`` tail bytes are left as they are.
-
-cdef void c_delta_decode_first(uint8_t* buf, Py_ssize_t size, Py_ssize_t w) noexcept nogil:
-    cdef Py_ssize_t i, j, n = size // w, words = (n * w) // 8, s
-    cdef uint64_t x, carry = 0, top
-    # Eight bytes at a time: the running XOR inside a 64-bit word (shift-and-XOR by one
-    # word, then two, ... in little-endian order), then the carry, the last word before it
-    # repeated. A byte at a time, a 256 kB block took 190 us; this is one pass of loads.
-    for i in range(words):
-        x = _load64(buf + 8 * i)
-        s = 8 * w
-        while s < 64:
-            x ^= x << s
-            s *= 2
-        x ^= carry
-        _store64(buf + 8 * i, x)
-        top = x >> (64 - 8 * w) if w < 8 else x
-        s = 8 * w
-        while s < 64:
-            top |= top << s
-            s *= 2
-        carry = top
-    for i in range(max(1, 8 * words // w), n):
-        for j in range(w):
-            buf[i * w + j] ^= buf[(i - 1) * w + j]
-
-
-cdef void c_delta_encode_first(const uint8_t* src, uint8_t* dst, const uint8_t* ref,
-                               Py_ssize_t size, Py_ssize_t w) noexcept nogil:
-    """dst = src with each w-byte word XORed with ref's word before it, dst's first word
-    ref's first (src and dst distinct)."""
-    cdef Py_ssize_t n = size // w
-    if n > 0:
-        memcpy(dst, ref, w)
-        c_xor(src + w, ref, dst + w, (n - 1) * w)
-
-
-cdef void c_xor(const uint8_t* src, const uint8_t* ref, uint8_t* dst,
-                Py_ssize_t size) noexcept nogil:
-    cdef Py_ssize_t i, n8 = size // 8
-    for i in range(n8):
-        _store64(dst + 8 * i, _load64(src + 8 * i) ^ _load64(ref + 8 * i))
-    for i in range(8 * n8, size):
-        dst[i] = src[i] ^ ref[i]
-
-
-# --- bytedelta ----------------------------------------------------------------------------
-# Each of the es byte channels (L = size // es bytes each, the layout after a shuffle) is
-# delta coded mod 256. The flawed SIMD variant (filter id 34) restarts the running value at
-# index 16 * (L // 16) of every channel.
-
-cdef void _diff(const uint8_t* src, uint8_t* dst, Py_ssize_t n) noexcept nogil:
-    """dst[0] = src[0], dst[i] = src[i] - src[i - 1] (mod 256); src and dst may be one."""
-    cdef Py_ssize_t i
-    cdef uint8_t prev = 0, cur
-    if n <= 0:
-        return
-    if src != dst and _level >= 1:
-        dst[0] = src[0]
-        i = 1 + b2s_diff_sse2(src + 1, dst + 1, n - 1)
-        prev = src[i - 1]
-    else:
-        i = 0
-    for i in range(i, n):
-        cur = src[i]
-        dst[i] = <uint8_t>(cur - prev)
-        prev = cur
-
-
-cdef void _running_sum(const uint8_t* src, uint8_t* dst, Py_ssize_t n) noexcept nogil:
-    """dst[i] = src[0] + ... + src[i] (mod 256); src and dst may be one."""
-    cdef Py_ssize_t i = 0
-    cdef uint8_t acc = 0
-    if _level >= 1:
-        i = b2s_running_sum_sse2(src, dst, n, &acc)
-    for i in range(i, n):
-        acc = <uint8_t>(acc + src[i])
-        dst[i] = acc
-
-
-cdef void c_bytedelta_encode(const uint8_t* src, uint8_t* dst, Py_ssize_t size,
-                             Py_ssize_t es, bint buggy) noexcept nogil:
-    cdef Py_ssize_t L = size // es, k, restart = (L // 16) * 16 if buggy else 0
-    for k in range(es):
-        # The running value starts again at ``restart`` (0: only at the channel's start).
-        _diff(src + k * L, dst + k * L, restart)
-        _diff(src + k * L + restart, dst + k * L + restart, L - restart)
-    memcpy(dst + L * es, src + L * es, size - L * es)
-
-
-cdef void c_bytedelta_decode(const uint8_t* src, uint8_t* dst, Py_ssize_t size,
-                             Py_ssize_t es, bint buggy) noexcept nogil:
-    cdef Py_ssize_t L = size // es, k, restart = (L // 16) * 16 if buggy else 0
-    for k in range(es):
-        _running_sum(src + k * L, dst + k * L, restart)
-        _running_sum(src + k * L + restart, dst + k * L + restart, L - restart)
-    memcpy(dst + L * es, src + L * es, size - L * es)
 
 
 # --- truncation (lossy, applied on compression only) -------------------------------------
@@ -466,6 +317,10 @@ cdef void c_zero_low_bits(uint8_t* buf, Py_ssize_t size, Py_ssize_t width,
 
 # --- Python entry points ------------------------------------------------------------------
 
+cdef int c_simd_level() noexcept nogil:
+    return _level
+
+
 def simd_level():
     """The vectors the kernels use now: 2 AVX2, 1 SSE2, 0 none (scalar loops)."""
     return _level
@@ -480,16 +335,18 @@ def set_simd_level(int level):
     return before
 
 
-cdef inline void _check_pair(Py_ssize_t nsrc, Py_ssize_t ndst, Py_ssize_t es) except *:
+cdef int check_pair(Py_ssize_t nsrc, Py_ssize_t ndst, Py_ssize_t es) except -1:
+    """The checks every two-buffer kernel wrapper makes (b2store._delta's too)."""
     if es < 1:
         raise ValueError(f"element size must be >= 1, got {es}")
     if ndst != nsrc:
         raise ValueError(f"destination has {ndst} bytes, source {nsrc}")
+    return 0
 
 
 def shuffle(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es):
     """Byte-shuffle ``src`` into ``dst`` with element size ``es`` (trailing bytes copied)."""
-    _check_pair(src.shape[0], dst.shape[0], es)
+    check_pair(src.shape[0], dst.shape[0], es)
     if src.shape[0]:
         with nogil:
             c_shuffle(&src[0], &dst[0], src.shape[0], es)
@@ -497,7 +354,7 @@ def shuffle(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es):
 
 def unshuffle(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es):
     """Inverse of :func:`shuffle`."""
-    _check_pair(src.shape[0], dst.shape[0], es)
+    check_pair(src.shape[0], dst.shape[0], es)
     if src.shape[0]:
         with nogil:
             c_unshuffle(&src[0], &dst[0], src.shape[0], es)
@@ -505,7 +362,7 @@ def unshuffle(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es):
 
 def bitshuffle(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es):
     """Bit-shuffle the first ``8 * (n // 8)`` elements; copy the remaining bytes."""
-    _check_pair(src.shape[0], dst.shape[0], es)
+    check_pair(src.shape[0], dst.shape[0], es)
     cdef Py_ssize_t n = src.shape[0] // es
     cdef int rc = 0
     n -= n % 8
@@ -520,7 +377,7 @@ def bitshuffle(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es):
 
 def bitunshuffle(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es):
     """Inverse of :func:`bitshuffle`."""
-    _check_pair(src.shape[0], dst.shape[0], es)
+    check_pair(src.shape[0], dst.shape[0], es)
     cdef Py_ssize_t n = src.shape[0] // es
     cdef int rc = 0
     n -= n % 8
@@ -531,57 +388,6 @@ def bitunshuffle(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es):
             raise MemoryError()
     if n * es < src.shape[0]:
         dst[n * es:] = src[n * es:]
-
-
-def delta_decode_first(uint8_t[::1] buf, Py_ssize_t width):
-    """Undo the delta of a chunk's first block in place: running XOR of ``width``-byte words."""
-    if width not in (1, 2, 4, 8):
-        raise ValueError(f"delta word width must be 1, 2, 4 or 8, got {width}")
-    if buf.shape[0]:
-        with nogil:
-            c_delta_decode_first(&buf[0], buf.shape[0], width)
-
-
-def delta_encode_first(const uint8_t[::1] src, uint8_t[::1] dst, const uint8_t[::1] ref,
-                       Py_ssize_t width):
-    """Delta-code a chunk's first block: word i becomes ``src[i] ^ ref[i-1]``."""
-    if width not in (1, 2, 4, 8):
-        raise ValueError(f"delta word width must be 1, 2, 4 or 8, got {width}")
-    _check_pair(src.shape[0], dst.shape[0], 1)
-    if ref.shape[0] < src.shape[0]:
-        raise ValueError("reference block is shorter than the block")
-    cdef Py_ssize_t body = (src.shape[0] // width) * width
-    if body:
-        with nogil:
-            c_delta_encode_first(&src[0], &dst[0], &ref[0], body, width)
-    if body < src.shape[0]:
-        dst[body:] = src[body:]
-
-
-def xor_into(const uint8_t[::1] src, const uint8_t[::1] ref, uint8_t[::1] dst):
-    """``dst = src ^ ref[:len(src)]`` bytewise (``dst`` may be ``src``)."""
-    _check_pair(src.shape[0], dst.shape[0], 1)
-    if ref.shape[0] < src.shape[0]:
-        raise ValueError("reference block is shorter than the block")
-    if src.shape[0]:
-        with nogil:
-            c_xor(&src[0], &ref[0], &dst[0], src.shape[0])
-
-
-def bytedelta_encode(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es, bint buggy=False):
-    """Delta-code each of the ``es`` byte channels mod 256."""
-    _check_pair(src.shape[0], dst.shape[0], es)
-    if src.shape[0]:
-        with nogil:
-            c_bytedelta_encode(&src[0], &dst[0], src.shape[0], es, buggy)
-
-
-def bytedelta_decode(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es, bint buggy=False):
-    """Inverse of :func:`bytedelta_encode`: a running sum mod 256 per channel."""
-    _check_pair(src.shape[0], dst.shape[0], es)
-    if src.shape[0]:
-        with nogil:
-            c_bytedelta_decode(&src[0], &dst[0], src.shape[0], es, buggy)
 
 
 def zero_low_bits(uint8_t[::1] buf, Py_ssize_t width, int zeroed):
@@ -606,8 +412,8 @@ cdef bint c_is_run(const uint8_t* buf, Py_ssize_t n) noexcept nogil:
     # 32 bytes a step: the encoder asks this of every stream, and the streams of a shuffled
     # chunk's high bytes are often whole runs.
     for i in range(n32):
-        diff = ((_load64(buf + 32 * i) ^ p) | (_load64(buf + 32 * i + 8) ^ p)
-                | (_load64(buf + 32 * i + 16) ^ p) | (_load64(buf + 32 * i + 24) ^ p))
+        diff = ((load64(buf + 32 * i) ^ p) | (load64(buf + 32 * i + 8) ^ p)
+                | (load64(buf + 32 * i + 16) ^ p) | (load64(buf + 32 * i + 24) ^ p))
         if diff:
             return False
     for i in range(32 * n32, n):

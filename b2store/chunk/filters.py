@@ -1,15 +1,15 @@
 """The filter pipeline of a chunk: which filters run, with which element sizes, in what order.
 
-The byte loops are in :mod:`b2store._shuffle`; this module applies the format's rules around
-them (element sizes from ``filters_meta``, the Blosc1 leftover rules, the DELTA reference
-block) and checks every size before a kernel sees it.
+The byte loops are in :mod:`b2store._shuffle` and :mod:`b2store._delta`; this module
+applies the format's rules around them (element sizes from ``filters_meta``, the Blosc1
+leftover rules, the DELTA reference block) and checks every size before a kernel sees it.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .. import _shuffle
+from .. import _delta, _shuffle
 from ..constants import Filter
 from ..errors import FormatError, UnsupportedError
 from .header import LAST_BLOSC1_VERSION, ChunkHeader
@@ -127,13 +127,13 @@ class Pipeline:
             width = delta_word_width(ts)
             if block_index == 0:
                 # Block 0 is coded against itself as it enters this stage.
-                _shuffle.delta_encode_first(src, dst, src, width)
+                _delta.delta_encode_first(src, dst, src, width)
             else:
                 body = len(src) // width * width
-                _shuffle.xor_into(src[:body], first_block[:body], dst[:body])
+                _delta.xor_into(src[:body], first_block[:body], dst[:body])
                 dst[body:] = src[body:]
         elif fid in (Filter.BYTEDELTA, Filter.BYTEDELTA_BUGGY):
-            _shuffle.bytedelta_encode(src, dst, meta or ts, fid == Filter.BYTEDELTA_BUGGY)
+            _delta.bytedelta_encode(src, dst, meta or ts, fid == Filter.BYTEDELTA_BUGGY)
         else:  # TRUNC_PREC, INT_TRUNC: clear low bits of every whole item
             dst[:] = src
             body = len(src) // ts * ts
@@ -171,7 +171,7 @@ class Pipeline:
             else:
                 _shuffle.bitunshuffle(src, dst, ts)
         else:
-            _shuffle.bytedelta_decode(src, dst, meta or ts, fid == Filter.BYTEDELTA_BUGGY)
+            _delta.bytedelta_decode(src, dst, meta or ts, fid == Filter.BYTEDELTA_BUGGY)
 
     def _blosc1_bitunshuffle(self, src: np.ndarray, dst: np.ndarray) -> None:
         # c-blosc1 bit-shuffled a block only when its item count was a multiple of 8, and
@@ -188,7 +188,7 @@ class Pipeline:
     def _undo_delta(self, buf: np.ndarray, first_block, block_index: int) -> None:
         width = delta_word_width(self.typesize)
         if block_index == 0:
-            _shuffle.delta_decode_first(buf, width)
+            _delta.delta_decode_first(buf, width)
             return
         body = len(buf) // width * width
         if first_block is None or len(first_block) < body:
@@ -198,4 +198,4 @@ class Pipeline:
                 f"block {block_index} of {len(buf)} bytes",
                 None,
             )
-        _shuffle.xor_into(buf[:body], first_block[:body], buf[:body])
+        _delta.xor_into(buf[:body], first_block[:body], buf[:body])

@@ -15,7 +15,7 @@ from helpers import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from b2store import _shuffle
+from b2store import _delta, _shuffle
 
 element_sizes = st.sampled_from([1, 2, 3, 4, 5, 7, 8, 12, 16, 17, 32, 255])
 payloads = st.binary(min_size=0, max_size=3000).map(lambda b: np.frombuffer(b, np.uint8))
@@ -56,10 +56,10 @@ def test_bitshuffle_layout_by_hand():
 
 @given(payloads, st.sampled_from([1, 2, 4, 8]))
 def test_delta_first_block_matches_reference(data, width):
-    encoded = run(_shuffle.delta_encode_first, data, data, width)
+    encoded = run(_delta.delta_encode_first, data, data, width)
     np.testing.assert_array_equal(encoded, ref_delta_encode_first(data, width))
     decoded = encoded.copy()
-    _shuffle.delta_decode_first(decoded, width)
+    _delta.delta_decode_first(decoded, width)
     np.testing.assert_array_equal(decoded, ref_delta_decode_first(encoded, width))
     np.testing.assert_array_equal(decoded, data)
 
@@ -68,22 +68,22 @@ def test_delta_first_block_matches_reference(data, width):
 def test_xor_into(a, b):
     n = min(len(a), len(b))
     out = np.empty(n, np.uint8)
-    _shuffle.xor_into(a[:n], b, out)
+    _delta.xor_into(a[:n], b, out)
     np.testing.assert_array_equal(out, a[:n] ^ b[:n])
 
 
 @given(payloads, element_sizes, st.booleans())
 def test_bytedelta_matches_reference(data, es, buggy):
-    encoded = run(_shuffle.bytedelta_encode, data, es, buggy)
+    encoded = run(_delta.bytedelta_encode, data, es, buggy)
     np.testing.assert_array_equal(encoded, ref_bytedelta_encode(data, es, buggy))
-    decoded = run(_shuffle.bytedelta_decode, encoded, es, buggy)
+    decoded = run(_delta.bytedelta_decode, encoded, es, buggy)
     np.testing.assert_array_equal(decoded, ref_bytedelta_decode(encoded, es, buggy))
     np.testing.assert_array_equal(decoded, data)
 
 
 def test_buggy_bytedelta_restarts_at_last_multiple_of_16():
     data = np.full(40, 7, np.uint8)  # one channel of 40 bytes: restart at index 32
-    enc = run(_shuffle.bytedelta_encode, data, 1, True)
+    enc = run(_delta.bytedelta_encode, data, 1, True)
     assert enc[0] == 7 and enc[32] == 7 and enc[1:32].sum() == 0 and enc[33:].sum() == 0
 
 
@@ -105,7 +105,7 @@ def test_zero_low_bits(width, zeroed, raw):
         _shuffle.unshuffle,
         _shuffle.bitshuffle,
         _shuffle.bitunshuffle,
-        _shuffle.bytedelta_decode,
+        _delta.bytedelta_decode,
     ],
 )
 def test_kernels_refuse_mismatched_buffers(kernel):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from b2store import _shuffle
+from b2store import _delta, _shuffle
 
 LEVELS = [lvl for lvl in (1, 2) if lvl <= _shuffle.simd_level()]
 # Item counts around the vector widths (16 and 32 items, 128 and 256 groups of 8).
@@ -70,19 +70,19 @@ def test_bytedelta_vectors_match_scalar(at_level, level, buggy, es):
         src = rng.integers(0, 256, size, dtype=np.uint8)
         at_level(0)
         enc = np.full(size, 0xA5, np.uint8)
-        _shuffle.bytedelta_encode(src, enc, es, buggy)
+        _delta.bytedelta_encode(src, enc, es, buggy)
         dec = np.full(size, 0xA5, np.uint8)
-        _shuffle.bytedelta_decode(enc, dec, es, buggy)
+        _delta.bytedelta_decode(enc, dec, es, buggy)
         assert np.array_equal(dec, src)
         at_level(level)
         got = np.full(size, 0x5A, np.uint8)
-        _shuffle.bytedelta_encode(src, got, es, buggy)
+        _delta.bytedelta_encode(src, got, es, buggy)
         assert np.array_equal(got, enc), (es, count)
-        _shuffle.bytedelta_decode(enc, got, es, buggy)
+        _delta.bytedelta_decode(enc, got, es, buggy)
         assert np.array_equal(got, src), (es, count)
         # In place, as a filter pipeline may run it.
         inplace = enc.copy()
-        _shuffle.bytedelta_decode(inplace, inplace, es, buggy)
+        _delta.bytedelta_decode(inplace, inplace, es, buggy)
         assert np.array_equal(inplace, src), (es, count)
 
 
