@@ -3,8 +3,9 @@
 """The GIL-free block loop: a chunk's streams walked, inflated and unfiltered block by block.
 
 The codecs are called through C function pointers that :mod:`b2store.chunk.native` resolves
-once (LZ4 and Zstd from the ``lz4`` and ``zstandard`` wheels' extension modules, zlib from the
-system library; BloscLZ and the filter kernels are b2store's own, cimported). Nothing here
+once (LZ4 and Zstd from numcodecs' or the ``lz4`` and ``zstandard`` wheels' extension modules,
+zlib from zlib-ng or the system library; BloscLZ and the filter kernels are b2store's own,
+cimported). Nothing here
 raises on bad bytes: every function returns a status, and the caller falls back to the Python
 path, which names the broken field. The walk checks every stream against the chunk's end and
 its block before anything is inflated; the decoder checks every position again before it reads.
@@ -582,9 +583,9 @@ cdef class Plan:
     """A chunk of the common kind checked and walked in C: a Blosc2 header of version 4-6
     with no dictionary, special value or VL blocks; BloscLZ, LZ4, zlib or Zstd; shuffle,
     bit-shuffle and bytedelta as its only filters (truncations have nothing to undo); or
-    stored raw (memcpyed); or a Blosc1 chunk (version
-    1-2, a 16-byte header, as numcodecs writes) of those codecs and filters whose header
-    alone says whether its blocks are split. Decoding it takes no Python per block or per
+    stored raw (memcpyed); or a Blosc1 chunk (version 1-2, a 16-byte header, as numcodecs
+    writes) of those codecs and filters whose header alone says whether its blocks are
+    split. Decoding it takes no Python per block or per
     stream, and one call per thread.
 
     ``Plan(src)`` leaves ``ok`` false for any other chunk, or for one that breaks the

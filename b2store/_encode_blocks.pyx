@@ -4,8 +4,9 @@
 
 Blocks go into fixed slots of the chunk's own ``bytes`` (:class:`ChunkOut`), threads taking
 the next block from a shared counter, and are packed behind the header at the end. The
-codecs are the entry points :mod:`b2store._blocks` was given (LZ4, LZ4HC, Zstd) and
-b2store's BloscLZ; the filters are the ``nogil`` kernels of :mod:`b2store._shuffle`.
+codecs are the entry points :mod:`b2store._blocks` was given (LZ4, LZ4HC, Zstd, zlib-ng's
+deflate) and b2store's BloscLZ; the filters are the ``nogil`` kernels of
+:mod:`b2store._shuffle` and :mod:`b2store._delta`.
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t

@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # cython: initializedcheck=False, nonecheck=False
-"""Copies between a decoded b2nd chunk and an array, in C.
+"""A decoded b2nd chunk's blocks copied to their place in an array, in C.
 
 A decoded chunk holds its blocks one after another, each block's items in C order: a block
 is not a run of rows of the chunk, so a chunk lands in an array as many short row pieces.

@@ -1,10 +1,13 @@
 """The codecs' C entry points for the GIL-free block loop (``b2store._blocks``), and its threads.
 
 The ``lz4`` wheel's extension exports LZ4's API as dynamic symbols, and ``zstandard``'s cffi
-extension exports Zstd's; Python's ``zlib`` module links the system ``libz``. Their addresses
-are found once, with ``ctypes``, the first time a chunk is decoded or encoded (zlib-ng's
-inflate and deflate too when the optional ``zlib-ng`` package is installed), and handed to
-``_blocks``, which calls them without the GIL. Whatever is missing (another build of a wheel,
+extension exports Zstd's: chunks are encoded with those (as the Python path encodes). They
+are decoded with numcodecs' own builds of LZ4 and Zstd where its extensions export the
+decoding API (faster builds; any conforming build decodes alike), else with the wheels'.
+Python's ``zlib`` module links the system ``libz``. The addresses are found once, with
+``ctypes``, the first time a chunk is decoded or encoded (zlib-ng's inflate and deflate too
+when the optional ``zlib-ng`` package is installed), and handed to ``_blocks``, which calls
+them without the GIL. Whatever is missing (another build of a wheel,
 no system zlib, ``B2STORE_NATIVE=0`` in the environment) leaves that codec on the Python path
 of :mod:`b2store.chunk.compressors`, which decodes the same chunks, only slower.
 
@@ -375,9 +378,9 @@ def decode(decoder, blocks, dest: np.ndarray, dest_base: int, first=None, nthrea
 
 
 def quick_decode(buf, out, nthreads: int | None, max_nbytes: int) -> np.ndarray | None:
-    """Decode a chunk of the common kind (``_blocks.Plan``: Blosc2, no dictionary, special
-    value or VL blocks, shuffle, bit-shuffle or bytedelta only) checked, walked and inflated
-    in C with no Python per block; None for any other chunk, a chunk with anything wrong, one past
+    """Decode a chunk of the common kind (``_blocks.Plan``: no dictionary, special value or
+    VL blocks, shuffle, bit-shuffle or bytedelta only) checked, walked and inflated in C with
+    no Python per block; None for any other chunk, a chunk with anything wrong, one past
     ``max_nbytes``, or an ``out`` that is not a writable contiguous 1-d uint8 array: the
     caller's :class:`~b2store.chunk.decoder.ChunkDecoder` then decodes it or says why not.
 
@@ -446,15 +449,15 @@ class Encoded:
 
 
 @functools.lru_cache(maxsize=64)
-def _encode_steps(steps: tuple, typesize: int) -> list[tuple[int, int]]:
+def _encode_steps(steps: tuple, typesize: int) -> tuple[tuple[int, int], ...]:
     """The filters as the C loop takes them: (id, meta), meta being the bits a truncation
-    clears."""
+    clears (a tuple: kept and shared, so not to be changed)."""
     from .filters import truncated_bits
 
-    return [
+    return tuple(
         (int(fid), int(truncated_bits(fid, meta, typesize) if fid in _TRUNCATIONS else meta))
         for fid, meta in steps
-    ]
+    )
 
 
 def encode(job, dictionary, nthreads: int, zstd_levels, prefix: int) -> Encoded | None:

@@ -455,12 +455,14 @@ def copy_blocks(
     """Copy each decoded block's selected part straight to its place in ``out`` (one copy,
     whatever the block layout); every range has step 1. ``buf`` holds the decoded chunk from
     block ``base`` on."""
-    lo, hi = [r.start for r in ranges], [r.stop for r in ranges]
-    blocks = np.asarray(wanted, np.int64)
     if _nd is not None and isinstance(out, np.ndarray) and out.ndim == len(ranges):
         # In C, one memcpy per row piece (numpy, a block at a time, cost more than decoding).
-        _nd.scatter_blocks(buf, base, blocks, chunkshape, blockshape, lo, hi, out)
+        _nd.scatter_blocks(
+            buf, base, np.asarray(wanted, np.int64), chunkshape, blockshape,
+            [r.start for r in ranges], [r.stop for r in ranges], out,
+        )  # fmt: skip
         return
+    # A build without the extensions: numpy, a block at a time.
     per_dim = blocks_per_chunk(chunkshape, blockshape)
     block_items = math.prod(blockshape)
     items = buf.view(dtype)[: len(buf) // dtype.itemsize]
