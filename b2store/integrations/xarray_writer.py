@@ -79,7 +79,7 @@ def to_b2nd(
     contiguous : bool
         For the single-frame layout: False writes a sparse frame (a directory).
     nthreads : int, optional
-        Threads per chunk encoding.
+        Threads per chunk encoding (default: the cores, as array writes).
 
     Returns
     -------
