@@ -28,6 +28,12 @@ SOURCE_TREE = Path(__file__).resolve().parents[1] / "b2store"
 # distributed workers) must import b2store as installed, not from the checkout that happens
 # to be their working directory: `-c` and `-m` put the working directory first on sys.path.
 os.environ["PYTHONSAFEPATH"] = "1"
+# ...and where this run imports this checkout (an editable install, or a worktree put first on
+# sys.path), the children import the same checkout, not whichever one the venv points at.
+if Path(b2store.__file__).resolve().parent == SOURCE_TREE:
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(SOURCE_TREE.parent), os.environ.get("PYTHONPATH")) if p
+    )
 
 
 def pytest_report_header(config):
