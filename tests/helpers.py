@@ -16,20 +16,37 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 CORPUS = SHARED / "corpus"
 
 
+def corpus_absent_reason(path: Path) -> str:
+    return f"reference corpus not found at {path} (it sits beside the checkout; CI always has it)"
+
+
 def corpus_dir(name: str) -> Path:
     """``../shared/corpus/<name>``, or skip: the corpus lives beside the checkout, not in it."""
     path = CORPUS / name
     if not (path / "manifest.json").is_file():
-        pytest.skip(f"reference corpus not found at {path} (it sits beside the checkout in CI)")
+        pytest.skip(corpus_absent_reason(path))
     return path
 
 
-def corpus_cases(name: str, kinds: set[str]) -> list[dict]:
-    """The manifest cases of one corpus folder whose kind is in ``kinds`` (empty if absent)."""
+class AbsentCorpus(dict):
+    """The one case a corpus folder that is not there stands for: the tests parametrized with
+    it skip and say why (conftest marks them), rather than pytest's "got empty parameter set"."""
+
+
+def corpus_cases(name: str, kinds: set[str], where=None) -> list[dict]:
+    """The manifest cases of one corpus folder whose kind is in ``kinds`` (and for which
+    ``where(case)`` holds, if given); one `AbsentCorpus` case if the folder is absent."""
     manifest = CORPUS / name / "manifest.json"
     if not manifest.is_file():
-        return []
-    return [c for c in json.loads(manifest.read_text())["cases"] if c["kind"] in kinds]
+        return [AbsentCorpus(name="corpus-absent", kind=None, path=str(CORPUS / name))]
+    cases = [c for c in json.loads(manifest.read_text())["cases"] if c["kind"] in kinds]
+    return [c for c in cases if where is None or where(c)]
+
+
+def holds_absent_corpus(value) -> bool:
+    if isinstance(value, AbsentCorpus):
+        return True
+    return isinstance(value, tuple | list) and any(isinstance(v, AbsentCorpus) for v in value)
 
 
 def case_id(case: dict) -> str:

@@ -53,7 +53,7 @@ def test_generated_chunk(case):
     np.testing.assert_array_equal(b2store.decode_chunk(data), expected)
 
 
-@pytest.mark.parametrize("case", [c for c in COMPAT if c["kind"] == "chunk"], ids=case_id)
+@pytest.mark.parametrize("case", corpus_cases("compat", {"chunk"}), ids=case_id)
 def test_compat_chunk_decodes_into_out(case):
     data = (corpus_dir("compat") / case["path"]).read_bytes()
     out = bytearray(b2store.chunk_info(data).nbytes)

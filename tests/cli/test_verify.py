@@ -12,7 +12,9 @@ from helpers import CORPUS, case_id, corpus_cases
 blosc2 = pytest.importorskip("blosc2")
 
 GOOD = [c for c in corpus_cases("generated", {"b2nd", "schunk", "chunk"})]
-MUST_RAISE = [c for c in corpus_cases("compat", {"b2nd", "schunk", "chunk"}) if c.get("must_raise")]
+MUST_RAISE = corpus_cases(
+    "compat", {"b2nd", "schunk", "chunk"}, where=lambda c: c.get("must_raise")
+)
 
 
 @pytest.mark.parametrize("case", GOOD, ids=case_id)
