@@ -32,6 +32,7 @@ from ..frame.schunk import SChunk
 from ..nd.geometry import array_to_chunk, chunk_to_array
 from ..nd.meta import B2ndMeta
 from .zarr_b2nd import B2ndCodec, default_blockshape
+from .zarr_compat import chunk_spec
 from .zarr_meta import CF_FILL, DIMS_KEY, FILL_KEY, META, XARRAY_KEY, plain_fill_attr
 
 __all__ = ["Writer", "ConcurrentResizeError"]
@@ -79,12 +80,8 @@ class _Client:
         self.b2nd = codecs[0] if len(codecs) == 1 and isinstance(codecs[0], B2ndCodec) else None
 
     def spec(self, coords):
-        from zarr.core.array_spec import ArrayConfig
-        from zarr.core.buffer import default_buffer_prototype
-
-        return self.meta.get_chunk_spec(
-            coords, ArrayConfig.from_dict({}), default_buffer_prototype()
-        )
+        # Every chunk of the regular grid zarr writes through this store has the same spec.
+        return chunk_spec(self.meta)
 
     async def decode(self, data: bytes, coords) -> np.ndarray:
         from zarr.core.buffer import default_buffer_prototype
