@@ -206,9 +206,12 @@ class B2ndParser:
             metadata = ArrayV3Metadata.from_dict(doc)
             fill = np.asarray(metadata.fill_value, arr.dtype).tobytes()
             entries = self._entries(arr, url, fill)
+            # The grid is given, not inferred from the keys: chunks left out (the fill value)
+            # at the end of an axis, or everywhere, must not shrink it.
+            grid = tuple(-(-s // c) for s, c in zip(arr.shape, arr.chunks)) or None
         finally:
             arr.schunk.close()
-        manifest = ChunkManifest(entries, separator="/")
+        manifest = ChunkManifest(entries, shape=grid, separator="/")
         group = ManifestGroup(arrays={name: ManifestArray(metadata, manifest)}, attributes={})
         return ManifestStore(group=group, registry=registry)
 

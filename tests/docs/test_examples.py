@@ -33,7 +33,6 @@ SLOW = {
 # fail until they are, and reported as such, never skipped.
 NOT_YET = {
     "xarray.md": "illustrative blocks open tas.b2nd, era.b2d, model.b2z: not marked",
-    "zarr-store.md": "illustrative blocks open temp.b2nd, ds.b2z, https://host/...: not marked",
 }
 
 

@@ -192,3 +192,23 @@ def test_virtualizarr_parser_reads_remote_frames_by_ranges(tmp_path):
         assert all(r is not None for m, _, r in served.requests if m == "GET")
         ds = xr.open_zarr(manifest_store(vds, registry), consolidated=False)
         np.testing.assert_array_equal(ds["tas"].values, expected)
+
+
+@pytest.mark.parametrize("zero_rows", [slice(4, 8), slice(0, 8)], ids=["last-chunks", "all"])
+def test_virtualizarr_parser_keeps_the_grid_when_fill_chunks_are_left_out(tmp_path, zero_rows):
+    # Chunks holding the fill value are left out of the manifest: when they are the last ones
+    # along an axis, or all of them, the grid must still be the array's, not the keys'.
+    xr = pytest.importorskip("xarray")
+    open_virtual_dataset, registry = _vz()
+    import b2store
+    from b2store.integrations.virtual import B2ndParser, manifest_store
+
+    data = np.random.default_rng(7).random((8, 5, 6)).astype("f4")
+    data[zero_rows] = 0
+    path = tmp_path / "z.b2nd"
+    ds = xr.Dataset({"tas": (("time", "y", "x"), data)})
+    b2store.to_b2nd(ds, path, encoding={"tas": {"chunks": (4, 5, 3), "blocks": (2, 5, 3)}})
+    vds = open_virtual_dataset(path.as_uri(), registry=registry, parser=B2ndParser())
+    assert vds["tas"].data.manifest.shape_chunk_grid == (2, 1, 2)
+    got = xr.open_zarr(manifest_store(vds, registry), consolidated=False)["tas"].values
+    np.testing.assert_array_equal(got, data)
