@@ -70,3 +70,18 @@ def pytest_sessionstart(session):
             raise RuntimeError(
                 f"b2store was imported from the source tree {where}, not from the installed wheel"
             )
+
+
+@pytest.fixture
+def native_on(monkeypatch):
+    """The GIL-free block loop on for one test, whatever ``B2STORE_NATIVE`` says: the tests of
+    that loop compare it with the Python path, so they run in both settings, never skip."""
+    from b2store.chunk import native
+
+    if native._blocks is None:
+        pytest.fail("this install has no compiled block loop (b2store._blocks)")
+    # Restored after the test, so that the setting the run was given holds for the others.
+    monkeypatch.setitem(native._state, "on", native._state["on"])
+    monkeypatch.setitem(native._state, "ready", False)
+    monkeypatch.setenv("B2STORE_NATIVE", "1")
+    assert native.enabled()

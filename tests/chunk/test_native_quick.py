@@ -30,7 +30,7 @@ def _walk(dtype, n):
     return (np.cumsum(rng.integers(-3, 4, n)) + 1000).astype(dtype)
 
 
-@pytest.mark.skipif(not native.enabled(), reason="the C block loop is off (B2STORE_NATIVE=0)")
+@pytest.mark.usefixtures("native_on")
 @pytest.mark.parametrize("codec", CODECS)
 @pytest.mark.parametrize(
     "filters",
@@ -52,7 +52,7 @@ def test_common_chunks_take_the_quick_path(codec, filters, dtype):
     assert out.tobytes() == data.tobytes()
 
 
-@pytest.mark.skipif(not native.enabled(), reason="the C block loop is off (B2STORE_NATIVE=0)")
+@pytest.mark.usefixtures("native_on")
 @pytest.mark.parametrize("dtype", ["<f8", "<i2"])
 def test_flawed_bytedelta_takes_the_quick_path(dtype):
     # Filter 34 (the SIMD builds' bytedelta, which restarts its running sum in each
@@ -78,7 +78,7 @@ def test_other_chunks_are_left_to_the_general_decoder():
         assert b2store.decode_chunk(chunk).tobytes() == data.tobytes() or name == "zeros"
 
 
-@pytest.mark.skipif(not native.enabled(), reason="the C block loop is off (B2STORE_NATIVE=0)")
+@pytest.mark.usefixtures("native_on")
 @pytest.mark.parametrize("nthreads", [1, 2])
 def test_raw_chunks_are_copied_in_c(nthreads):
     data = np.random.default_rng(1).integers(0, 256, 100_003, np.uint8)
@@ -174,7 +174,7 @@ def test_more_streams_than_bytes_is_refused_before_any_table():
         b2store.decode_chunk(buf)
 
 
-@pytest.mark.skipif(not native.enabled(), reason="the C block loop is off (B2STORE_NATIVE=0)")
+@pytest.mark.usefixtures("native_on")
 @pytest.mark.parametrize("codec", CODECS)
 @pytest.mark.parametrize("shuffle", [0, 1, 2], ids=["noshuffle", "shuffle", "bitshuffle"])
 @pytest.mark.parametrize("dtype", ["<f8", "<i4", "u1", "<c16", "V32"])
