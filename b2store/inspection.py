@@ -275,14 +275,31 @@ def open_frame_path(path):
 # --- trees and Zarr stores -------------------------------------------------------------------
 
 
+def _dataless_info(exc, urlpath, offset: int, *, chunks: bool) -> dict:
+    """What ``info`` says of a frame python-blosc2 saved for an object holding no data (a
+    lazy expression, a proxy's cache): its frame as a super-chunk, and what it stands for."""
+    from .frame.schunk import SChunk
+
+    with SChunk.open(urlpath, offset=offset) as schunk:
+        out = _frame_info(schunk, chunks=chunks)
+    out.update(type=f"python-blosc2 {exc.ident} (not served as an array)", no_data=exc.what)
+    return out
+
+
 def _tree_info(path, *, chunks: bool) -> dict:
+    from .nd.carriers import DatalessObjectError
     from .tree import open_tree
 
     tree = open_tree(os.fspath(path))
     arrays = {}
     for name, ref in tree.arrays().items():
-        with ref.open() as arr:
-            arrays[name] = _frame_info(arr, chunks=chunks)
+        try:
+            with ref.open() as arr:
+                arrays[name] = _frame_info(arr, chunks=chunks)
+        except DatalessObjectError as exc:
+            if ref.embedded is not None:
+                raise
+            arrays[name] = _dataless_info(exc, ref.urlpath, ref.offset, chunks=chunks)
     return {
         "kind": {"b2z": ".b2z tree (zip)", "b2d": ".b2d tree", "dir": "directory of frames"}.get(
             tree.kind, tree.kind
@@ -441,8 +458,13 @@ def describe(path, *, chunks: bool = False) -> dict:
     if kind == "chunk":
         out = _chunk_file_info(path)
     elif kind in ("frame", "sparse-frame"):
-        with open_frame_path(path) as obj:
-            out = _frame_info(obj, chunks=chunks)
+        from .nd.carriers import DatalessObjectError
+
+        try:
+            with open_frame_path(path) as obj:
+                out = _frame_info(obj, chunks=chunks)
+        except DatalessObjectError as exc:
+            out = _dataless_info(exc, os.fspath(path), 0, chunks=chunks)
     elif kind == "tree":
         out = _tree_info(path, chunks=chunks)
     elif kind == "zarr":
