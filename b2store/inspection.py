@@ -19,9 +19,11 @@ import msgpack
 import numpy as np
 
 from .chunk.decoder import chunk_info, decode_chunk
+from .chunk.header import ChunkHeader
 from .constants import Filter, SplitMode
 from .errors import B2StoreError
 from .frame.header import MAGIC
+from .frame.sniff import FRAME_PREFIX_LENGTH, looks_like
 
 __all__ = [
     "InputError",
@@ -83,7 +85,7 @@ def detect(path: str | os.PathLike) -> str:
     if not p.is_file():
         raise InputError(f"{path}: not a regular file or directory")
     with open(p, "rb") as fh:
-        head = fh.read(16)
+        head = fh.read(FRAME_PREFIX_LENGTH)
     if len(head) >= 10 and head[1:10] == MAGIC:
         return "frame"
     if head[:4] == b"PK\x03\x04":
@@ -94,15 +96,28 @@ def detect(path: str | os.PathLike) -> str:
         return "netcdf"
     if head[:8] == _HDF5_MAGIC:
         return "netcdf" if p.suffix in (".nc", ".nc4", ".cdf") else "hdf5"
-    if len(head) >= 16:
-        return "chunk"  # anything else of header size: the chunk decoder judges it
-    raise InputError(f"{path}: {len(head)} bytes, too short for any Blosc input")
+    what = looks_like(head, total=p.stat().st_size)
+    if len(head) < 16:
+        raise InputError(
+            f"{path}: not a Blosc2 file ({what}; {len(head)} bytes, too short for any Blosc input)"
+        )
+    if what.startswith("a single Blosc chunk"):
+        return "chunk"
+    if what == "unrecognized bytes":
+        # Neither a frame nor a chunk header: say why not as a chunk, field by field, since
+        # it may be a chunk damaged in its first bytes.
+        try:
+            ChunkHeader.from_bytes(head, available=p.stat().st_size)
+        except B2StoreError as exc:
+            raise InputError(f"{path}: not a Blosc2 file ({what}; as a chunk: {exc})") from None
+        return "chunk"
+    raise InputError(f"{path}: not a Blosc2 file ({what})")
 
 
 def not_blosc(path, kind: str) -> InputError:
     return InputError(
-        f"{path}: a {'NumPy .npy' if kind == 'npy' else kind} file, not a Blosc input "
-        f"(b2store convert turns it into one)"
+        f"{path}: not a Blosc2 file (a {'NumPy .npy' if kind == 'npy' else kind} file, not a "
+        "Blosc input); b2store convert turns it into one"
     )
 
 
