@@ -6,6 +6,7 @@ from __future__ import annotations
 from .frame.schunk import SChunk
 from .limits import Limits, resolve
 from .nd.array import B2ndArray
+from .nd.carriers import check_holds_data
 from .nd.meta import B2ndMeta
 
 __all__ = ["open"]
@@ -60,6 +61,10 @@ def open(
         meta = schunk.meta
         for name in ("b2nd", "caterva"):
             if name in meta:
+                if offset:
+                    # A tree's member (a .b2z zip): name which frame, not just the zip. The
+                    # array checks the same again for every other way one is made.
+                    check_holds_data(schunk, f"{schunk.urlpath} (the frame at byte {offset})")
                 nd = B2ndMeta.from_bytes(meta[name], caterva=name == "caterva")
                 _check_array_limits(nd, schunk, dtype, limits)
                 return B2ndArray(schunk, nd, dtype=dtype)

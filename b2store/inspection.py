@@ -19,9 +19,11 @@ import msgpack
 import numpy as np
 
 from .chunk.decoder import chunk_info, decode_chunk
+from .chunk.header import ChunkHeader
 from .constants import Filter, SplitMode
 from .errors import B2StoreError
 from .frame.header import MAGIC
+from .frame.sniff import FRAME_PREFIX_LENGTH, looks_like
 
 __all__ = [
     "InputError",
@@ -83,7 +85,7 @@ def detect(path: str | os.PathLike) -> str:
     if not p.is_file():
         raise InputError(f"{path}: not a regular file or directory")
     with open(p, "rb") as fh:
-        head = fh.read(16)
+        head = fh.read(FRAME_PREFIX_LENGTH)
     if len(head) >= 10 and head[1:10] == MAGIC:
         return "frame"
     if head[:4] == b"PK\x03\x04":
@@ -94,15 +96,28 @@ def detect(path: str | os.PathLike) -> str:
         return "netcdf"
     if head[:8] == _HDF5_MAGIC:
         return "netcdf" if p.suffix in (".nc", ".nc4", ".cdf") else "hdf5"
-    if len(head) >= 16:
-        return "chunk"  # anything else of header size: the chunk decoder judges it
-    raise InputError(f"{path}: {len(head)} bytes, too short for any Blosc input")
+    what = looks_like(head, total=p.stat().st_size)
+    if len(head) < 16:
+        raise InputError(
+            f"{path}: not a Blosc2 file ({what}; {len(head)} bytes, too short for any Blosc input)"
+        )
+    if what.startswith("a single Blosc chunk"):
+        return "chunk"
+    if what == "unrecognized bytes":
+        # Neither a frame nor a chunk header: say why not as a chunk, field by field, since
+        # it may be a chunk damaged in its first bytes.
+        try:
+            ChunkHeader.from_bytes(head, available=p.stat().st_size)
+        except B2StoreError as exc:
+            raise InputError(f"{path}: not a Blosc2 file ({what}; as a chunk: {exc})") from None
+        return "chunk"
+    raise InputError(f"{path}: not a Blosc2 file ({what})")
 
 
 def not_blosc(path, kind: str) -> InputError:
     return InputError(
-        f"{path}: a {'NumPy .npy' if kind == 'npy' else kind} file, not a Blosc input "
-        f"(b2store convert turns it into one)"
+        f"{path}: not a Blosc2 file (a {'NumPy .npy' if kind == 'npy' else kind} file, not a "
+        "Blosc input); b2store convert turns it into one"
     )
 
 
@@ -275,14 +290,31 @@ def open_frame_path(path):
 # --- trees and Zarr stores -------------------------------------------------------------------
 
 
+def _dataless_info(exc, urlpath, offset: int, *, chunks: bool) -> dict:
+    """What ``info`` says of a frame python-blosc2 saved for an object holding no data (a
+    lazy expression, a proxy's cache): its frame as a super-chunk, and what it stands for."""
+    from .frame.schunk import SChunk
+
+    with SChunk.open(urlpath, offset=offset) as schunk:
+        out = _frame_info(schunk, chunks=chunks)
+    out.update(type=f"python-blosc2 {exc.ident} (not served as an array)", no_data=exc.what)
+    return out
+
+
 def _tree_info(path, *, chunks: bool) -> dict:
+    from .nd.carriers import DatalessObjectError
     from .tree import open_tree
 
     tree = open_tree(os.fspath(path))
     arrays = {}
     for name, ref in tree.arrays().items():
-        with ref.open() as arr:
-            arrays[name] = _frame_info(arr, chunks=chunks)
+        try:
+            with ref.open() as arr:
+                arrays[name] = _frame_info(arr, chunks=chunks)
+        except DatalessObjectError as exc:
+            if ref.embedded is not None:
+                raise
+            arrays[name] = _dataless_info(exc, ref.urlpath, ref.offset, chunks=chunks)
     return {
         "kind": {"b2z": ".b2z tree (zip)", "b2d": ".b2d tree", "dir": "directory of frames"}.get(
             tree.kind, tree.kind
@@ -441,8 +473,13 @@ def describe(path, *, chunks: bool = False) -> dict:
     if kind == "chunk":
         out = _chunk_file_info(path)
     elif kind in ("frame", "sparse-frame"):
-        with open_frame_path(path) as obj:
-            out = _frame_info(obj, chunks=chunks)
+        from .nd.carriers import DatalessObjectError
+
+        try:
+            with open_frame_path(path) as obj:
+                out = _frame_info(obj, chunks=chunks)
+        except DatalessObjectError as exc:
+            out = _dataless_info(exc, os.fspath(path), 0, chunks=chunks)
     elif kind == "tree":
         out = _tree_info(path, chunks=chunks)
     elif kind == "zarr":

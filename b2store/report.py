@@ -74,6 +74,8 @@ def _attr_lines(title: str, attrs: Mapping, indent: str) -> list[str]:
 
 def _frame_lines(info: dict, indent: str) -> list[str]:
     lines = []
+    if info.get("no_data"):
+        lines.append(f"{indent}not served: {info['no_data']}")
     if "shape" in info:
         lines.append(
             f"{indent}shape     {tuple(info['shape'])}  dtype {info['dtype']}  "

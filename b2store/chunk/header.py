@@ -16,6 +16,7 @@ from ..constants import (
     FRAME_MAGIC,
     MAX_BLOCKSIZE,
     MAX_FILTERS,
+    MAX_TYPESIZE,
     MIN_HEADER_LENGTH,
     Codec,
     CodecFormat,
@@ -225,6 +226,8 @@ class ChunkHeader:
                     hex(self.blosc2_flags2),
                     30,
                 )
+            if special:
+                self._check_special_size(SpecialValue(special))
         if self.blocksize <= 0 and (self.nbytes > 0 and not self.special):
             raise FormatError("blocksize", "a size > 0", self.blocksize, 8)
         if self.blocksize > MAX_BLOCKSIZE:
@@ -235,6 +238,50 @@ class ChunkHeader:
             # A plausible header from a newer writer: c-blosc2 reads newer versions only while
             # they add no unknown flags.
             raise UnsupportedError("chunk format version", self.version)
+
+    def _check_special_size(self, special: SpecialValue) -> None:
+        """A special chunk is its header alone, plus one item for a repeated value (what
+        c-blosc2 writes and checks). A special flag on a chunk whose cbytes says it holds
+        streams is a lie: believed, it would turn the chunk's data into the special value."""
+        value_size = self.cbytes - EXTENDED_HEADER_LENGTH
+        if special != SpecialValue.VALUE:
+            if value_size:
+                raise FormatError(
+                    "cbytes",
+                    f"exactly the {EXTENDED_HEADER_LENGTH}-byte header for a special "
+                    f"{special.name.lower()} chunk (blosc2_flags 0x{self.blosc2_flags:02x} at "
+                    "offset 31)",
+                    self.cbytes,
+                    12,
+                )
+            return
+        # The header's typesize byte says 1 for items wider than it can hold (c-blosc2 caps
+        # it), so the value may then be any wider size; otherwise it is one item. Such a
+        # chunk is only ever built as c-blosc2's repeatval and b2store's special_chunk build
+        # it: flags 0x05 (no codec, memcpy or split bits) and no filters, which a real
+        # chunk of streams with the flag set on it hardly ever has.
+        wide = (
+            self.typesize == 1
+            and value_size > MAX_TYPESIZE
+            and self.flags == FLAGS.EXTENDED
+            and not any(self.filters)
+        )
+        if value_size != self.typesize and not wide:
+            raise FormatError(
+                "cbytes",
+                f"the {EXTENDED_HEADER_LENGTH}-byte header plus one {self.typesize}-byte value "
+                f"for a special repeated-value chunk (blosc2_flags 0x{self.blosc2_flags:02x} at "
+                "offset 31)",
+                self.cbytes,
+                12,
+            )
+        if self.nbytes % value_size:
+            raise FormatError(
+                "nbytes",
+                f"a multiple of the value size {value_size} (a special repeated-value chunk)",
+                self.nbytes,
+                4,
+            )
 
     # --- what the fields mean ----------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from .layout import (
     WriterLockedError,
     _WriteLock,
 )
+from .sniff import FRAME_PREFIX_LENGTH, NotBlosc2Error, looks_like_directory
 from .sources import ByteSource, FileSource, FsspecSource, MemorySource, is_url, local_path
 from .sparse import SparseFrame
 from .trailer import TRAILER_TAIL_LEN, trailer_span
@@ -309,6 +310,11 @@ def open_backend(
         if path.is_dir():
             if offset:
                 raise ValueError("offset applies to frames inside a file, not to directories")
+            what = looks_like_directory(path)
+            if what is not None:
+                raise NotBlosc2Error(
+                    what, "chunks.b2frame", "a sparse frame's index file", "none"
+                ).named(str(path))
             backend = SparseFrame(path, writable=writable)
         elif path.exists():
             backend = ContiguousFrame(FileSource(path, offset), writable=writable and not offset)
@@ -329,7 +335,11 @@ def read_header(backend: Backend, limits: Limits | None = None) -> FrameHeader:
     are not ours). ``header_len`` and ``nbytes`` are checked against ``limits``."""
     limits = resolve(limits)
     available = backend.frame_len
-    header_len, frame_len = FrameHeader.peek_len(backend.read(0, min(24, available)))
+    try:
+        header_len, frame_len = FrameHeader.peek_len(backend.read(0, min(24, available)))
+    except NotBlosc2Error as exc:
+        head = backend.read(0, min(FRAME_PREFIX_LENGTH, available))
+        raise exc.named(backend.name, head, available) from None
     if frame_len > available and backend.refresh():
         # The file grew since its size was taken: a writer published meanwhile.
         available = backend.frame_len

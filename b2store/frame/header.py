@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from ..constants import FRAME_MAGIC, MAX_FILTERS
 from ..errors import FormatError, UnsupportedError
 from . import wire
+from .sniff import NotBlosc2Error, looks_like
 
 __all__ = ["FrameHeader", "MAGIC", "HEADER_FIXED_LEN", "MAX_METALAYERS"]
 
@@ -92,6 +93,15 @@ def _check_lengths(layout: _Layout, header_len: int, frame_len: int) -> None:
         raise FormatError("header_len", f"{fixed}..frame_len={frame_len}", header_len, 11)
 
 
+def _frame_start(mv) -> bool:
+    """Whether ``mv`` begins as a frame does (all of it, when shorter than the magic): a
+    header array marker, then the magic. A frame cut short still begins like one."""
+    if not len(mv) or mv[0] not in _LAYOUTS:
+        return False
+    seen = bytes(mv[1 : 1 + len(MAGIC)])
+    return seen == MAGIC[: len(seen)]
+
+
 def _need(buf, end: int, what: str, at: int) -> None:
     if len(buf) < end:
         raise FormatError(what, f"{end} bytes of frame header", f"{len(buf)} bytes", at)
@@ -129,6 +139,11 @@ class FrameHeader:
     def peek_len(cls, buf) -> tuple[int, int]:
         """``(header_len, frame_len)`` from the first bytes of a frame (24 suffice)."""
         mv = memoryview(buf)
+        if not _frame_start(mv):
+            # Not a damaged frame but another kind of file: say so before any field.
+            raise NotBlosc2Error(
+                looks_like(bytes(mv)), "frame magic", repr(MAGIC), bytes(mv[1:10]), 1
+            )
         _need(mv, 24, "frame header", 0)
         layout = cls._layout(mv)
         header_len = cls._read(mv, layout, "header_len")

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from ..frame.sniff import NotBlosc2Error, looks_like_directory
 from ..limits import Limits
 from ..tree import is_url, open_tree
 from .zarr_meta import XARRAY_KEY, EmbeddedCoord, array_metadata, group_metadata
@@ -55,6 +56,8 @@ class StoreNodes:
         except FileNotFoundError:
             return {}  # nothing yet (a store about to be written)
         self._single_frame = tree.kind == "frame"
+        if tree.kind == "dir" and not tree.arrays():
+            _refuse_zarr_directory(self.path)
         if tree.kind == "frame":
             (ref,) = tree.arrays().values()
             if self.group:
@@ -153,3 +156,16 @@ class StoreNodes:
                 arr.schunk.close()
         docs[node] = doc
         return doc
+
+
+def _refuse_zarr_directory(path) -> None:
+    """A directory holding Zarr's own metadata and no frames is a Zarr store: served as a
+    tree it would be an empty group, so it is refused. (This store writes groups as
+    ``__vlmeta__.b2f`` frames, never ``zarr.json`` files.)"""
+    if is_url(path):
+        return
+    what = looks_like_directory(path)
+    if what is not None and what.startswith("a Zarr store"):
+        raise NotBlosc2Error(
+            what, "chunks.b2frame", "Blosc2 frames or a sparse frame's index file", "none"
+        ).named(str(path))

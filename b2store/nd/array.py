@@ -16,6 +16,7 @@ from ..constants import MAX_TYPESIZE, SpecialValue
 from ..errors import FormatError
 from ..frame.schunk import READ_TRIES, SChunk
 from ..frame.writer import special_offset
+from .carriers import check_holds_data
 from .chunks import (
     SMALL_CHUNK_BYTES,
     copy_blocks,
@@ -42,6 +43,9 @@ class B2ndArray:
     """
 
     def __init__(self, schunk: SChunk, meta: B2ndMeta, dtype=None):
+        # A lazy expression's or a proxy's frame would read as zeros: refused here, where
+        # every entry point (open, trees, zarr, xarray, the command line) makes its arrays.
+        check_holds_data(schunk, schunk.urlpath)
         self.schunk = schunk
         self._meta = meta
         self._geometry = None  # (the metalayer it is of, what _in_one_chunk works from)

@@ -19,6 +19,7 @@ from ..chunk.encoder import resolve_codec, resolve_filters, resolve_splitmode, s
 from ..constants import SpecialValue
 from ..frame.schunk import SChunk, replace_path, staging_path
 from .array import B2ndArray
+from .carriers import MARKERS
 from .chunks import cparams_for, encode_array_chunk, encode_chunk_array
 from .geometry import chunk_grid, chunk_nitems, chunk_region
 from .meta import B2ndMeta
@@ -68,6 +69,14 @@ class _Options:
             resolve_filters(self.filters, self.filters_meta)
         for name in ("meta", "vlmeta"):
             _check_mapping(name, getattr(self, name))
+        marked = sorted(set(self.meta or ()) & set(MARKERS))
+        if marked:
+            # Such a frame stands for an object whose values it does not hold, and reading
+            # refuses it (nd/carriers.py): an array written with one would be unreadable.
+            raise ValueError(
+                f"metalayer name {marked[0]!r} is python-blosc2's mark of a frame that holds "
+                "no data of its own (a lazy expression, a proxy); choose another name"
+            )
 
     @classmethod
     def of(cls, arguments: Mapping[str, Any]) -> _Options:

@@ -154,7 +154,7 @@ def test_user_errors_are_one_line(tmp_path):
     assert_user_error(run_b2store("info", tmp_path / "missing.b2nd"), "no such file")
     text = tmp_path / "notes.txt"
     text.write_text("this is not a Blosc file at all, just some words\n")
-    assert_user_error(run_b2store("info", text), "expected")
+    assert_user_error(run_b2store("info", text), "not a Blosc2 file (text: 'this is not")
     npy = tmp_path / "a.npy"
     np.save(npy, np.arange(3))
     assert_user_error(run_b2store("info", npy), "not a Blosc input")

@@ -45,6 +45,11 @@ def test_corpus_arrays_through_zarr(folder, case):
         with pytest.raises(b2store.FormatError):
             zarr.open_array(B2ndStore(path))[...]
         return
+    if "LazyArray" in case.get("oracle_error", ""):
+        # python-blosc2's saved expressions hold no data of their own: refused, never zeros
+        with pytest.raises(b2store.UnsupportedError, match="python-blosc2 Lazy(Expr|UDF)"):
+            zarr.open_array(B2ndStore(path))[...]
+        return
     z = zarr.open_array(B2ndStore(path, dtype=dtype))
     got = z[...]
     expected_file = case.get("expected_npy") or case.get("expected")
