@@ -181,3 +181,39 @@ def test_xarray_blosc2_written_files_are_declined_and_refused(tmp_path, xb2, pre
     if preset is None and "blosc2" in xr.backends.list_engines():
         back = xr.open_dataset(root)
         np.testing.assert_allclose(back.t.values, _dataset().t.values)
+
+
+# --- drawn vlmeta: never a variable of that layout served as data ------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+VLMETA_VALUES = {
+    "dims": st.sampled_from([["x"], "x", [], None]),
+    "var": st.sampled_from(["t", ""]),
+    "is_coord": st.booleans(),
+    "coord_name": st.just("x"),
+    "_ARRAY_DIMENSIONS": st.just(["x"]),
+    "attrs": st.just(PACKED),
+    "lineage": st.just(LINEAGE),
+    "units": st.just("K"),
+}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(vlmeta=st.fixed_dictionaries({}, optional=VLMETA_VALUES))
+def test_drawn_vlmeta_either_open_as_stored_or_are_refused(tmp_path_factory, vlmeta):
+    path = tmp_path_factory.mktemp("v") / "v.b2nd"
+    b2store.asarray(np.arange(3, dtype="i2"), str(path), vlmeta=vlmeta)
+    xb2 = (
+        isinstance(vlmeta.get("dims"), list)
+        and {"var", "is_coord", "coord_name"} & set(vlmeta)
+        and "_ARRAY_DIMENSIONS" not in vlmeta
+    )
+    assert ENGINE.guess_can_open(str(path)) is not xb2
+    if xb2:
+        with pytest.raises(ForeignLayoutError, match="xarray-blosc2"):
+            xr.open_dataset(path, engine="b2nd")
+    else:
+        ds = xr.open_dataset(path, engine="b2nd")
+        np.testing.assert_array_equal(ds["v"].values, [0, 1, 2])
