@@ -56,6 +56,10 @@ class ForeignLayoutError(UnsupportedError):
             f"{_OWNER}",
         )
 
+    def __reduce__(self):
+        # Raised in a dask worker, it crosses back by pickle (args hold the message only).
+        return type(self), (self.ident, self.marker)
+
 
 def foreign_vlmeta(vlmeta: Mapping) -> str | None:
     """The marker, if a frame's vlmeta is an xarray-blosc2 variable's or coordinate's."""

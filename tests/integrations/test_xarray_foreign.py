@@ -125,6 +125,15 @@ def test_a_frame_of_a_directory_without_markers_is_refused_when_opened(tmp_path)
         xr.open_dataset(root, engine="b2nd")
 
 
+def test_the_error_pickles(tmp_path):
+    import pickle
+
+    err = ForeignLayoutError("/data/ds", "its dataset.json manifest in the directory")
+    back = pickle.loads(pickle.dumps(err))
+    assert str(back) == str(err) and back.marker == err.marker and back.ident == "/data/ds"
+    assert isinstance(back, b2store.UnsupportedError) and isinstance(back, NotImplementedError)
+
+
 def test_a_sealed_blob_is_declined_and_refused(tmp_path):
     path = tmp_path / "ds.b2z"
     path.write_bytes(b"B2ENCBLB\x02" + bytes(64))
