@@ -79,7 +79,8 @@ def foreign_layout(path: str) -> str | None:
     p = Path(path.rstrip("/").removeprefix("file://")).expanduser()
     try:
         if p.is_dir():
-            return _foreign_names(os.listdir(p), "directory")
+            # Files only: a DataTree may have a group (a directory) called dataset.json.
+            return _foreign_names([e.name for e in os.scandir(p) if e.is_file()], "directory")
         if not p.is_file():
             return None
         with open(p, "rb") as fh:
@@ -92,7 +93,7 @@ def foreign_layout(path: str) -> str | None:
         if directory is not None and not any(m in directory for m in _NAME_MARKERS):
             return None  # no member is called so: the common case, without parsing names
         with zipfile.ZipFile(p) as zf:
-            return _foreign_names(zf.namelist(), "zip")
+            return _foreign_names([n for n in zf.namelist() if not n.endswith("/")], "zip")
     except (OSError, zipfile.BadZipFile, ValueError):
         return None  # not readable here: the opener says why
 
@@ -131,7 +132,7 @@ def _central_directory(path: Path) -> bytes | None:
 
 
 def _foreign_names(names: list[str], where: str) -> str | None:
-    base = {n.rstrip("/").rsplit("/", 1)[-1] for n in names}
+    base = {n.rsplit("/", 1)[-1] for n in names}
     if where == "directory" and MANIFEST in base:
         return f"its {MANIFEST} manifest in the directory"
     if where == "zip" and MANIFEST in base:

@@ -153,6 +153,11 @@ def test_b2store_files_that_share_a_marker_name_still_open(tmp_path):
     path = to_b2nd(one, tmp_path / "v.b2nd")
     assert ENGINE.guess_can_open(path)
     xr.testing.assert_identical(xr.open_dataset(path, engine="b2nd").load(), one)
+    groups = xr.DataTree.from_dict({"/dataset.json": xr.Dataset({"v": ("x", [1.0])})})
+    for suffix in (".b2d", ".b2z"):
+        path = to_b2nd(groups, tmp_path / f"g{suffix}")
+        assert ENGINE.guess_can_open(path)
+        xr.testing.assert_identical(xr.open_datatree(path, engine="b2nd").load(), groups)
     plain = tmp_path / "p.b2nd"
     b2store.asarray(np.arange(3), str(plain), vlmeta={"dims": ["x"]})
     assert ENGINE.guess_can_open(str(plain))
