@@ -43,6 +43,7 @@ from .xarray_conventions import (  # noqa: F401 - DIMENSION_KEY etc. re-exported
     restore_attrs,
     xarray_meta,
 )
+from .xarray_foreign import foreign_layout, foreign_vlmeta, refuse_foreign
 from .xarray_groups import (  # noqa: F401 - _Closer re-exported: pickles name it here
     _ancestor_sizes,
     _Closer,
@@ -109,6 +110,30 @@ def _classify(path: str) -> str | None:
     return None
 
 
+def _foreign_frame(path: str) -> bool:
+    """Whether a local frame's vlmeta are another writer's (xarray-blosc2's) variable; for a
+    directory of frames that is no python-blosc2 tree, its first frame's."""
+    kind = _classify(path)
+    p = Path(path.rstrip("/").removeprefix("file://")).expanduser()
+    if kind == "tree" and p.is_dir() and not (p / "embed.b2e").exists():
+        path = next((str(c) for c in sorted(p.glob("*.b2nd")) if _classify(str(c))), "")
+        kind = "frame" if path else None
+    if kind != "frame":
+        return False
+    from ..tree import open_frame
+
+    try:
+        arr = open_frame(path)
+    except Exception:  # guessing only: opening reports what is wrong
+        return False
+    try:
+        return foreign_vlmeta(arr.vlmeta) is not None  # decodes only the keys it looks at
+    except Exception:
+        return False
+    finally:
+        getattr(arr, "schunk", arr).close()
+
+
 def _is_zip(path: Path) -> bool:
     try:
         with open(path, "rb") as fh:
@@ -153,6 +178,9 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
             path = os.fspath(filename_or_obj)
             if not isinstance(path, str):
                 return False
+            # Another writer's layout (xarray-blosc2's) is left to the engine that reads it.
+            if not _is_remote(path) and (foreign_layout(path) or _foreign_frame(path)):
+                return False
             if os.path.splitext(path.rstrip("/"))[1].lower() in EXTENSIONS:
                 return True
             return _classify(path) is not None
@@ -185,6 +213,8 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
         )
         resolve(limits)  # a TypeError before anything is opened
         path = _path_of(filename_or_obj)
+        if not _is_remote(path):
+            refuse_foreign(path)
         kind = _classify(path) or _kind_by_suffix(path)
         if kind == "frame":
             if group not in (None, "", "/"):
@@ -224,6 +254,8 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
         )
         resolve(limits)  # a TypeError before anything is opened
         path = _path_of(filename_or_obj)
+        if not _is_remote(path):
+            refuse_foreign(path)
         kind = _classify(path) or _kind_by_suffix(path)
         if kind == "frame":
             return {"/": _frame_dataset(path, storage_options, _lock_of(lock), decoders, limits)}

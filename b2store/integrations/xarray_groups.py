@@ -13,6 +13,7 @@ from xarray import Dataset, conventions
 from ..errors import UnsupportedError
 from ..limits import Limits
 from .xarray_conventions import dims_of, embedded_coords, named_dims, restore_attrs, xarray_meta
+from .xarray_foreign import ForeignLayoutError, foreign_vlmeta
 from .xarray_lazy import FrameRecipe, _lazy_variable, _RefRecipe
 
 __all__: list[str] = []  # the b2nd engine's own helpers
@@ -56,6 +57,9 @@ def _frame_dataset(
         with arr:
             return _schunk_dataset(arr, decoders)
     try:
+        marker = foreign_vlmeta(arr.vlmeta)
+        if marker:
+            raise ForeignLayoutError(path, marker)
         info = xarray_meta(arr.vlmeta)
         name = info.get("name")
         if not isinstance(name, str) or not name:
@@ -125,6 +129,9 @@ def _group_dataset(
         for apath, ref in sorted(tree.arrays().items()):
             if apath.startswith(prefix) and "/" not in apath[len(prefix) :]:
                 opened.append((apath, ref, ref.open()))
+                marker = foreign_vlmeta(opened[-1][2].vlmeta)
+                if marker:
+                    raise ForeignLayoutError(f"{tree_path} ({apath})", marker)
         # Named dimensions first: an unnamed one must not take a name they use.
         for _, _, arr in opened:
             named = named_dims(arr.vlmeta, arr.ndim)

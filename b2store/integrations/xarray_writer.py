@@ -27,17 +27,10 @@ from ..nd.geometry import array_to_chunk, chunk_grid, chunk_nitems, chunk_region
 from ..nd.meta import B2ndMeta
 from ..nd.shapes import default_chunks_blocks
 from .xarray_conventions import DIMENSION_KEY, FORMAT_VERSION, XARRAY_KEY
+from .xarray_encoding import CF_KEYS, STORAGE_KEYS, finish_encoding, split_encoding
 
 __all__ = ["to_b2nd", "STORAGE_KEYS", "CF_KEYS"]
 
-#: Per-variable encoding keys that choose how the frame is stored.
-STORAGE_KEYS = frozenset(
-    {"codec", "clevel", "filters", "filters_meta", "splitmode", "chunks", "blocks"}
-)
-#: Per-variable encoding keys handed to xarray's CF encoder.
-CF_KEYS = frozenset(
-    {"dtype", "_FillValue", "missing_value", "scale_factor", "add_offset", "units", "calendar"}
-)
 #: Coordinates a single-frame Dataset may keep in its vlmeta (larger ones want a tree).
 MAX_EMBEDDED_COORD_BYTES = 1 << 20
 VLMETA_NAME = "__vlmeta__.b2f"
@@ -68,9 +61,13 @@ def to_b2nd(
         ``{variable: {key: value}}`` (for a DataTree ``{group_path: {variable: {...}}}``).
         Storage keys: ``codec``, ``clevel``, ``filters``, ``filters_meta``, ``splitmode``,
         ``chunks``, ``blocks``; CF keys: ``dtype``, ``_FillValue``, ``missing_value``,
-        ``scale_factor``, ``add_offset``, ``units``, ``calendar``. Unset storage keys come from
-        the variable's own encoding (when it still fits), its dask chunks, then
-        python-blosc2's defaults.
+        ``scale_factor``, ``add_offset``, ``units``, ``calendar``, ``_Unsigned`` and the CF
+        linkage (``coordinates``, ``grid_mapping``, ``bounds``, ``cell_measures``,
+        ``formula_terms``, ...), also taken from each variable's own ``.encoding``. Unset
+        storage keys come from the variable's own encoding (when it still fits), its dask
+        chunks, then python-blosc2's defaults. A key that cannot be stored, given here or in
+        a variable's ``.encoding``, raises a ValueError (other backends' storage keys in
+        ``.encoding`` are ignored): see :mod:`.xarray_encoding`.
     mode : {"w", "w-"}
         ``"w"`` replaces what is at ``path``; ``"w-"`` (or ``"x"``) refuses to.
     layout : {"frame", "b2d", "b2z"}, optional
@@ -195,38 +192,12 @@ def _encode_group(ds: xr.Dataset, encoding: Mapping) -> tuple[dict, dict, dict, 
     for name, var in ds.variables.items():
         if not isinstance(name, str) or "/" in name or name in ("", VLMETA_NAME[:-4]):
             raise ValueError(f"variable name {name!r} cannot name a b2nd frame")
-        user = dict(encoding.get(name) or {})
-        bad = set(user) - STORAGE_KEYS - CF_KEYS
-        if bad:
-            raise ValueError(
-                f"unexpected encoding for {name!r}: {sorted(bad)}; "
-                f"valid keys: {sorted(STORAGE_KEYS | CF_KEYS)}"
-            )
-        storage[name] = {
-            **_ambient_storage(var),
-            **{k: user.pop(k) for k in list(user) if k in STORAGE_KEYS},
-        }
-        var.encoding = {k: v for k, v in var.encoding.items() if k in CF_KEYS} | user
+        storage[name], var.encoding = split_encoding(name, var, encoding.get(name))
     variables, attrs = conventions.encode_dataset_coordinates(ds)
     variables, attrs = conventions.cf_encoder(variables, attrs)
+    for name, var in variables.items():
+        variables[name] = finish_encoding(name, var)
     return variables, attrs, storage, set(ds.coords)
-
-
-def _ambient_storage(var: xr.Variable) -> dict:
-    """Storage options a variable's encoding carries (from the b2nd engine), if they fit."""
-    enc = var.encoding
-    out = {k: enc[k] for k in ("codec", "clevel", "filters", "filters_meta") if k in enc}
-    chunks, blocks = enc.get("chunks"), enc.get("blocks")
-    if (
-        isinstance(chunks, (tuple, list))
-        and len(chunks) == var.ndim
-        and all(1 <= c <= max(n, 1) for c, n in zip(chunks, var.shape))
-    ):
-        out["chunks"] = tuple(chunks)
-        if isinstance(blocks, (tuple, list)) and len(blocks) == var.ndim:
-            if all(1 <= b <= c for b, c in zip(blocks, chunks)):
-                out["blocks"] = tuple(blocks)
-    return out
 
 
 def plain_attrs(attrs: Mapping, where: str) -> tuple[dict, dict]:

@@ -1,0 +1,193 @@
+"""Which per-variable encoding keys ``to_b2nd`` stores, which it ignores, and which it refuses.
+
+One rule, whatever a key comes through (``encoding=`` or the variable's own ``.encoding``):
+a key the writer cannot store is refused with a ValueError naming the key and the variable,
+never dropped. The only keys ignored are those of a variable's own ``.encoding`` that other
+backends (netCDF4, h5netcdf, Zarr, the ``b2nd`` engine itself) and xarray put there when they
+open a file to say how *that* file was stored: its chunking, compressors, source. They say
+nothing about the values, and xarray's own writers drop them the same way
+(``xarray.backends.zarr.extract_zarr_variable_encoding``). Given through ``encoding=``, the
+same keys are refused, as xarray's writers refuse them.
+
+CF keys (``_FillValue``, ``scale_factor``, ``_Unsigned``, ``units``, ``grid_mapping``,
+``coordinates``, ...) are always honoured: they go through xarray's CF encoder and are stored
+as the attributes it makes of them, which the engine's CF decoder reads back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import xarray as xr
+from xarray.conventions import CF_RELATED_DATA
+
+__all__ = [
+    "STORAGE_KEYS",
+    "CF_KEYS",
+    "FOREIGN_KEYS",
+    "split_encoding",
+    "finish_encoding",
+]
+
+#: Per-variable encoding keys that choose how the frame is stored.
+STORAGE_KEYS = frozenset(
+    {"codec", "clevel", "filters", "filters_meta", "splitmode", "chunks", "blocks"}
+)
+#: Per-variable encoding keys handed to xarray's CF encoder, which stores them as attributes:
+#: masking, packing, times, CF ``_Unsigned``, and the CF linkage ``decode_coords="all"``,
+#: rioxarray and cf_xarray keep in ``.encoding`` (``grid_mapping``, ``bounds``, ...).
+CF_KEYS = frozenset(
+    {
+        "dtype",
+        "_FillValue",
+        "missing_value",
+        "scale_factor",
+        "add_offset",
+        "units",
+        "calendar",
+        "_Unsigned",
+        "coordinates",
+        *CF_RELATED_DATA,
+    }
+)
+#: Keys other backends and xarray leave in a variable's ``.encoding`` on open, about how the
+#: file they came from was stored (never about the values): ignored there, as xarray's
+#: writers ignore them, refused through ``encoding=``.
+FOREIGN_KEYS = frozenset(
+    {
+        # xarray's bookkeeping
+        "source",
+        "original_shape",
+        "preferred_chunks",
+        # netCDF4 / h5netcdf storage (xarray.backends.netCDF4_._extract_nc4_variable_encoding)
+        "zlib",
+        "szip",
+        "bzip2",
+        "blosc",
+        "zstd",
+        "complevel",
+        "fletcher32",
+        "contiguous",  # also the b2nd engine's: to_b2nd's ``contiguous=`` chooses
+        "chunksizes",
+        "shuffle",
+        "compression",
+        "compression_opts",
+        "significant_digits",
+        "quantize_mode",
+        "blosc_shuffle",
+        "szip_coding",
+        "szip_pixels_per_block",
+        "endian",
+        "least_significant_digit",
+        # netCDF character arrays: b2nd stores strings as fixed-width items, already decoded
+        "_Encoding",
+        "char_dim_name",
+        # Zarr storage (xarray.backends.zarr.extract_zarr_variable_encoding)
+        "shards",
+        "compressors",
+        "compressor",
+        "serializer",
+        "cache_metadata",
+        "write_empty_chunks",
+        "chunk_key_encoding",
+        "fill_value",
+        "object_codec",
+        "dimension_separator",
+    }
+)
+
+
+def split_encoding(name: str, var: xr.Variable, user: Mapping | None) -> tuple[dict, dict]:
+    """The storage options and the CF encoding of variable ``name``, from the user's
+    ``encoding=`` entry (which wins) and the variable's own ``.encoding``; a key of either
+    that cannot be stored raises a ValueError naming it."""
+    user = dict(user or {})
+    bad = sorted(map(str, set(user) - STORAGE_KEYS - CF_KEYS))
+    if bad:
+        raise ValueError(
+            f"unexpected encoding for {name!r}: {bad}; valid keys: {sorted(STORAGE_KEYS | CF_KEYS)}"
+        )
+    own = var.encoding
+    bad = sorted(map(str, set(own) - STORAGE_KEYS - CF_KEYS - FOREIGN_KEYS - set(user)))
+    if bad:
+        raise ValueError(
+            f"variable {name!r} carries encoding {bad} in its .encoding, which to_b2nd "
+            f"cannot store; remove it (del ds[{name!r}].encoding[key], or ds.drop_encoding()) "
+            f"to write without it. Stored keys: {sorted(STORAGE_KEYS | CF_KEYS)}"
+        )
+    storage = {
+        **_ambient_storage(var),
+        **{k: v for k, v in user.items() if k in STORAGE_KEYS},
+    }
+    cf = {k: v for k, v in own.items() if k in CF_KEYS}
+    cf.update((k, v) for k, v in user.items() if k in CF_KEYS)
+    return storage, cf
+
+
+def finish_encoding(name: str, var: xr.Variable) -> xr.Variable:
+    """``var`` as xarray's CF encoder left it, made ready to store: its ``_FillValue`` and
+    ``missing_value`` in its dtype, an ``_Unsigned`` the encoder did not use (it moves it only
+    with a fill value) stored as the attribute it is, and any other CF key it left unused
+    (``units`` on a variable without times, say) refused rather than dropped."""
+    encoding, attrs = dict(var.encoding), dict(var.attrs)
+    if "_Unsigned" in encoding and var.dtype.kind in "iu" and "_Unsigned" not in attrs:
+        attrs["_Unsigned"] = encoding.pop("_Unsigned")
+        var = xr.Variable(var.dims, var.data, attrs, encoding)
+    left = sorted(k for k in encoding if k in CF_KEYS and k != "dtype")
+    if left:
+        raise ValueError(
+            f"encoding {left} of variable {name!r} does not apply to its data "
+            f"({var.dtype}) and would not be stored; set it as an attribute instead, or "
+            "remove it"
+        )
+    return _typed_fill_values(var)
+
+
+def _typed_fill_values(var: xr.Variable) -> xr.Variable:
+    """``var`` with its ``_FillValue`` and ``missing_value`` attributes in its own dtype, as
+    CF requires and netCDF and Zarr store them: a plain ``255`` on a ``u1`` variable must read
+    back as ``uint8`` for xarray's decoder (an ``_Unsigned="false"`` view of 255 is -1; a
+    Python 255 overflows ``int8``). A value the dtype cannot hold exactly stays as given."""
+    if var.dtype.kind not in "iufc":
+        return var
+    attrs, changed = dict(var.attrs), False
+    for key in ("_FillValue", "missing_value"):
+        value = attrs.get(key)
+        if value is None or isinstance(value, (np.generic, np.ndarray)):
+            continue
+        try:
+            given = np.asarray(value)
+            if given.dtype.kind not in "biufc":
+                continue
+            cast = given.astype(var.dtype)
+            if not np.array_equal(cast, given, equal_nan=given.dtype.kind in "fc"):
+                continue
+        except (TypeError, ValueError, OverflowError):
+            continue
+        attrs[key], changed = (cast[()] if cast.ndim == 0 else cast), True
+    return var if not changed else xr.Variable(var.dims, var.data, attrs, var.encoding)
+
+
+def _ambient_storage(var: xr.Variable) -> dict:
+    """Storage options a variable's encoding carries (from the b2nd engine), if they fit.
+
+    Zarr's ``filters`` share the name with b2nd's: in an encoding Zarr made (it has Zarr's
+    compressors and no ``filters_meta``) they are Zarr's, and ignored."""
+    enc = var.encoding
+    out = {k: enc[k] for k in ("codec", "clevel", "splitmode", "filters_meta") if k in enc}
+    zarr_made = {"compressors", "compressor", "serializer"} & set(enc)
+    zarrs = "filters_meta" not in enc and bool(zarr_made)
+    if "filters" in enc and not zarrs:
+        out["filters"] = enc["filters"]
+    chunks, blocks = enc.get("chunks"), enc.get("blocks")
+    if (
+        isinstance(chunks, (tuple, list))
+        and len(chunks) == var.ndim
+        and all(1 <= c <= max(n, 1) for c, n in zip(chunks, var.shape))
+    ):
+        out["chunks"] = tuple(chunks)
+        if isinstance(blocks, (tuple, list)) and len(blocks) == var.ndim:
+            if all(1 <= b <= c for b, c in zip(blocks, chunks)):
+                out["blocks"] = tuple(blocks)
+    return out
