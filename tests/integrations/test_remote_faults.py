@@ -120,3 +120,28 @@ def test_a_refusal_is_not_tried_again(root):
     with pytest.raises(b2store.RemoteError, match="HTTP 403"):
         remote.call("https://example.invalid/x.b2nd", refuse)
     assert calls == [1]
+
+
+def test_a_timeout_is_tried_again_then_a_remote_error():
+    calls = []
+
+    def slow():
+        calls.append(1)
+        raise TimeoutError("no answer in 5 s")
+
+    with pytest.raises(b2store.RemoteError, match="no complete answer: TimeoutError") as info:
+        remote.call("https://example.invalid/x.b2nd", slow)
+    assert len(calls) == 4 and info.value.status is None and info.value.tries == 4
+
+
+def test_other_exceptions_pass_through_untouched():
+    # A bad argument is the caller's error, not the server's: not retried, not wrapped.
+    calls = []
+
+    def bad():
+        calls.append(1)
+        raise ValueError("negative range")
+
+    with pytest.raises(ValueError, match="negative range"):
+        remote.call("https://example.invalid/x.b2nd", bad)
+    assert calls == [1]
