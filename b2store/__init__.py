@@ -8,7 +8,7 @@ from .chunk.decoder import chunk_info, decode_chunk
 from .chunk.encoder import encode_chunk
 from .chunk.header import ChunkInfo
 from .constants import Codec, Filter, SpecialValue, SplitMode
-from .errors import B2StoreError, FormatError, UnsupportedError
+from .errors import B2StoreError, FormatError, RemoteError, UnsupportedError
 from .frame.backends import WriterLockedError
 from .frame.schunk import FrameClosedError, SChunk
 from .limits import LimitError, Limits
@@ -39,6 +39,7 @@ __all__ = [
     "B2StoreError",
     "FormatError",
     "UnsupportedError",
+    "RemoteError",
     "WriterLockedError",
     "FrameClosedError",
     "Limits",

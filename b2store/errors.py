@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["B2StoreError", "FormatError", "UnsupportedError"]
+__all__ = ["B2StoreError", "FormatError", "RemoteError", "UnsupportedError"]
 
 
 class B2StoreError(Exception):
@@ -41,3 +41,32 @@ class UnsupportedError(B2StoreError, NotImplementedError):
         self.feature = feature
         self.ident = ident
         super().__init__(f"unsupported {feature} {ident!r}: b2store does not implement it")
+
+
+class RemoteError(B2StoreError, OSError):
+    """A read from a remote URL failed: the server answered with an error (a 5xx after the
+    retries, or a refusal such as 403), the connection dropped, or the body came short.
+
+    Not a :class:`FileNotFoundError`: a missing object (HTTP 404) raises that one instead.
+
+    Parameters
+    ----------
+    url
+        What was being read.
+    status
+        The HTTP status the server gave, or None when there was no answer (a dropped
+        connection, a truncated body, a timeout).
+    reason
+        What went wrong, in words.
+    tries
+        How many times it was tried.
+    """
+
+    def __init__(self, url: str, status: int | None, reason: str, tries: int = 1):
+        self.url = url
+        self.status = status
+        self.reason = reason
+        self.tries = tries
+        answer = f"HTTP {status}" if status is not None else "no complete answer"
+        after = f" (tried {tries} times)" if tries > 1 else ""
+        super().__init__(f"reading {url} failed: {answer}: {reason}{after}")

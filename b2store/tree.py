@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from .errors import FormatError
+from .frame import remote
 from .limits import Limits, resolve
 from .zipdir import member_data_offset, zip_members
 
@@ -81,29 +82,32 @@ class _Files:
             path = self._fspath(rel)
             if "http" in self.fs.protocol and not path.endswith(("/", ".b2d")):
                 return False  # an HTTP "directory" test downloads the page to list links
-            return self.fs.isdir(path)
+            return remote.call(self.join(rel), self.fs.isdir, path)
         return (self.root / rel).is_dir()
 
     def exists(self, rel: str = "") -> bool:
         if self.remote:
-            # info() (a HEAD over HTTP), not exists(), which GETs the whole file there.
+            # info() (a HEAD over HTTP), not exists(), which GETs the whole file there. A
+            # server error is a RemoteError, not "missing".
             try:
-                self.fs.info(self._fspath(rel))
-            except (FileNotFoundError, OSError):
+                remote.call(self.join(rel), self.fs.info, self._fspath(rel))
+            except FileNotFoundError:
                 return False
             return True
         return (self.root / rel).exists()
 
     def size(self, rel: str = "") -> int:
         if self.remote:
-            return int(self.fs.size(self._fspath(rel)))
+            return int(remote.call(self.join(rel), self.fs.size, self._fspath(rel)))
         return (self.root / rel).stat().st_size
 
     def read(self, rel: str, start: int, size: int) -> bytes:
         if size <= 0:
             return b""
         if self.remote:
-            data = self.fs.cat_file(self._fspath(rel), start=start, end=start + size)
+            data = remote.call(
+                self.join(rel), self.fs.cat_file, self._fspath(rel), start=start, end=start + size
+            )
         else:
             with open(self.root / rel, "rb") as fh:
                 data = os.pread(fh.fileno(), size, start)
@@ -115,7 +119,7 @@ class _Files:
         """``(relative dir, subdirectory names, file names)``, top down, links not followed."""
         if self.remote:
             base = self.root
-            for dirpath, dirs, files in self.fs.walk(base):
+            for dirpath, dirs, files in remote.call(self.urlpath, lambda: list(self.fs.walk(base))):
                 rel = dirpath[len(base) :].strip("/") if dirpath.startswith(base) else ""
                 yield rel, sorted(dirs), sorted(files)
             return

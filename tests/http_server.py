@@ -1,5 +1,6 @@
 """A static HTTP server on localhost that honours Range requests and counts what it serves,
-for tests of remote (byte-range) reading. It only ever listens on 127.0.0.1."""
+for tests of remote (byte-range) reading, and misbehaves on demand (:class:`Faults`). It only
+ever listens on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -8,8 +9,32 @@ import http.server
 import os
 import re
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+#: What a request can meet: a server error, a missing object, a body cut short (the full
+#: Content-Length announced, half of it sent, the connection closed), a connection closed
+#: before any answer, a slow answer (``SLOW_SECONDS``), or nothing wrong.
+FAULTS = ("500", "503", "404", "truncate", "reset", "slow", "ok")
+SLOW_SECONDS = 0.3
+
+
+@dataclass
+class Faults:
+    """Faults for the next requests, in order (``plan``), then ``always`` for every one
+    after (None: serve normally). ``met`` records each fault as a request meets it."""
+
+    plan: list[str] = field(default_factory=list)
+    always: str | None = None
+    met: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def next(self) -> str:
+        with self._lock:
+            fault = self.plan.pop(0) if self.plan else (self.always or "ok")
+            self.met.append(fault)
+            return fault
 
 
 @dataclass
@@ -24,7 +49,7 @@ class Served:
         self.requests.clear()
 
 
-def _handler(root: Path, served: Served):
+def _handler(root: Path, served: Served, faults: Faults):
     class Handler(http.server.BaseHTTPRequestHandler):
         def log_message(self, *args):  # keep test output clean
             pass
@@ -43,6 +68,15 @@ def _handler(root: Path, served: Served):
             path = self._target()
             rng = self.headers.get("Range")
             served.requests.append((self.command, self.path, rng))
+            fault = faults.next()
+            if fault in ("500", "503", "404"):
+                self.send_error(int(fault))
+                return
+            if fault == "reset":
+                self.close_connection = True
+                return  # (no status line: the client sees the connection close)
+            if fault == "slow":
+                time.sleep(SLOW_SECONDS)
             if path is None:
                 self.send_error(404)
                 return
@@ -66,6 +100,9 @@ def _handler(root: Path, served: Served):
                 with open(path, "rb") as fh:
                     fh.seek(start)
                     data = fh.read(stop - start)
+                if fault == "truncate":
+                    data = data[: len(data) // 2]
+                    self.close_connection = True
                 served.bytes += len(data)
                 self.wfile.write(data)
 
@@ -73,11 +110,12 @@ def _handler(root: Path, served: Served):
 
 
 @contextlib.contextmanager
-def serve_directory(root: os.PathLike):
-    """Serve ``root`` on 127.0.0.1 at a free port; yields ``(base_url, Served)``."""
+def serve_directory(root: os.PathLike, faults: Faults | None = None):
+    """Serve ``root`` on 127.0.0.1 at a free port; yields ``(base_url, Served)``. With
+    ``faults``, requests meet them (see :class:`Faults`)."""
     served = Served()
     server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), _handler(Path(root).resolve(), served)
+        ("127.0.0.1", 0), _handler(Path(root).resolve(), served, faults or Faults())
     )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

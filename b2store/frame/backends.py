@@ -41,6 +41,10 @@ __all__ = [
     "LOCK_NAME",
 ]
 
+# A read that failed because writers kept replacing what it named is tried this many times,
+# each from a newer committed state.
+READ_TRIES = 64
+
 
 class ContiguousFrame(Backend):
     """A whole frame in one run of bytes. Writable when in memory or in a local file."""
@@ -176,6 +180,16 @@ class ContiguousFrame(Backend):
                 self._source.set_size(os.stat(self._source.path).st_size)
                 self._frame_len = self._end = self._source.size
             yield changed
+
+    def moved(self, header: FrameHeader) -> bool:
+        source = self._source
+        if self._buf is not None or not isinstance(source, FileSource) or source.offset:
+            return False
+        try:
+            now = FrameHeader.from_bytes(source.read(0, header.header_len))
+        except B2StoreError:
+            return True  # (torn by a writer, or another header's length)
+        return now != header or now.metalayers != header.metalayers
 
     def refresh(self) -> bool:
         source = self._source
@@ -332,22 +346,55 @@ def open_backend(
 
 def read_header(backend: Backend, limits: Limits | None = None) -> FrameHeader:
     """Read and check the header; the frame ends where the header says (bytes after a frame
-    are not ours). ``header_len`` and ``nbytes`` are checked against ``limits``."""
+    are not ours). ``header_len`` and ``nbytes`` are checked against ``limits``.
+
+    Beside a writer in another process the bytes read may be torn (read while its header
+    was being written): a header that fails its checks is read again while the bytes on
+    storage differ from the ones that failed, up to ``READ_TRIES`` times; bytes that fail
+    twice the same are the file's own fault."""
     limits = resolve(limits)
+    for _ in range(READ_TRIES):
+        spans: list[tuple[int, bytes]] = []
+        try:
+            return _read_header(backend, limits, spans)
+        except FormatError:
+            if not backend.refresh() or all(
+                backend.read(0, len(raw)) == raw
+                for _, raw in spans
+                if len(raw) <= backend.frame_len
+            ):
+                raise
+    raise FormatError(
+        "frame header", "one that stays the same while it is read", "writers kept replacing it"
+    )
+
+
+def _read_header(backend: Backend, limits: Limits, spans: list) -> FrameHeader:
+    """:func:`read_header`'s one try; ``spans`` gets the bytes read, to compare."""
     available = backend.frame_len
+    spans.append((0, backend.read(0, min(24, available))))
     try:
-        header_len, frame_len = FrameHeader.peek_len(backend.read(0, min(24, available)))
+        header_len, frame_len = FrameHeader.peek_len(spans[-1][1])
     except NotBlosc2Error as exc:
         head = backend.read(0, min(FRAME_PREFIX_LENGTH, available))
         raise exc.named(backend.name, head, available) from None
-    if frame_len > available and backend.refresh():
-        # The file grew since its size was taken: a writer published meanwhile.
-        available = backend.frame_len
-        header_len, frame_len = FrameHeader.peek_len(backend.read(0, min(24, available)))
-    if frame_len > available:
-        raise FormatError("frame_len", f"at most the {available} bytes there are", frame_len, 16)
     limits.check("max_metalayer_nbytes", header_len, "header_len", 10)
-    header = FrameHeader.from_bytes(backend.read(0, min(header_len, frame_len)))
+    if header_len > available and backend.refresh():
+        available = backend.frame_len
+    if header_len > available:  # (a file cut inside its header)
+        raise FormatError("frame_len", f"at most the {available} bytes there are", frame_len, 16)
+    spans.append((0, backend.read(0, header_len)))
+    header = FrameHeader.from_bytes(spans[-1][1])
+    if header.frame_len > available and backend.refresh():
+        # The file grew since its size was taken: a writer published meanwhile. Its size is
+        # taken again after the header was read, never before: a writer stores everything
+        # a header names before it writes the header, so the file now holds all of it (a
+        # size taken first could predate a commit the header then read is from).
+        available = backend.frame_len
+    if header.frame_len > available:
+        raise FormatError(
+            "frame_len", f"at most the {available} bytes there are", header.frame_len, 16
+        )
     limits.check("max_frame_nbytes", header.nbytes, "nbytes", 25)
     backend.adopt(header)
     return header

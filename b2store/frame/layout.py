@@ -110,6 +110,13 @@ class Backend:
     def adopt(self, header: FrameHeader) -> None:
         """Take ``header`` (just read or just written) as the state this handle knows."""
 
+    def moved(self, header: FrameHeader) -> bool:
+        """Whether the header on storage, read again, is no longer ``header``: a writer in
+        another process committed (or was committing: a header read then may be torn) since
+        it was read. False where headers are never rewritten in place under a reader
+        (memory, remote, a sparse frame's index file, replaced by rename)."""
+        return False
+
     def refresh(self) -> bool:
         """A read-only handle: look at storage again (another process may have published);
         False when this layout cannot change under it (memory, remote, a zip member)."""

@@ -39,6 +39,7 @@ from ..limits import Limits, resolve
 from . import writer
 from .backends import (
     INDEX_NAME,
+    READ_TRIES,
     Backend,
     ContiguousFrame,
     SparseFrame,
@@ -57,11 +58,6 @@ __all__ = ["SChunk", "FrameClosedError"]
 
 class FrameClosedError(B2StoreError, ValueError):
     """The frame was closed: open it again to read or change it."""
-
-
-# A read that failed because writers kept replacing what it named is tried this many times,
-# each from a newer committed state.
-READ_TRIES = 64
 
 
 def _special_kind(offset: int) -> int:
@@ -85,11 +81,44 @@ class SChunk(Changes, BlockReads):
         self._refresh_lock = threading.Lock()
         self._layouts: tuple[State | None, dict] = (None, {})
         backend.adopt(header)
-        self._load(header)
+        self._load_committed(header)
+
+    def _load_committed(self, header: FrameHeader | None = None) -> None:
+        """:meth:`_load` from ``header`` (just read) or the header on storage now, beside
+        writers in other processes. A header read while one commits may be torn, or a
+        newer commit's than the trailer read after it; so the state is taken only when the
+        header, read again after everything else, is still the same, and else read again
+        from the newer one (up to ``READ_TRIES`` times, as chunk reads are). A failure with
+        the header unchanged is the file's own: its FormatError is raised."""
+        backend = self._backend
+        for _ in range(READ_TRIES):
+            if header is None:
+                header = read_header(backend, self.limits)
+            try:
+                state = self._read_state(header)
+            except FormatError:
+                if not backend.moved(header):
+                    raise
+            else:
+                if not backend.moved(header):
+                    self._stored_bytes = header.cbytes
+                    self._state = state
+                    return
+            backend.refresh()
+            header = None
+        raise FormatError(
+            "frame header", "one that stays the same while it is read", "writers kept replacing it"
+        )
 
     def _load(self, header: FrameHeader) -> None:
         """Take the frame's state from storage: the header given, the trailer, the index;
         published as one :class:`State` once all of it is read."""
+        state = self._read_state(header)
+        self._stored_bytes = header.cbytes
+        self._state = state
+
+    def _read_state(self, header: FrameHeader) -> State:
+        """The state ``header`` names: its trailer and index, read from storage."""
         backend = self._backend
         frame_len = backend.frame_len
         if frame_len < header.header_len + MIN_TRAILER_LEN:
@@ -99,8 +128,7 @@ class SChunk(Changes, BlockReads):
         raw_vlmeta = read_trailer(memoryview(backend.read(trailer_start, trailer_len)))
         offsets = self._read_offsets(header, trailer_start)
         offsets.flags.writeable = False
-        self._stored_bytes = header.cbytes
-        self._state = State(header, offsets, raw_vlmeta, trailer_start)
+        return State(header, offsets, raw_vlmeta, trailer_start)
 
     # The committed state, read through one attribute (see State).
     header = property(lambda self: self._state.header)
@@ -123,7 +151,7 @@ class SChunk(Changes, BlockReads):
                 return True
             if not self._backend.refresh():
                 return False
-            self._load(read_header(self._backend, self.limits))
+            self._load_committed()
             new = self._state
             # The same header can come with another index (a chunk replaced by one of the
             # same size): compare what a read uses.

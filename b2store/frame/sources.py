@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import FormatError
+from . import remote
 
 __all__ = [
     "ByteSource",
@@ -182,7 +183,8 @@ class RangeSource(ByteSource):
 
 class FsspecSource(RangeSource):
     """A file behind an fsspec URL (``http://``, ``s3://``, ``memory://`` ...), read by byte
-    ranges only."""
+    ranges only. Transient failures are tried again; every failure is an ``OSError`` naming
+    the URL (see :mod:`b2store.frame.remote`)."""
 
     def __init__(self, url: str, storage_options: dict | None = None, offset: int = 0):
         import fsspec
@@ -191,13 +193,19 @@ class FsspecSource(RangeSource):
         self.offset = offset
         self.storage_options = dict(storage_options or {})
         self._fs, self._path = fsspec.core.url_to_fs(url, **self.storage_options)
-        size = int(self._fs.size(self._path)) - offset
+        size = int(remote.call(url, self._fs.size, self._path)) - offset
         if size < 0:
             raise FormatError("offset", f"inside {url}", offset)
         super().__init__(self._fetch, size, name=url)
 
     def _fetch(self, start: int, stop: int) -> bytes:
-        return self._fs.cat_file(self._path, start=self.offset + start, end=self.offset + stop)
+        return remote.call(self.url, self._range, self.offset + start, self.offset + stop)
+
+    def _range(self, start: int, stop: int) -> bytes:
+        data = self._fs.cat_file(self._path, start=start, end=stop)
+        if len(data) != stop - start:  # inside the size the server gave: a body cut short
+            raise remote.ShortBody(f"{len(data)} bytes of the {stop - start} at {start}")
+        return data
 
     def __reduce__(self):
         return FsspecSource, (self.url, self.storage_options, self.offset)

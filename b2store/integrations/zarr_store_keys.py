@@ -204,8 +204,10 @@ def _read_span(url: str, offset: int, size: int, storage_options) -> bytes:
     if is_url(url):
         import fsspec
 
+        from ..frame import remote
+
         fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
-        return fs.cat_file(path, start=offset, end=offset + size)
+        return remote.call(url, fs.cat_file, path, start=offset, end=offset + size)
     import os
 
     fd = os.open(url, os.O_RDONLY)

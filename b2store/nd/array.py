@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import operator
 
 import numpy as np
 
@@ -26,6 +25,7 @@ from .chunks import (
     encode_chunk_array,
 )
 from .geometry import blocks_touched, chunk_grid, chunk_nitems
+from .indexing import normalize
 from .meta import B2ndMeta
 
 __all__ = ["B2ndArray"]
@@ -38,8 +38,9 @@ _ALL = slice(None)
 class B2ndArray:
     """A b2nd array, read lazily: indexing decodes what the selection needs.
 
-    Supports numpy basic indexing (integers, slices with steps, Ellipsis) and
-    ``np.asarray(arr)``.
+    Supports numpy basic indexing (integers, slices with steps, Ellipsis, ``None``, bool
+    scalars) with NumPy's semantics, and ``np.asarray(arr)``; integer arrays, boolean masks
+    and lists raise :class:`~b2store.UnsupportedError`.
     """
 
     def __init__(self, schunk: SChunk, meta: B2ndMeta, dtype=None):
@@ -185,9 +186,9 @@ class B2ndArray:
         small = self._in_one_chunk(key)
         if small is not None:
             return small
-        dims, final = _normalize(key, self.shape)
+        dims, final, empty = normalize(key, self.shape)
         out = np.empty(tuple(len(d) for d in dims), self.dtype)
-        if out.size:
+        if out.size and not empty:
             # One scratch chunk for the whole read: fresh buffers per chunk cost page faults.
             scratch = np.empty(
                 chunk_nitems(self.chunks, self.blocks) * self.dtype.itemsize, np.uint8
@@ -339,9 +340,11 @@ class B2ndArray:
 
     def _setitem_locked(self, key, value) -> None:
         """The body of :meth:`__setitem__`, with the writer lock held."""
-        dims, final = _normalize(key, self.shape)
+        dims, final, empty = normalize(key, self.shape)
         selected = np.empty(tuple(len(d) for d in dims), self.dtype)
         selected[final] = np.asarray(value, dtype=self.dtype)
+        if empty:
+            return  # (a False selects nothing: the value was only checked to broadcast)
         grid = chunk_grid(self.shape, self.chunks)
         updates = {}
         for coords, parts in _chunks_touched(dims, self.chunks):
@@ -445,48 +448,6 @@ def _c_index(coords, dims) -> int:
     for c, d in zip(coords, dims):
         index = index * d + c
     return index
-
-
-def _normalize(key, shape):
-    """Per-dimension selected indices (ascending ranges or arrays), and the final indexing
-    that drops integer dimensions and undoes negative steps."""
-    if not isinstance(key, tuple):
-        key = (key,)
-    if sum(k is Ellipsis for k in key) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    ellipsis = any(k is Ellipsis for k in key)
-    if ellipsis:
-        at = next(i for i, k in enumerate(key) if k is Ellipsis)
-        fill = len(shape) - (len(key) - 1)
-        key = key[:at] + (slice(None),) * fill + key[at + 1 :]
-    if len(key) > len(shape):
-        raise IndexError(
-            f"too many indices: array is {len(shape)}-dimensional, but {len(key)} were indexed"
-        )
-    key = key + (slice(None),) * (len(shape) - len(key))
-    dims, final = [], []
-    for k, n in zip(key, shape):
-        if isinstance(k, slice):
-            r = range(n)[k]
-            if r.step < 0:
-                dims.append(r[::-1])
-                final.append(slice(None, None, -1))
-            else:
-                dims.append(r)
-                final.append(slice(None))
-        else:
-            try:
-                i = operator.index(k)
-            except TypeError:
-                raise IndexError(
-                    f"only integers, slices and Ellipsis are valid indices, not {type(k).__name__}"
-                ) from None
-            if not -n <= i < n:
-                raise IndexError(f"index {i} is out of bounds for axis with size {n}")
-            dims.append(range(i % n, i % n + 1))
-            final.append(0)
-    # As in numpy, an Ellipsis keeps a 0-d result an array instead of a scalar.
-    return dims, tuple(final) + ((Ellipsis,) if ellipsis else ())
 
 
 def _chunks_touched(dims, chunks):

@@ -11,11 +11,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 
 import numpy as np
 import pytest
+from hardening.workers import finish, run_threads, spawn
 
 import b2store
 from b2store import SChunk
@@ -63,12 +63,7 @@ def test_threads_reading_one_handle_while_another_thread_writes(tmp_path, contig
                 s.vlmeta["v"] = v
             v += 1
 
-    threads = [threading.Thread(target=reader) for _ in range(4)]
-    threads.append(threading.Thread(target=writer))
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(*[reader] * 4, writer)  # a writer's failure fails the test
     s.close()
     assert not errors, errors[:5]
     assert reads[0] > 100
@@ -98,13 +93,7 @@ def test_array_readers_see_whole_chunks_of_committed_writes(tmp_path, contiguous
             a[(v % 4) * 10 : (v % 4) * 10 + 10] = v
             v += 1
 
-    threads = [threading.Thread(target=reader) for _ in range(3)] + [
-        threading.Thread(target=writer)
-    ]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(*[reader] * 3, writer)
     a.close()
     assert not errors, errors[:5]
 
@@ -137,15 +126,6 @@ WRITER = textwrap.dedent("""
         s.vlmeta[f"w{tag}"] = k
     print("done")
 """)
-
-
-def spawn(script: str, *args) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-c", script, *map(str, args)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 @pytest.mark.parametrize("contiguous", [True, False], ids=["cframe", "sframe"])
@@ -336,3 +316,84 @@ def test_sparse_chunk_file_ids_are_never_reused(tmp_path):
         # the chunk appended then deleted took max(used) + 1 (or more); the one kept, more
         assert len(new) == 1 and min(new) >= max(used) + 2, (sorted(used), ids)
         used |= set(ids)
+
+
+# --- opening beside a committing writer ----------------------------------------------------
+
+OPENER = textwrap.dedent("""
+    import sys, time, numpy as np, b2store
+    path, seconds = sys.argv[1], float(sys.argv[2])
+    opens = errors = 0
+    stop = time.monotonic() + seconds
+    while time.monotonic() < stop:
+        try:
+            with b2store.open(path) as a:
+                rows = a[0:10]  # one chunk: one commit's value
+                if not (rows == rows[0, 0]).all() or a.shape not in ((40, 40), (41, 40)):
+                    raise AssertionError(f"torn: {np.unique(rows)} {a.shape}")
+                a.vlmeta.get("v")
+            opens += 1
+        except Exception as exc:
+            errors += 1
+            print("ERROR", repr(exc), file=sys.stderr)
+    print(opens, errors)
+""")
+
+COMMITTER = textwrap.dedent("""
+    import sys, time, numpy as np, b2store
+    path, seconds = sys.argv[1], float(sys.argv[2])
+    a = b2store.open(path, mode="a")
+    v, stop = 1, time.monotonic() + seconds
+    while time.monotonic() < stop:
+        a[(v % 4) * 10 : (v % 4) * 10 + 10] = v  # a chunk: a new index and trailer
+        if v % 3 == 0:
+            a.vlmeta["v"] = v  # only a new trailer
+        if v % 7 == 0:
+            a.resize((41, 40) if a.shape == (40, 40) else (40, 40))  # the metalayer, in place
+        v += 1
+    print(v - 1)
+""")
+
+
+def open_beside_a_writer(path, contiguous: bool, seconds: float, nreaders: int = 2):
+    """Reader processes opening ``path`` again and again while a writer process commits to
+    it; returns (opens, commits) after asserting that no open failed."""
+    a = b2store.zeros((40, 40), "<i4", urlpath=path, chunks=(10, 40), contiguous=contiguous)
+    a.close()
+    readers = [spawn(OPENER, path, seconds) for _ in range(nreaders)]
+    writer = spawn(COMMITTER, path, seconds)
+    commits = int(finish(writer, timeout=seconds + 120))
+    opens = 0
+    for r in readers:
+        out = finish(r, timeout=seconds + 120)
+        n, errors = map(int, out.split())
+        assert errors == 0, (r.args, out)
+        opens += n
+    return opens, commits
+
+
+@pytest.mark.parametrize("contiguous", [True, False], ids=["cframe", "sframe"])
+def test_opening_beside_a_committing_writer_never_fails(tmp_path, contiguous):
+    """Opening a frame while another process commits to it: a header read before a commit
+    and a size (or trailer) taken after it, or a header torn by the writer, are read again,
+    never reported as a FormatError ("frame_len", 6 in 20,667 opens before)."""
+    opens, commits = open_beside_a_writer(tmp_path / "a.b2nd", contiguous, 3.0)
+    assert opens >= 50 and commits >= 10, (opens, commits)
+
+
+@pytest.mark.slow
+def test_opening_beside_a_committing_writer_never_fails_long(tmp_path):
+    opens, commits = open_beside_a_writer(tmp_path / "a.b2nd", True, 20.0, nreaders=3)
+    assert opens >= 1000 and commits >= 100, (opens, commits)
+
+
+def test_a_failing_worker_fails_its_test():
+    # The thread tests above used to let a writer thread's exception become a warning.
+    def writer():
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        run_threads(lambda: None, writer)
+    child = spawn("import sys; sys.exit('writer died')")
+    with pytest.raises(AssertionError, match="writer died"):
+        finish(child)

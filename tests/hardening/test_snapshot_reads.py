@@ -4,11 +4,11 @@ left it, never some chunks of each (docs/guarantees.md, "Readers beside writers"
 
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
 import pytest
+from hardening.workers import run_threads
 
 import b2store
 
@@ -49,12 +49,8 @@ def test_reads_across_chunks_come_from_one_commit(tmp_path, contiguous):
             a[...] = BASE + v  # every chunk, published in one commit
             v += 1
 
-    threads = [threading.Thread(target=reader, args=(k,)) for k in range(3)]
-    threads.append(threading.Thread(target=writer))
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    # A writer's (or reader's) uncaught failure fails the test, not a warning.
+    run_threads(*[lambda k=k: reader(k) for k in range(3)], writer)
     a.close()
     assert not errors, errors[:5]
     assert reads[0] > 50

@@ -1,0 +1,100 @@
+"""Calls to an fsspec filesystem for a remote URL, with every failure an ``OSError`` that
+names the URL and what the server said.
+
+fsspec passes its HTTP client's own exceptions through (aiohttp's ``ClientResponseError``
+for a 500, ``ClientPayloadError`` for a body cut short), and reports a size it could not get
+for any reason (a 500 included) as ``FileNotFoundError``. Here a missing object (404, 410) is
+:class:`FileNotFoundError`; a transient failure (a 5xx, 408, 429, a dropped connection, a
+truncated body, a timeout) is tried again after ``RETRY_DELAYS`` and then raised as
+:class:`~b2store.RemoteError` with the status; any other refusal (401, 403 ...) is a
+:class:`~b2store.RemoteError` at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import time
+from collections.abc import Callable
+
+from ..errors import RemoteError
+
+__all__ = ["RETRY_DELAYS", "ShortBody", "call"]
+
+#: Seconds to wait before each new try of a transient failure: three more tries, 0.7 s in
+#: all. Set it (a tuple; ``()`` tries once) to change how hard remote reads insist.
+RETRY_DELAYS: tuple[float, ...] = (0.1, 0.2, 0.4)
+
+_TRANSIENT_STATUS = {408, 425, 429}
+
+
+class ShortBody(ConnectionError):
+    """A range answered with fewer bytes than asked, inside the object's size."""
+
+
+_MISSING_STATUS = {404, 410}
+
+
+def call(url: str, fn: Callable, *args, **kwargs):
+    """``fn(*args, **kwargs)``, a request about ``url``, tried again on transient failures."""
+    delays = tuple(RETRY_DELAYS)
+    for attempt in range(len(delays) + 1):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            kind, status, reason = _classify(exc)
+            if kind is None:
+                raise  # not a failure of the remote read (a bad argument, say)
+            if kind == "missing":
+                raise FileNotFoundError(
+                    errno.ENOENT, f"no such object (HTTP {status or 404})", url
+                ) from exc
+            if kind == "transient" and attempt < len(delays):
+                time.sleep(delays[attempt])
+                continue
+            raise RemoteError(url, status, reason, attempt + 1) from exc
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _classify(exc: BaseException) -> tuple[str | None, int | None, str]:
+    """``(kind, HTTP status or None, reason)``; kind is "missing", "transient", "refused",
+    or None for an exception that is not about the remote read."""
+    status = _status(exc)
+    if isinstance(exc, FileNotFoundError):
+        # fsspec's HTTP size and info turn any failure into FileNotFoundError; its cause
+        # holds the real answer.
+        cause = exc.__cause__ or exc.__context__
+        if cause is not None and _status(cause) not in (None, *_MISSING_STATUS):
+            return _classify(cause)
+        if cause is not None and _status(cause) is None and _transport(cause):
+            return _classify(cause)
+        return "missing", status or 404, "no such object"
+    if status is not None:
+        reason = getattr(exc, "message", "") or type(exc).__name__
+        if status in _MISSING_STATUS:
+            return "missing", status, reason
+        if status >= 500 or status in _TRANSIENT_STATUS:
+            return "transient", status, reason
+        return "refused", status, reason
+    if _transport(exc):
+        return "transient", None, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return None, None, ""
+
+
+def _status(exc: BaseException) -> int | None:
+    status = getattr(exc, "status", None)
+    if type(exc).__module__.startswith("aiohttp") and isinstance(status, int):
+        return status
+    code = getattr(getattr(exc, "response", None), "status_code", None)  # requests-like
+    return code if isinstance(code, int) else None
+
+
+def _transport(exc: BaseException) -> bool:
+    """A dropped connection, a body cut short, a timeout: worth another try."""
+    if isinstance(exc, (ConnectionError, TimeoutError, asyncio.TimeoutError)):
+        return True
+    name = type(exc).__name__
+    module = type(exc).__module__
+    if module.startswith("aiohttp"):
+        return name != "InvalidURL" and not name.startswith("ClientResponse")
+    return module.startswith("fsspec") and "Timeout" in name
