@@ -15,8 +15,10 @@ from numcodecs.compat import ensure_contiguous_ndarray
 
 from ..chunk.decoder import decode_chunk
 from ..chunk.encoder import encode_chunk, resolve_codec, resolve_filters, resolve_splitmode
+from ..chunk.header import ChunkHeader
 from ..chunk.params import ChunkParams, codec_name, filter_name, splitmode_name
 from ..constants import MAX_BUFFERSIZE
+from ..errors import FormatError
 from ..limits import DEFAULT_LIMITS
 
 __all__ = ["Blosc2"]
@@ -184,10 +186,23 @@ class B2nd(Codec):
         return encode_array_chunk(chunk, dtype, cparams, nthreads=1)
 
     def decode(self, buf, out=None):
-        from ..nd.geometry import chunk_to_array
+        from ..nd.geometry import chunk_nitems, chunk_to_array
 
         dtype = np.dtype(self.dtype)
-        ext = chunk_to_array(decode_chunk(buf), self.chunkshape, self.blockshape, dtype)
+        nbytes = chunk_nitems(self.chunkshape, self.blockshape) * dtype.itemsize
+        # The header first (a whole frame is named there): a chunk whose nbytes is not this
+        # codec's chunk is corrupt, refused before anything is allocated for it.
+        found = ChunkHeader.from_bytes(ensure_contiguous_ndarray(buf)).nbytes
+        if found != nbytes:
+            raise FormatError(
+                "b2nd chunk nbytes",
+                f"{nbytes} (chunk {self.chunkshape}, blocks {self.blockshape}, {self.dtype})",
+                found,
+                4,
+            )
+        ext = chunk_to_array(
+            decode_chunk(buf, max_nbytes=nbytes), self.chunkshape, self.blockshape, dtype
+        )
         items = np.ascontiguousarray(ext[tuple(slice(0, c) for c in self.chunkshape)])
         if out is None:
             return items.reshape(-1)
