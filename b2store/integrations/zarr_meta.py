@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 
 from ..constants import Filter
+from ..errors import FormatError
+from .embedded import embedded_coord
 from .zarr_b2nd import B2ndCodec
 
 __all__ = [
@@ -171,6 +173,12 @@ def array_metadata(arr, where: str = "array") -> dict:
     vlmeta = dict(arr.vlmeta)
     if FILL_KEY in vlmeta:
         fill = vlmeta[FILL_KEY]
+        try:  # file content: what zarr cannot parse is named here, not as zarr's TypeError
+            zdtype.from_json_scalar(fill, zarr_format=3)
+        except (TypeError, ValueError, OverflowError):
+            raise FormatError(
+                f"{where} vlmeta {FILL_KEY}", f"a Zarr fill value of {zdtype}", repr(fill)[:200]
+            ) from None
     else:
         fill = zdtype.to_json_scalar(zdtype.default_scalar(), zarr_format=3)
     doc: dict[str, Any] = {
@@ -217,12 +225,7 @@ class EmbeddedCoord:
     def open(self, dtype=None):
         from ..nd.create import asarray
 
-        spec = self.spec
-        data = np.asarray(spec.get("data"))
-        if "dtype" in spec:
-            data = data.astype(np.dtype(spec["dtype"]), copy=False)
-        dims = list(spec.get("dims") or ())
-        vlmeta = dict(spec.get("attrs") or {})
-        if len(dims) == data.ndim:
+        data, dims, vlmeta = embedded_coord(self.path[1:], self.spec)
+        if dims is not None and len(dims) == data.ndim:
             vlmeta[DIMS_KEY] = dims
         return asarray(data, vlmeta=vlmeta)

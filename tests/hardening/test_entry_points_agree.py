@@ -74,3 +74,55 @@ def test_the_store_names_the_key_of_the_lying_chunk(tmp_path):
     msg = r"^chunk c/0/0 nbytes at offset 4: expected 800, found 0"
     with pytest.raises(FormatError, match=msg):
         zarr.open_array(B2ndStore(path), mode="r")[:]
+
+
+# Entries of a single frame's ``_xarray`` coordinates that no writer makes: each once leaked
+# NumPy's ValueError/TypeError (or an IndexError, or an object array) through zarr and xarray.
+HOSTILE_COORDS = {
+    "ragged": ({"data": [[1], [2, 3]]}, "data"),
+    "objects": ({"data": [1, 2], "dtype": "O"}, "data"),
+    "bad-dtype": ({"data": [1], "dtype": "zz9"}, "data"),
+    "dtype-not-str": ({"data": [1], "dtype": 7}, "data"),
+    "mapping": ({"data": {"a": 1}}, "data"),
+    "none": ({"data": None}, "data"),
+    "attrs-list": ({"data": [1, 2], "attrs": [1, 2]}, "attrs"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_COORDS))
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_hostile_embedded_coords_are_format_errors_in_zarr_and_xarray(tmp_path, case):
+    spec, field = HOSTILE_COORDS[case]
+    path = tmp_path / "v.b2nd"
+    a = b2store.asarray(np.arange(4.0), urlpath=path, mode="w")
+    a.vlmeta["_xarray"] = {"version": 1, "name": "v", "coords": {"x": spec}}
+    a.vlmeta["_ARRAY_DIMENSIONS"] = ["x"]
+    a.schunk.close()
+    msg = rf"^vlmeta _xarray coords\['x'\] {field}: expected"
+    with pytest.raises(FormatError, match=msg):
+        zarr.open_group(B2ndStore(path, group=True), mode="r")["x"][:]
+    with pytest.raises(FormatError, match=msg):
+        xr.open_dataset(path, engine="b2nd")
+
+
+def test_odd_but_harmless_embedded_coords_still_open(tmp_path):
+    path = tmp_path / "v.b2nd"
+    a = b2store.asarray(np.arange(4.0), urlpath=path, mode="w")
+    coords = {"x": {"data": [1, 2], "dims": 5}, "c": {"data": ["a", "bb"]}}
+    a.vlmeta["_xarray"] = {"version": 1, "name": "v", "coords": coords}
+    a.vlmeta["_ARRAY_DIMENSIONS"] = ["t"]
+    a.schunk.close()
+    g = zarr.open_group(B2ndStore(path, group=True), mode="r")
+    assert g["x"][:].tolist() == [1, 2] and g["c"][:].tolist() == ["a", "bb"]
+    ds = xr.open_dataset(path, engine="b2nd")
+    assert ds["c"].values.tolist() == ["a", "bb"]
+
+
+@pytest.mark.parametrize("fill", ["abc", {"a": 1}, [1, 2], None])
+def test_a_stored_zarr_fill_value_zarr_cannot_parse_is_a_format_error(tmp_path, fill):
+    path = tmp_path / "v.b2nd"
+    a = b2store.asarray(np.arange(4.0), urlpath=path, mode="w")
+    a.vlmeta["_zarr_fill_value"] = fill  # once zarr's own TypeError ("Invalid type")
+    a.schunk.close()
+    with pytest.raises(FormatError, match="vlmeta _zarr_fill_value: expected a Zarr fill value"):
+        zarr.open_array(B2ndStore(path), mode="r")
