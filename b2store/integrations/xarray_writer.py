@@ -21,6 +21,7 @@ import xarray as xr
 from xarray import conventions
 
 from .. import _platform
+from .._userpath import names_user_path
 from ..frame.schunk import SChunk
 from ..nd.create import cparams_for, encode_array_chunk
 from ..nd.geometry import array_to_chunk, chunk_grid, chunk_nitems, chunk_region
@@ -45,6 +46,7 @@ EMBED_NAME = "embed.b2e"
 _FRAME_SUFFIXES = (".b2nd", ".b2frame")
 
 
+@names_user_path
 def to_b2nd(
     obj,
     path,

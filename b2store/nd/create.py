@@ -15,6 +15,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from .._userpath import names_user_path
 from ..chunk.encoder import resolve_codec, resolve_filters, resolve_splitmode, special_chunk
 from ..constants import SpecialValue
 from ..frame.schunk import SChunk, replace_path, staging_path
@@ -170,6 +171,7 @@ _KEYWORDS_DOC = """
     Unknown keywords raise TypeError: attributes go in ``vlmeta``, never loose keywords."""
 
 
+@names_user_path
 def asarray(
     array,
     urlpath=None,
@@ -249,6 +251,7 @@ def _row_blocks(data: np.ndarray, chunks: Sequence[int], blocks: Sequence[int]) 
     return chunks[0] % blocks[0] == 0 and tuple(blocks[1:]) == tuple(chunks[1:])
 
 
+@names_user_path
 def frombuffer(
     buffer,
     shape: Sequence[int],
@@ -296,6 +299,7 @@ def _filled(kind, shape, dtype, value: bytes, urlpath, opts: _Options) -> B2ndAr
     return _finish(schunk, b2nd, opts.vlmeta)
 
 
+@names_user_path
 def zeros(
     shape: Sequence[int],
     dtype=np.float64,
@@ -329,6 +333,7 @@ def zeros(
     return _filled(SpecialValue.ZERO, shape, dtype, b"", urlpath, opts)
 
 
+@names_user_path
 def empty(
     shape: Sequence[int],
     dtype=np.float64,
@@ -355,6 +360,7 @@ def empty(
     return _filled(SpecialValue.ZERO, shape, dtype, b"", urlpath, opts)
 
 
+@names_user_path
 def full(
     shape: Sequence[int],
     fill_value,
