@@ -127,6 +127,10 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         dtype = _native_dtype(spec)
         if dtype.itemsize > 1 and dtype.byteorder != "|" and dtype.fields is None:
             dtype = dtype.newbyteorder("<" if (self.endian or "little") == "little" else ">")
+        elif dtype.fields is not None and self.endian == "big":
+            # A Zarr v3 structured type has no byte order (zarr reads its fields as native):
+            # a big-endian frame's fields are all big-endian (see zarr_meta), as decoded here.
+            dtype = dtype.newbyteorder(">")
         return dtype
 
     def _blocks(self, spec: ArraySpec, dtype: np.dtype) -> tuple[int, ...]:
