@@ -25,18 +25,28 @@ from ..constants import (
     SpecialValue,
     SplitMode,
 )
+from ..errors import UnsupportedError
 from . import native
 from .compressors import ZSTD_LEVELS, stream_encoder, train_dictionary
 from .decoder import as_uint8
 from .filters import Pipeline
 from .header import BLOSC2_FLAGS, FLAGS, ChunkHeader
-from .params import ChunkParams, parse_codec, parse_filters, parse_splitmode, parse_typesize
+from .params import (
+    ChunkParams,
+    parse_codec,
+    parse_filters,
+    parse_splitmode,
+    parse_typesize,
+    parse_writable_codec,
+    unwritable_codec,
+)
 from .tuning import MIN_BUFFERSIZE, compute_blocksize, header_typesize, split_block
 
 __all__ = [
     "encode_chunk",
     "special_chunk",
     "resolve_codec",
+    "resolve_writable_codec",
     "resolve_filters",
     "resolve_splitmode",
     "MAX_BUFFERSIZE",
@@ -51,6 +61,8 @@ _NOT_ENCODABLE_FILTERS = frozenset({Filter.NDCELL, Filter.NDMEAN})
 
 # The names the frame and nd layers import; each is a ChunkParams field normalisation.
 resolve_codec = parse_codec
+# Writers' codec names: a plugin codec is an UnsupportedError when the writer is set up.
+resolve_writable_codec = parse_writable_codec
 resolve_splitmode = parse_splitmode
 
 
@@ -66,7 +78,12 @@ def resolve_filters(filters, filters_meta) -> tuple[tuple[int, ...], tuple[int, 
 def _check_encodable(filters) -> None:
     for fid in filters:
         if fid in _NOT_ENCODABLE_FILTERS:
-            raise ValueError(f"filter {fid.name} needs the b2nd block shape; not encodable here")
+            exc = UnsupportedError("filter", fid.name.lower())
+            exc.args = (
+                f"unsupported filter {fid.name.lower()!r}: it needs the b2nd block shape, "
+                "which b2store does not encode with",
+            )
+            raise exc
 
 
 def encode_chunk(
@@ -289,7 +306,7 @@ def _check_parameters(nbytes, codec, use_dict) -> None:
     if nbytes > MAX_BUFFERSIZE:
         raise ValueError(f"a chunk holds at most {MAX_BUFFERSIZE} bytes, got {nbytes}")
     if codec not in _CODEC_FORMAT:
-        raise ValueError(f"codec {codec.name} is a plugin b2store cannot encode")
+        raise unwritable_codec(codec)
     if use_dict and codec not in _DICT_CODECS:
         raise ValueError(f"dictionaries need zstd, lz4 or lz4hc, not {codec.name.lower()}")
 

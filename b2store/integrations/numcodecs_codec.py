@@ -14,7 +14,12 @@ from numcodecs.abc import Codec
 from numcodecs.compat import ensure_contiguous_ndarray
 
 from ..chunk.decoder import decode_chunk
-from ..chunk.encoder import encode_chunk, resolve_codec, resolve_filters, resolve_splitmode
+from ..chunk.encoder import (
+    encode_chunk,
+    resolve_filters,
+    resolve_splitmode,
+    resolve_writable_codec,
+)
 from ..chunk.header import ChunkHeader
 from ..chunk.params import ChunkParams, codec_name, filter_name, splitmode_name
 from ..constants import MAX_BUFFERSIZE
@@ -164,7 +169,7 @@ class B2nd(Codec):
         self.chunkshape = [int(c) for c in chunkshape]
         self.blockshape = [int(b) for b in blockshape]
         self.dtype = np.dtype(dtype).str
-        self.cname = resolve_codec(cname).name.lower()
+        self.cname = resolve_writable_codec(cname).name.lower()
         self.clevel = int(clevel)
         self.filters = None if filters is None else list(filters)
         self.filters_meta = None if filters_meta is None else [int(m) for m in filters_meta]

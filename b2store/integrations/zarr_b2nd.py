@@ -23,7 +23,7 @@ from zarr.core.buffer import Buffer, NDBuffer, default_buffer_prototype
 from zarr.core.common import parse_named_configuration
 
 from ..chunk.decoder import ChunkDecoder, decode_chunk
-from ..chunk.encoder import resolve_codec, resolve_filters, resolve_splitmode
+from ..chunk.encoder import resolve_filters, resolve_splitmode, resolve_writable_codec
 from ..constants import EXTENDED_HEADER_LENGTH, MIN_HEADER_LENGTH, Filter
 from ..errors import FormatError
 from ..nd.create import cparams_for, encode_array_chunk
@@ -79,7 +79,7 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
             object.__setattr__(self, "blockshape", blocks)
         if self.endian is not None and self.endian not in _ENDIANS:
             raise ValueError(f"endian must be 'little' or 'big', got {self.endian!r}")
-        object.__setattr__(self, "cname", resolve_codec(self.cname).name.lower())
+        object.__setattr__(self, "cname", resolve_writable_codec(self.cname).name.lower())
         if not isinstance(self.clevel, int) or not 0 <= self.clevel <= 9:
             raise ValueError(f"clevel must be an integer 0..9, got {self.clevel!r}")
         splitmode = resolve_splitmode(self.splitmode).name.lower().removesuffix("_split")

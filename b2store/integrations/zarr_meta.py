@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..chunk.params import WRITABLE_CODECS
 from ..constants import Filter
 from ..errors import FormatError, UnsupportedError
 from .embedded import embedded_coord
@@ -138,10 +139,10 @@ def _codec_of(arr) -> B2ndCodec:
             except ValueError:
                 filters = None
                 break
-    try:
-        cname = schunk.codec.name.lower()
-    except AttributeError:
-        cname = "zstd"  # a codec b2store cannot write: new chunks use Zstd
+    codec = schunk.codec
+    # A codec b2store cannot write (a plugin, or an id it does not know): new chunks use
+    # Zstd; its stored chunks are refused when read (UnsupportedError).
+    cname = codec.name.lower() if codec in WRITABLE_CODECS else "zstd"
     try:
         B2ndCodec(filters=filters, cname=cname)
     except (ValueError, KeyError):

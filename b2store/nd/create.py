@@ -16,7 +16,12 @@ import msgpack
 import numpy as np
 
 from .._userpath import names_user_path
-from ..chunk.encoder import resolve_codec, resolve_filters, resolve_splitmode, special_chunk
+from ..chunk.encoder import (
+    resolve_filters,
+    resolve_splitmode,
+    resolve_writable_codec,
+    special_chunk,
+)
 from ..constants import SpecialValue
 from ..frame.schunk import SChunk, replace_path, staging_path
 from .array import B2ndArray
@@ -63,7 +68,7 @@ class _Options:
             raise TypeError(f"clevel must be an int from 0 to 9, not {self.clevel!r}")
         if not 0 <= self.clevel <= 9:
             raise ValueError(f"clevel must be 0 to 9, not {self.clevel}")
-        resolve_codec(self.codec)
+        resolve_writable_codec(self.codec)
         resolve_splitmode(self.splitmode)
         if self.filters is not None:
             resolve_filters(self.filters, self.filters_meta)
