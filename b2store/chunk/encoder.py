@@ -47,6 +47,7 @@ __all__ = [
     "special_chunk",
     "resolve_codec",
     "resolve_writable_codec",
+    "writable_dtype",
     "resolve_filters",
     "resolve_splitmode",
     "MAX_BUFFERSIZE",
@@ -73,6 +74,30 @@ def resolve_filters(filters, filters_meta) -> tuple[tuple[int, ...], tuple[int, 
     _check_encodable(ids)
     pad = 6 - len(ids)
     return tuple(int(f) for f in ids) + (0,) * pad, tuple(m & 0xFF for m in metas) + (0,) * pad
+
+
+def refuse_references(dtype: np.dtype) -> None:
+    """Refuse data whose items are references, not bytes: NumPy 2's StringDType (valid, not
+    stored yet: UnsupportedError naming it) and Python objects (TypeError)."""
+    if dtype.kind == "T":
+        exc = UnsupportedError("dtype", str(dtype))
+        exc.args = (
+            f"unsupported dtype {dtype}: NumPy's variable-width strings are not stored by "
+            "b2store yet; convert them to fixed-width strings first (.astype('U'))",
+        )
+        raise exc
+    if dtype.hasobject:
+        raise TypeError(f"b2nd arrays hold fixed-size items, not {dtype}")
+
+
+def writable_dtype(dtype) -> np.dtype:
+    """The dtype of items a writer is given, checked (see :func:`refuse_references`): never a
+    FormatError, whose meaning is corrupt bytes read."""
+    dtype = np.dtype(dtype)
+    refuse_references(dtype)
+    if dtype.itemsize == 0:
+        raise TypeError(f"b2nd arrays need items of at least one byte, not {dtype}")
+    return dtype
 
 
 def _check_encodable(filters) -> None:
@@ -162,6 +187,8 @@ def encode_chunk(
         if "filters" in given and "filters_meta" not in given:
             given["filters_meta"] = None  # the old metas belong to the old filters
         params = params.replace(**given)
+    if isinstance(data, np.ndarray):
+        refuse_references(data.dtype)
     src = as_uint8(data, name="data")
     typesize = params.typesize
     if typesize is None:

@@ -19,6 +19,7 @@ from ..chunk.encoder import (
     resolve_filters,
     resolve_splitmode,
     resolve_writable_codec,
+    writable_dtype,
 )
 from ..chunk.header import ChunkHeader
 from ..chunk.params import ChunkParams, codec_name, filter_name, splitmode_name
@@ -107,6 +108,8 @@ class Blosc2(Codec):
     use_dict = property(lambda self: self.params.use_dict)
 
     def encode(self, buf) -> bytes:
+        if isinstance(buf, np.ndarray):
+            writable_dtype(buf.dtype)  # StringDType, objects: refused, named
         arr = ensure_contiguous_ndarray(buf, self.max_buffer_size)
         params = self.params
         if params.typesize is None:
@@ -168,7 +171,7 @@ class B2nd(Codec):
     ):
         self.chunkshape = [int(c) for c in chunkshape]
         self.blockshape = [int(b) for b in blockshape]
-        self.dtype = np.dtype(dtype).str
+        self.dtype = writable_dtype(dtype).str
         self.cname = resolve_writable_codec(cname).name.lower()
         self.clevel = int(clevel)
         self.filters = None if filters is None else list(filters)
@@ -180,6 +183,8 @@ class B2nd(Codec):
         from ..nd.geometry import array_to_chunk
 
         dtype = np.dtype(self.dtype)
+        if isinstance(buf, np.ndarray):
+            writable_dtype(buf.dtype)  # StringDType, objects: refused, named
         data = ensure_contiguous_ndarray(buf).view(dtype).reshape(self.chunkshape)
         kwargs = {"codec": self.cname, "clevel": self.clevel, "splitmode": self.splitmode}
         if self.filters is not None:

@@ -21,6 +21,7 @@ from ..chunk.encoder import (
     resolve_splitmode,
     resolve_writable_codec,
     special_chunk,
+    writable_dtype,
 )
 from ..constants import SpecialValue
 from ..frame.schunk import SChunk, replace_path, staging_path
@@ -35,13 +36,7 @@ __all__ = ["asarray", "frombuffer", "zeros", "empty", "full"]
 _REEXPORTED = (cparams_for, encode_array_chunk)
 
 
-def _check_dtype(dtype) -> np.dtype:
-    dtype = np.dtype(dtype)
-    if dtype.hasobject:
-        raise TypeError(f"b2nd arrays hold fixed-size items, not {dtype}")
-    if dtype.itemsize == 0:
-        raise TypeError(f"b2nd arrays need items of at least one byte, not {dtype}")
-    return dtype
+_check_dtype = writable_dtype  # StringDType: UnsupportedError; objects, empty items: TypeError
 
 
 @dataclass(frozen=True)
