@@ -139,7 +139,7 @@ class Blosc2Codec(_ThreadedSync, BytesBytesCodec):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Blosc2Codec:
-        _, config = parse_named_configuration(data, "blosc2")
+        _, config = parse_named_configuration(data, "blosc2", require_configuration=False)
         config = dict(config or {})
         if "filters" in config:
             config["filters"] = [
@@ -194,7 +194,7 @@ class NumcodecsBlosc2Codec(_ThreadedSync, BytesBytesCodec):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NumcodecsBlosc2Codec:
-        _, config = parse_named_configuration(data, "numcodecs.blosc2")
+        _, config = parse_named_configuration(data, "numcodecs.blosc2", require_configuration=False)
         return cls(**(config or {}))
 
     def to_dict(self) -> dict[str, Any]:
