@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ._userpath import names_user_path
 from .inspection import InputError, detect
 
 __all__ = ["convert", "ARRAY_SUFFIXES", "TREE_SUFFIXES"]
@@ -399,6 +400,7 @@ def _remove(path: str) -> None:
         p.unlink()
 
 
+@names_user_path
 def convert(
     src,
     dst,

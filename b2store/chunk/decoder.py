@@ -19,7 +19,7 @@ from .compressors import check_inflatable, stream_decoder
 from .filters import Pipeline
 from .header import LAST_BLOSC1_VERSION, ChunkHeader, ChunkInfo
 
-__all__ = ["decode_chunk", "chunk_info", "ChunkDecoder", "as_uint8"]
+__all__ = ["decode_chunk", "chunk_info", "ChunkDecoder", "as_uint8", "out_size_error"]
 
 _I32 = struct.Struct("<i")
 _NAN_BYTES = {4: np.float32("nan").tobytes(), 8: np.float64("nan").tobytes()}
@@ -39,6 +39,14 @@ def as_uint8(buf, *, writable: bool = False, name: str = "buffer") -> np.ndarray
     if writable and not arr.flags.writeable:
         raise ValueError(f"{name} must be writable")
     return arr
+
+
+def out_size_error(room: int, nbytes: int) -> FormatError:
+    """The error for a chunk whose header decodes to other than the ``room`` bytes of the
+    ``out`` it is decoded into. ``out`` is sized from what holds the chunk (an array's chunk
+    shape, a frame's chunksize, a Zarr chunk), so a mismatch is a chunk that lies about its
+    size: a FormatError, as every entry point (b2store.open, zarr, numcodecs) reports it."""
+    return FormatError("nbytes", f"{room} (the bytes of out)", nbytes, 4)
 
 
 def chunk_info(buf) -> ChunkInfo:
@@ -86,18 +94,18 @@ def decode_chunk(
     fast = native.quick_decode(buf, out, nthreads, limit)  # the common kind, in one C pass
     if fast is not None:
         return fast
-    decoder = ChunkDecoder(buf)
-    nbytes = decoder.header.nbytes
-    if max_nbytes is None:
-        max_nbytes = DEFAULT_LIMITS.max_chunk_nbytes
-    if nbytes > max_nbytes:
-        raise LimitError("nbytes", "max_chunk_nbytes", max_nbytes, nbytes, 4)
-    if out is None:
-        dest = np.empty(nbytes, np.uint8)
-    else:
+    # The size first (the header alone, parsed once and cached): an ``out`` the chunk does
+    # not fit is the error to report, before any layout check.
+    nbytes = ChunkHeader.from_bytes(as_uint8(buf)).nbytes
+    if out is not None:
         dest = as_uint8(out, writable=True, name="out")
         if len(dest) != nbytes:
-            raise ValueError(f"out has {len(dest)} bytes, the chunk decodes to {nbytes}")
+            raise out_size_error(len(dest), nbytes)
+    decoder = ChunkDecoder(buf)  # the layout checked: a lying nbytes is named before a limit
+    if nbytes > limit:
+        raise LimitError("nbytes", "max_chunk_nbytes", limit, nbytes, 4)
+    if out is None:
+        dest = np.empty(nbytes, np.uint8)
     decoder.decode_into(dest, nthreads=nthreads)
     return dest
 

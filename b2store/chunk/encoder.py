@@ -25,18 +25,29 @@ from ..constants import (
     SpecialValue,
     SplitMode,
 )
+from ..errors import UnsupportedError
 from . import native
 from .compressors import ZSTD_LEVELS, stream_encoder, train_dictionary
 from .decoder import as_uint8
 from .filters import Pipeline
 from .header import BLOSC2_FLAGS, FLAGS, ChunkHeader
-from .params import ChunkParams, parse_codec, parse_filters, parse_splitmode, parse_typesize
+from .params import (
+    ChunkParams,
+    parse_codec,
+    parse_filters,
+    parse_splitmode,
+    parse_typesize,
+    parse_writable_codec,
+    unwritable_codec,
+)
 from .tuning import MIN_BUFFERSIZE, compute_blocksize, header_typesize, split_block
 
 __all__ = [
     "encode_chunk",
     "special_chunk",
     "resolve_codec",
+    "resolve_writable_codec",
+    "writable_dtype",
     "resolve_filters",
     "resolve_splitmode",
     "MAX_BUFFERSIZE",
@@ -51,6 +62,8 @@ _NOT_ENCODABLE_FILTERS = frozenset({Filter.NDCELL, Filter.NDMEAN})
 
 # The names the frame and nd layers import; each is a ChunkParams field normalisation.
 resolve_codec = parse_codec
+# Writers' codec names: a plugin codec is an UnsupportedError when the writer is set up.
+resolve_writable_codec = parse_writable_codec
 resolve_splitmode = parse_splitmode
 
 
@@ -63,10 +76,39 @@ def resolve_filters(filters, filters_meta) -> tuple[tuple[int, ...], tuple[int, 
     return tuple(int(f) for f in ids) + (0,) * pad, tuple(m & 0xFF for m in metas) + (0,) * pad
 
 
+def refuse_references(dtype: np.dtype) -> None:
+    """Refuse data whose items are references, not bytes: NumPy 2's StringDType (valid, not
+    stored yet: UnsupportedError naming it) and Python objects (TypeError)."""
+    if dtype.kind == "T":
+        exc = UnsupportedError("dtype", str(dtype))
+        exc.args = (
+            f"unsupported dtype {dtype}: NumPy's variable-width strings are not stored by "
+            "b2store yet; convert them to fixed-width strings first (.astype('U'))",
+        )
+        raise exc
+    if dtype.hasobject:
+        raise TypeError(f"b2nd arrays hold fixed-size items, not {dtype}")
+
+
+def writable_dtype(dtype) -> np.dtype:
+    """The dtype of items a writer is given, checked (see :func:`refuse_references`): never a
+    FormatError, whose meaning is corrupt bytes read."""
+    dtype = np.dtype(dtype)
+    refuse_references(dtype)
+    if dtype.itemsize == 0:
+        raise TypeError(f"b2nd arrays need items of at least one byte, not {dtype}")
+    return dtype
+
+
 def _check_encodable(filters) -> None:
     for fid in filters:
         if fid in _NOT_ENCODABLE_FILTERS:
-            raise ValueError(f"filter {fid.name} needs the b2nd block shape; not encodable here")
+            exc = UnsupportedError("filter", fid.name.lower())
+            exc.args = (
+                f"unsupported filter {fid.name.lower()!r}: it needs the b2nd block shape, "
+                "which b2store does not encode with",
+            )
+            raise exc
 
 
 def encode_chunk(
@@ -145,6 +187,8 @@ def encode_chunk(
         if "filters" in given and "filters_meta" not in given:
             given["filters_meta"] = None  # the old metas belong to the old filters
         params = params.replace(**given)
+    if isinstance(data, np.ndarray):
+        refuse_references(data.dtype)
     src = as_uint8(data, name="data")
     typesize = params.typesize
     if typesize is None:
@@ -289,7 +333,7 @@ def _check_parameters(nbytes, codec, use_dict) -> None:
     if nbytes > MAX_BUFFERSIZE:
         raise ValueError(f"a chunk holds at most {MAX_BUFFERSIZE} bytes, got {nbytes}")
     if codec not in _CODEC_FORMAT:
-        raise ValueError(f"codec {codec.name} is a plugin b2store cannot encode")
+        raise unwritable_codec(codec)
     if use_dict and codec not in _DICT_CODECS:
         raise ValueError(f"dictionaries need zstd, lz4 or lz4hc, not {codec.name.lower()}")
 

@@ -15,10 +15,14 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from ..constants import MAX_BLOCKSIZE, MAX_FILTERS, Codec, Filter, SplitMode
+from ..errors import UnsupportedError
 
 __all__ = [
     "ChunkParams",
     "parse_codec",
+    "parse_writable_codec",
+    "unwritable_codec",
+    "WRITABLE_CODECS",
     "parse_clevel",
     "parse_typesize",
     "parse_filters",
@@ -34,6 +38,9 @@ __all__ = [
 _SIGNED_META = frozenset({Filter.TRUNC_PREC, Filter.INT_TRUNC})
 # ocf_blosc2 offered cname "blosc2" for c-blosc2's own codec, BloscLZ.
 _CNAME_ALIASES = {"blosc2": "blosclz"}
+#: The codecs b2store reads and writes. The other :class:`Codec` members are c-blosc2's
+#: registered plugins: known by name and id (a header may name them), neither read nor written.
+WRITABLE_CODECS = frozenset({Codec.BLOSCLZ, Codec.LZ4, Codec.LZ4HC, Codec.ZLIB, Codec.ZSTD})
 _ZARR_SHUFFLES = {
     "noshuffle": (),
     "shuffle": (Filter.SHUFFLE,),
@@ -71,12 +78,49 @@ def _integer(value: Any, what: str, low: int, high: int) -> int:
     return int(value)
 
 
+def _codecs_known() -> str:
+    usable = ", ".join(c.name.lower() for c in Codec if c in WRITABLE_CODECS)
+    plugins = ", ".join(c.name.lower() for c in Codec if c not in WRITABLE_CODECS)
+    return (
+        f"b2store reads and writes {usable} ('blosc2' is blosclz); the c-blosc2 plugins "
+        f"{plugins} are known but neither read nor written"
+    )
+
+
 def parse_codec(value: Any) -> Codec:
     """A :class:`Codec` from the enum, its id, or its name (``"blosc2"`` is BloscLZ, as
-    ocf_blosc2 named it)."""
+    ocf_blosc2 named it); plugin codecs included (see :func:`parse_writable_codec`)."""
     if isinstance(value, str):
         value = _CNAME_ALIASES.get(value.lower(), value)
+        if value.lower() == "snappy":  # Blosc1's, dropped by c-blosc2: known, not usable
+            exc = UnsupportedError("codec", "snappy")
+            exc.args = (
+                "unsupported codec 'snappy': Blosc1's, which c-blosc2 dropped; b2store can "
+                f"neither write nor read it; {_codecs_known()}",
+            )
+            raise exc
+        if value.upper() not in Codec.__members__:
+            raise ValueError(f"unknown codec {value!r}: {_codecs_known()}")
     return _member(Codec, value, "codec")
+
+
+def parse_writable_codec(value: Any) -> Codec:
+    """:func:`parse_codec` for a writer: a plugin codec, which b2store can neither encode
+    nor decode, is an UnsupportedError naming it (not a ValueError: the name is right)."""
+    codec = parse_codec(value)
+    if codec not in WRITABLE_CODECS:
+        raise unwritable_codec(codec)
+    return codec
+
+
+def unwritable_codec(codec: Codec) -> UnsupportedError:
+    """The error for writing with ``codec``, a plugin b2store does not implement."""
+    exc = UnsupportedError("codec", codec.name.lower())
+    exc.args = (
+        f"unsupported codec {codec.name.lower()!r}: a c-blosc2 plugin that b2store can "
+        f"neither write nor read; {_codecs_known()}",
+    )
+    return exc
 
 
 def parse_clevel(value: Any) -> int:
@@ -258,6 +302,7 @@ class ChunkParams:
             blocksize=config.get("blocksize", 0),
             use_dict=config.get("use_dict", False),
         )
+        parse_writable_codec(params.codec)  # a codec's configuration: it must encode too
         return params.compact()
 
     def compact(self) -> ChunkParams:
@@ -312,6 +357,7 @@ class ChunkParams:
         filters, metas = parse_zarr_filters(
             config.get("filters"), config.get("shuffle"), typesize or itemsize
         )
+        parse_writable_codec(config.get("cname", "zstd"))  # a codec's: it must encode too
         return cls(
             codec=config.get("cname", "zstd"),
             clevel=config.get("clevel", 5),

@@ -27,7 +27,7 @@ import numpy as np
 from ..constants import EXTENDED_HEADER_LENGTH, MAX_BUFFERSIZE, MAX_DICT_SIZE
 from ..errors import FormatError
 from . import native
-from .decoder import ChunkDecoder, as_uint8, block_bounds, stream_split
+from .decoder import ChunkDecoder, as_uint8, block_bounds, out_size_error, stream_split
 from .filters import Pipeline
 from .header import ChunkHeader
 
@@ -338,7 +338,7 @@ def decode_blocks(plan: BlockPlan, prefix, pieces: Sequence, out) -> np.ndarray:
     """
     dest = as_uint8(out, writable=True, name="out")
     if len(dest) != plan.nbytes:
-        raise ValueError(f"out has {len(dest)} bytes, the chunk decodes to {plan.nbytes}")
+        raise out_size_error(len(dest), plan.nbytes)
     if len(pieces) != len(plan.ranges):
         raise ValueError(f"{len(pieces)} pieces for {len(plan.ranges)} ranges")
     src = as_uint8(prefix, name="prefix")
@@ -407,7 +407,7 @@ def decode_direct(layout: ChunkLayout, read, blocks: Iterable[int], out) -> list
         return None
     dest = as_uint8(out, writable=True, name="out")
     if len(dest) != header.nbytes:
-        raise ValueError(f"out has {len(dest)} bytes, the chunk decodes to {header.nbytes}")
+        raise out_size_error(len(dest), header.nbytes)
     wanted = layout.wanted(blocks)
     # Blocks a little apart (a box inside an n-d chunk: rows of blocks) are read as one
     # range: reading the bytes between costs less than another read, walk and decode.

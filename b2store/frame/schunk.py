@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _platform
+from .._userpath import names_user_path
 from ..chunk.decoder import decode_chunk
 from ..chunk.encoder import (
     resolve_codec,
@@ -225,6 +226,7 @@ class SChunk(Changes, BlockReads):
             raise
 
     @classmethod
+    @names_user_path
     def create(
         cls,
         urlpath=None,

@@ -14,9 +14,17 @@ from numcodecs.abc import Codec
 from numcodecs.compat import ensure_contiguous_ndarray
 
 from ..chunk.decoder import decode_chunk
-from ..chunk.encoder import encode_chunk, resolve_codec, resolve_filters, resolve_splitmode
+from ..chunk.encoder import (
+    encode_chunk,
+    resolve_filters,
+    resolve_splitmode,
+    resolve_writable_codec,
+    writable_dtype,
+)
+from ..chunk.header import ChunkHeader
 from ..chunk.params import ChunkParams, codec_name, filter_name, splitmode_name
 from ..constants import MAX_BUFFERSIZE
+from ..errors import FormatError
 from ..limits import DEFAULT_LIMITS
 
 __all__ = ["Blosc2"]
@@ -100,6 +108,8 @@ class Blosc2(Codec):
     use_dict = property(lambda self: self.params.use_dict)
 
     def encode(self, buf) -> bytes:
+        if isinstance(buf, np.ndarray):
+            writable_dtype(buf.dtype)  # StringDType, objects: refused, named
         arr = ensure_contiguous_ndarray(buf, self.max_buffer_size)
         params = self.params
         if params.typesize is None:
@@ -161,8 +171,8 @@ class B2nd(Codec):
     ):
         self.chunkshape = [int(c) for c in chunkshape]
         self.blockshape = [int(b) for b in blockshape]
-        self.dtype = np.dtype(dtype).str
-        self.cname = resolve_codec(cname).name.lower()
+        self.dtype = writable_dtype(dtype).str
+        self.cname = resolve_writable_codec(cname).name.lower()
         self.clevel = int(clevel)
         self.filters = None if filters is None else list(filters)
         self.filters_meta = None if filters_meta is None else [int(m) for m in filters_meta]
@@ -173,6 +183,8 @@ class B2nd(Codec):
         from ..nd.geometry import array_to_chunk
 
         dtype = np.dtype(self.dtype)
+        if isinstance(buf, np.ndarray):
+            writable_dtype(buf.dtype)  # StringDType, objects: refused, named
         data = ensure_contiguous_ndarray(buf).view(dtype).reshape(self.chunkshape)
         kwargs = {"codec": self.cname, "clevel": self.clevel, "splitmode": self.splitmode}
         if self.filters is not None:
@@ -184,10 +196,23 @@ class B2nd(Codec):
         return encode_array_chunk(chunk, dtype, cparams, nthreads=1)
 
     def decode(self, buf, out=None):
-        from ..nd.geometry import chunk_to_array
+        from ..nd.geometry import chunk_nitems, chunk_to_array
 
         dtype = np.dtype(self.dtype)
-        ext = chunk_to_array(decode_chunk(buf), self.chunkshape, self.blockshape, dtype)
+        nbytes = chunk_nitems(self.chunkshape, self.blockshape) * dtype.itemsize
+        # The header first (a whole frame is named there): a chunk whose nbytes is not this
+        # codec's chunk is corrupt, refused before anything is allocated for it.
+        found = ChunkHeader.from_bytes(ensure_contiguous_ndarray(buf)).nbytes
+        if found != nbytes:
+            raise FormatError(
+                "b2nd chunk nbytes",
+                f"{nbytes} (chunk {self.chunkshape}, blocks {self.blockshape}, {self.dtype})",
+                found,
+                4,
+            )
+        ext = chunk_to_array(
+            decode_chunk(buf, max_nbytes=nbytes), self.chunkshape, self.blockshape, dtype
+        )
         items = np.ascontiguousarray(ext[tuple(slice(0, c) for c in self.chunkshape)])
         if out is None:
             return items.reshape(-1)

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 import numpy as np
 from xarray import Variable
 
+from .embedded import embedded_coord
+
 __all__ = [
     "DIMENSION_KEY",
     "XARRAY_KEY",
@@ -114,15 +116,14 @@ def xarray_meta(vlmeta: Mapping) -> dict:
 def embedded_coords(info: Mapping) -> dict[str, Variable]:
     """The coordinates a single-frame Dataset keeps in its ``_xarray`` vlmeta."""
     out = {}
-    for name, spec in (info.get("coords") or {}).items():
+    coords = info.get("coords")
+    for name, spec in coords.items() if isinstance(coords, Mapping) else ():
         if not isinstance(spec, dict):
             continue
-        data = np.asarray(spec.get("data"))
-        if "dtype" in spec:
-            data = data.astype(np.dtype(spec["dtype"]), copy=False)
-        dims = tuple(spec.get("dims") or ())
-        if len(dims) != data.ndim:
-            dims = tuple(f"dim_{i}" for i in range(data.ndim))
-        attrs = restore_attrs(spec.get("attrs") or {}, spec.get("attr_types"), raw=True)
-        out[str(name)] = Variable(dims, data, attrs)
+        data, dims, raw_attrs = embedded_coord(str(name), spec)  # checked: file content
+        if dims is None or len(dims) != data.ndim:
+            dims = [f"dim_{i}" for i in range(data.ndim)]
+        types = spec.get("attr_types")
+        attrs = restore_attrs(raw_attrs, types if isinstance(types, Mapping) else None, raw=True)
+        out[str(name)] = Variable(tuple(dims), data, attrs)
     return out

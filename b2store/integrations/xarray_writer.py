@@ -21,6 +21,8 @@ import xarray as xr
 from xarray import conventions
 
 from .. import _platform
+from .._userpath import names_user_path
+from ..chunk.encoder import writable_dtype
 from ..frame.schunk import SChunk
 from ..nd.create import cparams_for, encode_array_chunk
 from ..nd.geometry import array_to_chunk, chunk_grid, chunk_nitems, chunk_region
@@ -38,6 +40,7 @@ EMBED_NAME = "embed.b2e"
 _FRAME_SUFFIXES = (".b2nd", ".b2frame")
 
 
+@names_user_path
 def to_b2nd(
     obj,
     path,
@@ -320,7 +323,7 @@ def _with_info(attrs: dict, info: dict) -> dict:
 def _write_variable(var, path: Path, storage: dict, contiguous: bool, nthreads, extra) -> None:
     """One variable as one b2nd frame, its chunks computed and encoded in C order."""
     var = _fixed_width(var)
-    dtype = np.dtype(var.dtype)
+    dtype = writable_dtype(var.dtype)  # a writer's input: never B2ndMeta's FormatError
     shape = tuple(var.shape)
     chunks, blocks = _chunking(var, storage)
     meta = B2ndMeta(shape=shape, chunkshape=chunks, blockshape=blocks, dtype=dtype)

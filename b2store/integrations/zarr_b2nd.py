@@ -23,8 +23,9 @@ from zarr.core.buffer import Buffer, NDBuffer, default_buffer_prototype
 from zarr.core.common import parse_named_configuration
 
 from ..chunk.decoder import ChunkDecoder, decode_chunk
-from ..chunk.encoder import resolve_codec, resolve_filters, resolve_splitmode
-from ..constants import EXTENDED_HEADER_LENGTH, MIN_HEADER_LENGTH, Filter
+from ..chunk.encoder import resolve_filters, resolve_splitmode, resolve_writable_codec
+from ..chunk.header import ChunkHeader
+from ..constants import EXTENDED_HEADER_LENGTH, FRAME_MAGIC, MIN_HEADER_LENGTH, Filter
 from ..errors import FormatError
 from ..nd.create import cparams_for, encode_array_chunk
 from ..nd.geometry import array_to_chunk, blocks_per_chunk, blocks_touched, chunk_to_array
@@ -79,7 +80,7 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
             object.__setattr__(self, "blockshape", blocks)
         if self.endian is not None and self.endian not in _ENDIANS:
             raise ValueError(f"endian must be 'little' or 'big', got {self.endian!r}")
-        object.__setattr__(self, "cname", resolve_codec(self.cname).name.lower())
+        object.__setattr__(self, "cname", resolve_writable_codec(self.cname).name.lower())
         if not isinstance(self.clevel, int) or not 0 <= self.clevel <= 9:
             raise ValueError(f"clevel must be an integer 0..9, got {self.clevel!r}")
         splitmode = resolve_splitmode(self.splitmode).name.lower().removesuffix("_split")
@@ -89,7 +90,8 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> B2ndCodec:
-        _, config = parse_named_configuration(data, "b2nd")
+        # No configuration is all defaults, as zarr's own codecs read it.
+        _, config = parse_named_configuration(data, "b2nd", require_configuration=False)
         return cls(**(config or {}))
 
     def to_dict(self) -> dict[str, Any]:
@@ -127,6 +129,10 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         dtype = _native_dtype(spec)
         if dtype.itemsize > 1 and dtype.byteorder != "|" and dtype.fields is None:
             dtype = dtype.newbyteorder("<" if (self.endian or "little") == "little" else ">")
+        elif dtype.fields is not None and self.endian == "big":
+            # A Zarr v3 structured type has no byte order (zarr reads its fields as native):
+            # a big-endian frame's fields are all big-endian (see zarr_meta), as decoded here.
+            dtype = dtype.newbyteorder(">")
         return dtype
 
     def _blocks(self, spec: ArraySpec, dtype: np.dtype) -> tuple[int, ...]:
@@ -150,7 +156,9 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         nbytes = self._nbytes(chunk_spec, dtype)
         buf = np.empty(nbytes, np.uint8)
         src = chunk_bytes.as_numpy_array()
-        found = int.from_bytes(bytes(src[4:8]), "little") if len(src) >= 8 else None
+        # The header parsed, not its nbytes bytes read: a whole frame as the chunk (imagecodecs'
+        # b2nd layout) or a short one is named there, not reported as a garbage nbytes.
+        found = ChunkHeader.from_bytes(src).nbytes
         if found != nbytes:
             raise FormatError(
                 "b2nd chunk nbytes",
@@ -345,11 +353,11 @@ def _block_ranges(head: bytes):
     the range holding the block starts (and dictionary size), or None to read it whole."""
     if len(head) < MIN_HEADER_LENGTH:
         return None, None
+    if head[1 : 1 + len(FRAME_MAGIC)] == FRAME_MAGIC:
+        ChunkHeader.from_bytes(head)  # raises: a whole frame, named (not sized from its bytes)
     cbytes = int.from_bytes(head[12:16], "little", signed=True)
     if cbytes < MIN_HEADER_LENGTH or cbytes <= len(head):
         return None, None
-    from ..chunk.header import ChunkHeader
-
     buf = np.zeros(cbytes, np.uint8)
     buf[: len(head)] = np.frombuffer(head, np.uint8)
     header = ChunkHeader.from_bytes(buf)

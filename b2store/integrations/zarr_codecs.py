@@ -21,6 +21,7 @@ from ..chunk.encoder import encode_chunk
 from ..chunk.params import (
     ChunkParams,
     codec_name,
+    parse_writable_codec,
     parse_zarr_filters,
     splitmode_name,
 )
@@ -100,6 +101,7 @@ class Blosc2Codec(_ThreadedSync, BytesBytesCodec):
         # ChunkParams normalises and checks each field once. shuffle and filters stay None
         # when both are left out (they follow the array: see evolve_from_array_spec); else
         # they take the one form to_dict writes, so that a codec equals its round trip.
+        parse_writable_codec(self.cname)  # a plugin codec: UnsupportedError, named
         params = self._params(1)
         given = self.shuffle is not None or self.filters is not None
         config = params.to_zarr() if given else {}
@@ -137,7 +139,7 @@ class Blosc2Codec(_ThreadedSync, BytesBytesCodec):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Blosc2Codec:
-        _, config = parse_named_configuration(data, "blosc2")
+        _, config = parse_named_configuration(data, "blosc2", require_configuration=False)
         config = dict(config or {})
         if "filters" in config:
             config["filters"] = [
@@ -192,7 +194,7 @@ class NumcodecsBlosc2Codec(_ThreadedSync, BytesBytesCodec):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NumcodecsBlosc2Codec:
-        _, config = parse_named_configuration(data, "numcodecs.blosc2")
+        _, config = parse_named_configuration(data, "numcodecs.blosc2", require_configuration=False)
         return cls(**(config or {}))
 
     def to_dict(self) -> dict[str, Any]:

@@ -12,13 +12,17 @@ from __future__ import annotations
 import base64
 import math
 import struct
+import sys
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from ..chunk.params import WRITABLE_CODECS
 from ..constants import Filter
+from ..errors import FormatError, UnsupportedError
+from .embedded import embedded_coord
 from .zarr_b2nd import B2ndCodec
 
 __all__ = [
@@ -135,10 +139,10 @@ def _codec_of(arr) -> B2ndCodec:
             except ValueError:
                 filters = None
                 break
-    try:
-        cname = schunk.codec.name.lower()
-    except AttributeError:
-        cname = "zstd"  # a codec b2store cannot write: new chunks use Zstd
+    codec = schunk.codec
+    # A codec b2store cannot write (a plugin, or an id it does not know): new chunks use
+    # Zstd; its stored chunks are refused when read (UnsupportedError).
+    cname = codec.name.lower() if codec in WRITABLE_CODECS else "zstd"
     try:
         B2ndCodec(filters=filters, cname=cname)
     except (ValueError, KeyError):
@@ -147,6 +151,8 @@ def _codec_of(arr) -> B2ndCodec:
     endian = None
     if dtype.itemsize > 1 and dtype.byteorder != "|" and dtype.fields is None:
         endian = "big" if dtype.byteorder == ">" else "little"
+    elif dtype.fields is not None:
+        endian = _structured_endian(dtype)
     return B2ndCodec(
         blockshape=tuple(max(b, 1) for b in arr.blocks),
         endian=endian,
@@ -157,8 +163,53 @@ def _codec_of(arr) -> B2ndCodec:
     )
 
 
+def _leaf_types(dtype: np.dtype):
+    """The scalar types of a (nested, structured, subarray) dtype, depth first."""
+    if dtype.subdtype is not None:
+        yield from _leaf_types(dtype.subdtype[0])
+    elif dtype.fields is not None:
+        for name in dtype.names:
+            yield from _leaf_types(dtype.fields[name][0])
+    else:
+        yield dtype
+
+
+def _has_subarray_field(dtype: np.dtype) -> bool:
+    if dtype.fields is None:
+        return False
+    return any(
+        dtype.fields[n][0].subdtype is not None or _has_subarray_field(dtype.fields[n][0])
+        for n in dtype.names
+    )
+
+
+def _structured_endian(dtype: np.dtype) -> str | None:
+    """The byte order of a structured dtype's fields for the ``b2nd`` codec's ``endian``:
+    Zarr v3 structured types carry none (zarr reads every field as native), so the codec
+    swaps all fields or none; a mix of orders cannot be served."""
+    orders = {
+        "big" if t.byteorder == ">" or (t.byteorder == "=" and sys.byteorder == "big") else "little"
+        for t in _leaf_types(dtype)
+        if t.itemsize > 1 and t.byteorder != "|" and t.kind != "V"
+    }
+    if len(orders) > 1:
+        raise UnsupportedError(
+            "Zarr data type for a structured dtype with fields of both byte orders", str(dtype)
+        )
+    return orders.pop() if orders else None
+
+
 def _zdtype(dtype: np.dtype):
     from zarr.core.dtype import get_data_type_from_native_dtype
+
+    if _has_subarray_field(dtype):
+        # zarr 3.1 has no type for a subarray field: it would serve its items as raw bytes
+        # (V8 for ('s', '<f4', (2,))). Refused rather than served as another type.
+        raise UnsupportedError(
+            "Zarr data type for a structured dtype with a subarray field", str(dtype)
+        )
+    if dtype.fields is not None:
+        _structured_endian(dtype)  # a mix of byte orders is refused here, named
 
     if dtype.itemsize > 1 and dtype.byteorder == ">" and dtype.fields is None:
         dtype = dtype.newbyteorder("<")  # byte order is the codec's business in v3
@@ -171,8 +222,20 @@ def array_metadata(arr, where: str = "array") -> dict:
     vlmeta = dict(arr.vlmeta)
     if FILL_KEY in vlmeta:
         fill = vlmeta[FILL_KEY]
+        try:  # file content: what zarr cannot parse is named here, not as zarr's TypeError
+            zdtype.from_json_scalar(fill, zarr_format=3)
+        except (TypeError, ValueError, OverflowError):
+            raise FormatError(
+                f"{where} vlmeta {FILL_KEY}", f"a Zarr fill value of {zdtype}", repr(fill)[:200]
+            ) from None
     else:
-        fill = zdtype.to_json_scalar(zdtype.default_scalar(), zarr_format=3)
+        try:
+            zero = zdtype.default_scalar()
+        except (TypeError, ValueError):
+            # zarr 3.1 cannot make the zero of a structured type with a raw-bytes (void)
+            # field; all zero bytes is what the default fill means.
+            zero = np.zeros((), zdtype.to_native_dtype())[()]
+        fill = zdtype.to_json_scalar(zero, zarr_format=3)
     doc: dict[str, Any] = {
         "zarr_format": 3,
         "node_type": "array",
@@ -217,12 +280,7 @@ class EmbeddedCoord:
     def open(self, dtype=None):
         from ..nd.create import asarray
 
-        spec = self.spec
-        data = np.asarray(spec.get("data"))
-        if "dtype" in spec:
-            data = data.astype(np.dtype(spec["dtype"]), copy=False)
-        dims = list(spec.get("dims") or ())
-        vlmeta = dict(spec.get("attrs") or {})
-        if len(dims) == data.ndim:
+        data, dims, vlmeta = embedded_coord(self.path[1:], self.spec)
+        if dims is not None and len(dims) == data.ndim:
             vlmeta[DIMS_KEY] = dims
         return asarray(data, vlmeta=vlmeta)

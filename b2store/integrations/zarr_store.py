@@ -213,6 +213,13 @@ class B2ndStore(StoreKeys, Store):
                 self._writer = Writer(self, fresh=False)
             return self._writer
 
+    async def _open(self) -> None:
+        if self.read_only and not self._is_open:
+            # A read-only store of a missing path fails here, naming it (FileNotFoundError),
+            # before zarr reads it as an empty store; the index is what zarr reads first.
+            await asyncio.to_thread(self._index)
+        await super()._open()
+
     # --- reading ---------------------------------------------------------------------------
 
     async def get(

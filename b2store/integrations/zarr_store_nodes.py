@@ -7,6 +7,7 @@ by :mod:`.zarr_meta`. :class:`~b2store.integrations.zarr_store.B2ndStore` inheri
 
 from __future__ import annotations
 
+import errno
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -54,6 +55,12 @@ class StoreNodes:
         try:
             tree = open_tree(self.path, storage_options=self.storage_options, limits=self.limits)
         except FileNotFoundError:
+            if getattr(self, "read_only", False):
+                # Nothing to read is a wrong path, not an empty store (zarr would say
+                # GroupNotFoundError): named as zarr's LocalStore names a missing root.
+                raise FileNotFoundError(
+                    errno.ENOENT, "no Blosc2 frame or tree to read", self.path
+                ) from None
             return {}  # nothing yet (a store about to be written)
         self._single_frame = tree.kind == "frame"
         if tree.kind == "dir" and not tree.arrays():

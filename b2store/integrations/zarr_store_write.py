@@ -25,6 +25,7 @@ from pathlib import Path
 import msgpack
 import numpy as np
 
+from .._userpath import names_user_path
 from ..chunk.encoder import special_chunk
 from ..constants import SpecialValue
 from ..errors import B2StoreError
@@ -215,6 +216,7 @@ class Writer:
 
     # --- set ---------------------------------------------------------------------------------
 
+    @names_user_path
     def set(self, key: str, data: bytes) -> None:
         if key == META or key.endswith("/" + META):
             node = key[: -len(META)].rstrip("/")
@@ -457,6 +459,7 @@ class Writer:
 
     # --- deleting ------------------------------------------------------------------------------
 
+    @names_user_path
     def delete(self, key: str) -> None:
         if key == META or key.endswith("/" + META):
             node = key[: -len(META)].rstrip("/")
@@ -489,6 +492,7 @@ class Writer:
             )
         self.store._invalidate()
 
+    @names_user_path
     def delete_dir(self, prefix: str) -> None:
         prefix = prefix.strip("/")
         nodes = dict(self.store._index())

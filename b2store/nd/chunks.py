@@ -52,7 +52,7 @@ from ..chunk import native
 from ..chunk.decoder import ChunkDecoder, as_uint8, decode_chunk
 from ..chunk.encoder import encode_chunk, special_chunk
 from ..chunk.header import ChunkHeader
-from ..chunk.params import ChunkParams
+from ..chunk.params import ChunkParams, parse_writable_codec
 from ..chunk.partial import decode_blocks, plan_blocks
 from ..constants import Filter, SpecialValue
 from ..errors import FormatError
@@ -103,7 +103,7 @@ def cparams_for(
         # UCS4 strings shuffle 4-byte code units, not whole strings (python-blosc2 too).
         filters_meta = [0, 0, 0, 0, 0, 4 if dtype.kind == "U" else 0]
     return ChunkParams(
-        codec=codec,
+        codec=parse_writable_codec(codec),  # a writer's: a plugin is refused here, named
         clevel=clevel,
         typesize=dtype.itemsize,
         filters=filters,

@@ -15,7 +15,14 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from ..chunk.encoder import resolve_codec, resolve_filters, resolve_splitmode, special_chunk
+from .._userpath import names_user_path
+from ..chunk.encoder import (
+    resolve_filters,
+    resolve_splitmode,
+    resolve_writable_codec,
+    special_chunk,
+    writable_dtype,
+)
 from ..constants import SpecialValue
 from ..frame.schunk import SChunk, replace_path, staging_path
 from .array import B2ndArray
@@ -30,13 +37,7 @@ __all__ = ["asarray", "frombuffer", "zeros", "empty", "full"]
 _REEXPORTED = (cparams_for, encode_array_chunk)
 
 
-def _check_dtype(dtype) -> np.dtype:
-    dtype = np.dtype(dtype)
-    if dtype.hasobject:
-        raise TypeError(f"b2nd arrays hold fixed-size items, not {dtype}")
-    if dtype.itemsize == 0:
-        raise TypeError(f"b2nd arrays need items of at least one byte, not {dtype}")
-    return dtype
+_check_dtype = writable_dtype  # StringDType: UnsupportedError; objects, empty items: TypeError
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class _Options:
             raise TypeError(f"clevel must be an int from 0 to 9, not {self.clevel!r}")
         if not 0 <= self.clevel <= 9:
             raise ValueError(f"clevel must be 0 to 9, not {self.clevel}")
-        resolve_codec(self.codec)
+        resolve_writable_codec(self.codec)
         resolve_splitmode(self.splitmode)
         if self.filters is not None:
             resolve_filters(self.filters, self.filters_meta)
@@ -179,6 +180,7 @@ _KEYWORDS_DOC = """
     Unknown keywords raise TypeError: attributes go in ``vlmeta``, never loose keywords."""
 
 
+@names_user_path
 def asarray(
     array,
     urlpath=None,
@@ -258,6 +260,7 @@ def _row_blocks(data: np.ndarray, chunks: Sequence[int], blocks: Sequence[int]) 
     return chunks[0] % blocks[0] == 0 and tuple(blocks[1:]) == tuple(chunks[1:])
 
 
+@names_user_path
 def frombuffer(
     buffer,
     shape: Sequence[int],
@@ -305,6 +308,7 @@ def _filled(kind, shape, dtype, value: bytes, urlpath, opts: _Options) -> B2ndAr
     return _finish(schunk, b2nd, opts.vlmeta)
 
 
+@names_user_path
 def zeros(
     shape: Sequence[int],
     dtype=np.float64,
@@ -338,6 +342,7 @@ def zeros(
     return _filled(SpecialValue.ZERO, shape, dtype, b"", urlpath, opts)
 
 
+@names_user_path
 def empty(
     shape: Sequence[int],
     dtype=np.float64,
@@ -364,6 +369,7 @@ def empty(
     return _filled(SpecialValue.ZERO, shape, dtype, b"", urlpath, opts)
 
 
+@names_user_path
 def full(
     shape: Sequence[int],
     fill_value,

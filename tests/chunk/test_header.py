@@ -154,7 +154,7 @@ def test_split_blocks_and_the_short_last_block():
 
 def test_decode_into_out_checks_its_size_and_writability():
     chunk = blosc1_header(0x02, 1, 4, 4, 20) + b"abcd"
-    with pytest.raises(ValueError, match="out has 3 bytes"):
+    with pytest.raises(b2store.FormatError, match=r"^nbytes at offset 4: expected 3 \(the bytes"):
         b2store.decode_chunk(chunk, out=bytearray(3))
     with pytest.raises(ValueError, match="writable"):
         b2store.decode_chunk(chunk, out=bytes(4))

@@ -67,7 +67,7 @@ def test_each_field_is_normalised_from_names_enums_and_ids():
         ({"clevel": True}, "clevel"),
         ({"typesize": 0}, "typesize"),
         ({"blocksize": -1}, "blocksize"),
-        ({"codec": "snappy"}, "unknown codec"),
+        ({"codec": "zstdd"}, "unknown codec 'zstdd': b2store reads and writes blosclz, lz4"),
         ({"codec": Filter.SHUFFLE}, "unknown codec"),
         ({"filters": ["sharpen"]}, "unknown filter"),
         ({"filters": ["shuffle"] * 7}, "at most 6"),

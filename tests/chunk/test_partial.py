@@ -187,7 +187,7 @@ def test_caller_errors():
     with pytest.raises(ValueError, match="prefix"):
         plan_blocks(chunk[: n - 1], [0])
     plan = plan_blocks(chunk[:n], [1])
-    with pytest.raises(ValueError, match="out has"):
+    with pytest.raises(FormatError, match=r"^nbytes at offset 4: expected 7 \(the bytes of out\)"):
         decode_blocks(plan, chunk[:n], [chunk[a:b] for a, b in plan.ranges], bytearray(7))
     with pytest.raises(FormatError, match="^cbytes"):
         plan_blocks(chunk[:n], [1], size=len(chunk) - 1)

@@ -217,6 +217,28 @@ def target_zarrstore(data: bytes) -> None:
         store.close()
 
 
+def target_zarrread(data: bytes) -> None:
+    """A mutated frame read through zarr over a B2ndStore: its metadata and a few chunks
+    decoded by the ``b2nd`` codec, whole and in part (corrupt content: B2StoreError, as
+    b2store.open says, never zarr's or NumPy's own errors)."""
+    import zarr
+
+    from b2store.integrations.zarr_store import B2ndStore
+
+    path = scratch() / "r.b2nd"
+    path.write_bytes(data)
+    store = B2ndStore(path, limits=FUZZ_LIMITS)
+    try:
+        z = zarr.open_array(store, mode="r")
+        if z.nbytes <= WHOLE_READ:
+            z[...]
+        elif z.ndim:
+            z[(0,) * z.ndim]
+            z[tuple(n - 1 for n in z.shape)]
+    finally:
+        store.close()
+
+
 def _exercise_tree(path: Path) -> None:
     from b2store.tree import open_tree
 
@@ -251,6 +273,7 @@ TARGETS = {
     "vlmeta": target_vlmeta,
     "codec": target_codec,
     "zarrstore": target_zarrstore,
+    "zarrread": target_zarrread,
     "b2z": target_b2z,
     "b2d": target_b2d,
 }
@@ -290,7 +313,7 @@ def seeds(name: str, corpus: Path) -> list[bytes]:
     if name in ("chunk", "codec"):
         out = [p.read_bytes() for p in files if p.suffix in (".bin", ".cdata")]
         out += _each(frames[:12], lambda s: [s.get_chunk(i) for i in _indices(s.nchunks)[:2]])
-    elif name in ("cframe", "zarrstore"):
+    elif name in ("cframe", "zarrstore", "zarrread"):
         out = [p.read_bytes() for p in frames]
     elif name == "sframe":
         out = [pack_files(_files_under(d)) for d in sparse]
