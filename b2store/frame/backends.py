@@ -177,7 +177,7 @@ class ContiguousFrame(Backend):
         with self._lock.hold():
             changed = self._committed_head() != self._seen
             if changed:  # another writer published: the file may have grown
-                self._source.set_size(os.stat(self._source.path).st_size)
+                self._source.set_size(self._source.file_size())
                 self._frame_len = self._end = self._source.size
             yield changed
 
@@ -197,7 +197,7 @@ class ContiguousFrame(Backend):
             return False
         if self.writable and self._end != self._frame_len:
             return False  # chunks stored and not yet published: keep where they end
-        source.set_size(os.stat(source.path).st_size)
+        source.set_size(source.file_size())
         self._frame_len = self._end = source.size
         return True
 

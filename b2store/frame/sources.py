@@ -135,6 +135,12 @@ class FileSource(ByteSource):
         """The file grew or shrank under a writer of this process: read up to ``size``."""
         self._size = size - self.offset
 
+    def file_size(self) -> int:
+        """The size of the file this source reads, asked of its open descriptor: a file
+        replaced by rename since keeps its old size here, paired with its old bytes."""
+        with self._lock:
+            return os.fstat(self._descriptor()).st_size
+
     def close(self) -> None:
         with self._lock:
             if self._fd >= 0:

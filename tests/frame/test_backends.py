@@ -115,3 +115,22 @@ def test_chunk_spans_point_at_the_stored_bytes(tmp_path):
                 with open(name, "rb") as fh:
                     fh.seek(offset)
                     assert fh.read(length) == arr.schunk.get_chunk(i)
+
+
+def test_a_reader_of_a_replaced_file_keeps_its_files_size(tmp_path):
+    # A writer that rewrites an array replaces the file by rename; a reader that has it open
+    # keeps reading the old file, and must take the old file's size with it, never the new
+    # path's (its bytes would be read against a size they do not have).
+    from b2store.frame.backends import open_backend
+
+    path = tmp_path / "a.b2nd"
+    b2store.asarray(np.arange(100, dtype="<i4"), urlpath=path).close()
+    old_size = path.stat().st_size
+    backend, _header = open_backend(path)
+    try:
+        b2store.asarray(np.random.default_rng(0).random(50_000), urlpath=path).close()
+        assert path.stat().st_size > old_size
+        assert backend.refresh()
+        assert backend.frame_len == old_size
+    finally:
+        backend.close()
