@@ -35,7 +35,8 @@ from b2store.integrations.zarr_store import B2ndStore  # noqa: E402
 
 PROTO = default_buffer_prototype()
 # The suite's tests and fixtures are coroutines: anyio's pytest plugin runs them.
-pytestmark = pytest.mark.anyio
+# Under zarr's default codec pipeline and its fused one (tests/integrations/conftest.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("zarr_pipeline")]
 NOT_APPLICABLE = "writes a free-form key; a B2ndStore's keys are synthesized (module docstring)"
 
 FREE_FORM = [
