@@ -201,61 +201,97 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         return await asyncio.to_thread(self._encode_sync, chunk_array, chunk_spec)
 
     # --- partial reads -------------------------------------------------------------------------
+    # One plan, two drivers. ``_partial_plan`` is a generator that says what it needs next (the
+    # store's direct decode, byte ranges of the chunk, a decode to run) and is sent the answer;
+    # the async driver awaits each (zarr's batched pipeline, and the fused one over a store
+    # without synchronous IO), the sync driver calls the store's ``*_sync`` methods in the
+    # thread it runs in (zarr's fused pipeline, zarr >= 3.4).
 
     async def _decode_partial_single(self, byte_getter, selection, chunk_spec: ArraySpec):
+        direct = getattr(getattr(byte_getter, "store", None), "b2nd_decode_into", None)
+        plan = self._partial_plan(selection, chunk_spec, direct is not None)
+        prototype = default_buffer_prototype()
+        reply = None
+        while True:
+            try:
+                step = plan.send(reply)
+            except StopIteration as done:
+                return done.value
+            if step[0] == "direct":
+                reply = await direct(byte_getter.path, *step[1:])
+            elif step[0] == "get":
+                reply = await asyncio.gather(*(byte_getter.get(prototype, r) for r in step[1]))
+            else:
+                reply = await asyncio.to_thread(*step[1:])
+
+    def _decode_partial_sync(self, byte_getter, selection, chunk_spec: ArraySpec):
+        """What :meth:`_decode_partial_single` does, without an event loop: zarr's fused
+        pipeline calls it (in its own threads) over a store with synchronous IO."""
+        direct = getattr(getattr(byte_getter, "store", None), "b2nd_decode_into_sync", None)
+        plan = self._partial_plan(selection, chunk_spec, direct is not None)
+        prototype = default_buffer_prototype()
+        reply = None
+        while True:
+            try:
+                step = plan.send(reply)
+            except StopIteration as done:
+                return done.value
+            if step[0] == "direct":
+                reply = direct(byte_getter.path, *step[1:])
+            elif step[0] == "get":
+                reply = [byte_getter.get_sync(prototype=prototype, byte_range=r) for r in step[1]]
+            else:
+                reply = step[1](*step[2:])
+
+    def _partial_plan(self, selection, chunk_spec: ArraySpec, direct: bool):
+        """The steps of a partial read (see above); returns the selection's values, or None
+        for a missing chunk."""
         dtype = self._dtype(chunk_spec)
         blocks = self._blocks(chunk_spec, dtype)
         region = _selection_bounds(selection, chunk_spec.shape)
-        prototype = default_buffer_prototype()
         nblocks = math.prod(blocks_per_chunk(chunk_spec.shape, blocks))
         wanted = None if region is None else blocks_touched(region, chunk_spec.shape, blocks)
-        direct = getattr(getattr(byte_getter, "store", None), "b2nd_decode_into", None)
-        if direct is not None:
+        few = wanted is not None and len(wanted) * 2 <= nblocks
+        if direct:
             # A B2ndStore decodes its stored chunk in place: no bytes copied through a
-            # Buffer, one worker thread instead of one per range request and one to decode.
-            few = wanted is not None and len(wanted) * 2 <= nblocks
+            # Buffer, one call instead of one per range request and one to decode.
             out = _spare_buffer(self._nbytes(chunk_spec, dtype))
-            done = await direct(byte_getter.path, sorted(set(wanted)) if few else None, out)
+            done = yield ("direct", sorted(set(wanted)) if few else None, out)
             if done is None:
                 return None
             if done:
                 return chunk_spec.prototype.nd_buffer.from_numpy_array(
                     self._to_array(out, chunk_spec, dtype)[selection]
                 )
-        if wanted is None or len(wanted) * 2 > nblocks:
+        if not few:
             # Most of the chunk: one read of it all.
-            data = await byte_getter.get(prototype=prototype)
-            if data is None:
-                return None
-            chunk = await self._decode_single(data, chunk_spec)
-            return chunk[selection]
+            return (yield from self._whole_plan(selection, chunk_spec))
         if not wanted:
             return chunk_spec.prototype.nd_buffer.from_numpy_array(
                 np.empty(chunk_spec.shape, dtype)[selection]
             )
-        head = await byte_getter.get(prototype, RangeByteRequest(0, EXTENDED_HEADER_LENGTH))
+        (head,) = yield ("get", [RangeByteRequest(0, EXTENDED_HEADER_LENGTH)])
         if head is None:
             return None
         buf, ranges = _block_ranges(head.to_bytes())
         if ranges is None:
-            return await self._whole(byte_getter, prototype, selection, chunk_spec)
-        starts = await _fetch(byte_getter, prototype, ranges)
-        buf = _place(buf, ranges, starts)
+            return (yield from self._whole_plan(selection, chunk_spec))
+        starts = yield ("get", [RangeByteRequest(start, end) for start, end in ranges])
+        buf = _place(buf, ranges, _checked(ranges, starts))
         plan = _stream_ranges(buf, sorted(set(wanted) | {0}))
         if plan is None:
-            return await self._whole(byte_getter, prototype, selection, chunk_spec)
-        pieces = await _fetch(byte_getter, prototype, plan)
-        buf = _place(buf, plan, pieces)
-        array = await asyncio.to_thread(
-            self._decode_blocks, buf, wanted, chunk_spec, dtype, blocks, selection
-        )
+            return (yield from self._whole_plan(selection, chunk_spec))
+        pieces = yield ("get", [RangeByteRequest(start, end) for start, end in plan])
+        buf = _place(buf, plan, _checked(plan, pieces))
+        decode = self._decode_blocks
+        array = yield ("call", decode, buf, wanted, chunk_spec, dtype, blocks, selection)
         return chunk_spec.prototype.nd_buffer.from_numpy_array(array)
 
-    async def _whole(self, byte_getter, prototype, selection, chunk_spec):
-        data = await byte_getter.get(prototype=prototype)
+    def _whole_plan(self, selection, chunk_spec: ArraySpec):
+        (data,) = yield ("get", [None])
         if data is None:
             return None
-        chunk = await self._decode_single(data, chunk_spec)
+        chunk = yield ("call", self._decode_sync, data, chunk_spec)
         return chunk[selection]
 
     def _decode_blocks(self, buf, wanted, spec, dtype, blocks, selection) -> np.ndarray:
@@ -404,10 +440,8 @@ def _stream_ranges(buf: np.ndarray, blocks) -> list[tuple[int, int]] | None:
     return merged
 
 
-async def _fetch(byte_getter, prototype, ranges) -> list[bytes]:
-    parts = await asyncio.gather(
-        *(byte_getter.get(prototype, RangeByteRequest(start, end)) for start, end in ranges)
-    )
+def _checked(ranges, parts) -> list[bytes]:
+    """The bytes of range requests, each checked to be as long as asked."""
     out = []
     for (start, end), part in zip(ranges, parts):
         data = b"" if part is None else part.to_bytes()

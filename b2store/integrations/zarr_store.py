@@ -19,12 +19,13 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Iterable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from zarr.abc.store import ByteRequest, Store
-from zarr.core.buffer import Buffer, BufferPrototype
+from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
 from ..limits import Limits, resolve
 from ..tree import is_url
@@ -221,34 +222,76 @@ class B2ndStore(StoreKeys, Store):
         await super()._open()
 
     # --- reading ---------------------------------------------------------------------------
+    # Every read is synchronous underneath (a file read, or an fsspec range request): the
+    # ``*_sync`` methods are zarr's sync store surface (``SupportsSyncStore``, zarr >= 3.4,
+    # structural, so nothing is imported for it) and the async methods hop to a worker
+    # thread and call them.
+
+    @property
+    def _supports_sync_io(self) -> bool:
+        """Whether zarr's fused codec pipeline does its reads and writes through the
+        ``*_sync`` methods (``zarr.abc.store._store_supports_sync_io`` asks). A local store
+        says yes: a chunk is a file read, no event loop needed. A remote one says no, as
+        zarr's own network stores (which have no ``*_sync`` methods) do: the fused pipeline
+        would wait for each request in a pool of one thread per core, where the async path
+        keeps many in flight; it cannot write either. Its ``get_sync`` still works."""
+        return not is_url(self.path)
+
+    def _ensure_open_sync(self) -> None:
+        # zarr's Store._open only marks the store open; frames are opened when first read.
+        if not self._is_open:
+            self._is_open = True
+
+    def get_sync(
+        self,
+        key: str,
+        *,
+        prototype: BufferPrototype | None = None,
+        byte_range: ByteRequest | None = None,
+    ) -> Buffer | None:
+        self._ensure_open_sync()
+        _slice_bytes(b"", byte_range)  # reject a bad range before anything else
+        if byte_range is not None:
+            data = self._get_range_of(key, byte_range)
+        else:
+            data = self._get_bytes_of(key)
+        if data is None:
+            return None
+        if prototype is None:
+            prototype = default_buffer_prototype()
+        return prototype.buffer.from_bytes(data)
 
     async def get(
-        self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
+        self,
+        key: str,
+        prototype: BufferPrototype | None = None,
+        byte_range: ByteRequest | None = None,
     ) -> Buffer | None:
         if not self._is_open:
             await self._open()
-        _slice_bytes(b"", byte_range)  # reject a bad range before anything else
-        if byte_range is not None:
-            data = await asyncio.to_thread(self._get_range_of, key, byte_range)
-            return None if data is None else prototype.buffer.from_bytes(data)
-        data = await asyncio.to_thread(self._get_bytes_of, key)
-        if data is None:
-            return None
-        return prototype.buffer.from_bytes(data)
+        _slice_bytes(b"", byte_range)  # a bad range raises here, before the hop
+        return await asyncio.to_thread(
+            partial(self.get_sync, key, prototype=prototype, byte_range=byte_range)
+        )
 
-    async def b2nd_decode_into(self, key: str, blocks, out: np.ndarray) -> bool | None:
+    def b2nd_decode_into_sync(self, key: str, blocks, out: np.ndarray) -> bool | None:
         """The ``b2nd`` codec's shortcut past byte ranges: decode at least ``blocks`` (None:
         all) of the stored chunk at ``key`` straight into ``out`` (the decoded chunk's flat
-        bytes), reading only what they need, in one worker thread. Returns True when done,
-        None for a missing chunk (the fill value), False when the codec must go through
-        :meth:`get` (a key that is no stored b2nd chunk, a transcoding writer's)."""
+        bytes), reading only what they need. Returns True when done, None for a missing
+        chunk (the fill value), False when the codec must go through :meth:`get` (a key
+        that is no stored b2nd chunk, a transcoding writer's)."""
+        self._ensure_open_sync()
+        return self._decode_into(key, blocks, out)
+
+    async def b2nd_decode_into(self, key: str, blocks, out: np.ndarray) -> bool | None:
+        """:meth:`b2nd_decode_into_sync` for the async pipeline, in one worker thread."""
         if not self._is_open:
             await self._open()
         if _one_worker() and not is_url(self.path):
             # zarr asked for one worker thread: a hop to it and back buys no parallelism and
             # costs a thread switch per chunk; a local chunk is decoded here instead.
-            return self._decode_into(key, blocks, out)
-        return await asyncio.to_thread(self._decode_into, key, blocks, out)
+            return self.b2nd_decode_into_sync(key, blocks, out)
+        return await asyncio.to_thread(self.b2nd_decode_into_sync, key, blocks, out)
 
     async def get_partial_values(
         self,
@@ -295,17 +338,25 @@ class B2ndStore(StoreKeys, Store):
 
     # --- writing (see zarr_store_write) ---------------------------------------------------------
 
-    async def set(self, key: str, value: Buffer) -> None:
+    def set_sync(self, key: str, value: Buffer) -> None:
         self._check_writable()
-        if not self._is_open:
-            await self._open()
+        self._ensure_open_sync()
         if not isinstance(value, Buffer):
             raise TypeError(f"expected a zarr Buffer, got {type(value).__name__}")
-        await asyncio.to_thread(self._ensure_writer().set, key, value.to_bytes())
+        self._ensure_writer().set(key, value.to_bytes())
+
+    def delete_sync(self, key: str) -> None:
+        self._check_writable()
+        self._ensure_open_sync()
+        self._ensure_writer().delete(key)
+
+    async def set(self, key: str, value: Buffer) -> None:
+        self._check_writable()  # raised here, not in the worker thread
+        await asyncio.to_thread(self.set_sync, key, value)
 
     async def delete(self, key: str) -> None:
         self._check_writable()
-        await asyncio.to_thread(self._ensure_writer().delete, key)
+        await asyncio.to_thread(self.delete_sync, key)
 
     async def delete_dir(self, prefix: str) -> None:
         self._check_writable()

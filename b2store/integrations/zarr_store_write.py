@@ -212,7 +212,7 @@ class Writer:
             return True, None
         ext = chunk_to_array(schunk.decompress_chunk(n), arr.chunks, arr.blocks, arr.dtype)
         chunk = np.ascontiguousarray(ext[tuple(slice(0, c) for c in arr.chunks)])
-        return True, asyncio.run(client.encode(chunk, coords))
+        return True, _run(client.encode(chunk, coords))
 
     # --- set ---------------------------------------------------------------------------------
 
@@ -235,7 +235,7 @@ class Writer:
         node, _, coords = parsed
         client = self._clients.get(node)
         if client is not None and client.b2nd is None:
-            array = asyncio.run(client.decode(data, coords))
+            array = _run(client.decode(data, coords))
             self._set_chunk_array(node, coords, array)
         else:
             self._set_chunk_bytes(node, coords, data)
@@ -523,6 +523,20 @@ class Writer:
 
 
 _MISSING = object()
+
+
+def _run(coroutine):
+    """Run one of a client pipeline's coroutines from synchronous code: the store's worker
+    threads, the fused pipeline's, or a ``*_sync`` call made on a thread whose event loop is
+    running (where ``asyncio.run`` refuses: then in a thread of its own)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def _same(a, b) -> bool:

@@ -14,6 +14,9 @@ from b2store import Codec, Filter  # noqa: E402
 from b2store.integrations.numcodecs_codec import Blosc2  # noqa: E402
 from b2store.integrations.zarr_codecs import Blosc2Codec, NumcodecsBlosc2Codec  # noqa: E402
 
+# Under zarr's default codec pipeline and its fused one (tests/integrations/conftest.py).
+pytestmark = pytest.mark.usefixtures("zarr_pipeline")
+
 
 def field(shape=(60, 90), dtype="f4"):
     y, x = np.mgrid[: shape[0], : shape[1]]

@@ -23,6 +23,9 @@ from zarr.core.sync import sync  # noqa: E402
 
 from b2store.integrations.zarr_store import B2ndStore  # noqa: E402
 
+# Under zarr's default codec pipeline and its fused one (tests/integrations/conftest.py).
+pytestmark = pytest.mark.usefixtures("zarr_pipeline")
+
 ARRAYS = [("compat", c) for c in corpus_cases("compat", {"b2nd", "caterva"})] + [
     ("generated", c) for c in corpus_cases("generated", {"b2nd", "caterva"})
 ]
@@ -252,10 +255,13 @@ def test_opening_a_tree_holds_no_descriptor_per_array(tmp_path):
 
 
 @pytest.mark.parametrize("workers", [1, None], ids=["one-worker", "default"])
-def test_zarrs_thread_pool_size_decides_where_chunks_decode(tmp_path, monkeypatch, workers):
+def test_zarrs_thread_pool_size_decides_where_chunks_decode(
+    tmp_path, monkeypatch, workers, zarr_pipeline
+):
     """With zarr's pool at one worker, a local store decodes its chunks on zarr's loop (no
     hop to the worker and back); otherwise in the pool, where chunks decode in parallel.
-    Either way the reads equal the data."""
+    zarr's fused pipeline reads through the store's sync methods in threads of its own,
+    never on the loop. Either way the reads equal the data."""
     data = np.random.default_rng(3).normal(size=(64, 48))
     path = tmp_path / "a.b2nd"
     blosc2.asarray(data, urlpath=str(path), mode="w", chunks=(16, 24), blocks=(4, 24))
@@ -271,4 +277,64 @@ def test_zarrs_thread_pool_size_decides_where_chunks_decode(tmp_path, monkeypatc
         z = zarr.open_array(B2ndStore(path))
         np.testing.assert_array_equal(z[...], data)
         np.testing.assert_array_equal(z[5:40, 3:30], data[5:40, 3:30])
-    assert threads and (threads == {"zarr_io"}) == (workers == 1), threads
+    if zarr_pipeline == "fused":
+        assert threads and "zarr_io" not in threads, threads
+    else:
+        assert threads and (threads == {"zarr_io"}) == (workers == 1), threads
+
+
+def test_the_fused_pipeline_goes_through_the_sync_methods(tmp_path, monkeypatch, zarr_pipeline):
+    """Under zarr's fused pipeline a local store's chunks are read, written and deleted by
+    its ``*_sync`` methods (no event loop per chunk); under the default one by the async
+    methods. Both ways the values are the data, for the b2nd codec and zarr's default."""
+    import contextvars
+
+    from b2store.integrations.zarr_b2nd import B2ndCodec
+
+    calls = []
+    # Set while an async method runs: the sync methods it calls (asyncio.to_thread carries
+    # the context to the worker) are its own, not zarr's calls.
+    in_async = contextvars.ContextVar("in_async", default=False)
+    for name in ("get", "set", "delete", "b2nd_decode_into"):
+        for method in (name, f"{name}_sync"):
+            original = getattr(B2ndStore, method)
+            if method.endswith("_sync"):
+
+                def spy(self, key, *args, _original=original, _method=method, **kwargs):
+                    if not in_async.get():
+                        calls.append((_method, key))
+                    return _original(self, key, *args, **kwargs)
+
+            else:
+
+                async def spy(self, key, *args, _original=original, _method=method, **kwargs):
+                    calls.append((_method, key))
+                    token = in_async.set(True)
+                    try:
+                        return await _original(self, key, *args, **kwargs)
+                    finally:
+                        in_async.reset(token)
+
+            monkeypatch.setattr(B2ndStore, method, spy)
+    data = np.arange(60 * 50, dtype="<f8").reshape(60, 50)
+    store = B2ndStore(tmp_path / "t.b2d", mode="w")
+    for name, serializer in [("b", B2ndCodec()), ("d", "auto")]:
+        z = zarr.create_array(
+            store, name=name, shape=data.shape, chunks=(20, 25), dtype="<f8", serializer=serializer
+        )
+        assert type(z._async_array.codec_pipeline).__name__.lower().startswith(zarr_pipeline)
+        z[...] = data
+        z[5:15, 30:40] = -1.0  # a partial chunk: read, merge, write
+        z[40:60, :25] = 0.0  # an all-fill chunk: deleted
+    expected = data.copy()
+    expected[5:15, 30:40] = -1.0
+    expected[40:60, :25] = 0.0
+    for name in ("b", "d"):
+        z = zarr.open_array(store, path=name, mode="r")
+        np.testing.assert_array_equal(z[...], expected)
+        np.testing.assert_array_equal(z[7, 28:45], expected[7, 28:45])
+    used = {method for method, key in calls if "/c/" in key}  # what zarr called for chunks
+    if zarr_pipeline == "fused":
+        assert used == {"get_sync", "set_sync", "delete_sync", "b2nd_decode_into_sync"}, used
+    else:
+        assert used == {"get", "set", "delete", "b2nd_decode_into"}, used

@@ -3,6 +3,8 @@ partial decode reading only the blocks a selection touches, special chunks, roun
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -10,27 +12,96 @@ zarr = pytest.importorskip("zarr")
 numcodecs = pytest.importorskip("numcodecs")
 blosc2 = pytest.importorskip("blosc2")
 
-from zarr.abc.store import RangeByteRequest  # noqa: E402
+from zarr.abc.store import RangeByteRequest, Store  # noqa: E402
 from zarr.storage import MemoryStore, WrapperStore  # noqa: E402
 
 from b2store.integrations.zarr_b2nd import B2ndCodec  # noqa: E402
 from b2store.integrations.zarr_store import B2ndStore  # noqa: E402
 
+# Under zarr's default codec pipeline and its fused one (tests/integrations/conftest.py).
+pytestmark = pytest.mark.usefixtures("zarr_pipeline")
+
 
 class CountingStore(WrapperStore):
-    """Counts the bytes and requests that reach the wrapped store."""
+    """Counts what reaches the wrapped store by every read path zarr and the b2nd codec take:
+    async ``get``, ``get_sync`` (zarr's fused pipeline), ``get_partial_values``,
+    ``get_ranges`` and ``_get_many`` (which WrapperStore would forward past ``get``: here they
+    go through it), and a B2ndStore's direct decodes (``b2nd_decode_into[_sync]``, recorded
+    with the blocks they decode in ``decoded``: they read inside the store, by no range).
+    ``test_counting_store_counts_every_read_path`` fails when zarr adds a path it misses."""
 
     def __init__(self, store):
         super().__init__(store)
+        self._count_lock = threading.Lock()
         self.bytes_read = 0
         self.requests = []
+        self.decoded = []
 
-    async def get(self, key, prototype, byte_range=None):
-        buf = await self._store.get(key, prototype, byte_range)
+    def _count(self, key, byte_range, buf):
         if buf is not None and "/c" in "/" + key:
-            self.bytes_read += len(buf)
-            self.requests.append((key, byte_range))
+            with self._count_lock:
+                self.bytes_read += len(buf)
+                self.requests.append((key, byte_range))
         return buf
+
+    async def get(self, key, prototype=None, byte_range=None):
+        return self._count(key, byte_range, await self._store.get(key, prototype, byte_range))
+
+    def get_sync(self, key, *, prototype=None, byte_range=None):
+        buf = self._store.get_sync(key, prototype=prototype, byte_range=byte_range)
+        return self._count(key, byte_range, buf)
+
+    async def get_partial_values(self, prototype, key_ranges):
+        return [await self.get(key, prototype, r) for key, r in key_ranges]
+
+    async def get_ranges(self, key, byte_ranges, *, prototype, **options):
+        # zarr's Store.get_ranges reads through self.get (WrapperStore's would not).
+        options = {k: v for k, v in options.items() if v is not None}
+        async for group in Store.get_ranges(self, key, byte_ranges, prototype=prototype, **options):
+            yield group
+
+    async def _get_many(self, requests):
+        async for item in Store._get_many(self, requests):
+            yield item
+
+    def _decoded(self, key, blocks, done):
+        if done:
+            with self._count_lock:
+                self.decoded.append((key, None if blocks is None else list(blocks)))
+        return done
+
+    def b2nd_decode_into_sync(self, key, blocks, out):
+        direct = getattr(self._store, "b2nd_decode_into_sync", None)
+        # False: "no such chunk here, go through get" (a wrapped store that has no shortcut).
+        done = False if direct is None else direct(key, blocks, out)
+        return self._decoded(key, blocks, done)
+
+    async def b2nd_decode_into(self, key, blocks, out):
+        direct = getattr(self._store, "b2nd_decode_into", None)
+        done = False if direct is None else await direct(key, blocks, out)
+        return self._decoded(key, blocks, done)
+
+
+def test_counting_store_counts_every_read_path():
+    # Every read method WrapperStore forwards past ``get`` (it differs from zarr's Store's,
+    # which reads through ``get``/``get_sync``), and every direct decode of a B2ndStore, is
+    # one CountingStore counts: a read path zarr adds fails here, not silently in a count.
+    def reads(cls):
+        return {
+            name
+            for name in dir(cls)
+            if ("get" in name and "size" not in name and not name.startswith("__"))
+            or "decode_into" in name
+        }
+
+    forwarded = {
+        n for n in reads(WrapperStore) if getattr(WrapperStore, n) is not getattr(Store, n, None)
+    }
+    direct = {n for n in reads(B2ndStore) if n.startswith("b2nd_")}  # the codec asks these
+    assert {"get", "get_partial_values"} <= forwarded and len(direct) == 2
+    assert forwarded | direct <= set(vars(CountingStore)), (forwarded | direct) - set(
+        vars(CountingStore)
+    )
 
 
 def _zarr_over_blosc2(arr, store=None):
@@ -93,6 +164,22 @@ def test_partial_decode_reads_only_touched_blocks():
     store.requests.clear()
     np.testing.assert_array_equal(z[:100, :100], data[:100, :100])
     assert store.requests == [("c/0/0", None)]  # a whole chunk: one read, no ranges
+
+
+def test_partial_decode_through_b2ndstore_decodes_only_touched_blocks(tmp_path, zarr_pipeline):
+    # The store's direct decode (async under zarr's default pipeline, sync under the fused
+    # one) is asked for the blocks a selection touches, and no chunk bytes go through get.
+    data = np.random.default_rng(1).random((200, 200))
+    path = tmp_path / "x.b2nd"
+    blosc2.asarray(data, urlpath=str(path), mode="w", chunks=(100, 100), blocks=(10, 100))
+    store = CountingStore(B2ndStore(path))
+    z = zarr.open_array(store, mode="r")
+    assert type(z._async_array.codec_pipeline).__name__.lower().startswith(zarr_pipeline)
+    np.testing.assert_array_equal(z[15, 3:7], data[15, 3:7])
+    assert store.decoded == [("c/0/0", [1])] and store.requests == []
+    store.decoded.clear()
+    np.testing.assert_array_equal(z[:100, 100:], data[:100, 100:])
+    assert store.decoded == [("c/0/1", None)] and store.requests == []
 
 
 def test_special_chunks_decode_without_payload():

@@ -21,7 +21,12 @@ import pytest
 zarr = pytest.importorskip("zarr")
 blosc2 = pytest.importorskip("blosc2")
 
-from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest  # noqa: E402
+from zarr.abc.store import (  # noqa: E402
+    OffsetByteRequest,
+    RangeByteRequest,
+    SuffixByteRequest,
+    SupportsSyncStore,
+)
 from zarr.core.buffer import cpu, default_buffer_prototype  # noqa: E402
 from zarr.core.sync import sync  # noqa: E402
 from zarr.testing.store import StoreTests  # noqa: E402
@@ -30,7 +35,8 @@ from b2store.integrations.zarr_store import B2ndStore  # noqa: E402
 
 PROTO = default_buffer_prototype()
 # The suite's tests and fixtures are coroutines: anyio's pytest plugin runs them.
-pytestmark = pytest.mark.anyio
+# Under zarr's default codec pipeline and its fused one (tests/integrations/conftest.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("zarr_pipeline")]
 NOT_APPLICABLE = "writes a free-form key; a B2ndStore's keys are synthesized (module docstring)"
 
 FREE_FORM = [
@@ -61,7 +67,17 @@ FREE_FORM = [
     "test_get_bytes_sync",
     "test_get_json",
     "test_get_json_sync",
+    # zarr's sync store surface (SupportsSyncStore): the same, through get_sync/set_sync/
+    # delete_sync; their real-key twins are the *_sync_real_keys tests below.
+    "test_get_sync",
+    "test_set_sync",
+    "test_delete_sync",
+    "test_sync_async_set_get_parity",
+    "test_delete_sync_visible_to_async_get",
+    "test_get_sync_byte_range_parity",
 ]
+# Only what this zarr's suite has: a name it lacks would show as a skip of nothing.
+FREE_FORM = [name for name in FREE_FORM if hasattr(StoreTests, name)]
 
 
 def _not_applicable(name):
@@ -168,3 +184,82 @@ class TestB2ndStoreConformance(StoreTests[B2ndStore, cpu.Buffer]):
         assert await store.getsize_prefix("a/c") == sum(sizes)
         with pytest.raises(FileNotFoundError):
             await store.getsize("a/c/7")
+
+    # --- the sync store surface (zarr's SupportsSyncStore), on the keys it has ----------------
+
+    def test_store_has_the_whole_sync_surface(self, store):
+        # All or nothing (zarr's fused pipeline mixes sync reads, writes and deletes).
+        assert isinstance(store, SupportsSyncStore)
+        assert getattr(store, "_supports_sync_io", True) is True  # a local store
+
+    @pytest.mark.parametrize(
+        "byte_range",
+        [
+            None,
+            RangeByteRequest(1, 4),
+            OffsetByteRequest(1),
+            SuffixByteRequest(1),
+            RangeByteRequest(10**6, 10**6 + 8),  # past the end: empty, as get says
+        ],
+    )
+    @pytest.mark.parametrize("key", ["a/c/2", "a/zarr.json", "zarr.json", "a/c/9", "b/c/0"])
+    async def test_get_sync_real_keys(self, store, key, byte_range):
+        # What get_sync returns is what get returns, for every kind of key.
+        sync_result = store.get_sync(key, byte_range=byte_range)
+        async_result = await store.get(key, PROTO, byte_range)
+        assert (sync_result is None) == (async_result is None)
+        if async_result is not None:
+            assert sync_result.to_bytes() == async_result.to_bytes()
+        assert (sync_result is None) == (key in ("a/c/9", "b/c/0"))
+        with pytest.raises((ValueError, TypeError), match=r"Unexpected byte_range, got.*"):
+            store.get_sync(key, byte_range=(0, 2))
+
+    @pytest.mark.parametrize("direction", ["set_async_get_sync", "set_sync_get_async"])
+    async def test_sync_async_set_get_parity_real_keys(self, store, direction):
+        chunk = await store.get("a/c/1", PROTO)
+        assert chunk is not None
+        if direction == "set_async_get_sync":
+            await store.set("a/c/0", chunk)
+            got = store.get_sync("a/c/0")
+        else:
+            store.set_sync("a/c/0", chunk)
+            got = await store.get("a/c/0", PROTO)
+        assert got.to_bytes() == chunk.to_bytes()
+        np.testing.assert_array_equal(
+            zarr.open_array(store, path="a", mode="r")[:30], np.arange(30.0, 60.0)
+        )
+
+    async def test_delete_sync_real_keys(self, store):
+        # A deleted chunk is the fill value: what async delete leaves, and zarr reads zeros.
+        store.delete_sync("a/c/1")
+        after_sync = store.get_sync("a/c/1").to_bytes()
+        await store.delete("a/c/2")
+        assert (await store.get("a/c/2", PROTO)).to_bytes() == after_sync
+        values = zarr.open_array(store, path="a", mode="r")[...]
+        np.testing.assert_array_equal(values[30:90], 0.0)
+        np.testing.assert_array_equal(values[:30], np.arange(30.0))
+        store.delete_sync("a/c/9")  # past the grid: nothing there, no error
+        store.delete_sync("nonexistent")
+
+    def test_set_sync_checks_like_set(self, store_kwargs, store):
+        chunk = store.get_sync("a/c/0")
+        with pytest.raises(TypeError, match="expected a zarr Buffer, got bytes"):
+            store.set_sync("a/c/0", chunk.to_bytes())
+        with pytest.raises(KeyError, match="neither a node's zarr.json nor a chunk"):
+            store.set_sync("foo", chunk)
+        reader = B2ndStore(**{**store_kwargs, "mode": "r"})
+        with pytest.raises(ValueError, match="read-only mode"):
+            reader.set_sync("a/c/0", chunk)
+        with pytest.raises(ValueError, match="read-only mode"):
+            reader.delete_sync("a/c/0")
+
+    def test_sync_methods_on_a_loop_thread(self, store):
+        # A *_sync call made inside running async code works (zarr's own calls come from
+        # worker threads, a user's may not).
+        async def inside():
+            chunk = store.get_sync("a/c/3")
+            store.set_sync("a/c/3", chunk)
+            store.delete_sync("a/c/3")
+            return store.get_sync("a/c/3")
+
+        assert sync(inside()) is not None

@@ -13,6 +13,9 @@ pytest.importorskip("aiohttp")
 
 from b2store.integrations.zarr_store import B2ndStore  # noqa: E402
 
+# Under zarr's default codec pipeline and its fused one (tests/integrations/conftest.py).
+pytestmark = pytest.mark.usefixtures("zarr_pipeline")
+
 
 def test_remote_frame_reads_by_ranges(tmp_path):
     data = np.random.default_rng(0).random((400, 500))
@@ -46,3 +49,24 @@ def test_remote_b2z_tree(tmp_path):
         np.testing.assert_array_equal(g["grp/lon"][...], np.arange(80.0))
         assert served.bytes < path.stat().st_size / 20  # the central directory, a few blocks
         assert all(r is not None for method, _, r in served.requests if method == "GET")
+
+
+def test_remote_store_keeps_zarrs_reads_async(tmp_path):
+    # zarr's fused pipeline would wait for each request in a pool of one thread per core: a
+    # remote store says it has no sync IO (as zarr's network stores do), a local one says it
+    # has. Its get_sync still reads, by ranges like get.
+    data = np.arange(3000.0).reshape(60, 50)
+    path = tmp_path / "a.b2nd"
+    blosc2.asarray(data, urlpath=str(path), mode="w", chunks=(20, 50), blocks=(5, 50))
+    local = B2ndStore(path)
+    with serve_directory(tmp_path) as (url, served):
+        remote = B2ndStore(f"{url}/a.b2nd")
+        assert local._supports_sync_io is True and remote._supports_sync_io is False
+        predicate = getattr(zarr.abc.store, "_store_supports_sync_io", None)  # zarr >= 3.4
+        if predicate is not None:
+            assert predicate(local) and not predicate(remote)
+        z = zarr.open_array(remote)
+        served.reset()
+        assert remote.get_sync("c/1/0").to_bytes() == local.get_sync("c/1/0").to_bytes()
+        np.testing.assert_array_equal(z[25:31, 7], data[25:31, 7])
+        assert served.requests and all(r is not None for _, _, r in served.requests)

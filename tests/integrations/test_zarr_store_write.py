@@ -14,7 +14,11 @@ blosc2 = pytest.importorskip("blosc2")
 from b2store.integrations.zarr_b2nd import B2ndCodec  # noqa: E402
 from b2store.integrations.zarr_store import B2ndStore  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+# Under zarr's default codec pipeline and its fused one (tests/integrations/conftest.py).
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::UserWarning"),
+    pytest.mark.usefixtures("zarr_pipeline"),
+]
 
 
 @pytest.mark.parametrize("contiguous", [True, False])
@@ -190,3 +194,21 @@ def test_to_zarr_into_one_frame_through_the_group_view(tmp_path, contiguous):
     two = ds.assign_coords(x=np.arange(70))
     with pytest.raises(ValueError, match="holds one array"):
         two.to_zarr(B2ndStore(tmp_path / "two.b2nd", mode="w", group=True))
+
+
+def test_sync_methods_of_a_transcoding_store_inside_async_code(tmp_path):
+    # Chunks zarr encodes with its default codecs are re-encoded by the client's pipeline (a
+    # coroutine); a *_sync call made where an event loop runs must still get them.
+    from zarr.core.sync import sync
+
+    store = B2ndStore(tmp_path / "t.b2d", mode="w")
+    z = zarr.create_array(store, name="x", shape=(10,), chunks=(5,), dtype="<i4")
+    z[...] = np.arange(10)
+
+    async def inside():
+        chunk = store.get_sync("x/c/1")
+        store.set_sync("x/c/0", chunk)
+        return chunk
+
+    assert sync(inside()) is not None
+    np.testing.assert_array_equal(zarr.open_array(store, path="x")[...], [5, 6, 7, 8, 9] * 2)

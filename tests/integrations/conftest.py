@@ -1,0 +1,41 @@
+"""The integration tests' fixtures: zarr's codec pipelines.
+
+zarr 3.4 has two codec pipelines: the default ``BatchedCodecPipeline`` (async, one coroutine
+per chunk) and the opt-in ``FusedCodecPipeline``, which reads and writes through a store's
+synchronous methods (``get_sync``...) and a codec's ``_decode_partial_sync``. A module that
+says ``pytestmark = pytest.mark.usefixtures("zarr_pipeline")`` runs each of its tests under
+both; the fused run skips, saying why, on a zarr that has no such pipeline.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+BATCHED = "zarr.core.codec_pipeline.BatchedCodecPipeline"
+FUSED = "zarr.core.codec_pipeline.FusedCodecPipeline"
+
+
+def _has_fused_pipeline() -> bool:
+    try:
+        from zarr.core.codec_pipeline import FusedCodecPipeline  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# Module scope: the pipeline is set once per module and parameter (a function-scoped fixture
+# would trouble hypothesis' @given tests), and the tests run grouped by pipeline.
+@pytest.fixture(scope="module", params=["batched", "fused"])
+def zarr_pipeline(request):
+    """The codec pipeline zarr uses for arrays opened in the test: its name."""
+    zarr = pytest.importorskip("zarr")
+    if request.param == "batched":
+        with zarr.config.set({"codec_pipeline.path": BATCHED}):
+            yield "batched"
+        return
+    if not _has_fused_pipeline():
+        pytest.skip(
+            f"zarr {zarr.__version__} has no FusedCodecPipeline: only its default pipeline runs"
+        )
+    with zarr.config.set({"codec_pipeline.path": FUSED}):
+        yield "fused"
