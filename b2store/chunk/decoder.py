@@ -53,7 +53,12 @@ def chunk_info(buf) -> ChunkInfo:
 
 
 def decode_chunk(
-    buf, out=None, *, nthreads: int | None = None, max_nbytes: int | None = None
+    buf,
+    out=None,
+    *,
+    nthreads: int | None = None,
+    max_nbytes: int | None = None,
+    limit_name: str = "max_chunk_nbytes",
 ) -> np.ndarray:
     """Decode one Blosc1 or Blosc2 chunk.
 
@@ -69,6 +74,9 @@ def decode_chunk(
         The most the chunk may decode to (default: ``b2store.limits.DEFAULT_LIMITS``'s
         ``max_chunk_nbytes``); a header asking for more raises ``LimitError`` before
         anything is allocated.
+    limit_name
+        The :class:`~b2store.Limits` field ``max_nbytes`` comes from, named by that error as
+        the limit to raise (a vlmeta value's is ``max_vlmeta_nbytes``).
 
     Returns
     -------
@@ -91,7 +99,7 @@ def decode_chunk(
     if max_nbytes is None:
         max_nbytes = DEFAULT_LIMITS.max_chunk_nbytes
     if nbytes > max_nbytes:
-        raise LimitError("nbytes", "max_chunk_nbytes", max_nbytes, nbytes, 4)
+        raise LimitError("nbytes", limit_name, max_nbytes, nbytes, 4)
     if out is None:
         dest = np.empty(nbytes, np.uint8)
     else:
