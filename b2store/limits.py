@@ -67,6 +67,11 @@ class Limits:
         Entries of a ``.b2z`` zip's central directory, and arrays plus groups of any tree
         (what listing a tree allocates). Default 1,000,000. The bytes of a ``.b2z``'s members
         need no limit of their own: they are stored, not compressed, and lie inside the file.
+    max_tree_depth
+        Levels of groups above a tree's array or group (the parts of a ``.b2z`` member's
+        name, the directories of a ``.b2d``). Default 128: zarr's and xarray's walks of a
+        group recurse once a level, and so do Python 3.11's ``os.walk`` (10,000 levels
+        raised ``RecursionError``).
     """
 
     max_chunk_nbytes: int = 1 << 30
@@ -77,6 +82,7 @@ class Limits:
     max_vlmeta_items: int = 1 << 19
     max_ndim: int = 16
     max_tree_members: int = 1_000_000
+    max_tree_depth: int = 128
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
