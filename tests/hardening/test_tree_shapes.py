@@ -158,3 +158,22 @@ def test_opening_a_tree_costs_time_linear_in_its_members(tmp_path, layout):
 
     small, large = per_member(500), per_member(4000)
     assert large < 3 * small + 1e-4, (small, large)
+
+
+def test_a_tree_past_the_consolidated_size_opens_without_reading_every_array(
+    tmp_path, monkeypatch
+):
+    from b2store.integrations import zarr_store_nodes
+
+    path = make_zip(tmp_path / "t.b2z", [f"g/a{i}.b2nd" for i in range(20)])
+    monkeypatch.setattr(zarr_store_nodes, "CONSOLIDATED_MAX_NODES", 10)
+    store = B2ndStore(path)
+    opened = []
+    real = b2store.tree.ArrayRef.open
+    monkeypatch.setattr(
+        b2store.tree.ArrayRef, "open", lambda self, **kw: opened.append(self) or real(self, **kw)
+    )
+    group = zarr.open_group(store, mode="r")
+    assert opened == []  # no array opened to open the tree
+    arrays = [k for k, v in group.members(max_depth=None) if isinstance(v, zarr.Array)]
+    assert len(arrays) == 20 and group["g/a7"][3] == 3
