@@ -371,6 +371,30 @@ def _sparse_copy(s: SChunk) -> dict[str, bytes]:
     return files
 
 
+def tree_shape_seeds() -> list[bytes]:
+    """Zips of hostile shapes (the mutator varies their counts and names): member names
+    nested past ``max_tree_depth`` and just within it, many members, a very long name."""
+    import io
+    import zipfile
+
+    frame = b2store.asarray(np.arange(4, dtype="i4")).schunk.to_cframe()
+    depth = Limits().max_tree_depth
+    shapes = [
+        ["a/" * 2000 + "x.b2nd"],
+        ["a/" * depth + "x.b2nd", "top.b2nd"],
+        [f"g{i % 9}/a{i}.b2nd" for i in range(300)],
+        ["n" * 30_000 + ".b2nd"],
+    ]
+    out = []
+    for names in shapes:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+            for name in names:
+                z.writestr(name, frame)
+        out.append(buf.getvalue())
+    return out
+
+
 def _tree_seeds(kind: str) -> list[bytes]:
     """Small trees written by python-blosc2 when it is installed, else by b2store."""
     base = scratch() / "seed-trees"
@@ -393,6 +417,8 @@ def _tree_seeds(kind: str) -> list[bytes]:
             out.append(pack_files(_files_under(Path(path))))
     except Exception:
         pass
+    if kind == "b2z":
+        out += tree_shape_seeds()
     xr_path = base / f"x.{kind}"
     try:
         import xarray as xr
