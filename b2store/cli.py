@@ -19,6 +19,7 @@ import numpy as np
 from . import __version__
 from .chunk.decoder import chunk_info, decode_chunk
 from .errors import B2StoreError
+from .limits import DEFAULT_LIMITS
 
 __all__ = ["main", "parse_slice"]
 
@@ -139,10 +140,17 @@ def _dump(args) -> int:
             found = True
             shape = _selection_shape(arr.shape, key)
             nbytes = int(np.prod(shape)) * np.dtype(arr.dtype).itemsize
+            # Checked before anything is read: a 300-byte file may hold a terabyte of zeros.
             if nbytes > DUMP_LIMIT and not args.full:
                 raise UsageError(
                     f"{name}: the selection is {nbytes} bytes decoded; narrow it with "
                     "--slice, or give --full"
+                )
+            if nbytes > DEFAULT_LIMITS.max_chunk_nbytes:
+                raise UsageError(
+                    f"{name}: the selection is {nbytes} bytes decoded, more than dump holds "
+                    f"at once even with --full ({DEFAULT_LIMITS.max_chunk_nbytes}, "
+                    "Limits.max_chunk_nbytes); print it in pieces with --slice"
                 )
             values = np.asarray(arr[key])
             sel = f"[{args.slice}]" if args.slice is not None else ""

@@ -498,18 +498,19 @@ def open_arrays(path, *, dtype=None) -> Iterator[tuple[str, Any]]:
     viewed as ``dtype`` when given."""
     kind = detect(path)
     if kind == "chunk":
-        data = decode_chunk(Path(path).read_bytes())
-        yield Path(path).name, _bytes_view(data, dtype)
+        data = Path(path).read_bytes()
+        # Decoded only when indexed, after the caller checked the selection's size: the
+        # header's nbytes is all the shape needs (a 32-byte chunk may say 1 GiB).
+        nbytes = chunk_info(data).nbytes
+        yield Path(path).name, _LazyBytes(nbytes, dtype, lambda lo, hi: decode_chunk(data)[lo:hi])
     elif kind in ("frame", "sparse-frame"):
         obj = open_frame_path(path)
         try:
             if hasattr(obj, "shape"):
                 yield Path(os.fspath(path).rstrip("/")).name, obj
             else:
-                data = np.concatenate(
-                    [obj.decompress_chunk(i) for i in range(obj.nchunks)] or [np.empty(0, "u1")]
-                )
-                yield Path(path).name, _bytes_view(data, dtype)
+                read = lambda lo, hi: _schunk_bytes(obj, lo, hi)  # noqa: E731
+                yield Path(path).name, _LazyBytes(obj.nbytes, dtype, read)
         finally:
             obj.close()
     elif kind == "tree":
@@ -524,10 +525,46 @@ def open_arrays(path, *, dtype=None) -> Iterator[tuple[str, Any]]:
         raise not_blosc(path, kind)
 
 
-def _bytes_view(data: np.ndarray, dtype) -> np.ndarray:
-    if dtype is None:
-        return data
-    dtype = np.dtype(dtype)
-    if len(data) % dtype.itemsize:
-        raise InputError(f"{len(data)} bytes are not whole items of {dtype} ({dtype.itemsize})")
-    return data.view(dtype)
+class _LazyBytes:
+    """The decoded bytes of a chunk or a super-chunk as a 1-d array of ``dtype`` (uint8 when
+    None) that reads only the bytes an index selects, when indexed (numpy basic indexing)."""
+
+    def __init__(self, nbytes: int, dtype, read):
+        self.dtype = np.dtype("u1" if dtype is None else dtype)
+        size = self.dtype.itemsize
+        if size == 0 or nbytes % size:
+            raise InputError(f"{nbytes} bytes are not whole items of {self.dtype} ({size})")
+        self.shape = (nbytes // size,)
+        self._read = read
+
+    def __getitem__(self, key):
+        key = key[0] if isinstance(key, tuple) and len(key) == 1 else key
+        if key is Ellipsis:
+            key = slice(None)
+        n = self.shape[0]
+        if isinstance(key, int | np.integer):
+            if not -n <= key < n:
+                raise IndexError(f"index {key} is out of bounds for size {n}")
+            return self[int(key) % n : int(key) % n + 1][0]
+        if not isinstance(key, slice):
+            raise IndexError(f"only a slice or an integer indexes this data, not {key!r}")
+        items = range(*key.indices(n))
+        if not items:
+            return np.empty(0, self.dtype)
+        lo, hi = min(items[0], items[-1]), max(items[0], items[-1]) + 1
+        size = self.dtype.itemsize
+        data = np.asarray(self._read(lo * size, hi * size)).view(self.dtype)
+        return data[items[0] - lo :: items.step][: len(items)]
+
+
+def _schunk_bytes(schunk, lo: int, hi: int) -> np.ndarray:
+    """Decoded bytes ``lo:hi`` of a super-chunk, decoding only the chunks they lie in."""
+    size = schunk.chunksize
+    if size <= 0:
+        return np.concatenate(
+            [np.empty(0, "u1")] + [schunk.decompress_chunk(i) for i in range(schunk.nchunks)]
+        )[lo:hi]
+    first, last = lo // size, (hi - 1) // size
+    parts = [schunk.decompress_chunk(i) for i in range(first, last + 1)]
+    data = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return data[lo - first * size : hi - first * size]

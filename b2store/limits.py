@@ -18,14 +18,19 @@ __all__ = ["Limits", "LimitError", "DEFAULT_LIMITS", "resolve"]
 
 class LimitError(FormatError):
     """A file asks for more than a :class:`Limits` allows (a FormatError: refuse the file, or
-    raise the limit if you trust it)."""
+    raise the limit if you trust it).
+
+    ``limit_name`` is the :class:`Limits` field that, raised, lets the file through; a bound
+    that is not a ``Limits`` field is named with its owner (``"Blosc2.max_buffer_size"``).
+    """
 
     def __init__(self, field: str, limit_name: str, limit: int, found: int, offset=None):
         self.limit_name = limit_name
         self.limit = limit
+        where = limit_name if "." in limit_name else f"Limits.{limit_name}"
         super().__init__(
             field,
-            f"at most {limit} (Limits.{limit_name}; raise it to read this file)",
+            f"at most {limit} ({where}; raise it to read this file)",
             found,
             offset,
         )
@@ -49,22 +54,35 @@ class Limits:
         The frame header with its fixed metalayers (``header_len``), and so each metalayer.
         Default 1 MiB (python-blosc2's b2nd metalayer is under 200 bytes).
     max_vlmeta_nbytes
-        One variable-length metalayer, stored and decoded. Default 64 MiB.
+        One variable-length metalayer: its stored bytes, its decompressed msgpack, and the
+        bytes of the msgpack ext payloads (sets, NumPy arrays) decoded from it, summed over
+        their nesting. Default 16 MiB.
+    max_vlmeta_items
+        Objects decoded from one vlmeta value (each list or map item, key and value counted,
+        through nested ext payloads too), counted before any is built. Default 2**19
+        (524,288; a python-blosc2 store's ``embed_map`` takes six per embedded array).
     max_ndim
         Dimensions of a b2nd array. Default 16 (B2ND_MAX_DIM, what the format can store).
     max_tree_members
         Entries of a ``.b2z`` zip's central directory, and arrays plus groups of any tree
         (what listing a tree allocates). Default 1,000,000. The bytes of a ``.b2z``'s members
         need no limit of their own: they are stored, not compressed, and lie inside the file.
+    max_tree_depth
+        Levels of groups above a tree's array or group (the parts of a ``.b2z`` member's
+        name, the directories of a ``.b2d``). Default 128: zarr's and xarray's walks of a
+        group recurse once a level, and so do Python 3.11's ``os.walk`` (10,000 levels
+        raised ``RecursionError``).
     """
 
     max_chunk_nbytes: int = 1 << 30
     max_frame_nbytes: int = 1 << 50
     max_nchunks: int = 1 << 25
     max_metalayer_nbytes: int = 1 << 20
-    max_vlmeta_nbytes: int = 64 << 20
+    max_vlmeta_nbytes: int = 16 << 20
+    max_vlmeta_items: int = 1 << 19
     max_ndim: int = 16
     max_tree_members: int = 1_000_000
+    max_tree_depth: int = 128
 
     def __post_init__(self):
         for f in dataclasses.fields(self):

@@ -31,7 +31,7 @@ import numpy as np
 
 from .errors import FormatError
 from .frame import remote
-from .limits import Limits, resolve
+from .limits import LimitError, Limits, resolve
 from .zipdir import member_data_offset, zip_members
 
 __all__ = ["open_tree", "Tree", "ArrayRef", "open_frame", "is_url"]
@@ -115,18 +115,41 @@ class _Files:
             raise FormatError(rel or "file", f"{size} bytes at {start}", f"{len(data)} bytes")
         return data
 
-    def walk(self) -> Iterator[tuple[str, list[str], list[str]]]:
-        """``(relative dir, subdirectory names, file names)``, top down, links not followed."""
+    def walk(self, limits: Limits | None = None) -> Iterator[tuple[str, list[str], list[str]]]:
+        """``(relative dir, subdirectory names, file names)``, top down, links not followed;
+        a directory deeper than ``limits.max_tree_depth`` raises LimitError before it is
+        entered (os.walk recurses a level a frame)."""
+        max_depth = resolve(limits).max_tree_depth
         if self.remote:
             base = self.root
-            for dirpath, dirs, files in remote.call(self.urlpath, lambda: list(self.fs.walk(base))):
+            listing = remote.call(
+                self.urlpath, lambda: list(self.fs.walk(base, maxdepth=max_depth + 1))
+            )
+            for dirpath, dirs, files in listing:
                 rel = dirpath[len(base) :].strip("/") if dirpath.startswith(base) else ""
+                _check_depth(rel, dirs, max_depth)
                 yield rel, sorted(dirs), sorted(files)
             return
         for dirpath, dirs, files in os.walk(self.root):
             dirs.sort()
             rel = os.path.relpath(dirpath, self.root).replace(os.sep, "/")
-            yield ("" if rel == "." else rel), dirs, sorted(files)
+            rel = "" if rel == "." else rel
+            _check_depth(rel, dirs, max_depth)
+            yield rel, dirs, sorted(files)
+
+
+def _check_depth(rel: str, dirs: list[str], max_depth: int) -> None:
+    """Refuse subdirectories of ``rel`` past ``max_depth`` levels, before they are walked."""
+    depth = rel.count("/") + 1 if rel else 0
+    if dirs and depth + 1 > max_depth:
+        raise LimitError(
+            f"tree depth at {_short(rel + '/' + dirs[0])}", "max_tree_depth", max_depth, depth + 1
+        )
+
+
+def _short(path: str) -> str:
+    """A path for an error message: a 20,000-character one shown by its ends."""
+    return path if len(path) <= 80 else path[:40] + "..." + path[-37:]
 
 
 # --- opening one frame ------------------------------------------------------------------------
@@ -362,9 +385,17 @@ class Tree:
         )
 
     def _add_group(self, path: str) -> None:
-        parts = path.strip("/").split("/")
-        for i in range(1, len(parts) + 1):
-            self._groups.setdefault("/" + "/".join(parts[:i]), None)
+        # Depth first: zarr and xarray walk groups a stack frame a level, and the parents
+        # below are made in time linear in the depth, not quadratic.
+        path = "/" + path.strip("/")
+        depth = path.count("/")
+        limits = resolve(self.limits)
+        if depth > limits.max_tree_depth:
+            field = f"tree depth at {_short(path)}"
+            raise LimitError(field, "max_tree_depth", limits.max_tree_depth, depth)
+        while path not in self._groups:
+            self._groups[path] = None
+            path = posixpath.dirname(path)
         self._check_members()
 
     def _add_array(self, path: str, ref: ArrayRef) -> None:
@@ -383,7 +414,7 @@ class Tree:
 
     def _list_directory(self) -> None:
         store = self.kind == "b2d"
-        for rel, dirs, files in self._files.walk():
+        for rel, dirs, files in self._files.walk(self.limits):
             prefix = "/" + rel if rel else ""
             for d in list(dirs):
                 sub = f"{rel}/{d}" if rel else d

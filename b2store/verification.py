@@ -12,6 +12,7 @@ import numpy as np
 from .chunk.decoder import decode_chunk
 from .errors import B2StoreError, FormatError
 from .inspection import detect, not_blosc, open_frame_path, zarr_arrays
+from .limits import DEFAULT_LIMITS, LimitError
 
 __all__ = ["Problem", "verify"]
 
@@ -64,20 +65,45 @@ def _verify_frame(obj, array: str | None) -> tuple[int, list[Problem]]:
     schunk = obj.schunk if hasattr(obj, "schunk") else obj
     problems = []
     header = schunk.header
+    limit = schunk.limits.max_chunk_nbytes
+    scratch = np.empty(0, np.uint8)
     for i in range(schunk.nchunks):
         offset = None
         try:
             span = schunk.chunk_span(i)
             offset = None if span is None else span[1]
-            decoded = decode_chunk(schunk.get_chunk(i))
+            chunk = schunk.get_chunk(i)
             expected = _expected_nbytes(header, i, schunk.nchunks)
-            if expected is not None and len(decoded) != expected:
-                raise FormatError(f"chunk {i} nbytes", expected, len(decoded))
+            nbytes = _check_chunk(chunk, expected, limit, i)
+            if nbytes is None:
+                continue  # a special chunk: its header is all there is to check
+            # One buffer for every chunk (they are one size but the last): memory stays at
+            # one chunk, however many there are.
+            if len(scratch) < nbytes:
+                scratch = np.empty(nbytes, np.uint8)
+            decode_chunk(chunk, out=scratch[:nbytes], max_nbytes=limit)
         except Exception as exc:  # every failure is a finding: verify reports, never stops
             if offset is None:
                 offset = _index_entry(schunk, i)
             problems.append(Problem(_error_text(exc), array, i, offset))
     return schunk.nchunks, problems
+
+
+def _check_chunk(chunk, expected: int | None, limit: int, i: int) -> int | None:
+    """The chunk's decoded size, checked against the frame and the limit before anything is
+    allocated; None for a special chunk (zeros, NaN, a repeated value, uninitialized), whose
+    header the decoder checks without filling gigabytes of the value it names."""
+    from .chunk.decoder import ChunkDecoder
+
+    decoder = ChunkDecoder(chunk)  # header and layout, as a decode checks them
+    nbytes = decoder.header.nbytes
+    if expected is not None and nbytes != expected:
+        raise FormatError(f"chunk {i} nbytes", expected, nbytes)
+    if nbytes > limit:
+        raise LimitError("nbytes", "max_chunk_nbytes", limit, nbytes, 4)
+    if decoder.special:
+        return None
+    return nbytes
 
 
 def _index_entry(schunk, i: int) -> int | None:
@@ -128,7 +154,9 @@ def verify(path) -> dict:
     if kind == "chunk":
         count = 1
         try:
-            decode_chunk(Path(path).read_bytes())
+            data = Path(path).read_bytes()
+            if _check_chunk(data, None, DEFAULT_LIMITS.max_chunk_nbytes, 0) is not None:
+                decode_chunk(data)
         except Exception as exc:
             off = getattr(exc, "offset", None)
             problems.append(Problem(_error_text(exc), None, 0, off))

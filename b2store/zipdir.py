@@ -40,6 +40,9 @@ class _Member:
     name: str
     header_offset: int
     size: int
+    # The name's length in the central directory: the local header's is the same, so the
+    # header and the name are read in one request.
+    name_len: int = 0
 
 
 def _safe_member_name(name: str) -> str:
@@ -146,7 +149,7 @@ def zip_members(files: ZipFile, limits: Limits | None = None) -> list[_Member]:
             )
         if csize != usize:
             raise FormatError(f"zip member {name!r} size", f"{usize} (stored)", csize)
-        members.append(_Member(_safe_member_name(name), header_offset, usize))
+        members.append(_Member(_safe_member_name(name), header_offset, usize, name_len))
     # Members may not overlap each other or the central directory (the classic zip bomb).
     spans = sorted(
         (m.header_offset, m.header_offset + _LOCAL.size + m.size, m.name) for m in members
@@ -182,12 +185,16 @@ def _zip64_sizes(extra: bytes, usize: int, csize: int, offset: int) -> tuple[int
 
 def member_data_offset(files: ZipFile, member: _Member) -> int:
     """Where a stored member's bytes start: after its local header, name and extra field."""
-    head = files.read("", member.header_offset, _LOCAL.size)
-    fields = _LOCAL.unpack(head)
+    # One read (a request over HTTP) for the header and the name the directory promises.
+    head = files.read("", member.header_offset, _LOCAL.size + member.name_len)
+    fields = _LOCAL.unpack_from(head)
     if fields[0] != 0x04034B50:
         raise FormatError(f"zip member {member.name!r}", "local header PK\\3\\4", hex(fields[0]))
     name_len, extra_len = fields[9], fields[10]
-    name = files.read("", member.header_offset + _LOCAL.size, name_len)
+    if name_len == member.name_len:
+        name = head[_LOCAL.size :]
+    else:
+        name = files.read("", member.header_offset + _LOCAL.size, name_len)
     if name.decode("utf-8", "replace") != member.name and name.decode("cp437") != member.name:
         raise FormatError(f"zip member {member.name!r}", "the same name in its local header", name)
     return member.header_offset + _LOCAL.size + name_len + extra_len

@@ -61,7 +61,12 @@ def chunk_info(buf) -> ChunkInfo:
 
 
 def decode_chunk(
-    buf, out=None, *, nthreads: int | None = None, max_nbytes: int | None = None
+    buf,
+    out=None,
+    *,
+    nthreads: int | None = None,
+    max_nbytes: int | None = None,
+    limit_name: str = "max_chunk_nbytes",
 ) -> np.ndarray:
     """Decode one Blosc1 or Blosc2 chunk.
 
@@ -77,6 +82,9 @@ def decode_chunk(
         The most the chunk may decode to (default: ``b2store.limits.DEFAULT_LIMITS``'s
         ``max_chunk_nbytes``); a header asking for more raises ``LimitError`` before
         anything is allocated.
+    limit_name
+        The :class:`~b2store.Limits` field ``max_nbytes`` comes from, named by that error as
+        the limit to raise (a vlmeta value's is ``max_vlmeta_nbytes``).
 
     Returns
     -------
@@ -103,7 +111,7 @@ def decode_chunk(
             raise out_size_error(len(dest), nbytes)
     decoder = ChunkDecoder(buf)  # the layout checked: a lying nbytes is named before a limit
     if nbytes > limit:
-        raise LimitError("nbytes", "max_chunk_nbytes", limit, nbytes, 4)
+        raise LimitError("nbytes", limit_name, limit, nbytes, 4)
     if out is None:
         dest = np.empty(nbytes, np.uint8)
     decoder.decode_into(dest, nthreads=nthreads)

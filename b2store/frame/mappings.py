@@ -22,7 +22,12 @@ class VLMetaView(MutableMapping):
         raw = self._schunk._raw_vlmeta[name]
         limits = self._schunk.limits
         limits.check("max_vlmeta_nbytes", len(raw), f"vlmeta[{name!r}] stored bytes")
-        return unpack_value(bytes(decode_chunk(raw, max_nbytes=limits.max_vlmeta_nbytes)))
+        # Decompressed within max_vlmeta_nbytes (the error names that limit, not the chunk
+        # one), then decoded within max_vlmeta_items objects; no copy of the payload between.
+        payload = decode_chunk(
+            raw, max_nbytes=limits.max_vlmeta_nbytes, limit_name="max_vlmeta_nbytes"
+        )
+        return unpack_value(payload, limits)
 
     def __setitem__(self, name: str, value) -> None:
         self.update({name: value})

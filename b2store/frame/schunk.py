@@ -359,7 +359,9 @@ class SChunk(Changes, BlockReads):
         at = self._backend.index_at(h)
         index = self._read_chunk_at(at, trailer_start)
         max_index = min(limits.max_chunk_nbytes, 8 * limits.max_nchunks)
-        offsets = decode_chunk(index, max_nbytes=max_index)
+        # The error names the bound that is the tighter one, so raising it lets the index in.
+        name = "max_chunk_nbytes" if max_index == limits.max_chunk_nbytes else "max_nchunks"
+        offsets = decode_chunk(index, max_nbytes=max_index, limit_name=name)
         if len(offsets) % 8:
             raise FormatError(
                 "offsets index", "a whole number of int64", f"{len(offsets)} bytes", at

@@ -10,6 +10,7 @@ import msgpack
 import numpy as np
 
 from ..errors import FormatError
+from ..limits import LimitError, Limits, resolve
 
 __all__ = [
     "EXT_BLOSC2",
@@ -49,7 +50,7 @@ _MAX_DEPTH = 32
 # --------------------------------------------------------------------------- decoding
 
 
-def unpack_value(data: bytes) -> object:
+def unpack_value(data, limits: Limits | None = None) -> object:
     """Decode one vlmeta payload (already decompressed from its chunk).
 
     Returns the value python-blosc2 would return, with these differences, all made for
@@ -62,10 +63,31 @@ def unpack_value(data: bytes) -> object:
     c-blosc2's fuzz corpus) is returned unchanged as ``bytes``. A payload that is msgpack but
     whose ext contents are inconsistent raises :class:`~b2store.errors.FormatError`, as does
     an ext code below 0 other than msgpack's timestamp (-1, returned as msgpack.Timestamp).
+    A value that would decode to more than ``limits.max_vlmeta_items`` objects, or whose ext
+    payloads hold more than ``limits.max_vlmeta_nbytes`` bytes, raises
+    :class:`~b2store.LimitError` before any object is built.
     """
-    data = bytes(data)
-    # First pass, structure only: hooks run while parsing, before msgpack notices trailing
-    # bytes, so raw bytes that merely start like an ext 46 must be told apart up front.
+    limits = resolve(limits)
+    view = memoryview(data).cast("B")
+    # Count first, build after: a 60 MiB run of nested one-byte lists would otherwise be
+    # built (63 million objects, gigabytes) before anything could look at its size. The
+    # count walks the bytes, allocates nothing, and stops at the limit. Each object takes a
+    # byte at least, and each ext level copies at most the bytes it sits in, so a value this
+    # small cannot reach either limit and is not walked (the walk costs ~0.7 us an object).
+    most = len(view) * (_MAX_DEPTH + 2) * 2
+    try:
+        if most > min(limits.max_vlmeta_items, limits.max_vlmeta_nbytes):
+            _count(view, limits)
+    except _NotMsgpack:
+        return bytes(view)
+    except LimitError:
+        if not _is_one_msgpack_object(view):
+            return bytes(view)  # raw bytes that merely start like a long list
+        raise
+    data = bytes(view)
+    # Second pass, structure only: hooks run while parsing, before msgpack notices trailing
+    # bytes, so raw bytes that merely start like an ext 46 must be told apart up front (the
+    # count above does not check UTF-8).
     try:
         _unpack(data, 0, check_only=True)
     except (ValueError, TypeError, msgpack.UnpackException):
@@ -80,6 +102,146 @@ def unpack_value(data: bytes) -> object:
         # Complete msgpack that Python cannot hold, e.g. a list or map used as a map key.
         found = f"{type(exc).__name__}: {exc}"
         raise FormatError("vlmeta", "a value Python can represent", found) from None
+
+
+class _NotMsgpack(Exception):
+    """The bytes are not one complete msgpack object."""
+
+
+def _is_one_msgpack_object(view: memoryview) -> bool:
+    """msgpack's own skip, in C, allocating nothing per item: the bytes are one object."""
+    unpacker = msgpack.Unpacker(_Reader(view), read_size=1 << 16)
+    try:
+        unpacker.skip()
+    except (ValueError, msgpack.UnpackException):
+        return False
+    return unpacker.tell() == len(view)
+
+
+class _Reader:
+    """A file over ``view`` that copies only what is read (io.BytesIO copies it whole)."""
+
+    def __init__(self, view: memoryview):
+        self._view, self._pos = view, 0
+
+    def read(self, n: int) -> bytes:
+        out = bytes(self._view[self._pos : self._pos + n])
+        self._pos += len(out)
+        return out
+
+
+# Bytes that follow a type byte (0xc0..0xdf): a fixed payload, or the size of a length field
+# (negative: -1, -2, -4) for str/bin/ext/array/map. None: 0xc1, never used.
+_FOLLOW: dict[int, int | None] = {
+    0xC0: 0, 0xC1: None, 0xC2: 0, 0xC3: 0,  # nil, unused, false, true
+    0xC4: -1, 0xC5: -2, 0xC6: -4,  # bin 8/16/32
+    0xC7: -1, 0xC8: -2, 0xC9: -4,  # ext 8/16/32
+    0xCA: 4, 0xCB: 8, 0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8,  # float, uint
+    0xD0: 1, 0xD1: 2, 0xD2: 4, 0xD3: 8,  # int
+    0xD4: 2, 0xD5: 3, 0xD6: 5, 0xD7: 9, 0xD8: 17,  # fixext: type byte + 1..16
+    0xD9: -1, 0xDA: -2, 0xDB: -4,  # str 8/16/32
+    0xDC: -2, 0xDD: -4, 0xDE: -2, 0xDF: -4,  # array 16/32, map 16/32
+}  # fmt: skip
+_EXT_TYPES = frozenset((0xC7, 0xC8, 0xC9, 0xD4, 0xD5, 0xD6, 0xD7, 0xD8))
+
+
+def _count(view: memoryview, limits: Limits) -> None:
+    """Walk one msgpack object without building it: the objects it decodes to (through the
+    ext payloads that are decoded, sets and arrays) within ``max_vlmeta_items``, the bytes of
+    those payloads within ``max_vlmeta_nbytes``, ext nesting within ``_MAX_DEPTH``.
+
+    Raises _NotMsgpack where the bytes are not one object (truncated, trailing bytes, 0xc1,
+    a count larger than the bytes left could hold).
+    """
+    items = 0
+    ext_nbytes = 0
+    # (payload start, payload end, ext depth): the top-level value, then decoded ext payloads.
+    spans = [(0, len(view), 0)]
+    while spans:
+        span = spans.pop()
+        try:
+            items, ext_nbytes = _count_span(view, span, items, ext_nbytes, spans, limits)
+        except _NotMsgpack:
+            if span[2] == 0:
+                raise
+            # A broken ext payload: the decoder reports it (FormatError) without building it.
+
+
+def _count_span(view, span, items, ext_nbytes, spans, limits) -> tuple[int, int]:
+    """Count one span (the value, or an ext payload); queue the payloads it holds."""
+    pos, end, depth = span
+    max_items = limits.max_vlmeta_items
+    pending = 1  # objects still to read in this span, containers' items included
+    while pending:
+        if pos >= end:
+            raise _NotMsgpack
+        pending -= 1
+        items += 1
+        if items > max_items:
+            raise LimitError("vlmeta items", "max_vlmeta_items", max_items, items)
+        b = view[pos]
+        pos += 1
+        if b < 0x80 or b >= 0xE0:  # positive and negative fixint
+            continue
+        if b < 0x90:  # fixmap
+            pending += 2 * (b & 0x0F)
+        elif b < 0xA0:  # fixarray
+            pending += b & 0x0F
+        elif b < 0xC0:  # fixstr
+            pos += b & 0x1F
+        else:
+            follow = _FOLLOW[b]
+            if follow is None:
+                raise _NotMsgpack
+            if follow >= 0:
+                pos += follow
+                if b in _EXT_TYPES:  # fixext
+                    start = pos - follow + 1
+                    ext_nbytes = _ext(view, start, pos, end, depth, spans, ext_nbytes, limits)
+                continue
+            width = -follow
+            if pos + width > end:
+                raise _NotMsgpack
+            n = int.from_bytes(view[pos : pos + width], "big")
+            pos += width
+            if b in (0xDC, 0xDD):
+                pending += n
+            elif b in (0xDE, 0xDF):
+                pending += 2 * n
+            elif b in _EXT_TYPES:
+                start = pos + 1
+                pos = start + n
+                ext_nbytes = _ext(view, start, pos, end, depth, spans, ext_nbytes, limits)
+            else:
+                pos += n
+        # Each pending object takes a byte at least: a count beyond the bytes left is a
+        # truncated value, not a large one (and never counted against the limit).
+        if pending > end - pos:
+            raise _NotMsgpack
+    if pos != end:
+        raise _NotMsgpack
+    return items, ext_nbytes
+
+
+def _ext(view, start, stop, end, depth, spans, ext_nbytes, limits) -> int:
+    """Account for one ext payload ``view[start:stop]`` (its type byte at ``start - 1``)."""
+    if stop > end:
+        raise _NotMsgpack
+    code = view[start - 1]
+    if code not in (EXT_SET, EXT_NDARRAY):
+        return ext_nbytes  # kept as ExtType: its bytes are counted with the value's own
+    # Decoding copies the payload out of its parent, then decodes it: each level of
+    # nesting holds its own copy, so the bytes are summed over the levels; an array's
+    # payload counts twice, for the array copied out of it.
+    ext_nbytes += (stop - start) * (2 if code == EXT_NDARRAY else 1)
+    if ext_nbytes > limits.max_vlmeta_nbytes:
+        raise LimitError(
+            "vlmeta ext payload bytes", "max_vlmeta_nbytes", limits.max_vlmeta_nbytes, ext_nbytes
+        )
+    if depth < _MAX_DEPTH:
+        # Deeper payloads are refused by the decoder (FormatError) before they are built.
+        spans.append((start, stop, depth + 1))
+    return ext_nbytes
 
 
 def _discard(*_: object) -> None:

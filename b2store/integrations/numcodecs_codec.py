@@ -123,12 +123,14 @@ class Blosc2(Codec):
         # The decoded size a chunk header may ask for: this codec's buffer bound, and the
         # library's chunk limit (b2store.limits), checked before anything is allocated.
         limit = min(self.max_buffer_size, DEFAULT_LIMITS.max_chunk_nbytes)
+        name = "max_chunk_nbytes"
+        if limit < DEFAULT_LIMITS.max_chunk_nbytes:
+            name = f"{type(self).__name__}.max_buffer_size"
         if out is None:
-            return decode_chunk(src, max_nbytes=limit)
+            return decode_chunk(src, max_nbytes=limit, limit_name=name)
         # Any writable buffer of the decoded size in bytes, whatever its dtype or shape.
-        decode_chunk(
-            src, out=ensure_contiguous_ndarray(out, self.max_buffer_size), max_nbytes=limit
-        )
+        out_buf = ensure_contiguous_ndarray(out, self.max_buffer_size)
+        decode_chunk(src, out=out_buf, max_nbytes=limit, limit_name=name)
         return out
 
     def get_config(self) -> dict:

@@ -326,15 +326,8 @@ class B2ndStore(StoreKeys, Store):
                 yield key
 
     async def list_dir(self, prefix: str) -> AsyncIterator[str]:
-        prefix = prefix.rstrip("/")
-        base = f"{prefix}/" if prefix else ""
-        seen = set()
-        for key in await asyncio.to_thread(self._all_keys):
-            if key.startswith(base):
-                child = key[len(base) :].split("/", 1)[0]
-                if child not in seen:
-                    seen.add(child)
-                    yield child
+        for name in await asyncio.to_thread(self._dir_keys, prefix.rstrip("/")):
+            yield name
 
     # --- writing (see zarr_store_write) ---------------------------------------------------------
 

@@ -31,7 +31,8 @@ from b2store.limits import Limits
 
 # One chunk decodes to at most this here (the library's default is larger): each fuzz input
 # then costs little memory and time, and the limit's own refusal is exercised often.
-FUZZ_LIMITS = Limits(max_chunk_nbytes=4 << 20)
+# A vlmeta value likewise decodes to at most 4 MiB and 2**16 objects (nested msgpack bombs).
+FUZZ_LIMITS = Limits(max_chunk_nbytes=4 << 20, max_vlmeta_nbytes=4 << 20, max_vlmeta_items=1 << 16)
 # Arrays at most this large are read whole; larger ones are read at a few points.
 WHOLE_READ = 1 << 20
 # Chunks read per frame: the first few and the last (a frame may name millions of chunks).
@@ -166,7 +167,7 @@ def target_vlmeta(data: bytes) -> None:
     from b2store.frame.trailer import read_trailer
     from b2store.frame.vlmeta_codec import unpack_value
 
-    unpack_value(data)
+    unpack_value(data, FUZZ_LIMITS)
     read_trailer(memoryview(data))
 
 
@@ -328,10 +329,33 @@ def seeds(name: str, corpus: Path) -> list[bytes]:
             ],
         )
     elif name == "vlmeta":
-        out = _each(frames, _trailer)
+        out = _each(frames, _trailer) + msgpack_bomb_seeds()
     elif name in ("b2z", "b2d"):
         out = _tree_seeds(name)
     return [s for s in out if s]
+
+
+def msgpack_bomb_seeds() -> list[bytes]:
+    """Nested msgpack whose few bytes ask for many objects or nested copies: lists wide and
+    deep, empty maps, sets in sets, arrays in arrays (the mutator varies their counts)."""
+    import msgpack
+
+    seeds = []
+    for width, count in ((1, 70_000), (100, 700), (15, 5000)):
+        seeds.append(b"\xdd" + count.to_bytes(4, "big") + msgpack.packb([None] * width) * count)
+    tree = b"\xc0"
+    for _ in range(17):
+        tree = b"\x92" + tree + tree
+    seeds += [tree, b"\xdd\x00\x01\x20\x00" + b"\x80" * 0x12000]
+    nested = msgpack.packb([bytes(200_000)])
+    for _ in range(24):
+        nested = msgpack.packb([msgpack.ExtType(45, nested)])
+    seeds.append(nested)
+    array = msgpack.packb({"dtype": {"str": "|u1"}, "shape": [200_000], "data": bytes(200_000)})
+    for _ in range(24):
+        array = msgpack.packb({"values": [msgpack.ExtType(46, array)], "shape": [1]})
+    seeds.append(msgpack.packb(msgpack.ExtType(46, array)))
+    return seeds
 
 
 def _each(paths, fn) -> list[bytes]:
@@ -370,6 +394,30 @@ def _sparse_copy(s: SChunk) -> dict[str, bytes]:
     return files
 
 
+def tree_shape_seeds() -> list[bytes]:
+    """Zips of hostile shapes (the mutator varies their counts and names): member names
+    nested past ``max_tree_depth`` and just within it, many members, a very long name."""
+    import io
+    import zipfile
+
+    frame = b2store.asarray(np.arange(4, dtype="i4")).schunk.to_cframe()
+    depth = Limits().max_tree_depth
+    shapes = [
+        ["a/" * 2000 + "x.b2nd"],
+        ["a/" * depth + "x.b2nd", "top.b2nd"],
+        [f"g{i % 9}/a{i}.b2nd" for i in range(300)],
+        ["n" * 30_000 + ".b2nd"],
+    ]
+    out = []
+    for names in shapes:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+            for name in names:
+                z.writestr(name, frame)
+        out.append(buf.getvalue())
+    return out
+
+
 def _tree_seeds(kind: str) -> list[bytes]:
     """Small trees written by python-blosc2 when it is installed, else by b2store."""
     base = scratch() / "seed-trees"
@@ -392,6 +440,8 @@ def _tree_seeds(kind: str) -> list[bytes]:
             out.append(pack_files(_files_under(Path(path))))
     except Exception:
         pass
+    if kind == "b2z":
+        out += tree_shape_seeds()
     xr_path = base / f"x.{kind}"
     try:
         import xarray as xr

@@ -174,3 +174,88 @@ def test_limits_survive_pickling():
     limits = Limits(max_nchunks=7)
     with b2store.open(frame_bytes(3), limits=limits) as s:
         assert pickle.loads(pickle.dumps(s)).limits == limits
+
+
+# --- every LimitError names the limit to raise --------------------------------------------------
+
+
+def _tree_dir(tmp_path) -> str:
+    root = tmp_path / "t.b2d"
+    root.mkdir()
+    for name in ("a", "b", "c"):
+        b2store.asarray(np.arange(4), str(root / f"{name}.b2nd"))
+    return str(root)
+
+
+def _tree_zip(tmp_path) -> str:
+    import zipfile
+
+    frame = b2store.asarray(np.arange(4)).schunk.to_cframe()
+    path = tmp_path / "t.b2z"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        for name in ("a", "b", "c"):
+            z.writestr(f"{name}.b2nd", frame)
+    return str(path)
+
+
+def _compressible_vlmeta() -> bytes:
+    # Stored small, decoded large: the decoded size is what max_vlmeta_nbytes must bound, and
+    # the chunk limit must not be the one named (it was: issue 19, item 17).
+    return frame_bytes(1, vlmeta={"note": "v" * 100_000})
+
+
+# (the tight limit, a factory for the input, what a user does with it)
+WALK = [
+    ("max_chunk_nbytes", lambda p: frame_bytes(2, 1000), lambda s: s.decompress_chunk(1), 100),
+    ("max_nchunks", lambda p: frame_bytes(5), None, 2),
+    ("max_frame_nbytes", lambda p: frame_bytes(3, 1000), None, 100),
+    ("max_metalayer_nbytes", lambda p: frame_bytes(1), None, 10),
+    ("max_vlmeta_nbytes", lambda p: _compressible_vlmeta(), lambda s: s.vlmeta["note"], 50_000),
+    ("max_vlmeta_nbytes", lambda p: _compressible_vlmeta(), lambda s: dict(s.vlmeta), 10),
+    ("max_vlmeta_items", lambda p: frame_bytes(1, vlmeta={"v": list(range(100))}),
+     lambda s: s.vlmeta["v"], 10),
+    ("max_ndim", lambda p: b2store.asarray(np.zeros((2, 2, 2))).schunk.to_cframe(), None, 1),
+    ("max_tree_members", _tree_dir, "tree", 2),
+    ("max_tree_members", _tree_zip, "tree", 2),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", WALK, ids=[f"{c[0]}-{i}" for i, c in enumerate(WALK)])
+def test_each_limit_error_names_the_limit_that_lets_the_input_through(tmp_path, case):
+    """Tighten one limit; the error names a limit; raising *that* one lets the input in."""
+    field, make, use, tight = case
+    data = make(tmp_path)
+
+    def attempt(limits: Limits) -> None:
+        if use == "tree":
+            tree = b2store.open_tree(data, limits=limits)
+            for ref in tree.arrays().values():
+                ref.open()[...]
+            return
+        with b2store.open(data, limits=limits) as obj:
+            if use is not None:
+                use(obj.schunk if hasattr(obj, "schunk") else obj)
+
+    limits = Limits(**{field: tight})
+    with pytest.raises(LimitError):
+        attempt(limits)
+    # Raised to what the file asked for, the named limit lets the input through: at once, or
+    # after a second check of the same limit (a vlmeta value's stored bytes, then its decoded
+    # bytes), or after doubling (a count that stops at the limit reports the limit plus one).
+    # Only ``field`` is tight, so every error must name it.
+    for _ in range(10):
+        try:
+            attempt(limits)
+            return
+        except LimitError as exc:
+            assert exc.limit_name == field, str(exc)
+            assert f"Limits.{field}" in str(exc)
+            assert exc.found > getattr(limits, field)
+            limits = limits.replace(**{field: max(exc.found, 2 * getattr(limits, field))})
+    pytest.fail(f"raising {field} ten times did not let the input through")
+
+
+def test_the_chunk_limit_does_not_bound_vlmeta_and_vice_versa():
+    data = _compressible_vlmeta()
+    with b2store.open(data, limits=Limits(max_chunk_nbytes=50_000)) as s:
+        assert s.vlmeta["note"] == "v" * 100_000  # the vlmeta limit is the one that applies

@@ -1,0 +1,128 @@
+"""The command line checks the sizes it will allocate before allocating them: small hostile
+files (special-value chunks that say gigabytes, huge shapes of zeros) are refused, or read
+in the part asked for, without holding what they claim (issue 19, item 12).
+
+Generated: a bare chunk, a super-chunk of many chunks, a b2nd array of a huge shape, and the
+same array as a tree member; each through ``dump`` (whole, ``--full``, ``--slice``),
+``verify`` and ``info``. Memory is measured with tracemalloc (numpy's buffers are traced).
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+import zipfile
+
+import numpy as np
+import pytest
+
+import b2store
+from b2store import SChunk, SpecialValue
+from b2store.chunk.encoder import special_chunk
+from b2store.nd.create import zeros
+
+# What a refusal, a verify of special chunks or a slice of a few items may allocate.
+SMALL = 8 << 20
+MIB = 1 << 20
+
+
+def _chunk(tmp_path):
+    path = tmp_path / "c.chunk"
+    path.write_bytes(special_chunk(SpecialValue.ZERO, 512 * MIB, 8, blocksize=MIB))
+    return path
+
+
+def _superchunk(tmp_path):
+    path = tmp_path / "s.b2frame"
+    s = SChunk.create(str(path), typesize=8, chunksize=8 * MIB)
+    s.extend_chunks([special_chunk(SpecialValue.NAN, 8 * MIB, 8, blocksize=MIB)] * 200)
+    s.close()
+    return path
+
+
+def _huge_array(tmp_path):
+    path = tmp_path / "a.b2nd"
+    zeros((1 << 32,), "f8", str(path), chunks=(MIB,), blocks=(1 << 14,))
+    return path
+
+
+def _tree(tmp_path):
+    frame = zeros((1 << 32,), "f8", chunks=(MIB,), blocks=(1 << 14,)).schunk.to_cframe()
+    path = tmp_path / "t.b2z"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("big.b2nd", frame)
+    return path
+
+
+INPUTS = {"chunk": _chunk, "super-chunk": _superchunk, "array": _huge_array, "tree": _tree}
+
+
+def run_traced(cli, *args):
+    tracemalloc.start()
+    try:
+        result = cli(*args)
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("kind", INPUTS)
+def test_dump_of_a_huge_input_is_refused_before_reading_it(tmp_path, cli, kind):
+    path = INPUTS[kind](tmp_path)
+    assert path.stat().st_size < 4000
+    result, peak = run_traced(cli, "dump", path)
+    assert result.code == 2 and "narrow it with --slice" in result.err, result
+    assert peak < SMALL, f"{kind}: {peak} bytes"
+
+
+@pytest.mark.parametrize("kind", ["super-chunk", "array", "tree"])
+def test_dump_full_refuses_what_it_cannot_hold(tmp_path, cli, kind):
+    path = INPUTS[kind](tmp_path)
+    result, peak = run_traced(cli, "dump", "--full", path)
+    assert result.code == 2 and "even with --full" in result.err, result
+    assert "Limits.max_chunk_nbytes" in result.err
+    assert peak < SMALL, f"{kind}: {peak} bytes"
+
+
+@pytest.mark.parametrize("kind", ["super-chunk", "array", "tree"])
+def test_dump_of_a_slice_reads_only_the_chunks_it_needs(tmp_path, cli, kind):
+    path = INPUTS[kind](tmp_path)
+    args = ("--dtype", "f8") if kind == "super-chunk" else ()
+    result, peak = run_traced(cli, "dump", *args, "--slice", "2:7", path)
+    assert result.code == 0, result
+    expected = "[nan nan nan nan nan]" if kind == "super-chunk" else "[0. 0. 0. 0. 0.]"
+    assert expected in result.out
+    # One chunk (8 MiB) at most, never the 1.6 GB the super-chunk holds.
+    assert peak < 8 * MIB + SMALL, f"{kind}: {peak} bytes"
+
+
+@pytest.mark.parametrize("kind", INPUTS)
+def test_verify_checks_special_chunks_without_filling_them(tmp_path, cli, kind):
+    path = INPUTS[kind](tmp_path)
+    result, peak = run_traced(cli, "verify", path)
+    assert result.code == 0 and "ok" in result.out, result
+    assert peak < SMALL, f"{kind}: {peak} bytes"
+
+
+@pytest.mark.parametrize("kind", INPUTS)
+def test_info_reads_headers_only(tmp_path, cli, kind):
+    path = INPUTS[kind](tmp_path)
+    result, peak = run_traced(cli, "info", path)
+    assert result.code == 0, result
+    assert peak < SMALL, f"{kind}: {peak} bytes"
+
+
+def test_verify_decodes_every_chunk_into_one_buffer(tmp_path, cli):
+    # Forty 4 MiB chunks of data: verify holds one at a time.
+    data = np.arange(20 * MIB, dtype="<i8")
+    path = tmp_path / "d.b2nd"
+    b2store.asarray(data, str(path), chunks=(MIB // 2,))
+    result, peak = run_traced(cli, "verify", path)
+    assert result.code == 0 and "40 chunks checked, ok" in result.out, result
+    assert peak < 3 * 4 * MIB + SMALL
+
+
+def test_verify_refuses_a_chunk_past_the_limit_without_decoding_it():
+    from b2store.verification import _check_chunk
+
+    with pytest.raises(b2store.LimitError, match="Limits.max_chunk_nbytes"):
+        _check_chunk(special_chunk(SpecialValue.ZERO, 8 * MIB, 8), None, MIB, 0)
