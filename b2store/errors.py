@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["B2StoreError", "FormatError", "UnsupportedError"]
+__all__ = ["B2StoreError", "FormatError", "UnsupportedError", "LinkError"]
 
 
 class B2StoreError(Exception):
@@ -41,3 +41,15 @@ class UnsupportedError(B2StoreError, NotImplementedError):
         self.feature = feature
         self.ident = ident
         super().__init__(f"unsupported {feature} {ident!r}: b2store does not implement it")
+
+
+class LinkError(B2StoreError, PermissionError):
+    """A symbolic link inside a frame or tree being written: b2store writes never follow
+    one out of their target (the path a user gives may be a link; what is inside it may
+    not)."""
+
+    def __init__(self, path):
+        self.path = str(path)
+        super().__init__(
+            f"{path} is a symbolic link: b2store does not write through links in a frame or tree"
+        )

@@ -18,6 +18,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from . import _files
 from .chunk.decoder import chunk_info, decode_chunk
 from .constants import Filter, SplitMode
 from .errors import B2StoreError
@@ -82,7 +83,7 @@ def detect(path: str | os.PathLike) -> str:
         raise InputError(f"{path}: no such file or directory")
     if not p.is_file():
         raise InputError(f"{path}: not a regular file or directory")
-    with open(p, "rb") as fh:
+    with open(_files.open_regular(p), "rb") as fh:  # (never blocks on a FIFO)
         head = fh.read(16)
     if len(head) >= 10 and head[1:10] == MAGIC:
         return "frame"
@@ -401,7 +402,7 @@ def _count_special(records) -> dict:
 
 
 def _chunk_file_info(path) -> dict:
-    data = Path(path).read_bytes()
+    data = _files.read_regular(path)
     info = chunk_info(data)
     return {
         "kind": "chunk",
@@ -461,7 +462,7 @@ def open_arrays(path, *, dtype=None) -> Iterator[tuple[str, Any]]:
     viewed as ``dtype`` when given."""
     kind = detect(path)
     if kind == "chunk":
-        data = decode_chunk(Path(path).read_bytes())
+        data = decode_chunk(_files.read_regular(path))
         yield Path(path).name, _bytes_view(data, dtype)
     elif kind in ("frame", "sparse-frame"):
         obj = open_frame_path(path)

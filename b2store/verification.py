@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
+from . import _files
 from .chunk.decoder import decode_chunk
 from .errors import B2StoreError, FormatError
 from .inspection import detect, not_blosc, open_frame_path, zarr_arrays
@@ -128,7 +128,7 @@ def verify(path) -> dict:
     if kind == "chunk":
         count = 1
         try:
-            decode_chunk(Path(path).read_bytes())
+            decode_chunk(_files.read_regular(path))
         except Exception as exc:
             off = getattr(exc, "offset", None)
             problems.append(Problem(_error_text(exc), None, 0, off))

@@ -14,13 +14,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from .. import _platform
+from .. import _files, _platform
 from ..constants import MIN_HEADER_LENGTH
 from ..errors import B2StoreError, FormatError
 from .header import FrameHeader
@@ -130,11 +129,14 @@ class Backend:
 
 class _WriteLock:
     """A lock for one change at a time: threads of this process, then other processes (and
-    other handles of this one) through an OS file lock on ``path``."""
+    other handles of this one) through an OS file lock on ``path``. ``nofollow``: ``path``
+    is inside the frame (a sparse frame's lock file), so a link there is refused rather than
+    followed out of the frame (a contiguous frame locks itself, the path the user gave)."""
 
-    def __init__(self, path: Path, timeout: float = LOCK_TIMEOUT):
+    def __init__(self, path: Path, timeout: float = LOCK_TIMEOUT, *, nofollow: bool = False):
         self.path = path
         self.timeout = timeout
+        self.nofollow = nofollow
         self._thread_lock = threading.RLock()
         self._fd = -1
         self._depth = 0
@@ -155,7 +157,7 @@ class _WriteLock:
                     self._fd = -1
 
     def _acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _files.open_lock(self.path, nofollow=self.nofollow)
         deadline = time.monotonic() + self.timeout
         delay = 0.001
         while not _platform.try_lock(fd):
@@ -182,13 +184,4 @@ def _digest(data: bytes) -> bytes:
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    _files.write_atomic(path, data)

@@ -9,6 +9,7 @@ import contextlib
 from collections.abc import Iterable
 from pathlib import Path
 
+from .. import _files
 from ..constants import MIN_HEADER_LENGTH
 from ..errors import FormatError
 from .header import FrameHeader
@@ -43,7 +44,12 @@ class SparseFrame(Backend):
         self._index = FileSource.opened(self.directory / INDEX_NAME)
         self._frame_len = self._index.size
         self._next_id = 0
-        self._lock = _WriteLock(self.directory / LOCK_NAME, lock_timeout) if writable else None
+        self._lock = None
+        if writable:
+            # The lock file is inside the frame: a link there is refused, never followed.
+            self._lock = _WriteLock(self.directory / LOCK_NAME, lock_timeout, nofollow=True)
+            # Chunk and index files a killed writer was writing (their pid is gone).
+            _files.sweep(self.directory)
 
     @property
     def frame_len(self) -> int:
@@ -103,7 +109,7 @@ class SparseFrame(Backend):
     def read_chunk(self, entry: int, header: FrameHeader, field: str = "chunk offset") -> bytes:
         path = self.chunk_path(entry)
         try:
-            data = path.read_bytes()
+            data = _files.read_regular(path)
         except FileNotFoundError:
             raise FormatError(
                 "chunk file", f"{path.name} in {self.directory}", "no such file"
