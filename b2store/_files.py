@@ -71,12 +71,20 @@ def _kind(mode: int) -> str:
 
 
 def check_regular(fd: int, path) -> os.stat_result:
-    """``fstat(fd)``, refusing (and closing ``fd``) anything but a regular file."""
+    """``fstat(fd)``, refusing anything but a regular file (the caller closes ``fd``)."""
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
         raise FormatError("file type", f"a regular file at {path}", _kind(st.st_mode))
     return st
+
+
+def _checked(fd: int, path) -> int:
+    try:
+        check_regular(fd, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _opened(path, flags: int, mode: int = 0o666, *, nofollow: bool) -> int:
@@ -102,26 +110,24 @@ def open_regular(path, *, nofollow: bool = False) -> int:
     """A read-only descriptor on the regular file at ``path``: opened without blocking (a
     FIFO with no writer would block ``open`` forever), then checked with ``fstat``. With
     ``nofollow`` a symbolic link at ``path`` itself is refused too."""
-    fd = _opened(path, os.O_RDONLY | _NONBLOCK, nofollow=nofollow)
-    check_regular(fd, path)
-    return fd
+    return _checked(_opened(path, os.O_RDONLY | _NONBLOCK, nofollow=nofollow), path)
 
 
 def read_regular(path, *, nofollow: bool = False, max_nbytes: int | None = None) -> bytes:
     """The whole regular file at ``path`` (see :func:`open_regular`); ``max_nbytes`` refuses
     a larger one before reading it."""
-    fd = open_regular(path, nofollow=nofollow)
+    fd = _opened(path, os.O_RDONLY | _NONBLOCK, nofollow=nofollow)
     try:
-        size = os.fstat(fd).st_size
+        size = check_regular(fd, path).st_size
         if max_nbytes is not None and size > max_nbytes:
             raise FormatError("file size", f"at most {max_nbytes} bytes at {path}", size)
-        parts, at = [], 0
-        while True:
-            part = os.pread(fd, max(size - at, 1 << 16), at)
-            if not part:
-                return b"".join(parts)
-            parts.append(part)
-            at += len(part)
+        data = os.pread(fd, size, 0)
+        if len(data) == size:  # (as large as fstat said: one more read finds the end)
+            more = os.pread(fd, 1 << 16, size)
+            while more:  # it grew since
+                data += more
+                more = os.pread(fd, 1 << 16, len(data))
+        return data
     finally:
         os.close(fd)
 
@@ -129,17 +135,14 @@ def read_regular(path, *, nofollow: bool = False, max_nbytes: int | None = None)
 def open_writable(path, *, nofollow: bool = False) -> int:
     """A read-write descriptor on the existing regular file at ``path`` (see
     :func:`open_regular`)."""
-    fd = _opened(path, os.O_RDWR | _NONBLOCK, nofollow=nofollow)
-    check_regular(fd, path)
-    return fd
+    return _checked(_opened(path, os.O_RDWR | _NONBLOCK, nofollow=nofollow), path)
 
 
 def open_lock(path, *, nofollow: bool = True) -> int:
     """A read-write descriptor on the lock file at ``path``, created if missing; a link at
     ``path`` (with ``nofollow``) or anything but a regular file there is refused."""
     fd = _opened(path, os.O_RDWR | os.O_CREAT | _NONBLOCK, 0o644, nofollow=nofollow)
-    check_regular(fd, path)
-    return fd
+    return _checked(fd, path)
 
 
 # --- temporaries ---------------------------------------------------------------------------
@@ -228,8 +231,11 @@ def sweep(directory, name: str | None = None) -> list[str]:
     except OSError:
         return removed
     for entry in entries:
+        if entry[:1] != "." or (name is not None and name not in entry):
+            continue  # (cheap: most entries of a directory are not temporaries)
         m = _TEMP.match(entry)
-        if m is None or (name is not None and not m["name"].startswith(name)):
+        # (a temporary's name may be a temporary's name: a frame staged for ``name``)
+        if m is None or (name is not None and not m["name"].lstrip(".").startswith(name)):
             continue
         if _pid_alive(int(m["pid"])):
             continue

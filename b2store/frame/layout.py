@@ -106,6 +106,10 @@ class Backend:
     def discard(self, entries: Iterable[int]) -> None:
         """Free stored chunks the published index no longer names."""
 
+    def sweep_orphans(self, offsets) -> None:
+        """Under the writer lock: free stored chunks that ``offsets`` (the published index)
+        does not name, left by a writer killed before it published them."""
+
     def adopt(self, header: FrameHeader) -> None:
         """Take ``header`` (just read or just written) as the state this handle knows."""
 

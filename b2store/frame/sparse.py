@@ -6,6 +6,8 @@ files the index no longer names are removed after that."""
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -26,6 +28,8 @@ from .sources import FileSource, local_path
 
 __all__ = ["SparseFrame"]
 
+_CHUNK_FILE = re.compile(r"^[0-9A-F]{8}\.chunk$")
+
 
 class SparseFrame(Backend):
     """``chunks.b2frame`` (header, offsets index, trailer) and one ``%08X.chunk`` file per
@@ -44,6 +48,7 @@ class SparseFrame(Backend):
         self._index = FileSource.opened(self.directory / INDEX_NAME)
         self._frame_len = self._index.size
         self._next_id = 0
+        self._swept = False
         self._lock = None
         if writable:
             # The lock file is inside the frame: a link there is refused, never followed.
@@ -186,6 +191,18 @@ class SparseFrame(Backend):
         old, self._index = self._index, FileSource.opened(self.directory / INDEX_NAME)
         old.close()
         self._frame_len = len(frame)
+
+    def sweep_orphans(self, offsets) -> None:
+        # Once per handle (a directory listing): chunk files a killed writer stored and
+        # never published. Readers never name them (ids only grow, see store()).
+        if self._swept:
+            return
+        self._swept = True
+        named = {int(e) for e in offsets if e >= 0}
+        for entry in os.listdir(self.directory):
+            if _CHUNK_FILE.match(entry) and int(entry[:8], 16) not in named:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.directory / entry)
 
     def discard(self, entries: Iterable[int]) -> None:
         for entry in entries:
