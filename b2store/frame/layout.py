@@ -135,12 +135,17 @@ class _WriteLock:
     """A lock for one change at a time: threads of this process, then other processes (and
     other handles of this one) through an OS file lock on ``path``. ``nofollow``: ``path``
     is inside the frame (a sparse frame's lock file), so a link there is refused rather than
-    followed out of the frame (a contiguous frame locks itself, the path the user gave)."""
+    followed out of the frame (a contiguous frame locks itself, the path the user gave).
+
+    A lock file of its own (``nofollow``) also keeps, in its byte 8, whether a change is
+    under way: found set when the lock is taken (``unfinished``), the last holder died or
+    failed mid-change and may have left files behind for this one to sweep."""
 
     def __init__(self, path: Path, timeout: float = LOCK_TIMEOUT, *, nofollow: bool = False):
         self.path = path
         self.timeout = timeout
         self.nofollow = nofollow
+        self.unfinished = False
         self._thread_lock = threading.RLock()
         self._fd = -1
         self._depth = 0
@@ -151,14 +156,20 @@ class _WriteLock:
             if self._depth == 0:
                 self._acquire()
             self._depth += 1
+            done = False
             try:
                 yield
+                done = True
             finally:
                 self._depth -= 1
                 if self._depth == 0:
-                    _platform.unlock(self._fd)
-                    os.close(self._fd)
-                    self._fd = -1
+                    fd, self._fd = self._fd, -1
+                    try:
+                        if done and self.nofollow:
+                            os.pwrite(fd, b"\0", 8)  # the change is over
+                    finally:
+                        _platform.unlock(fd)
+                        os.close(fd)
 
     def _acquire(self) -> None:
         fd = _files.open_lock(self.path, nofollow=self.nofollow)
@@ -172,6 +183,14 @@ class _WriteLock:
                 )
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
+        if self.nofollow:
+            try:  # (a lock file of an older b2store has no byte 8: unknown, so unfinished)
+                self.unfinished = os.pread(fd, 1, 8) != b"\0"
+                os.pwrite(fd, b"\1", 8)
+            except BaseException:
+                _platform.unlock(fd)
+                os.close(fd)
+                raise
         self._fd = fd
 
     def next_id(self) -> int:

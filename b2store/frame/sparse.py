@@ -48,13 +48,10 @@ class SparseFrame(Backend):
         self._index = FileSource.opened(self.directory / INDEX_NAME)
         self._frame_len = self._index.size
         self._next_id = 0
-        self._swept = False
         self._lock = None
         if writable:
             # The lock file is inside the frame: a link there is refused, never followed.
             self._lock = _WriteLock(self.directory / LOCK_NAME, lock_timeout, nofollow=True)
-            # Chunk and index files a killed writer was writing (their pid is gone).
-            _files.sweep(self.directory)
 
     @property
     def frame_len(self) -> int:
@@ -193,13 +190,19 @@ class SparseFrame(Backend):
         self._frame_len = len(frame)
 
     def sweep_orphans(self, offsets) -> None:
-        # Once per handle (a directory listing): chunk files a killed writer stored and
-        # never published. Readers never name them (ids only grow, see store()).
-        if self._swept:
+        # Only when the last change did not finish (its writer was killed, or it failed):
+        # one listing of the directory, under the writer lock, removes its chunk and index
+        # temporaries (their pid is gone or is this process's, after a failure: see
+        # b2store._files) and the chunk files it stored and never published (no reader
+        # names them: ids only grow, see store()).
+        if not self._lock.unfinished:
             return
-        self._swept = True
-        named = {int(e) for e in offsets if e >= 0}
-        for entry in os.listdir(self.directory):
+        self._lock.unfinished = False
+        entries = os.listdir(self.directory)
+        if any(e[:1] == "." and e.endswith(".tmp") for e in entries):
+            _files.sweep(self.directory)
+        named = set(offsets[offsets >= 0].tolist())
+        for entry in entries:
             if _CHUNK_FILE.match(entry) and int(entry[:8], 16) not in named:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.directory / entry)

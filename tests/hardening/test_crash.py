@@ -384,3 +384,33 @@ def test_a_failed_convert_leaves_no_partial_output(tmp_path, monkeypatch, after)
     # (the traceback pytest keeps holds the source's memory map: only the output counts)
     left = [os.readlink(f"/proc/self/fd/{f}") for f in _open_fds() - fds]
     assert [p for p in left if "x.b2nd" in p] == []
+
+
+def test_a_failed_change_of_a_sparse_frame_is_swept_by_the_next_one(tmp_path, monkeypatch):
+    # Chunk files stored by a change that failed before publishing (here the disk filled
+    # up at the third file) are named by no index; the next change removes them.
+    import errno
+
+    from b2store.frame import sparse
+
+    path = tmp_path / "s.b2frame"
+    create(path, "schunk", False)
+    committed = state_of(path, "schunk")
+    real, count = sparse._atomic_write, [0]
+
+    def atomic_write(p, data):
+        count[0] += 1
+        if count[0] > 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(p, data)
+
+    chunks = [b2store.encode_chunk(np.full(steps.N, v, "<i4"), typesize=4) for v in (7, 8, 9)]
+    with SChunk.open(path, mode="a") as s:
+        with monkeypatch.context() as m:
+            m.setattr(sparse, "_atomic_write", atomic_write)
+            with pytest.raises(OSError, match="No space"):
+                s.extend_chunks(chunks)
+        assert len(temporaries(path)) == 2  # stored, never published
+        s.update_chunk(0, s.get_chunk(0))  # the next change
+    assert temporaries(path) == []
+    assert state_of(path, "schunk") == committed
