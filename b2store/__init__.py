@@ -8,7 +8,7 @@ from .chunk.decoder import chunk_info, decode_chunk
 from .chunk.encoder import encode_chunk
 from .chunk.header import ChunkInfo
 from .constants import Codec, Filter, SpecialValue, SplitMode
-from .errors import B2StoreError, FormatError, RemoteError, UnsupportedError
+from .errors import B2StoreError, FormatError, LinkError, RemoteError, UnsupportedError
 from .frame.backends import WriterLockedError
 from .frame.schunk import FrameClosedError, SChunk
 from .limits import LimitError, Limits
@@ -37,6 +37,7 @@ __all__ = [
     "SplitMode",
     "SpecialValue",
     "B2StoreError",
+    "LinkError",
     "FormatError",
     "UnsupportedError",
     "RemoteError",

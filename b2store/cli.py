@@ -16,7 +16,7 @@ from importlib import resources
 
 import numpy as np
 
-from . import __version__
+from . import __version__, _files
 from .chunk.decoder import chunk_info, decode_chunk
 from .errors import B2StoreError
 from .limits import DEFAULT_LIMITS
@@ -181,8 +181,7 @@ def _verify(args) -> int:
 
 
 def _decode(args) -> int:
-    with open(args.path, "rb") as f:
-        decoded = decode_chunk(f.read())
+    decoded = decode_chunk(_files.read_regular(args.path))
     out = sys.stdout.buffer if args.output == "-" else open(args.output, "wb")
     with out:
         out.write(np.ascontiguousarray(decoded).tobytes())

@@ -484,6 +484,12 @@ def convert(
                 _array_to(obj, dst, dst_kind, attrs or {}, opts, bar)
             else:
                 _dataset_to(obj, dst, dst_kind, opts, bar)
+        except BaseException:
+            # What was written so far looks whole (a b2nd array is made at its full shape,
+            # then filled): remove it rather than leave data that is silently wrong.
+            if os.path.lexists(dst):
+                _remove(dst)
+            raise
         finally:
             bar.close()
     finally:

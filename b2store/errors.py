@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["B2StoreError", "FormatError", "RemoteError", "UnsupportedError"]
+__all__ = ["B2StoreError", "FormatError", "LinkError", "RemoteError", "UnsupportedError"]
 
 
 class B2StoreError(Exception):
@@ -70,3 +70,15 @@ class RemoteError(B2StoreError, OSError):
         answer = f"HTTP {status}" if status is not None else "no complete answer"
         after = f" (tried {tries} times)" if tries > 1 else ""
         super().__init__(f"reading {url} failed: {answer}: {reason}{after}")
+
+
+class LinkError(B2StoreError, PermissionError):
+    """A symbolic link inside a frame or tree being written: b2store writes never follow
+    one out of their target (the path a user gives may be a link; what is inside it may
+    not)."""
+
+    def __init__(self, path):
+        self.path = str(path)
+        super().__init__(
+            f"{path} is a symbolic link: b2store does not write through links in a frame or tree"
+        )

@@ -18,6 +18,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from . import _files
 from .chunk.decoder import chunk_info, decode_chunk
 from .chunk.header import ChunkHeader
 from .constants import Filter, SplitMode
@@ -84,7 +85,7 @@ def detect(path: str | os.PathLike) -> str:
         raise InputError(f"{path}: no such file or directory")
     if not p.is_file():
         raise InputError(f"{path}: not a regular file or directory")
-    with open(p, "rb") as fh:
+    with open(_files.open_regular(p), "rb") as fh:  # (never blocks on a FIFO)
         head = fh.read(FRAME_PREFIX_LENGTH)
     if len(head) >= 10 and head[1:10] == MAGIC:
         return "frame"
@@ -433,7 +434,7 @@ def _count_special(records) -> dict:
 
 
 def _chunk_file_info(path) -> dict:
-    data = Path(path).read_bytes()
+    data = _files.read_regular(path)
     info = chunk_info(data)
     return {
         "kind": "chunk",
@@ -498,7 +499,7 @@ def open_arrays(path, *, dtype=None) -> Iterator[tuple[str, Any]]:
     viewed as ``dtype`` when given."""
     kind = detect(path)
     if kind == "chunk":
-        data = Path(path).read_bytes()
+        data = _files.read_regular(path)
         # Decoded only when indexed, after the caller checked the selection's size: the
         # header's nbytes is all the shape needs (a 32-byte chunk may say 1 GiB).
         nbytes = chunk_info(data).nbytes

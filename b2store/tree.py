@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _files
 from .errors import FormatError
 from .frame import remote
 from .limits import LimitError, Limits, resolve
@@ -109,8 +110,12 @@ class _Files:
                 self.join(rel), self.fs.cat_file, self._fspath(rel), start=start, end=start + size
             )
         else:
-            with open(self.root / rel, "rb") as fh:
-                data = os.pread(fh.fileno(), size, start)
+            # Non-blocking, and only a regular file: a FIFO or device member never blocks.
+            fd = _files.open_regular(self.root / rel)
+            try:
+                data = os.pread(fd, size, start)
+            finally:
+                os.close(fd)
         if len(data) != size:
             raise FormatError(rel or "file", f"{size} bytes at {start}", f"{len(data)} bytes")
         return data

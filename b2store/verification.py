@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
+from . import _files
 from .chunk.decoder import decode_chunk
 from .errors import B2StoreError, FormatError
 from .inspection import detect, not_blosc, open_frame_path, zarr_arrays
@@ -154,7 +154,7 @@ def verify(path) -> dict:
     if kind == "chunk":
         count = 1
         try:
-            data = Path(path).read_bytes()
+            data = _files.read_regular(path)
             if _check_chunk(data, None, DEFAULT_LIMITS.max_chunk_nbytes, 0) is not None:
                 decode_chunk(data)
         except Exception as exc:

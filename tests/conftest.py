@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from helpers import CORPUS, corpus_absent_reason, holds_absent_corpus
 from hypothesis import HealthCheck, settings
+from zarr_pipelines import zarr_pipeline  # noqa: F401 (a fixture: the codec pipelines)
 
 import b2store
 

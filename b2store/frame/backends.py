@@ -12,6 +12,7 @@ import os
 import threading
 from collections.abc import Callable
 
+from .. import _files
 from ..constants import MIN_HEADER_LENGTH
 from ..errors import B2StoreError, FormatError
 from ..limits import Limits, resolve
@@ -139,7 +140,7 @@ class ContiguousFrame(Backend):
             head = bytes(self._buf[:HEADER_FIXED_LEN])
             header_len = _header_len(head)
             return bytes(self._buf[:header_len]) if header_len else head
-        with open(self._source.path, "rb") as fh:
+        with open(_files.open_regular(self._source.path), "rb") as fh:
             head = fh.read(HEADER_FIXED_LEN)
             header_len = _header_len(head)
             return head + fh.read(header_len - len(head)) if header_len else head
@@ -152,7 +153,7 @@ class ContiguousFrame(Backend):
             self._buf[offset:end] = data
             return
         if self._wfd < 0:
-            self._wfd = os.open(self._source.path, os.O_RDWR)
+            self._wfd = _files.open_writable(self._source.path)
         written = os.pwrite(self._wfd, data, offset)
         if written != len(data):
             raise OSError(f"short write to {self.name}: {written} of {len(data)} bytes")

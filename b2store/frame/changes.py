@@ -61,6 +61,9 @@ class Changes:
         with self._backend.locked() as changed:
             if changed:
                 self._load(read_header(self._backend, self.limits))
+            # Under the lock no other writer has chunks stored and unpublished: stored chunks
+            # the index does not name were left by a killed writer.
+            self._backend.sweep_orphans(self.offsets)
             yield
 
     def append_data(self, data) -> int:

@@ -14,13 +14,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from .. import _platform
+from .. import _files, _platform
 from ..constants import MIN_HEADER_LENGTH
 from ..errors import B2StoreError, FormatError
 from .header import FrameHeader
@@ -107,6 +106,10 @@ class Backend:
     def discard(self, entries: Iterable[int]) -> None:
         """Free stored chunks the published index no longer names."""
 
+    def sweep_orphans(self, offsets) -> None:
+        """Under the writer lock: free stored chunks that ``offsets`` (the published index)
+        does not name, left by a writer killed before it published them."""
+
     def adopt(self, header: FrameHeader) -> None:
         """Take ``header`` (just read or just written) as the state this handle knows."""
 
@@ -137,11 +140,19 @@ class Backend:
 
 class _WriteLock:
     """A lock for one change at a time: threads of this process, then other processes (and
-    other handles of this one) through an OS file lock on ``path``."""
+    other handles of this one) through an OS file lock on ``path``. ``nofollow``: ``path``
+    is inside the frame (a sparse frame's lock file), so a link there is refused rather than
+    followed out of the frame (a contiguous frame locks itself, the path the user gave).
 
-    def __init__(self, path: Path, timeout: float = LOCK_TIMEOUT):
+    A lock file of its own (``nofollow``) also keeps, in its byte 8, whether a change is
+    under way: found set when the lock is taken (``unfinished``), the last holder died or
+    failed mid-change and may have left files behind for this one to sweep."""
+
+    def __init__(self, path: Path, timeout: float = LOCK_TIMEOUT, *, nofollow: bool = False):
         self.path = path
         self.timeout = timeout
+        self.nofollow = nofollow
+        self.unfinished = False
         self._thread_lock = threading.RLock()
         self._fd = -1
         self._depth = 0
@@ -152,17 +163,23 @@ class _WriteLock:
             if self._depth == 0:
                 self._acquire()
             self._depth += 1
+            done = False
             try:
                 yield
+                done = True
             finally:
                 self._depth -= 1
                 if self._depth == 0:
-                    _platform.unlock(self._fd)
-                    os.close(self._fd)
-                    self._fd = -1
+                    fd, self._fd = self._fd, -1
+                    try:
+                        if done and self.nofollow:
+                            os.pwrite(fd, b"\0", 8)  # the change is over
+                    finally:
+                        _platform.unlock(fd)
+                        os.close(fd)
 
     def _acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _files.open_lock(self.path, nofollow=self.nofollow)
         deadline = time.monotonic() + self.timeout
         delay = 0.001
         while not _platform.try_lock(fd):
@@ -173,6 +190,14 @@ class _WriteLock:
                 )
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
+        if self.nofollow:
+            try:  # (a lock file of an older b2store has no byte 8: unknown, so unfinished)
+                self.unfinished = os.pread(fd, 1, 8) != b"\0"
+                os.pwrite(fd, b"\1", 8)
+            except BaseException:
+                _platform.unlock(fd)
+                os.close(fd)
+                raise
         self._fd = fd
 
     def next_id(self) -> int:
@@ -189,13 +214,4 @@ def _digest(data: bytes) -> bytes:
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    _files.write_atomic(path, data)

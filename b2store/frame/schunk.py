@@ -12,13 +12,12 @@ import hashlib
 import os
 import shutil
 import threading
-import uuid
 from collections.abc import Iterator, Mapping, MutableMapping
 from pathlib import Path
 
 import numpy as np
 
-from .. import _platform
+from .. import _files, _platform
 from .._userpath import names_user_path
 from ..chunk.decoder import decode_chunk
 from ..chunk.encoder import (
@@ -277,11 +276,13 @@ class SChunk(Changes, BlockReads):
         # Made beside the path and renamed into place: a process killed meanwhile leaves
         # the old content or none, never a half-written frame.
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.new"
-        tmp.mkdir()  # (not mkdtemp: a sparse frame's directory keeps the umask's mode)
+        _files.sweep(path.parent, path.name)  # what killed writers of this path left
+        # (not mkdtemp: a sparse frame's directory keeps the umask's mode). Locked while
+        # this process makes it, so no other writer's sweep takes it.
+        held, tmp = _files.make_temp_dir(path.parent, path.name, "new")
         try:
             made = tmp / "frame" if contiguous else tmp
-            with open(made / INDEX_NAME if not contiguous else made, "wb") as fh:
+            with open(made / INDEX_NAME if not contiguous else made, "xb") as fh:
                 fh.write(frame)
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -289,6 +290,7 @@ class SChunk(Changes, BlockReads):
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
+            os.close(held)
         if contiguous:
             return cls(ContiguousFrame(FileSource(path), writable=True), header)
         return cls(SparseFrame(path, writable=True), header)
@@ -557,7 +559,10 @@ def staging_path(path) -> Path:
     path = local_path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _forget_cached(path)
-    return path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.new"
+    # A killed writer's staged frame is never renamed into place: the next writer of the
+    # path removes it (its name carries the dead writer's pid; see b2store._files).
+    _files.sweep(path.parent, path.name)
+    return _files.temp_name(path.parent, path.name, "new")
 
 
 def _forget_cached(path: Path) -> None:

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from .. import _files
 from ..errors import FormatError
 from . import remote
 
@@ -97,7 +98,7 @@ class FileSource(ByteSource):
     def opened(cls, path) -> FileSource:
         """The file at ``path`` opened now, its size read from the open descriptor: a file
         replaced by rename meanwhile cannot pair one file's size with another's bytes."""
-        fd = os.open(local_path(path), os.O_RDONLY)
+        fd = _files.open_regular(local_path(path))
         try:
             source = cls(path, size=os.fstat(fd).st_size)
         except BaseException:
@@ -108,7 +109,8 @@ class FileSource(ByteSource):
 
     def _descriptor(self) -> int:
         if self._fd < 0:
-            self._fd = os.open(self.path, os.O_RDONLY)
+            # Never blocks: a FIFO or a device where a frame should be is refused.
+            self._fd = _files.open_regular(self.path)
         return self._fd
 
     def read(self, offset: int, size: int) -> bytes:

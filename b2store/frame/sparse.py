@@ -6,9 +6,12 @@ files the index no longer names are removed after that."""
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from .. import _files
 from ..constants import MIN_HEADER_LENGTH
 from ..errors import FormatError
 from .header import FrameHeader
@@ -24,6 +27,8 @@ from .layout import (
 from .sources import FileSource, local_path
 
 __all__ = ["SparseFrame"]
+
+_CHUNK_FILE = re.compile(r"^[0-9A-F]{8}\.chunk$")
 
 
 class SparseFrame(Backend):
@@ -43,7 +48,10 @@ class SparseFrame(Backend):
         self._index = FileSource.opened(self.directory / INDEX_NAME)
         self._frame_len = self._index.size
         self._next_id = 0
-        self._lock = _WriteLock(self.directory / LOCK_NAME, lock_timeout) if writable else None
+        self._lock = None
+        if writable:
+            # The lock file is inside the frame: a link there is refused, never followed.
+            self._lock = _WriteLock(self.directory / LOCK_NAME, lock_timeout, nofollow=True)
 
     @property
     def frame_len(self) -> int:
@@ -103,7 +111,7 @@ class SparseFrame(Backend):
     def read_chunk(self, entry: int, header: FrameHeader, field: str = "chunk offset") -> bytes:
         path = self.chunk_path(entry)
         try:
-            data = path.read_bytes()
+            data = _files.read_regular(path)
         except FileNotFoundError:
             raise FormatError(
                 "chunk file", f"{path.name} in {self.directory}", "no such file"
@@ -180,6 +188,24 @@ class SparseFrame(Backend):
         old, self._index = self._index, FileSource.opened(self.directory / INDEX_NAME)
         old.close()
         self._frame_len = len(frame)
+
+    def sweep_orphans(self, offsets) -> None:
+        # Only when the last change did not finish (its writer was killed, or it failed):
+        # one listing of the directory, under the writer lock, removes its chunk and index
+        # temporaries (their pid is gone or is this process's, after a failure: see
+        # b2store._files) and the chunk files it stored and never published (no reader
+        # names them: ids only grow, see store()).
+        if not self._lock.unfinished:
+            return
+        self._lock.unfinished = False
+        entries = os.listdir(self.directory)
+        if any(e[:1] == "." and e.endswith(".tmp") for e in entries):
+            _files.sweep(self.directory)
+        named = set(offsets[offsets >= 0].tolist())
+        for entry in entries:
+            if _CHUNK_FILE.match(entry) and int(entry[:8], 16) not in named:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.directory / entry)
 
     def discard(self, entries: Iterable[int]) -> None:
         for entry in entries:

@@ -15,12 +15,12 @@ from __future__ import annotations
 import base64
 import json
 import math
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from .. import _files
 from ..errors import UnsupportedError
 from ..tree import open_frame
 
@@ -255,10 +255,8 @@ class B2ndParser:
 
         self.sidecar_dir.mkdir(parents=True, exist_ok=True)
         path = self.sidecar_dir / f"{hashlib.sha256(chunk).hexdigest()[:32]}.b2chunk"
-        if not path.exists():
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_bytes(chunk)
-            os.replace(tmp, path)
+        if not path.exists():  # (never through a link planted at a temporary's name)
+            _files.write_atomic(path, chunk)
         return {"path": path.as_uri(), "offset": 0, "length": len(chunk)}
 
 

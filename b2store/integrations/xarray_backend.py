@@ -31,6 +31,8 @@ from xarray.backends.common import (
     datatree_from_dict_with_io_cleanup,
 )
 
+from .. import _files
+from ..errors import FormatError
 from ..limits import Limits, resolve
 from .xarray_conventions import (  # noqa: F401 - DIMENSION_KEY etc. re-exported
     DIMENSION_KEY,
@@ -77,10 +79,10 @@ def _is_remote(path: str) -> bool:
 
 
 def _has_magic(path: Path) -> bool:
-    try:
-        with open(path, "rb") as fh:
+    try:  # (a FIFO or a device is not a frame: never opened so that it could block)
+        with open(_files.open_regular(path), "rb") as fh:
             head = fh.read(10)
-    except OSError:
+    except (OSError, FormatError):
         return False
     return len(head) == 10 and head[1:10] == _MAGIC
 
@@ -136,9 +138,9 @@ def _foreign_frame(path: str) -> bool:
 
 def _is_zip(path: Path) -> bool:
     try:
-        with open(path, "rb") as fh:
+        with open(_files.open_regular(path), "rb") as fh:
             return fh.read(4) == b"PK\x03\x04"
-    except OSError:
+    except (OSError, FormatError):
         return False
 
 

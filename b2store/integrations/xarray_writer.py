@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import os
 import shutil
-import tempfile
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,7 +19,7 @@ import numpy as np
 import xarray as xr
 from xarray import conventions
 
-from .. import _platform
+from .. import _files, _platform
 from .._userpath import names_user_path
 from ..chunk.encoder import writable_dtype
 from ..frame.schunk import SChunk
@@ -121,7 +120,10 @@ def to_b2nd(
     layout = _layout(groups, path, layout)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
+    # Built in a new directory beside the target (its name carries this process's pid and
+    # it is locked while this process lives); what killed writers left there goes first.
+    _files.sweep(target.parent, target.name)
+    held, work = _files.make_temp_dir(target.parent, target.name)
     try:
         if layout == "frame":
             built = work / target.name
@@ -134,6 +136,7 @@ def to_b2nd(
         _replace(built, target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        os.close(held)
     return path
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 import msgpack
 import numpy as np
 
+from .. import _files
 from .._userpath import names_user_path
 from ..chunk.encoder import special_chunk
 from ..constants import SpecialValue
@@ -125,17 +126,9 @@ class Writer:
     def _frame_path(self, node: str) -> Path:
         if self.single:
             return self.root
-        path = self.root / f"{node}.b2nd"
         # Never write through a symbolic link: one planted in the tree (the frame, or a
         # group directory) could point anywhere outside it.
-        at = path
-        while at != self.root:
-            if at.is_symlink():
-                raise PermissionError(
-                    f"{at} is a symbolic link: b2store does not write through links in a tree"
-                )
-            at = at.parent
-        return path
+        return _files.refuse_links(self.root, self.root / f"{node}.b2nd")
 
     def _check_node(self, node: str) -> None:
         parts = node.split("/") if node else []
@@ -311,6 +304,7 @@ class Writer:
         if self.single:
             return  # the group view's root: nothing to store
         directory = self.root / node if node else self.root
+        _files.refuse_links(self.root, directory / VLMETA_NAME)  # a group directory, too
         directory.mkdir(parents=True, exist_ok=True)
         if not node:
             self._ensure_embed()
@@ -487,9 +481,10 @@ class Writer:
         elif self.single:
             pass
         else:
-            (self.root / node / VLMETA_NAME if node else self.root / VLMETA_NAME).unlink(
-                missing_ok=True
-            )
+            path = self.root / node / VLMETA_NAME if node else self.root / VLMETA_NAME
+            # (unlink removes a link itself; a linked group directory is refused)
+            _files.refuse_links(self.root, path.parent)
+            path.unlink(missing_ok=True)
         self.store._invalidate()
 
     @names_user_path
@@ -508,7 +503,7 @@ class Writer:
                 if node == prefix or node.startswith(prefix + "/"):
                     self._delete_node(node)
             if not self.single and (self.root / prefix).is_dir():
-                shutil.rmtree(self.root / prefix)
+                shutil.rmtree(_files.refuse_links(self.root, self.root / prefix))
             self.store._invalidate()
             return
         # A chunk prefix ("arr/c"): every chunk becomes the fill value.

@@ -7,7 +7,10 @@ defaults (Zstd, clevel 5, shuffle), and constant chunks are stored as special ch
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -138,6 +141,25 @@ def _new(shape, dtype, urlpath, opts: _Options):
     return schunk, b2nd, cparams
 
 
+@contextlib.contextmanager
+def _removed_on_error(schunk):
+    """On any error while a new array is written (a full disk, an interrupt), close its
+    staged frame and remove it: neither its descriptor (which would pin a deleted file's
+    space) nor its file outlives the error. The path it was to replace is left as it was."""
+    try:
+        yield
+    except BaseException:
+        staged = schunk.urlpath if getattr(schunk, "_final_path", None) is not None else None
+        schunk.close()
+        if staged is not None:
+            if os.path.isdir(staged) and not os.path.islink(staged):
+                shutil.rmtree(staged, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(staged)
+        raise
+
+
 def _finish(schunk, b2nd, vlmeta) -> B2ndArray:
     arr = B2ndArray(schunk, b2nd)
     if vlmeta:
@@ -225,9 +247,10 @@ def asarray(
 def _from_array(data: np.ndarray, urlpath, opts: _Options) -> B2ndArray:
     dtype = _check_dtype(data.dtype)
     schunk, b2nd, cparams = _new(data.shape, dtype, urlpath, opts)
-    if data.size:
-        schunk.extend_chunks(encode_chunks(data, b2nd, cparams, opts.nthreads))
-    return _finish(schunk, b2nd, opts.vlmeta)
+    with _removed_on_error(schunk):
+        if data.size:
+            schunk.extend_chunks(encode_chunks(data, b2nd, cparams, opts.nthreads))
+        return _finish(schunk, b2nd, opts.vlmeta)
 
 
 def encode_chunks(data: np.ndarray, b2nd: B2ndMeta, cparams: dict, nthreads=None):
@@ -300,12 +323,13 @@ def frombuffer(
 
 def _filled(kind, shape, dtype, value: bytes, urlpath, opts: _Options) -> B2ndArray:
     schunk, b2nd, cparams = _new(shape, dtype, urlpath, opts)
-    if math.prod(b2nd.shape):
-        nbytes = chunk_nitems(b2nd.chunkshape, b2nd.blockshape) * b2nd.dtype.itemsize
-        chunk = special_chunk(kind, nbytes, b2nd.dtype.itemsize, value, cparams.blocksize)
-        n = math.prod(chunk_grid(b2nd.shape, b2nd.chunkshape))
-        schunk.extend_chunks([chunk] * n)
-    return _finish(schunk, b2nd, opts.vlmeta)
+    with _removed_on_error(schunk):
+        if math.prod(b2nd.shape):
+            nbytes = chunk_nitems(b2nd.chunkshape, b2nd.blockshape) * b2nd.dtype.itemsize
+            chunk = special_chunk(kind, nbytes, b2nd.dtype.itemsize, value, cparams.blocksize)
+            n = math.prod(chunk_grid(b2nd.shape, b2nd.chunkshape))
+            schunk.extend_chunks([chunk] * n)
+        return _finish(schunk, b2nd, opts.vlmeta)
 
 
 @names_user_path

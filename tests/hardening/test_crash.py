@@ -117,7 +117,44 @@ def kill_cycle(path: Path, kind: str, start: int, rng: random.Random) -> tuple[i
     )
 
 
-def run_kills(tmp_path: Path, kind: str, contiguous: bool, kills: int, seed: int) -> int:
+def temporaries(path: Path) -> list[str]:
+    """The writers' temporaries beside ``path`` and inside it (a sparse frame, a tree)."""
+    from b2store._files import _TEMP
+
+    found = [p.name for p in path.parent.iterdir() if _TEMP.match(p.name)]
+    if path.is_dir():
+        found += [str(p.relative_to(path)) for p in path.rglob(".*") if _TEMP.match(p.name)]
+    if (path / "chunks.b2frame").is_file():  # and chunk files no index names
+        with SChunk.open(path) as s:
+            named = {f"{int(e):08X}.chunk" for e in s.offsets if e >= 0}
+        found += [p.name for p in path.glob("*.chunk") if p.name not in named]
+    return sorted(found)
+
+
+def write_once(path: Path, kind: str, k: int) -> None:
+    """A writer of this process after the kill, leaving the state the model has after step
+    ``k`` (a write of what is there already): it removes what killed writers left."""
+    if kind == "to_b2nd":
+        b2store.to_b2nd(steps.dataset(k), path)
+    elif kind.startswith("asarray"):
+        data = np.full((30, 20), k, "<i4")
+        b2store.asarray(data, path, chunks=(10, 10), contiguous=kind == "asarray").close()
+    elif kind == "zarr":
+        import zarr
+
+        z = zarr.open_array(b2store.B2ndStore(path, mode="a"), mode="a")
+        z[0, 0] = steps.replay(kind, k)[0][0, 0]
+    elif kind == "schunk":
+        with b2store.open(path, mode="a") as s:
+            s.update_chunk(0, s.get_chunk(0))
+    else:
+        with b2store.open(path, mode="a") as a:
+            a[0, 0] = a[0, 0]
+
+
+def run_kills(
+    tmp_path: Path, kind: str, contiguous: bool, kills: int, seed: int, left: list | None = None
+) -> int:
     rng = random.Random(seed)
     name = {"schunk": "s.b2frame", "to_b2nd": "t.b2d"}.get(kind, "a.b2nd")
     path = tmp_path / name
@@ -126,6 +163,14 @@ def run_kills(tmp_path: Path, kind: str, contiguous: bool, kills: int, seed: int
     for _ in range(kills):
         done, start = kill_cycle(path, kind, start, rng)
         total += done
+        # Whatever the killed child left, the next writer removes (and only that: a live
+        # writer's temporaries are kept, test_a_live_writers_temporaries_are_kept).
+        before = temporaries(path)
+        if left is not None:
+            left.extend(before)
+        write_once(path, kind, start)
+        assert temporaries(path) == [], f"left by a killed writer and not removed: {before}"
+        assert same(kind, state_of(path, kind), steps.replay(kind, start))
     if contiguous and kind in (
         "schunk",
         "array",
@@ -210,3 +255,162 @@ def test_a_torn_chunk_file_in_a_sparse_frame_is_never_named(tmp_path):
     with SChunk.open(path, mode="a") as s:
         s.append_data(np.full(steps.N, 8, "<i4"))
     assert state_of(path, "schunk")[0] == committed[0] + [8]
+
+
+# --- temporaries: failed writes, killed writers, live writers ---------------------------------
+
+
+def _open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else set()
+
+
+def _disk_full(monkeypatch, after: int = 0):
+    """Writes fail with ENOSPC after ``after`` successful ones (a full disk)."""
+    import errno
+
+    real, count = os.pwrite, [0]
+
+    def pwrite(fd, data, offset):
+        count[0] += 1
+        if count[0] > after:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    monkeypatch.setattr(os, "write", lambda fd, data: pwrite(fd, data, 0))
+
+
+@pytest.mark.parametrize("contiguous", [True, False], ids=["cframe", "sframe"])
+@pytest.mark.parametrize("writer", ["asarray", "zeros", "to_b2nd"])
+@pytest.mark.parametrize("after", [0, 1, 3])
+def test_a_failed_write_leaves_no_temporary_and_no_descriptor(
+    tmp_path, monkeypatch, writer, contiguous, after
+):
+    import errno
+
+    path = tmp_path / ("t.b2d" if writer == "to_b2nd" else "a.b2nd")
+    if writer == "to_b2nd":
+        b2store.to_b2nd(steps.dataset(1), path)
+        before = state_of(path, "to_b2nd")
+    else:
+        b2store.asarray(np.arange(600).reshape(30, 20), path, contiguous=contiguous).close()
+        before = b2store.open(path)[...]
+    fds = _open_fds()
+    with monkeypatch.context() as m:
+        _disk_full(m, after)
+        with pytest.raises(OSError) as info:
+            if writer == "asarray":
+                b2store.asarray(np.ones((30, 20)), path, chunks=(10, 10), contiguous=contiguous)
+            elif writer == "zeros":
+                b2store.full((30, 20), 3.0, urlpath=path, chunks=(10, 10), contiguous=contiguous)
+            else:
+                b2store.to_b2nd(steps.dataset(2), path)
+    assert info.value.errno == errno.ENOSPC
+    assert temporaries(path) == []
+    assert _open_fds() == fds  # no descriptor pins a deleted file's space
+    if writer == "to_b2nd":  # the old content is left as it was
+        assert state_of(path, "to_b2nd") == before
+    else:
+        np.testing.assert_array_equal(b2store.open(path)[...], before)
+
+
+HOLD = """
+import sys, time
+from b2store import _files
+fd, path = _files.create_temp(sys.argv[1], "a.b2nd")
+dfd, dpath = _files.make_temp_dir(sys.argv[1], "a.b2nd", "new")
+staged = _files.temp_name(sys.argv[1], "a.b2nd", "new")
+staged.write_bytes(b"a staged frame, not locked")
+print(path.name, dpath.name, staged.name, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_live_writers_temporaries_are_kept_and_a_killed_ones_removed(tmp_path):
+    from b2store import _files
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    child = start_child([sys.executable, "-c", HOLD, str(tmp_path)], env)
+    try:
+        names = child.stdout.readline().decode().split()
+        assert len(names) == 3, child.stderr.read().decode()[-2000:]
+        # A writer of the same target, in this process and in another one, while it lives.
+        assert _files.sweep(tmp_path, "a.b2nd") == []
+        b2store.asarray(np.arange(4), tmp_path / "a.b2nd").close()
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name != "a.b2nd") == sorted(names)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.communicate()
+    b2store.asarray(np.arange(4), tmp_path / "a.b2nd").close()  # the next writer
+    assert [p.name for p in tmp_path.iterdir()] == ["a.b2nd"]
+
+
+def test_a_temporary_whose_lock_is_held_is_kept_whatever_its_pid(tmp_path):
+    # A writer in another PID namespace (a container sharing the directory) has a pid this
+    # process cannot see: its lock keeps its temporary.
+    from b2store import _files
+
+    fd, path = _files.create_temp(tmp_path, "a.b2nd")
+    dead = path.with_name(path.name.replace(f".{os.getpid()}.", ".999999999."))
+    os.rename(path, dead)
+    try:
+        assert _files.sweep(tmp_path) == []
+        assert dead.exists()
+    finally:
+        os.close(fd)
+    assert _files.sweep(tmp_path) == [dead.name]
+
+
+@pytest.mark.parametrize("after", [0, 2, 5])
+def test_a_failed_convert_leaves_no_partial_output(tmp_path, monkeypatch, after):
+    # A b2nd output is made whole (zeros) and then filled: one left by a failed copy would
+    # read as data. It is removed, with its temporaries and descriptors.
+    import errno
+
+    from b2store.convert import convert
+
+    src, dst = tmp_path / "x.npy", tmp_path / "x.b2nd"
+    np.save(src, np.arange(20_000, dtype="f8").reshape(200, 100))
+    b2store.asarray(np.ones(3), dst).close()  # replaced with overwrite=True
+    fds = _open_fds()
+    with monkeypatch.context() as m:
+        m.setattr("b2store.convert.NPY_PIECE_BYTES", 8_000, raising=False)
+        _disk_full(m, after)
+        with pytest.raises(OSError) as info:
+            convert(src, dst, chunks=(20, 100), overwrite=True, progress=False)
+    assert info.value.errno == errno.ENOSPC
+    assert not os.path.lexists(dst)
+    assert temporaries(dst) == []
+    # (the traceback pytest keeps holds the source's memory map: only the output counts)
+    left = [os.readlink(f"/proc/self/fd/{f}") for f in _open_fds() - fds]
+    assert [p for p in left if "x.b2nd" in p] == []
+
+
+def test_a_failed_change_of_a_sparse_frame_is_swept_by_the_next_one(tmp_path, monkeypatch):
+    # Chunk files stored by a change that failed before publishing (here the disk filled
+    # up at the third file) are named by no index; the next change removes them.
+    import errno
+
+    from b2store.frame import sparse
+
+    path = tmp_path / "s.b2frame"
+    create(path, "schunk", False)
+    committed = state_of(path, "schunk")
+    real, count = sparse._atomic_write, [0]
+
+    def atomic_write(p, data):
+        count[0] += 1
+        if count[0] > 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(p, data)
+
+    chunks = [b2store.encode_chunk(np.full(steps.N, v, "<i4"), typesize=4) for v in (7, 8, 9)]
+    with SChunk.open(path, mode="a") as s:
+        with monkeypatch.context() as m:
+            m.setattr(sparse, "_atomic_write", atomic_write)
+            with pytest.raises(OSError, match="No space"):
+                s.extend_chunks(chunks)
+        assert len(temporaries(path)) == 2  # stored, never published
+        s.update_chunk(0, s.get_chunk(0))  # the next change
+    assert temporaries(path) == []
+    assert state_of(path, "schunk") == committed

@@ -1,4 +1,4 @@
-"""The integration tests' fixtures: zarr's codec pipelines.
+"""zarr's codec pipelines as a fixture (tests/conftest.py makes it every test's).
 
 zarr 3.4 has two codec pipelines: the default ``BatchedCodecPipeline`` (async, one coroutine
 per chunk) and the opt-in ``FusedCodecPipeline``, which reads and writes through a store's
