@@ -43,23 +43,6 @@ def pytest_report_header(config):
     return f"b2store {b2store.__version__} imported from {Path(b2store.__file__).parent}"
 
 
-def pytest_assertrepr_compare(op, left, right):
-    # Long byte strings (chunks, frames) that differ: where, not pytest's difflib over every
-    # byte, which takes minutes for a chunk of a few hundred kB.
-    if op != "==" or not all(isinstance(v, bytes | bytearray) for v in (left, right)):
-        return None
-    if max(len(left), len(right)) <= 256:
-        return None
-    first = next(
-        (i for i, (a, b) in enumerate(zip(left, right)) if a != b), min(len(left), len(right))
-    )
-    return [
-        f"{len(left)} bytes == {len(right)} bytes",
-        f"first difference at offset {first}: "
-        f"{bytes(left[first : first + 16]).hex()} != {bytes(right[first : first + 16]).hex()}",
-    ]
-
-
 def pytest_collection_modifyitems(config, items):
     # A test parametrized over the cases of an absent corpus folder skips and says where the
     # corpus was looked for (pytest would say "got empty parameter set").
