@@ -399,7 +399,9 @@ class B2ndArray:
         )
         if "b2nd" not in metalayers:
             raise ValueError("resizing a legacy caterva array is not supported")
-        self.schunk.reindex(entries, nbytes, metalayers, replace)
+        # The chunk size is the b2nd geometry's: an array resized from an empty shape had none.
+        chunksize = chunk_nitems(self.chunks, self.blocks) * self.dtype.itemsize
+        self.schunk.reindex(entries, nbytes, metalayers, replace, chunksize=chunksize)
         self._meta = meta
 
     def _whole_chunk(self, nchunk: int) -> np.ndarray:
