@@ -267,7 +267,9 @@ class B2ndArray:
         block_bytes = math.prod(blocks) * itemsize
         chunk_bytes = chunk_nitems(chunks, blocks) * itemsize
         geo = None
-        if block_bytes and chunk_bytes <= 1 << 31:
+        # A subarray dtype (('<f8', (10,))) cannot view a byte buffer: NumPy expands it into
+        # trailing dimensions, which the general path's arrays already do.
+        if block_bytes and chunk_bytes <= 1 << 31 and self.dtype.subdtype is None:
             dims = tuple((n, c, b, -(-n // c)) for n, c, b in zip(shape, chunks, blocks))
             geo = (dims, block_bytes, chunk_bytes)
         self._geometry = (meta, geo)

@@ -420,7 +420,17 @@ def test_zeros_nd_dtype(tmp_path, dtype):
     path = str(tmp_path / "a.b2nd")
     blosc2.zeros((1,), dtype=dtype, urlpath=path, mode="w")
     oracle = blosc2.open(path, mode="r")
-    check_read(path, oracle)
+    assert oracle.dtype == dtype
+    check_read(path, oracle)  # items read as NumPy does: (1,) + the subarray's shape
+
+    mine = tmp_path / "mine.b2nd"
+    b2store.zeros((1,), dtype, mine).close()
+    other = blosc2.open(str(mine), mode="r")
+    assert other.dtype == dtype
+    with b2store.open(mine) as arr:
+        assert arr.dtype == dtype
+        same(arr[...], other[...])
+        same(arr[0], other[...][0])
 
 
 def test_zeros__test_shape_empty(tmp_path):
