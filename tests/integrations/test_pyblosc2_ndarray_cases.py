@@ -503,13 +503,21 @@ def test_empty(tmp_path, shape, chunks, blocks, dtype, cparams, urlpath, contigu
 @pytest.mark.parametrize(
     "shape,chunks,blocks,dtype,cparams,urlpath,contiguous",
     [case("test_empty::test_empty", *v, id=f"{i}-with-data", nbytes=nbytes_of(v[0], v[3]))
-     for i, v in enumerate(EMPTY)],
+     for i, v in enumerate(EMPTY)]
+    # The lossy pipeline on a smaller array too, for the quick suite.
+    + [case("test_empty::test_empty", (40, 39, 41), *EMPTY[2][1:], id="2-with-data-small")],
 )  # fmt: skip
 def test_empty_pipelines_with_data(
     tmp_path, shape, chunks, blocks, dtype, cparams, urlpath, contiguous
 ):
     # The same codecs and filter pipelines (DELTA+TRUNC_PREC is lossy: b2store must read the
     # values python-blosc2 reads, not the ones written), on values that are not all zero.
+    # Two changes python-blosc2 needs to write data with these cparams: TRUNC_PREC keeps 20
+    # mantissa bits (the test's filters_meta of 0 keeps none: "Error while setting the
+    # slice"), and no dictionary with BloscLZ ("Error while creating the NDArray").
+    cparams = {k: v for k, v in cparams.items() if k != "use_dict"}
+    if Filter.TRUNC_PREC in cparams["filters"]:
+        cparams["filters_meta"] = [20 if f == Filter.TRUNC_PREC else 0 for f in cparams["filters"]]
     data = (np.arange(math.prod(shape)) % 251).astype(dtype).reshape(shape)
     if np.dtype(dtype).kind == "f":
         data = data * 1.001 + 0.5
@@ -517,7 +525,7 @@ def test_empty_pipelines_with_data(
     def make(**storage):
         return blosc2.asarray(
             data, chunks=chunks, blocks=blocks, cparams=blosc2.CParams(**cparams),
-            storage=blosc2.Storage(**storage),
+            **storage,
         )  # fmt: skip
 
     source, oracle = written_by_blosc2(tmp_path, make, urlpath, contiguous)
