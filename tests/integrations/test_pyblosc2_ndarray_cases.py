@@ -47,7 +47,7 @@ def nbytes_of(shape, dtype) -> int:
 def same(got, want) -> None:
     """Equal dtype, shape and bytes (bytes, so that NaNs, structured and string items count).
     A scalar (b2store gives NumPy's scalar for an integer-only key, as NumPy does) equals a
-    0-d array of the same kind and value."""
+    0-d array of the same type and value."""
     if not isinstance(got, np.ndarray) or not isinstance(want, np.ndarray):
         got, want = np.asarray(got), np.asarray(want)
         assert got.shape == want.shape == ()
@@ -55,6 +55,10 @@ def same(got, want) -> None:
             assert got.dtype.kind == want.dtype.kind
             assert got[()] == want[()]
             return
+        # A NumPy scalar has native byte order (python-blosc2 gives 0-d arrays, which keep
+        # the file's): compare both in native order.
+        got = got.astype(got.dtype.newbyteorder("="))
+        want = want.astype(want.dtype.newbyteorder("="))
     assert got.dtype == want.dtype
     assert got.shape == want.shape
     assert np.ascontiguousarray(got).tobytes() == np.ascontiguousarray(want).tobytes()
@@ -1180,3 +1184,76 @@ def test_asarray_chunks_larger_than_shape(tmp_path, shape, chunks, blocks):
     mine = tmp_path / "mine.b2nd"
     b2store.asarray(data, mine, chunks=chunks, blocks=blocks).close()
     check_written_by_b2store(mine, data, chunks, blocks)
+
+
+# ---------------------------------------------------------------------------------------------
+# test_setitem.py::test_setitem: python-blosc2 changes selections (negative steps too) of its
+# file, b2store reads it; b2store makes the same changes to its own file, python-blosc2 reads.
+
+
+SETITEM = [
+    ([456], [258], [73], np.s_[0:1], np.int32),
+    ([77, 134, 13], [31, 13, 5], [7, 8, 3], np.s_[3:7, 50:100, 7], np.float64),
+    ([12, 13, 14, 15, 16], [5, 5, 5, 5, 5], [2, 2, 2, 2, 2], np.s_[1:3, ..., 3:6], np.float32),
+    ([12, 13, 14, 15, 16], [5, 5, 5, 5, 5], [2, 2, 2, 2, 2], np.s_[1:9:2, ..., 3:6], np.float32),
+    ([12, 13], [5, 5], [2, 2], np.s_[11:2:-1, 6:2:-1], np.float32),
+    ([25, 13, 22], [5, 5, 3], [2, 2, 1], np.s_[17:2:-3, 2, 6:2:-1], np.float32),
+    ([25, 13, 22], [5, 5, 3], [2, 2, 1], np.s_[-5:-15:-1, -3:-11:-2, 6:2:-1], np.float32),
+    ([0, 13, 22], [0, 5, 3], [0, 2, 1], np.s_[:, -5:-15:-1, 6:2:-1], np.float32),
+    ([13, 22], [5, 3], [2, 1], np.s_[1, -5::-1], np.float32),
+]
+
+
+def _assign(arr, key, want: np.ndarray) -> None:
+    """The test's three assignments: a scalar, an array of ones, then 1234567 everywhere."""
+    shape = want[key].shape
+    for value in (0, np.ones(shape, want.dtype), np.full(shape, 1234567, want.dtype)):
+        arr[key] = value
+        want[key] = value
+
+
+@pytest.mark.parametrize(
+    "shape,chunks,blocks,key,dtype",
+    [case("test_setitem::test_setitem", *v, id=str(i)) for i, v in enumerate(SETITEM)],
+)
+def test_setitem(tmp_path, shape, chunks, blocks, key, dtype):
+    data = np.arange(math.prod(shape), dtype=dtype).reshape(shape)
+    want = data.copy()
+    path = str(tmp_path / "s.b2nd")
+    a = blosc2.frombuffer(
+        bytes(data), data.shape, dtype=dtype, chunks=chunks, blocks=blocks, urlpath=path, mode="w"
+    )
+    _assign(a, key, want)
+    del a
+    oracle = blosc2.open(path, mode="r")
+    same(oracle[...], want)
+    check_read(path, oracle)
+
+    mine = tmp_path / "mine.b2nd"
+    b2store.frombuffer(bytes(data), shape, dtype, mine, chunks=chunks, blocks=blocks).close()
+    want = data.copy()
+    with b2store.open(mine, mode="a") as arr:
+        _assign(arr, key, want)
+    check_written_by_b2store(mine, want, chunks, blocks)
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        # test_dsl_kernels::test_kernel_non_native_endian_needs_miniexpr's input, and
+        # test_zeros::test_nd_dtype's mixed-order record
+        case("test_dsl_kernels::test_kernel_non_native_endian", ">f8", id=">f8"),
+        case("test_zeros::test_nd_dtype", "<i4,>f4", id="<i4,>f4"),
+    ],
+)
+def test_big_endian(tmp_path, dtype):
+    data = np.arange(100).astype(dtype).reshape(10, 10)
+    path = str(tmp_path / "e.b2nd")
+    blosc2.asarray(data, urlpath=path, mode="w")
+    oracle = blosc2.open(path, mode="r")
+    assert oracle.dtype == np.dtype(dtype)
+    check_read(path, oracle)
+
+    mine = tmp_path / "mine.b2nd"
+    b2store.asarray(data, mine).close()
+    check_written_by_b2store(mine, data)
