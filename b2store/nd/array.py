@@ -344,7 +344,9 @@ class B2ndArray:
         """The body of :meth:`__setitem__`, with the writer lock held."""
         dims, final, empty = normalize(key, self.shape)
         selected = np.empty(tuple(len(d) for d in dims), self.dtype)
-        selected[final] = np.asarray(value, dtype=self.dtype)
+        # NumPy expands a subarray dtype into trailing dimensions (``selected`` has them):
+        # the value is of its base type, or each of its numbers would become a whole item.
+        selected[final] = np.asarray(value, dtype=self.dtype.base)
         if empty:
             return  # (a False selects nothing: the value was only checked to broadcast)
         grid = chunk_grid(self.shape, self.chunks)

@@ -436,6 +436,16 @@ def test_zeros_nd_dtype(tmp_path, dtype):
         same(arr[...], other[...])
         same(arr[0], other[...][0])
 
+    # b2store writes an item (a value of the subarray's shape); python-blosc2 reads it.
+    want = other[...].copy()
+    value = np.zeros_like(want[0])
+    value.view(np.uint8)[...] = np.arange(value.nbytes) % 251
+    want[0] = value
+    with b2store.open(mine, mode="a") as arr:
+        arr[0] = value
+        same(arr[...], want)
+    same(blosc2.open(str(mine), mode="r")[...], want)
+
 
 def test_zeros__test_shape_empty(tmp_path):
     path = str(tmp_path / "a.b2nd")
