@@ -406,8 +406,7 @@ def test_zeros_minimal(tmp_path, shape, dtype):
         assert arr.schunk.typesize == np.dtype(dtype).itemsize
 
     mine = tmp_path / "mine.b2nd"
-    shape = tuple(np.atleast_1d(shape))  # b2store takes a tuple (python-blosc2 an int too)
-    b2store.zeros(shape, dtype, mine).close()
+    b2store.zeros(shape, dtype, mine).close()  # an int shape too, as NumPy takes it
     check_written_by_b2store(mine, np.zeros(shape, dtype))
 
 
