@@ -74,7 +74,7 @@ class Pipeline:
             if fid not in _DECODABLE and fid not in _NOT_UNDONE:
                 if fid < _FIRST_PLUGIN_ID:
                     raise FormatError("filters", "a known filter id", fid, 16 + slot)
-                raise UnsupportedError("filter", fid)
+                raise UnsupportedError("filter", _filter_name(fid))
             if encoding:
                 _check_encodable(fid, meta, typesize)
             steps.append((fid, meta))
@@ -199,3 +199,12 @@ class Pipeline:
                 None,
             )
         _delta.xor_into(buf[:body], first_block[:body], buf[:body])
+
+
+def _filter_name(fid: int) -> int | str:
+    """A plugin filter as a refusal names it: its registered name and id (``NDMEAN (id
+    33)``, as the codec refusal does), or the bare id of an unregistered one."""
+    try:
+        return f"{Filter(fid).name} (id {fid})"
+    except ValueError:
+        return fid

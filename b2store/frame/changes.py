@@ -137,15 +137,20 @@ class Changes:
         nbytes: int,
         metalayers: dict[str, bytes] | None = None,
         replace: Mapping[int, bytes] | None = None,
+        chunksize: int | None = None,
     ) -> None:
         """Publish a new chunk order at once: ``entries`` are existing index entries (or
         special offsets), ``replace`` new chunks for some positions, ``metalayers`` same-size
-        replacements (b2nd resize uses this)."""
+        replacements (b2nd resize uses this). ``chunksize`` is the size of every chunk when
+        the caller knows it: a frame that held no chunk has none (-1), and special entries
+        mean nothing without one."""
         with self._changing():
             entries = np.asarray(entries, np.int64)
+            if chunksize is None or chunksize <= 0:
+                chunksize = self.chunksize
             for i, chunk in (replace or {}).items():
-                entries[i] = self._store(_checked(chunk)[0], self.chunksize, pending=entries)
-            chunksize = self.chunksize if len(entries) else -1
+                entries[i] = self._store(_checked(chunk)[0], chunksize, pending=entries)
+            chunksize = chunksize if len(entries) else -1
             old = [int(e) for e in self.offsets]
             self._publish(entries, nbytes, chunksize, metalayers=metalayers)
             self._forget(old)

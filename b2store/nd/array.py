@@ -267,7 +267,9 @@ class B2ndArray:
         block_bytes = math.prod(blocks) * itemsize
         chunk_bytes = chunk_nitems(chunks, blocks) * itemsize
         geo = None
-        if block_bytes and chunk_bytes <= 1 << 31:
+        # A subarray dtype (('<f8', (10,))) cannot view a byte buffer: NumPy expands it into
+        # trailing dimensions, which the general path's arrays already do.
+        if block_bytes and chunk_bytes <= 1 << 31 and self.dtype.subdtype is None:
             dims = tuple((n, c, b, -(-n // c)) for n, c, b in zip(shape, chunks, blocks))
             geo = (dims, block_bytes, chunk_bytes)
         self._geometry = (meta, geo)
@@ -342,7 +344,9 @@ class B2ndArray:
         """The body of :meth:`__setitem__`, with the writer lock held."""
         dims, final, empty = normalize(key, self.shape)
         selected = np.empty(tuple(len(d) for d in dims), self.dtype)
-        selected[final] = np.asarray(value, dtype=self.dtype)
+        # NumPy expands a subarray dtype into trailing dimensions (``selected`` has them):
+        # the value is of its base type, or each of its numbers would become a whole item.
+        selected[final] = np.asarray(value, dtype=self.dtype.base)
         if empty:
             return  # (a False selects nothing: the value was only checked to broadcast)
         grid = chunk_grid(self.shape, self.chunks)
@@ -399,7 +403,9 @@ class B2ndArray:
         )
         if "b2nd" not in metalayers:
             raise ValueError("resizing a legacy caterva array is not supported")
-        self.schunk.reindex(entries, nbytes, metalayers, replace)
+        # The chunk size is the b2nd geometry's: an array resized from an empty shape had none.
+        chunksize = chunk_nitems(self.chunks, self.blocks) * self.dtype.itemsize
+        self.schunk.reindex(entries, nbytes, metalayers, replace, chunksize=chunksize)
         self._meta = meta
 
     def _whole_chunk(self, nchunk: int) -> np.ndarray:

@@ -43,6 +43,13 @@ _REEXPORTED = (cparams_for, encode_array_chunk)
 _check_dtype = writable_dtype  # StringDType: UnsupportedError; objects, empty items: TypeError
 
 
+def _as_shape(shape) -> tuple[int, ...]:
+    """A shape as NumPy and python-blosc2 take it: a sequence of ints, or one int (1-d)."""
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        return (int(shape),)
+    return tuple(int(n) for n in shape)
+
+
 @dataclass(frozen=True)
 class _Options:
     """The keywords every constructor takes, checked before anything is written."""
@@ -116,7 +123,7 @@ def _new(shape, dtype, urlpath, opts: _Options):
 
         if local_path(urlpath).exists():
             raise FileExistsError(f"{urlpath} exists (mode='x')")
-    shape = tuple(int(n) for n in shape)
+    shape = _as_shape(shape)
     dtype = _check_dtype(dtype)
     chunks, blocks = default_chunks_blocks(
         shape, dtype.itemsize, chunks=opts.chunks, blocks=opts.blocks
@@ -309,7 +316,7 @@ def frombuffer(
     ----------
     buffer : bytes-like
         At least ``prod(shape)`` items of ``dtype``.
-    shape : tuple of int
+    shape : int or tuple of int
     dtype : numpy dtype
     urlpath : str or path, optional
         Where to write; None keeps it in memory.
@@ -317,6 +324,7 @@ def frombuffer(
     """
     opts = _Options.of(locals())
     dtype = _check_dtype(dtype)
+    shape = _as_shape(shape)
     data = np.frombuffer(buffer, dtype=dtype, count=math.prod(shape)).reshape(shape)
     return _from_array(data, urlpath, opts)
 
@@ -355,7 +363,7 @@ def zeros(
 
     Parameters
     ----------
-    shape : tuple of int
+    shape : int or tuple of int
     dtype : numpy dtype
         Default float64.
     urlpath : str or path, optional
@@ -417,7 +425,7 @@ def full(
 
     Parameters
     ----------
-    shape : tuple of int
+    shape : int or tuple of int
     fill_value : scalar
         The value of every item.
     dtype : numpy dtype, optional
