@@ -100,7 +100,13 @@ class _Files:
     def size(self, rel: str = "") -> int:
         if self.remote:
             return int(remote.call(self.join(rel), self.fs.size, self._fspath(rel)))
-        return (self.root / rel).stat().st_size
+        # Checked as read() checks it: stat gives a FIFO or device a size of 0, and the tree
+        # would then be refused as a zip with no signature instead of as no regular file.
+        fd = _files.open_regular(self.root / rel)
+        try:
+            return os.fstat(fd).st_size
+        finally:
+            os.close(fd)
 
     def read(self, rel: str, start: int, size: int) -> bytes:
         if size <= 0:

@@ -80,11 +80,11 @@ def test_close_and_with(tmp_path):
     assert arr.closed
     with pytest.raises(FrameClosedError, match="closed"):
         arr[3]
-    with pytest.raises(FrameClosedError):
+    with pytest.raises(FrameClosedError, match="the frame is closed"):
         pickle.dumps(arr)
     with SChunk.open(path) as schunk:
         schunk.get_chunk(0)
-    with pytest.raises(FrameClosedError):
+    with pytest.raises(FrameClosedError, match="the frame is closed"):
         schunk.get_chunk(0)
 
 

@@ -126,7 +126,7 @@ def test_single_frame_is_a_tree_of_one(tmp_path, contiguous):
 
 
 def test_missing_path(tmp_path):
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError, match="no tree at .*nothing.b2z"):
         open_tree(tmp_path / "nothing.b2z")
 
 
@@ -185,5 +185,5 @@ def test_truncated_zip_is_a_format_error(tmp_path, cut):
     path = tmp_path / "t.b2z"
     _write_tree(path)
     path.write_bytes(path.read_bytes()[:-cut])
-    with pytest.raises(b2store.FormatError):
+    with pytest.raises(b2store.FormatError, match=r"\.b2z end of central directory"):
         open_tree(path)

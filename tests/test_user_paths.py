@@ -5,6 +5,7 @@ target, never the hidden temporary it was being built under (``..x.b2nd.PID.HEX.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -101,7 +102,7 @@ WRITERS = sorted(_writers(Path("x.b2nd")))
 def test_a_failed_write_names_the_users_path_not_a_temporary(writer):
     # /proc takes no new files, even for root (a read-only directory does not stop root).
     target, write = _writers(Path("/proc/b2store-test.b2nd"))[writer]
-    with pytest.raises(OSError) as exc:
+    with pytest.raises(OSError, match=re.escape(str(target))) as exc:
         write()
     assert exc.value.filename == str(target), exc.value
     assert ".new" not in str(exc.value) and ".tmp" not in str(exc.value)
@@ -116,7 +117,7 @@ def test_a_write_into_a_read_only_directory_names_the_users_path(tmp_path, write
     folder.chmod(0o555)
     try:
         target, write = _writers(folder / "x.b2nd")[writer]
-        with pytest.raises(PermissionError) as exc:
+        with pytest.raises(PermissionError, match=re.escape(str(target))) as exc:
             write()
         assert exc.value.filename == str(target), exc.value
     finally:

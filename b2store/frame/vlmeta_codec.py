@@ -469,6 +469,10 @@ def _encode_default(obj: object) -> object:
     if isinstance(obj, tuple):
         # msgpack has no tuple; strict_types sends tuples here instead of packing them as lists.
         return [_TUPLE_TAG, *obj]
+    if type(obj) is int:
+        # msgpack hands the ints it cannot pack (past 64 bits) to this hook: refused as
+        # python-blosc2 refuses them, as an overflow (an int subclass stays a TypeError)
+        raise OverflowError(f"an int of {obj.bit_length()} bits does not fit msgpack's 64 bits")
     raise TypeError(f"can not serialize {type(obj).__name__!r} object as vlmeta")
 
 

@@ -116,7 +116,7 @@ def test_kernels_refuse_mismatched_buffers(kernel):
 
 
 def test_kernels_refuse_read_only_destination():
-    with pytest.raises(BufferError):
+    with pytest.raises(BufferError, match="not writable"):
         _shuffle.unshuffle(np.zeros(16, np.uint8), bytes(16), 4)
 
 

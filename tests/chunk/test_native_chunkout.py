@@ -38,24 +38,27 @@ def test_handed_over_once_and_never_while_written():
     out = _encode_blocks.ChunkOut(48)
     mv = memoryview(out)
     none = np.zeros(0, np.int64)
-    with pytest.raises(BufferError):
+    with pytest.raises(BufferError, match="the chunk was handed over, or is still being written"):
         out.finish_blocks(HEADER, none, 0)
     mv.release()
     assert out.finish_blocks(HEADER, none, 0) == _prefix(none, 32)
-    with pytest.raises(BufferError):
+    with pytest.raises(BufferError, match="the chunk was handed over"):
         out.finish_blocks(HEADER, none, 0)
-    with pytest.raises(BufferError):
+    with pytest.raises(BufferError, match="the chunk was handed over"):
         memoryview(out)
 
 
 @pytest.mark.parametrize(
-    "header, sizes, slot",
-    [(HEADER, [5], 4), (HEADER, [-1], 4), (HEADER, [4, 4, 4, 4], 4), (HEADER, [1], -1),
-     (HEADER[:16], [1], 4)],
+    "header, sizes, slot, match",
+    [(HEADER, [5], 4, "block 0 of 5 bytes in a slot of 4"),
+     (HEADER, [-1], 4, "block 0 of -1 bytes in a slot of 4"),
+     (HEADER, [4, 4, 4, 4], 4, "blocks past the chunk's room"),
+     (HEADER, [1], -1, "blocks past the chunk's room"),
+     (HEADER[:16], [1], 4, "a header of 32 bytes, not 16")],
 )  # fmt: skip
-def test_bad_layouts_are_refused(header, sizes, slot):
+def test_bad_layouts_are_refused(header, sizes, slot, match):
     out = _encode_blocks.ChunkOut(48)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=match):
         out.finish_blocks(header, np.array(sizes, np.int64), slot)
 
 
@@ -64,9 +67,9 @@ def test_raw_chunk_in_the_same_bytes():
     items = np.arange(10, dtype=np.uint8)
     chunk = out.raw(b"HDR", items)
     assert chunk == b"HDR" + items.tobytes()
-    with pytest.raises(BufferError):
+    with pytest.raises(BufferError, match="the chunk was handed over"):
         out.raw(b"", items)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="the items do not fit the chunk's room"):
         _encode_blocks.ChunkOut(4).raw(b"HDR", items)
 
 
@@ -92,7 +95,7 @@ def test_slot_zero_means_packed_already():
     with memoryview(out) as mv:
         mv[48:58] = b"aaabbbbbcc"
     assert out.finish_blocks(HEADER, sizes, 0) == _prefix(sizes, 58) + b"aaabbbbbcc"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="blocks past the chunk's room"):
         _encode_blocks.ChunkOut(44).finish_blocks(HEADER, np.array([4, 4], np.int64), 0)
 
 

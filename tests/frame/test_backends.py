@@ -66,7 +66,7 @@ def test_http_frames_cross_processes(big_array):
 
 def test_missing_remote_file_is_file_not_found(big_array):
     root, _ = big_array
-    with serve_directory(root) as (url, _), pytest.raises(FileNotFoundError):
+    with serve_directory(root) as (url, _), pytest.raises(FileNotFoundError, match="nothing.b2nd"):
         b2store.open(f"{url}/nothing.b2nd")
 
 
@@ -80,7 +80,7 @@ def test_a_frame_inside_a_larger_file(tmp_path):
         np.testing.assert_array_equal(pickle.loads(pickle.dumps(arr))[::9], data[::9])
     with pytest.raises(ValueError, match="can only be read"):
         b2store.open(path, mode="a", offset=1234)
-    with pytest.raises(FormatError):
+    with pytest.raises(FormatError, match="not a Blosc2 file .*; frame magic"):
         b2store.open(path, offset=1000)  # not a frame there
 
 

@@ -119,7 +119,7 @@ def test_two_writers_take_turns_and_lose_nothing(tmp_path, contiguous):
     second.update_chunk(0, chunk_of(10))
     first.delete_chunk(5)
     readonly = SChunk.open(path)  # readers are never blocked
-    with pytest.raises(PermissionError):
+    with pytest.raises(PermissionError, match="the frame is open for reading"):
         readonly.append_chunk(chunk_of(1))
     for s in (first, second, readonly):
         s.close()

@@ -227,10 +227,19 @@ def test_other_broken_ext_payloads_raise_format_error():
         (46, b"\x92"),
         nested,
     ]
-    for case in cases:
-        with pytest.raises(FormatError):
+    matches = [
+        "vlmeta complex: expected 16 bytes, found 15",
+        "vlmeta set: expected a msgpack payload",
+        "vlmeta set: expected a msgpack list of items, found int",
+        "vlmeta set: expected hashable items, found dict",
+        "vlmeta ndarray: expected a msgpack payload",
+        "vlmeta set: expected ext nesting depth <= 32, found 33",
+    ]
+    for case, match in zip(cases, matches, strict=True):
+        with pytest.raises(FormatError, match=match):
             unpack_value(msgpack.packb(msgpack.ExtType(*case)))
-    with pytest.raises(FormatError):  # complete msgpack, but a list as a map key
+    # complete msgpack, but a list as a map key
+    with pytest.raises(FormatError, match="vlmeta: expected a value Python can represent"):
         unpack_value(b"\x81\x91\x01\x02")
 
 
@@ -256,8 +265,13 @@ def test_garbage_and_mutated_payloads_never_crash(junk, position, byte):
 
 
 def test_unsupported_values_are_refused_like_python_blosc2():
-    for value in (object(), np.zeros(1, STRUCT)[0], {"k": 2**64}):
-        with pytest.raises((TypeError, OverflowError)):
+    # (value, the error python-blosc2 and b2store raise, python-blosc2's message, b2store's)
+    for value, error, theirs, ours in (
+        (object(), TypeError, "can not serialize 'object' object", "'object' object as vlmeta"),
+        (np.zeros(1, STRUCT)[0], TypeError, "'numpy.void' object", "'void' object as vlmeta"),
+        ({"k": 2**64}, OverflowError, "Integer value out of range", "65 bits does not fit"),
+    ):
+        with pytest.raises(error, match=theirs):
             msgpack_packb(value)
-        with pytest.raises((TypeError, OverflowError)):
+        with pytest.raises(error, match=ours):
             pack_value(value)

@@ -43,16 +43,16 @@ def test_integers_are_msgpack(item, lo, hi):
 
 def test_wrong_markers_and_truncation_name_field_and_offset():
     raw = b"\x00\x00" + wire.pack(wire.INT32, -5) + bytes(4)
-    with pytest.raises(FormatError) as err:
+    with pytest.raises(FormatError, match="nbytes marker at offset 2") as err:
         wire.read(raw, 2, wire.INT64, "nbytes")
     assert (err.value.field, err.value.offset) == ("nbytes marker", 2)
-    with pytest.raises(FormatError) as err:
+    with pytest.raises(FormatError, match=r"typesize at offset 2: expected 5 bytes") as err:
         wire.read(raw, 2, wire.INT32, "typesize", end=6)
     assert (err.value.field, err.value.offset) == ("typesize", 2)
-    with pytest.raises(FormatError) as err:
+    with pytest.raises(FormatError, match="x marker at offset 102") as err:
         wire.read(raw, 2, wire.INT64, "x", base=100)
     assert err.value.offset == 102
-    with pytest.raises(FormatError):
+    with pytest.raises(FormatError, match="^x at offset -1:"):
         wire.read(raw, -1, wire.INT32, "x")
 
 
@@ -68,11 +68,11 @@ def test_strings_and_bins_are_msgpack(name, content):
 
 
 def test_fixstr_errors():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="a fixstr holds at most 31 bytes"):
         wire.pack_fixstr(b"x" * 32)
     assert wire.read_fixstr(b"\xa3abc!", 0, 5, "n") == ("abc", 4)
     for raw, end in ((b"\xa3ab", 3), (b"\xd9\x03abc", 5), (b"\xa2\xff\xfe", 3), (b"", 0)):
-        with pytest.raises(FormatError) as err:
+        with pytest.raises(FormatError, match="^name at offset 0:") as err:
             wire.read_fixstr(raw, 0, end, "name")
         assert err.value.field == "name" and err.value.offset == 0
 
@@ -91,19 +91,19 @@ def test_cursor():
     for n in (0, 15, 16, 70000):
         assert wire.Cursor(msgpack.packb([0] * n)).array_len("a") == n
     cur = wire.Cursor(b"\x05\x00")
-    with pytest.raises(FormatError) as err:
+    with pytest.raises(FormatError, match="ndim at offset 0") as err:
         cur.fixint("ndim", 4)
     assert (err.value.field, err.value.offset) == ("ndim", 0)
-    with pytest.raises(FormatError) as err:
+    with pytest.raises(FormatError, match="metalayer length at offset 0") as err:
         wire.Cursor(b"\x01\x02", end=2).finish("metalayer length")
     assert err.value.offset == 0
-    with pytest.raises(FormatError):
+    with pytest.raises(FormatError, match="i at offset 0: expected a msgpack integer"):
         wire.Cursor(b"\xc0").any_int("i")
-    with pytest.raises(FormatError):
+    with pytest.raises(FormatError, match="a at offset 0: expected a msgpack array"):
         wire.Cursor(b"\xc0").array_len("a")
-    with pytest.raises(FormatError):
+    with pytest.raises(FormatError, match="b at offset 0: expected a msgpack bin"):
         wire.Cursor(b"\xa1").bin_len("b")
-    with pytest.raises(FormatError) as err:
+    with pytest.raises(FormatError, match=r"shape\[0\] marker at offset 1") as err:
         wire.Cursor(b"\x00\xd3\x00\x00\x00\x00", 1).item(wire.INT32, "shape[0]")
     assert (err.value.field, err.value.offset) == ("shape[0] marker", 1)
 
@@ -115,7 +115,7 @@ def test_every_fixed_header_field_is_checked_by_the_table():
     for name, (at, _) in _MODERN.fields.items():
         bad = bytearray(data)
         bad[at] = 0xC0
-        with pytest.raises(FormatError) as err:
+        with pytest.raises(FormatError, match=f"^{name} marker at offset {at}:") as err:
             FrameHeader.from_bytes(bytes(bad))
         assert (err.value.field, err.value.offset) == (f"{name} marker", at)
 
@@ -126,7 +126,7 @@ def test_trailer_index_errors():
     for at, field in ((2, "vlmeta index"), (3, "vlmeta index marker"), (6, "vlmeta count marker")):
         bad = bytearray(raw)
         bad[at] = 0xC0
-        with pytest.raises(FormatError) as err:
+        with pytest.raises(FormatError, match=f"^{field} at offset {at}:") as err:
             read_trailer(memoryview(bytes(bad)))
         assert (err.value.field, err.value.offset) == (field, at)
     bad = bytearray(raw)

@@ -298,7 +298,7 @@ def test_a_failed_write_leaves_no_temporary_and_no_descriptor(
     fds = _open_fds()
     with monkeypatch.context() as m:
         _disk_full(m, after)
-        with pytest.raises(OSError) as info:
+        with pytest.raises(OSError, match="No space left on device") as info:
             if writer == "asarray":
                 b2store.asarray(np.ones((30, 20)), path, chunks=(10, 10), contiguous=contiguous)
             elif writer == "zeros":
@@ -376,7 +376,7 @@ def test_a_failed_convert_leaves_no_partial_output(tmp_path, monkeypatch, after)
     with monkeypatch.context() as m:
         m.setattr("b2store.convert.NPY_PIECE_BYTES", 8_000, raising=False)
         _disk_full(m, after)
-        with pytest.raises(OSError) as info:
+        with pytest.raises(OSError, match="No space left on device") as info:
             convert(src, dst, chunks=(20, 100), overwrite=True, progress=False)
     assert info.value.errno == errno.ENOSPC
     assert not os.path.lexists(dst)

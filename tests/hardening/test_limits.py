@@ -52,7 +52,7 @@ def test_defaults_are_one_place_and_validated():
     assert DEFAULT_LIMITS.max_chunk_nbytes == 1 << 30 and DEFAULT_LIMITS.max_ndim == 16
     with pytest.raises(ValueError, match="max_nchunks"):
         Limits(max_nchunks=-1)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"limits must be a b2store\.Limits, not dict"):
         b2store.open(frame_bytes(), limits={"max_nchunks": 1})
 
 
@@ -77,13 +77,13 @@ def test_a_special_chunk_asking_for_2_gib_is_refused_before_allocating():
     # 32 bytes that say "2 GiB of zeros": within c-blosc2's own ceiling, past the default.
     chunk = special_chunk(SpecialValue.NAN, (1 << 31) - 64, 8, blocksize=1 << 20)
     assert len(chunk) == 32
-    with pytest.raises(LimitError):
+    with pytest.raises(LimitError, match=r"Limits\.max_chunk_nbytes"):
         b2store.decode_chunk(chunk)
     assert peak_of(lambda: b2store.decode_chunk(chunk)) < SMALL
     # At a limit the caller raised, the same chunk decodes (checked on a smaller one).
     small = special_chunk(SpecialValue.NAN, 1 << 20, 8)
     assert np.isnan(b2store.decode_chunk(small, max_nbytes=1 << 20).view("<f8")).all()
-    with pytest.raises(LimitError):
+    with pytest.raises(LimitError, match=r"Limits\.max_chunk_nbytes"):
         b2store.decode_chunk(small, max_nbytes=(1 << 20) - 1)
 
 
@@ -92,7 +92,7 @@ def test_frame_chunks_at_and_past_max_chunk_nbytes():
     with b2store.open(data, limits=Limits(max_chunk_nbytes=4000)) as s:
         assert (s.decompress_chunk(1).view("<i4") == 1).all()
     with b2store.open(data, limits=Limits(max_chunk_nbytes=3999)) as s:
-        with pytest.raises(LimitError):
+        with pytest.raises(LimitError, match=r"Limits\.max_chunk_nbytes"):
             s.decompress_chunk(1)
 
 
@@ -237,7 +237,7 @@ def test_each_limit_error_names_the_limit_that_lets_the_input_through(tmp_path, 
                 use(obj.schunk if hasattr(obj, "schunk") else obj)
 
     limits = Limits(**{field: tight})
-    with pytest.raises(LimitError):
+    with pytest.raises(LimitError, match=rf"Limits\.{field};"):
         attempt(limits)
     # Raised to what the file asked for, the named limit lets the input through: at once, or
     # after a second check of the same limit (a vlmeta value's stored bytes, then its decoded

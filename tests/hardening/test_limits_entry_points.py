@@ -76,7 +76,7 @@ def test_open_tree_passes_its_limits_to_every_array(tree_path):
     for ref in refs.values():
         with pytest.raises(LimitError, match="max_chunk_nbytes"):
             ref.open()
-        with pytest.raises(LimitError):
+        with pytest.raises(LimitError, match="max_chunk_nbytes"):
             ref.shape  # noqa: B018 - the summary opens the array too
 
 
@@ -101,7 +101,7 @@ def test_a_pickled_tree_and_its_references_keep_their_limits(directory):
     assert tree.limits == PAST
     ref = pickle.loads(pickle.dumps(tree.arrays()["/x"]))
     assert ref.limits == PAST
-    with pytest.raises(LimitError):
+    with pytest.raises(LimitError, match="max_chunk_nbytes"):
         ref.open()
 
 
@@ -118,7 +118,7 @@ def test_blosc2_trees_with_embedded_arrays_obey_the_limits(tmp_path):
         np.testing.assert_array_equal(refs["/small"].open()[:], DATA)
         np.testing.assert_array_equal(refs["/grp/big"].open()[:], np.arange(65536.0))
         for ref in open_tree(path, limits=PAST).arrays().values():
-            with pytest.raises(LimitError):
+            with pytest.raises(LimitError, match="max_chunk_nbytes"):
                 ref.open()
         # an embedded value is read whole: its length is bounded like a chunk
         small = open_tree(path, limits=Limits(max_chunk_nbytes=100)).arrays()["/small"]
@@ -131,20 +131,20 @@ def test_blosc2_trees_with_embedded_arrays_obey_the_limits(tmp_path):
 
 def test_b2nd_store_reads_at_the_limit_and_refuses_past_it(frame, directory, b2z):
     np.testing.assert_array_equal(zarr.open_array(B2ndStore(frame, limits=AT))[:], DATA)
-    with pytest.raises(LimitError):
+    with pytest.raises(LimitError, match="max_chunk_nbytes"):
         zarr.open_array(B2ndStore(frame, limits=PAST))
     for path in (directory, b2z):
         group = zarr.open_group(B2ndStore(path, limits=AT), mode="r")
         np.testing.assert_array_equal(group["grp/y"][:], DATA)
-        with pytest.raises(LimitError):
+        with pytest.raises(LimitError, match="max_chunk_nbytes"):
             zarr.open_group(B2ndStore(path, limits=PAST), mode="r")["grp/y"]
-    with pytest.raises(LimitError):
+    with pytest.raises(LimitError, match="max_chunk_nbytes"):
         zarr.open_group(B2ndStore(frame, group=True, limits=PAST), mode="r")
 
 
 def test_b2nd_store_writes_open_frames_with_its_limits(frame):
     store = B2ndStore(frame, mode="a", limits=PAST)
-    with pytest.raises(LimitError):
+    with pytest.raises(LimitError, match="max_chunk_nbytes"):
         store._ensure_writer().array("")  # the writer's handle, what every chunk write uses
     store = B2ndStore(frame, mode="a", limits=AT)
     arr = zarr.open_array(store, mode="r+")
@@ -161,7 +161,7 @@ def test_a_pickled_b2nd_store_keeps_its_limits(frame):
     for store in (B2ndStore(frame, limits=PAST), B2ndStore(frame, limits=PAST).with_read_only()):
         again = pickle.loads(pickle.dumps(store))
         assert again.limits == PAST
-        with pytest.raises(LimitError):
+        with pytest.raises(LimitError, match="max_chunk_nbytes"):
             asyncio.run(again.get("zarr.json", zarr.core.buffer.default_buffer_prototype()))
     assert pickle.loads(pickle.dumps(B2ndStore(frame))).limits is None
 
@@ -172,12 +172,12 @@ def test_a_pickled_b2nd_store_keeps_its_limits(frame):
 def test_open_dataset_takes_limits_as_a_backend_keyword(frame, directory, b2z):
     ds = xr.open_dataset(frame, engine="b2nd", limits=AT)
     np.testing.assert_array_equal(ds["x"].values, DATA)
-    with pytest.raises(LimitError):
+    with pytest.raises(LimitError, match="max_chunk_nbytes"):
         xr.open_dataset(frame, engine="b2nd", limits=PAST)
     for path in (directory, b2z):
         ds = xr.open_dataset(path, engine="b2nd", group="grp", limits=AT)
         np.testing.assert_array_equal(ds["y"].values, DATA)
-        with pytest.raises(LimitError):
+        with pytest.raises(LimitError, match="max_chunk_nbytes"):
             xr.open_dataset(path, engine="b2nd", group="grp", limits=PAST)
 
 
@@ -185,11 +185,11 @@ def test_open_datatree_and_groups_take_limits(directory, b2z):
     for path in (directory, b2z):
         tree = xr.open_datatree(path, engine="b2nd", limits=AT)
         np.testing.assert_array_equal(tree["grp/y"].values, DATA)
-        with pytest.raises(LimitError):
+        with pytest.raises(LimitError, match="max_chunk_nbytes"):
             xr.open_datatree(path, engine="b2nd", limits=PAST)
         groups = xr.open_groups(path, engine="b2nd", limits=AT)
         assert set(groups) == {"/", "/grp"}
-        with pytest.raises(LimitError):
+        with pytest.raises(LimitError, match="max_chunk_nbytes"):
             xr.open_groups(path, engine="b2nd", limits=PAST)
         with pytest.raises(LimitError, match="max_tree_members"):
             xr.open_datatree(path, engine="b2nd", limits=Limits(max_tree_members=3))
@@ -207,9 +207,9 @@ def test_a_pickled_dataset_reopens_with_its_limits(frame, directory):
     write_frame(frame, chunks=(2048,))
     write_frame(directory / "grp" / "y.b2nd", chunks=(2048,))
     single, tree, control = (pickle.loads(b) for b in blobs)
-    with pytest.raises(LimitError):
+    with pytest.raises(LimitError, match="max_chunk_nbytes"):
         single["x"].values  # noqa: B018
-    with pytest.raises(LimitError):
+    with pytest.raises(LimitError, match="max_chunk_nbytes"):
         tree["y"].values  # noqa: B018
     np.testing.assert_array_equal(control["x"].values, DATA)  # default limits: it reads
 
@@ -266,11 +266,11 @@ def test_every_entry_point_refuses_a_large_chunk_before_allocating_it(tmp_path):
         "open_datatree": lambda: xr.open_datatree(d, engine="b2nd", limits=limits),
     }
     for name, fn in opens.items():
-        with pytest.raises(LimitError):
+        with pytest.raises(LimitError, match="max_chunk_nbytes"):
             fn()  # warm up: imports, caches
         tracemalloc.start()
         try:
-            with pytest.raises(LimitError):
+            with pytest.raises(LimitError, match="max_chunk_nbytes"):
                 fn()
             peak = tracemalloc.get_traced_memory()[1]
         finally:

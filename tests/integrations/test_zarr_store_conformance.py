@@ -181,7 +181,7 @@ class TestB2ndStoreConformance(StoreTests[B2ndStore, cpu.Buffer]):
         assert not await store.is_empty("") and await store.is_empty("b")
         sizes = [await store.getsize(k) for k in keys[2:]]
         assert await store.getsize_prefix("a/c") == sum(sizes)
-        with pytest.raises(FileNotFoundError):
+        with pytest.raises(FileNotFoundError, match="a/c/7"):
             await store.getsize("a/c/7")
 
     # --- the sync store surface (zarr's SupportsSyncStore), on the keys it has ----------------

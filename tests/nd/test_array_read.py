@@ -239,8 +239,15 @@ def test_properties_and_errors(tmp_path):
     assert (arr.shape, arr.ndim, arr.size, arr.nbytes, len(arr)) == ((6, 10), 2, 60, 240, 6)
     assert arr.chunks == (4, 4) and arr.blocks == (2, 3) and arr.dtype == np.dtype("<i4")
     assert arr.cratio == arr.nbytes / arr.cbytes and arr.info["shape"] == (6, 10)
-    for bad in [(6, 0), (0, -11), (1, 2, 3), (..., ...), ("a",), (1.5,)]:
-        with pytest.raises(IndexError):
+    for bad, match in [
+        ((6, 0), "index 6 is out of bounds for axis with size 6"),
+        ((0, -11), "index -11 is out of bounds for axis with size 10"),
+        ((1, 2, 3), "too many indices"),
+        ((..., ...), "a single ellipsis"),
+        (("a",), "not str"),
+        ((1.5,), "not float"),
+    ]:
+        with pytest.raises(IndexError, match=match):
             arr[bad]
     assert isinstance(b2store.open(corpus_dir("generated") / "schunk_u2.b2frame"), b2store.SChunk)
 
@@ -318,8 +325,8 @@ def test_one_element_is_numpys_scalar(tmp_path, dtype):
         got, want = arr[i, j], data[i, j]
         assert type(got) is type(want) and got.dtype == want.dtype
         assert got.tobytes() == want.tobytes()
-    for bad in [(30, 0), (0, -21)]:
-        with pytest.raises(IndexError):
+    for bad, match in [((30, 0), "index 30 .* size 30"), ((0, -21), "index -21 .* size 20")]:
+        with pytest.raises(IndexError, match=match):
             arr[bad]
 
 

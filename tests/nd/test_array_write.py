@@ -179,7 +179,7 @@ def test_default_shapes_and_special_cases(tmp_path):
     )
     assert all(len(constant.schunk.get_chunk(i)) == 36 for i in range(4))
     assert equal(blosc2.open(str(tmp_path / "k.b2nd"))[()], np.full((64, 64), 9, "<i4"))
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="fixed-size items, not object"):
         b2store.asarray(np.array([object()]))
 
 

@@ -76,15 +76,15 @@ def test_metadata_that_is_not_a_mapping_is_refused(tmp_path, name):
 @pytest.mark.parametrize("name", CONSTRUCTORS)
 def test_bad_parameters_are_refused_before_writing(tmp_path, name):
     path = tmp_path / "a.b2nd"
-    for bad, error in [
-        ({"clevel": 42}, ValueError),
-        ({"clevel": "9"}, TypeError),
-        ({"codec": "lz5"}, ValueError),
-        ({"filters": ["shufle"]}, ValueError),
-        ({"splitmode": "sometimes"}, ValueError),
-        ({"mode": "a"}, ValueError),
+    for bad, error, match in [
+        ({"clevel": 42}, ValueError, "clevel must be 0 to 9, not 42"),
+        ({"clevel": "9"}, TypeError, "clevel must be an int"),
+        ({"codec": "lz5"}, ValueError, "unknown codec 'lz5'"),
+        ({"filters": ["shufle"]}, ValueError, "unknown filter 'shufle'"),
+        ({"splitmode": "sometimes"}, ValueError, "unknown split mode 'sometimes_split'"),
+        ({"mode": "a"}, ValueError, "mode must be 'w' .* not 'a'"),
     ]:
-        with pytest.raises(error):
+        with pytest.raises(error, match=match):
             CONSTRUCTORS[name](urlpath=path, **bad)
         assert not path.exists()
 

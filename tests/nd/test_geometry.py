@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -116,33 +117,34 @@ def test_zeros_in_shape():
     assert blocks_touched([(0, 0), (0, 5)], (0, 5), (0, 5)) == []
     assert blocks_touched([(0, 0), (0, 3)], (2, 3), (1, 2)) == []
     assert blosc2.zeros((0, 5), dtype="<i4").schunk.nchunks == 0
-    with pytest.raises(IndexError):
+    with pytest.raises(IndexError, match="chunk 0 out of range"):
         chunk_coords(0, (0, 5), (0, 5))
 
 
 def test_bad_arguments():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="differ in length"):
         extchunkshape((4, 5), (2,))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=re.escape("blockshape (5,) does not fit chunkshape (4,)")):
         extchunkshape((4,), (5,))  # block larger than chunk
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=re.escape("blockshape (0,) does not fit chunkshape (4,)")):
         extchunkshape((4,), (0,))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=re.escape("chunkshape (0,) has a 0")):
         chunk_grid((4,), (0,))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=re.escape("shape (5, 5) does not fit chunkshape (4, 5)")):
         array_to_chunk(np.zeros((5, 5)), (4, 5), (2, 3))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=re.escape("selection (0, 6) outside a chunk")):
         blocks_touched([(0, 6)], (5,), (2,))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=re.escape("selection (3, 2) outside a chunk")):
         blocks_touched([(3, 2)], (5,), (2,))
-    with pytest.raises(IndexError):
+    with pytest.raises(IndexError, match="chunk 6 out of range"):
         chunk_coords(6, (10, 7), (4, 5))
-    with pytest.raises(IndexError):
+    with pytest.raises(IndexError, match=re.escape("index (10, 0) out of range")):
         item_position((10, 0), (10, 7), (4, 5), (2, 3))
-    with pytest.raises(FormatError) as err:  # a decoded chunk of the wrong size
+    # a decoded chunk of the wrong size
+    with pytest.raises(FormatError, match="chunk nbytes: expected 24 items .* found 92") as err:
         chunk_to_array(np.zeros(23, dtype="<i4"), (4, 5), (2, 3), "<i4")
     assert err.value.field == "chunk nbytes"
-    with pytest.raises(FormatError):
+    with pytest.raises(FormatError, match="chunk nbytes: expected 24 items .* found 95"):
         chunk_to_array(np.zeros(95, dtype=np.uint8), (4, 5), (2, 3), "<i4")
 
 
