@@ -10,6 +10,7 @@ xarray, each variable rechunked with dask to the output's chunks, and written by
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sys
@@ -372,7 +373,10 @@ def _dataset_to(ds, dst: str, dst_kind: str, opts: dict, bar) -> None:
             warnings.filterwarnings("ignore", "Consolidated metadata", UserWarning)
             out.to_zarr(dst, mode="w", encoding=encoding, zarr_format=opts["zarr_format"])
     elif dst_kind == "netcdf":
-        out.to_netcdf(dst)
+        # h5netcdf, which the reading side uses, where installed: xarray before 2025.7 would
+        # otherwise ask for netCDF4 or scipy.
+        engine = "h5netcdf" if importlib.util.find_spec("h5netcdf") is not None else None
+        out.to_netcdf(dst, engine=engine)
     else:
         raise InputError(f"{dst}: a dataset cannot be written as {dst_kind}")
 
