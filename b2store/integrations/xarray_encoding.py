@@ -102,7 +102,13 @@ def split_encoding(name: str, var: xr.Variable, user: Mapping | None) -> tuple[d
     """The storage options and the CF encoding of variable ``name``, from the user's
     ``encoding=`` entry (which wins) and the variable's own ``.encoding``; a key of either
     that cannot be stored raises a ValueError naming it."""
-    user = dict(user or {})
+    try:
+        user = dict(user or {})
+    except (TypeError, ValueError):
+        # xarray's writers say the same of an entry that is no mapping
+        raise ValueError(
+            f"encoding for {name!r} must be castable to a dictionary, not {user!r}"
+        ) from None
     bad = sorted(map(str, set(user) - STORAGE_KEYS - CF_KEYS))
     if bad:
         raise ValueError(
@@ -134,6 +140,12 @@ def finish_encoding(name: str, var: xr.Variable) -> xr.Variable:
     if "_Unsigned" in encoding and var.dtype.kind in "iu" and "_Unsigned" not in attrs:
         attrs["_Unsigned"] = encoding.pop("_Unsigned")
         var = xr.Variable(var.dims, var.data, attrs, encoding)
+    # ``_FillValue: None`` (or ``missing_value: None``) is xarray's way to say "write none":
+    # nothing to store, as netCDF and Zarr store nothing.
+    for key in ("_FillValue", "missing_value"):
+        if key in encoding and encoding[key] is None:
+            del encoding[key]
+            var = xr.Variable(var.dims, var.data, var.attrs, encoding)
     left = sorted(k for k in encoding if k in CF_KEYS and k != "dtype")
     if left:
         raise ValueError(
