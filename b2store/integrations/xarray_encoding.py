@@ -28,6 +28,7 @@ __all__ = [
     "FOREIGN_KEYS",
     "split_encoding",
     "finish_encoding",
+    "check_string_width",
 ]
 
 #: Per-variable encoding keys that choose how the frame is stored.
@@ -129,6 +130,34 @@ def split_encoding(name: str, var: xr.Variable, user: Mapping | None) -> tuple[d
     cf = {k: v for k, v in own.items() if k in CF_KEYS}
     cf.update((k, v) for k, v in user.items() if k in CF_KEYS)
     return storage, cf
+
+
+def check_string_width(name: str, var: xr.Variable) -> None:
+    """Refuse an encoding ``dtype`` of fixed-width strings narrower than the strings of
+    ``var``: xarray's encoder casts with NumPy, which cuts each string to the width silently
+    (xarray's netCDF writers store the cut strings). ``S1`` is netCDF's character array,
+    which b2nd does not use: the strings are then stored whole."""
+    want = var.encoding.get("dtype")
+    try:
+        want = np.dtype(want) if want is not None else None
+    except TypeError:
+        return  # not a dtype: the encoder says so
+    if want is None or want.kind not in "SU" or want == np.dtype("S1"):
+        return
+    if var.dtype.kind in "SU":
+        have = var.dtype.itemsize // (4 if var.dtype.kind == "U" else 1)
+    elif var.dtype == object:
+        flat = [v for v in np.asarray(var.values).ravel().tolist() if isinstance(v, (str, bytes))]
+        have = max(map(len, flat), default=0)
+    else:
+        return
+    width = want.itemsize // (4 if want.kind == "U" else 1)
+    if width < have:
+        raise ValueError(
+            f"encoding dtype {want.str!r} of variable {name!r} is narrower than its strings "
+            f"({have} characters): they would be cut; give a dtype of {have} characters or "
+            "more, or none"
+        )
 
 
 def finish_encoding(name: str, var: xr.Variable) -> xr.Variable:

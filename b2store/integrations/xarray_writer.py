@@ -29,7 +29,13 @@ from ..nd.geometry import array_to_chunk, chunk_grid, chunk_nitems, chunk_region
 from ..nd.meta import B2ndMeta
 from ..nd.shapes import default_chunks_blocks
 from .xarray_conventions import DIMENSION_KEY, FORMAT_VERSION, XARRAY_KEY
-from .xarray_encoding import CF_KEYS, STORAGE_KEYS, finish_encoding, split_encoding
+from .xarray_encoding import (
+    CF_KEYS,
+    STORAGE_KEYS,
+    check_string_width,
+    finish_encoding,
+    split_encoding,
+)
 
 __all__ = ["to_b2nd", "STORAGE_KEYS", "CF_KEYS"]
 
@@ -211,6 +217,7 @@ def _encode_group(ds: xr.Dataset, encoding: Mapping) -> tuple[dict, dict, dict, 
         if name is None or "/" in name or name == VLMETA_NAME[:-4]:
             raise ValueError(f"variable name {name!r} cannot name a b2nd frame")
         storage[name], var.encoding = split_encoding(name, var, encoding.get(name))
+        check_string_width(name, var)
     variables, attrs = conventions.encode_dataset_coordinates(ds)
     variables, attrs = conventions.cf_encoder(variables, attrs)
     for name, var in variables.items():

@@ -337,3 +337,39 @@ def test_dask_object_strings_warn_that_they_are_loaded(tmp_path, layout):
     with pytest.warns(xr.SerializationWarning, match="variable x has data in the form of a dask"):
         path = to_b2nd(ds, tmp_path / layout)
     xr.testing.assert_identical(xr.open_dataset(path, engine="b2nd").load(), ds.compute())
+
+
+@pytest.mark.parametrize("layout", ["t.b2nd", "t.b2d", "t.b2z"])
+@pytest.mark.parametrize(
+    "values, dtype",
+    [
+        (["abcd", "x"], "U2"),
+        (["abcd", "x"], "S3"),
+        ([b"abcd", b"x"], "S2"),
+        ([b"abcd", b"x"], "U1"),
+        (np.array(["abcd", "x"], dtype=object), "U3"),
+        (np.array([b"abcd", b"x"], dtype=object), "S2"),
+    ],
+)
+@pytest.mark.parametrize("via", ["encoding", "kwarg"])
+def test_string_dtype_narrower_than_the_strings_is_refused(tmp_path, layout, values, dtype, via):
+    """An encoding dtype that would cut the strings (NumPy's cast does, silently, and xarray's
+    netCDF writers store the cut strings) is refused; nothing is written."""
+    ds = xr.Dataset({"v": ("t", values)})
+    kwargs = {"encoding": {"v": {"dtype": dtype}}} if via == "kwarg" else {}
+    if via == "encoding":
+        ds.v.encoding["dtype"] = dtype
+    with pytest.raises(ValueError, match=rf"encoding dtype '.{dtype}' of variable 'v' is narrower"):
+        to_b2nd(ds, tmp_path / layout, **kwargs)
+    assert not (tmp_path / layout).exists()
+
+
+@pytest.mark.parametrize(
+    "values, dtype",
+    [(["abcd", "x"], "S1"), (["abcd", "x"], "U4"), (["abcd", "x"], "U9")]
+    + [([b"abcd", b"x"], "S4"), ([b"abcd", b"x"], "S10"), ([b"abcd", b"x"], "S1")],
+)
+def test_string_dtype_wide_enough_is_kept(tmp_path, values, dtype):
+    ds = xr.Dataset({"v": ("t", values)})
+    path = to_b2nd(ds, tmp_path / "t.b2d", encoding={"v": {"dtype": dtype}})
+    xr.testing.assert_identical(xr.open_dataset(path, engine="b2nd").load(), ds)
