@@ -25,8 +25,12 @@ except ImportError as exc:
         raise  # xarray's wheels ship their tests: in CI their absence fails the run
     pytest.skip(f"xarray's test suite is not installed: {exc}", allow_module_level=True)
 
-# Fixtures some inherited tests take, from xarray's own conftest (not a plugin).
-from xarray.tests.conftest import time_unit, use_dask  # noqa: E402, F401
+# Fixtures some inherited tests take, from xarray's own conftest (not a plugin); older xarray
+# releases have fewer of both.
+_conftest = importlib.import_module("xarray.tests.conftest")
+for _fixture in ("time_unit", "use_dask"):
+    if hasattr(_conftest, _fixture):
+        globals()[_fixture] = getattr(_conftest, _fixture)
 
 from b2store import UnsupportedError  # noqa: E402
 from b2store.integrations.xarray_writer import to_b2nd  # noqa: E402
@@ -69,9 +73,11 @@ class _B2ndBase(backends.CFEncodedBase):
         with xr.open_dataset(path, engine="b2nd", **{**self.open_defaults, **kwargs}) as ds:
             yield ds
 
-    def test_load_async(self) -> None:
-        # run on an event loop of its own: no pytest asyncio plugin is required
-        asyncio.run(super().test_load_async())
+    if hasattr(backends.CFEncodedBase, "test_load_async"):
+
+        def test_load_async(self) -> None:
+            # run on an event loop of its own: no pytest asyncio plugin is required
+            asyncio.run(super().test_load_async())
 
 
 class TestB2ndTree(_B2ndBase):
@@ -193,4 +199,5 @@ def _xfail(cls, name: str, reason: str, raises: type[BaseException]) -> None:
 for _cls in (TestB2ndTree, TestB2ndZip, TestB2ndFrame, TestB2ndTreeDask):
     _marks = {**XFAIL_ALL, **XFAIL_FRAME} if _cls is TestB2ndFrame else XFAIL_ALL
     for _name, (_reason, _raises) in _marks.items():
-        _xfail(_cls, _name, _reason, _raises)
+        if hasattr(_cls, _name):  # older xarray releases have fewer tests
+            _xfail(_cls, _name, _reason, _raises)
