@@ -28,6 +28,7 @@ __all__ = [
     "FOREIGN_KEYS",
     "split_encoding",
     "finish_encoding",
+    "check_string_width",
 ]
 
 #: Per-variable encoding keys that choose how the frame is stored.
@@ -102,7 +103,13 @@ def split_encoding(name: str, var: xr.Variable, user: Mapping | None) -> tuple[d
     """The storage options and the CF encoding of variable ``name``, from the user's
     ``encoding=`` entry (which wins) and the variable's own ``.encoding``; a key of either
     that cannot be stored raises a ValueError naming it."""
-    user = dict(user or {})
+    try:
+        user = dict(user or {})
+    except (TypeError, ValueError):
+        # xarray's writers say the same of an entry that is no mapping
+        raise ValueError(
+            f"encoding for {name!r} must be castable to a dictionary, not {user!r}"
+        ) from None
     bad = sorted(map(str, set(user) - STORAGE_KEYS - CF_KEYS))
     if bad:
         raise ValueError(
@@ -125,6 +132,34 @@ def split_encoding(name: str, var: xr.Variable, user: Mapping | None) -> tuple[d
     return storage, cf
 
 
+def check_string_width(name: str, var: xr.Variable) -> None:
+    """Refuse an encoding ``dtype`` of fixed-width strings narrower than the strings of
+    ``var``: xarray's encoder casts with NumPy, which cuts each string to the width silently
+    (xarray's netCDF writers store the cut strings). ``S1`` is netCDF's character array,
+    which b2nd does not use: the strings are then stored whole."""
+    want = var.encoding.get("dtype")
+    try:
+        want = np.dtype(want) if want is not None else None
+    except TypeError:
+        return  # not a dtype: the encoder says so
+    if want is None or want.kind not in "SU" or want == np.dtype("S1"):
+        return
+    if var.dtype.kind in "SU":
+        have = var.dtype.itemsize // (4 if var.dtype.kind == "U" else 1)
+    elif var.dtype == object:
+        flat = [v for v in np.asarray(var.values).ravel().tolist() if isinstance(v, (str, bytes))]
+        have = max(map(len, flat), default=0)
+    else:
+        return
+    width = want.itemsize // (4 if want.kind == "U" else 1)
+    if width < have:
+        raise ValueError(
+            f"encoding dtype {want.str!r} of variable {name!r} is narrower than its strings "
+            f"({have} characters): they would be cut; give a dtype of {have} characters or "
+            "more, or none"
+        )
+
+
 def finish_encoding(name: str, var: xr.Variable) -> xr.Variable:
     """``var`` as xarray's CF encoder left it, made ready to store: its ``_FillValue`` and
     ``missing_value`` in its dtype, an ``_Unsigned`` the encoder did not use (it moves it only
@@ -134,6 +169,12 @@ def finish_encoding(name: str, var: xr.Variable) -> xr.Variable:
     if "_Unsigned" in encoding and var.dtype.kind in "iu" and "_Unsigned" not in attrs:
         attrs["_Unsigned"] = encoding.pop("_Unsigned")
         var = xr.Variable(var.dims, var.data, attrs, encoding)
+    # ``_FillValue: None`` (or ``missing_value: None``) is xarray's way to say "write none":
+    # nothing to store, as netCDF and Zarr store nothing.
+    for key in ("_FillValue", "missing_value"):
+        if key in encoding and encoding[key] is None:
+            del encoding[key]
+            var = xr.Variable(var.dims, var.data, var.attrs, encoding)
     left = sorted(k for k in encoding if k in CF_KEYS and k != "dtype")
     if left:
         raise ValueError(

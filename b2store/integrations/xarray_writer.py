@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import warnings
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,7 +29,13 @@ from ..nd.geometry import array_to_chunk, chunk_grid, chunk_nitems, chunk_region
 from ..nd.meta import B2ndMeta
 from ..nd.shapes import default_chunks_blocks
 from .xarray_conventions import DIMENSION_KEY, FORMAT_VERSION, XARRAY_KEY
-from .xarray_encoding import CF_KEYS, STORAGE_KEYS, finish_encoding, split_encoding
+from .xarray_encoding import (
+    CF_KEYS,
+    STORAGE_KEYS,
+    check_string_width,
+    finish_encoding,
+    split_encoding,
+)
 
 __all__ = ["to_b2nd", "STORAGE_KEYS", "CF_KEYS"]
 
@@ -196,9 +203,21 @@ def _encode_group(ds: xr.Dataset, encoding: Mapping) -> tuple[dict, dict, dict, 
     ds = ds.copy(deep=False)
     storage = {}
     for name, var in ds.variables.items():
-        if not isinstance(name, str) or "/" in name or name in ("", VLMETA_NAME[:-4]):
+        if name is not None and not isinstance(name, str):
+            # the type and words of xarray's own writers (a Hashable is no file name)
+            raise TypeError(
+                f"Invalid name {name!r} for DataArray or Dataset key: must be either a "
+                "string or None for serialization to b2nd"
+            )
+        if name == "":
+            raise ValueError(
+                f"Invalid name {name!r} for DataArray or Dataset key: string must be "
+                "length 1 or greater for serialization to b2nd"
+            )
+        if name is None or "/" in name or name == VLMETA_NAME[:-4]:
             raise ValueError(f"variable name {name!r} cannot name a b2nd frame")
         storage[name], var.encoding = split_encoding(name, var, encoding.get(name))
+        check_string_width(name, var)
     variables, attrs = conventions.encode_dataset_coordinates(ds)
     variables, attrs = conventions.cf_encoder(variables, attrs)
     for name, var in variables.items():
@@ -237,10 +256,20 @@ def _plain(value, where: str):
     raise TypeError(f"{where}: {type(value).__name__} values cannot be stored in vlmeta")
 
 
-def _fixed_width(var: xr.Variable) -> xr.Variable:
+def _fixed_width(var: xr.Variable, name) -> xr.Variable:
     """Object-dtype strings as fixed-width items (b2nd holds fixed-size items only)."""
     if var.dtype != object:
         return var
+    if hasattr(var.data, "dask"):
+        # the width is only known once every item is: say so, as xarray's writers do
+        warnings.warn(
+            f"variable {name} has data in the form of a dask array with dtype=object, which "
+            "means it is being loaded into memory to determine a data type that can be "
+            "safely stored on disk. To avoid this, coerce this variable to a fixed-size "
+            "dtype with astype() before saving it.",
+            xr.SerializationWarning,
+            stacklevel=2,
+        )
     values = np.asarray(var.values)
     flat = values.ravel().tolist()
     if all(isinstance(v, str) for v in flat):
@@ -260,7 +289,7 @@ def _write_frame(ds, encoding, path: Path, contiguous: bool, nthreads) -> None:
     (name,) = [n for n in variables if n not in coord_names]
     coords, total = {}, 0
     for cname in coord_names:
-        var = _fixed_width(variables[cname])
+        var = _fixed_width(variables[cname], cname)
         data = np.asarray(var.values)
         total += data.nbytes
         if total > MAX_EMBEDDED_COORD_BYTES:
@@ -325,7 +354,7 @@ def _with_info(attrs: dict, info: dict) -> dict:
 
 def _write_variable(var, path: Path, storage: dict, contiguous: bool, nthreads, extra) -> None:
     """One variable as one b2nd frame, its chunks computed and encoded in C order."""
-    var = _fixed_width(var)
+    var = _fixed_width(var, extra.get("name", Path(path).stem))  # a tree's member: name.b2nd
     dtype = writable_dtype(var.dtype)  # a writer's input: never B2ndMeta's FormatError
     shape = tuple(var.shape)
     chunks, blocks = _chunking(var, storage)

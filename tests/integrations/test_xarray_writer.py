@@ -279,3 +279,97 @@ def test_zero_size_frame_opens_in_python_blosc2(tmp_path, contiguous):
     assert arr.shape == (0, 3) and arr.dtype == np.float32
     assert arr.vlmeta["_ARRAY_DIMENSIONS"] == ["t", "x"]
     assert arr.vlmeta["units"] == "K"
+
+
+# --- what xarray's backend test classes expect of a writer (test_xarray_backend_classes.py) ----
+
+
+@pytest.mark.parametrize("layout", ["t.b2nd", "t.b2d", "t.b2z"])
+@pytest.mark.parametrize("via", ["encoding", "kwarg"])
+@pytest.mark.parametrize("on", ["x", "y"])  # the data variable, its coordinate
+def test_fill_value_none_writes_no_fill_value(tmp_path, layout, via, on):
+    """``_FillValue: None`` asks for no fill value (xarray's netCDF and Zarr writers store
+    none); it was refused as a key that 'does not apply'."""
+    ds = xr.Dataset({"x": ("y", [np.pi, -np.pi])}, {"y": [1.5, 2.5]})
+    kwargs = {}
+    if via == "encoding":
+        ds[on].encoding["_FillValue"] = None
+    else:
+        kwargs["encoding"] = {on: {"_FillValue": None}}
+    got = xr.open_dataset(to_b2nd(ds, tmp_path / layout, **kwargs), engine="b2nd")
+    assert "_FillValue" not in got[on].encoding and "_FillValue" not in got[on].attrs
+    raw = xr.open_dataset(tmp_path / layout, engine="b2nd", decode_cf=False)
+    assert "_FillValue" not in raw[on].attrs
+    xr.testing.assert_identical(got.load(), ds)
+
+
+@pytest.mark.parametrize("entry", ["foo", 3, [1, 2]])
+def test_encoding_entry_that_is_no_mapping(tmp_path, entry):
+    ds = xr.Dataset({"x": ("y", np.arange(3.0))})
+    with pytest.raises(ValueError, match=r"encoding for 'x' must be castable to a dictionary"):
+        to_b2nd(ds, tmp_path / "t.b2d", encoding={"x": entry})
+
+
+@pytest.mark.parametrize(
+    "name, error, match",
+    [
+        (0, TypeError, r"Invalid name 0 .*must be either a string or None"),
+        ((4, 5), TypeError, r"Invalid name \(4, 5\) .*must be either a string or None"),
+        (True, TypeError, r"Invalid name True .*must be either a string or None"),
+        ("", ValueError, r"Invalid name '' .*string must be length 1 or greater"),
+        (None, ValueError, r"variable name None cannot name a b2nd frame"),
+    ],
+)
+@pytest.mark.parametrize("layout", ["t.b2nd", "t.b2d"])
+def test_variable_names_refused_as_xarray_refuses_them(tmp_path, name, error, match, layout):
+    """A name that is no string is a TypeError, an empty one a ValueError, worded as
+    xarray's writers word them (their backend tests match the words)."""
+    ds = xr.Dataset({name: xr.DataArray(np.zeros((2, 2)))})
+    with pytest.raises(error, match=match):
+        to_b2nd(ds, tmp_path / layout)
+    assert not (tmp_path / layout).exists()
+
+
+@pytest.mark.parametrize("layout", ["t.b2nd", "t.b2d", "t.b2z"])
+def test_dask_object_strings_warn_that_they_are_loaded(tmp_path, layout):
+    pytest.importorskip("dask")
+    ds = xr.Dataset({"x": ("y", np.array(["foo", "barbaz"], dtype=object))}).chunk()
+    with pytest.warns(xr.SerializationWarning, match="variable x has data in the form of a dask"):
+        path = to_b2nd(ds, tmp_path / layout)
+    xr.testing.assert_identical(xr.open_dataset(path, engine="b2nd").load(), ds.compute())
+
+
+@pytest.mark.parametrize("layout", ["t.b2nd", "t.b2d", "t.b2z"])
+@pytest.mark.parametrize(
+    "values, dtype",
+    [
+        (["abcd", "x"], "U2"),
+        (["abcd", "x"], "S3"),
+        ([b"abcd", b"x"], "S2"),
+        ([b"abcd", b"x"], "U1"),
+        (np.array(["abcd", "x"], dtype=object), "U3"),
+        (np.array([b"abcd", b"x"], dtype=object), "S2"),
+    ],
+)
+@pytest.mark.parametrize("via", ["encoding", "kwarg"])
+def test_string_dtype_narrower_than_the_strings_is_refused(tmp_path, layout, values, dtype, via):
+    """An encoding dtype that would cut the strings (NumPy's cast does, silently, and xarray's
+    netCDF writers store the cut strings) is refused; nothing is written."""
+    ds = xr.Dataset({"v": ("t", values)})
+    kwargs = {"encoding": {"v": {"dtype": dtype}}} if via == "kwarg" else {}
+    if via == "encoding":
+        ds.v.encoding["dtype"] = dtype
+    with pytest.raises(ValueError, match=rf"encoding dtype '.{dtype}' of variable 'v' is narrower"):
+        to_b2nd(ds, tmp_path / layout, **kwargs)
+    assert not (tmp_path / layout).exists()
+
+
+@pytest.mark.parametrize(
+    "values, dtype",
+    [(["abcd", "x"], "S1"), (["abcd", "x"], "U4"), (["abcd", "x"], "U9")]
+    + [([b"abcd", b"x"], "S4"), ([b"abcd", b"x"], "S10"), ([b"abcd", b"x"], "S1")],
+)
+def test_string_dtype_wide_enough_is_kept(tmp_path, values, dtype):
+    ds = xr.Dataset({"v": ("t", values)})
+    path = to_b2nd(ds, tmp_path / "t.b2d", encoding={"v": {"dtype": dtype}})
+    xr.testing.assert_identical(xr.open_dataset(path, engine="b2nd").load(), ds)
