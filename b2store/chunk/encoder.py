@@ -93,7 +93,12 @@ def refuse_references(dtype: np.dtype) -> None:
 def writable_dtype(dtype) -> np.dtype:
     """The dtype of items a writer is given, checked (see :func:`refuse_references`): never a
     FormatError, whose meaning is corrupt bytes read."""
-    dtype = np.dtype(dtype)
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        # Not a NumPy type at all (a pandas extension type, such as its StringDtype, which
+        # xarray keeps for some string coordinates): a type b2nd cannot hold, named.
+        raise UnsupportedError("item type for a b2nd array", str(dtype)) from None
     refuse_references(dtype)
     if dtype.itemsize == 0:
         raise TypeError(f"b2nd arrays need items of at least one byte, not {dtype}")

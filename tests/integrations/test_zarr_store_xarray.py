@@ -92,6 +92,11 @@ def test_fill_attr_forms_are_xarrays(value, dtype):
     from xarray.backends.zarr import FillValueCoder
 
     encoded = zarr_fill_attr(value, np.dtype(dtype))
-    assert encoded == FillValueCoder.encode(value, np.dtype(dtype))
+    try:
+        theirs = FillValueCoder.encode(value, np.dtype(dtype))
+    except ValueError as exc:  # xarray before 2026.7: "Unsupported dtype complex128"
+        assert dtype == "c16", exc
+        pytest.skip(f"this xarray has no Zarr fill-value form for {dtype} to compare with")
+    assert encoded == theirs
     back = plain_fill_attr(encoded, np.dtype(dtype))
     assert back == value or (np.isnan(back) and np.isnan(value))
