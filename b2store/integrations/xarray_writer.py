@@ -203,6 +203,11 @@ def _encode_group(ds: xr.Dataset, encoding: Mapping) -> tuple[dict, dict, dict, 
     ds = ds.copy(deep=False)
     storage = {}
     for name, var in ds.variables.items():
+        if not isinstance(var.dtype, np.dtype) or var.dtype.kind == "T":
+            # NumPy's StringDType, or a pandas extension type (xarray keeps one for some
+            # string coordinates): refused, named, before xarray's CF encoder, which older
+            # xarray fails on with a TypeError of its own.
+            writable_dtype(var.dtype)
         if name is not None and not isinstance(name, str):
             # the type and words of xarray's own writers (a Hashable is no file name)
             raise TypeError(
