@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 
 import b2store
 from b2store import FormatError, UnsupportedError
-from b2store.chunk import native
 from b2store.chunk.partial import (
     HEADER_BYTES,
     decode_blocks,
@@ -282,7 +281,7 @@ def direct_read(chunk: bytes, blocks):
     return written, out, src
 
 
-@pytest.mark.skipif(not native.enabled(), reason="the C block loop is not built or disabled")
+@pytest.mark.usefixtures("native_on")  # the direct path is the C loop: on in both settings
 @pytest.mark.parametrize("filters", PIPELINES, ids="+".join)
 @pytest.mark.parametrize("codec", CODECS)
 def test_direct_equals_whole(codec, filters):
@@ -310,7 +309,7 @@ def test_direct_equals_whole(codec, filters):
             assert src.read_bytes < len(chunk) // 10  # one block's bytes, not the chunk
 
 
-@pytest.mark.skipif(not native.enabled(), reason="the C block loop is not built or disabled")
+@pytest.mark.usefixtures("native_on")  # the direct path is the C loop: on in both settings
 def test_direct_leaves_what_it_cannot_take_to_the_plan_path():
     with_dict = b2store.encode_chunk(sample(30000, 2), codec="zstd", blocksize=16384, use_dict=True)
     assert direct_read(with_dict, [3])[0] is None
@@ -332,7 +331,7 @@ def test_direct_leaves_what_it_cannot_take_to_the_plan_path():
         decode_direct(layout, lambda a, n: chunk[a : a + n], [layout.bstarts.size], out)
 
 
-@pytest.mark.skipif(not native.enabled(), reason="the C block loop is not built or disabled")
+@pytest.mark.usefixtures("native_on")  # the direct path is the C loop: on in both settings
 @settings(deadline=None)
 @given(
     st.lists(st.tuples(st.integers(0, 30000), st.integers(0, 255)), min_size=1, max_size=8),
