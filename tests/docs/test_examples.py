@@ -29,9 +29,6 @@ RUN_COMMANDS = ("b2store", "python")
 SLOW = {
     "xarray.md": "its workflow writes four years of daily 1 degree data",
 }
-# Pages whose illustrative blocks are not marked yet (their owners are told): expected to
-# fail until they are, and reported as such, never skipped.
-NOT_YET: dict[str, str] = {}
 
 
 def _pages() -> list[Path]:
@@ -46,8 +43,6 @@ def _pages() -> list[Path]:
 
 def _param(page: Path):
     marks = [pytest.mark.slow] if page.name in SLOW else []
-    if page.name in NOT_YET:
-        marks.append(pytest.mark.xfail(reason=NOT_YET[page.name], strict=False))
     return pytest.param(page, id=page.name, marks=marks)
 
 
