@@ -180,34 +180,6 @@ def _finish(schunk, b2nd, vlmeta) -> B2ndArray:
     return B2ndArray(SChunk.open(final, mode="a"), b2nd)
 
 
-_KEYWORDS_DOC = """
-    chunks, blocks : tuple of int, optional
-        Chunk and block shapes; python-blosc2's choice for the shape and item size when None.
-    codec : str or Codec
-        ``"zstd"`` (default), ``"lz4"``, ``"lz4hc"``, ``"blosclz"``, ``"zlib"``.
-    clevel : int
-        Compression level, 0 to 9 (default 5).
-    filters : sequence of str or Filter, optional
-        Up to six filters, applied in order; default shuffle, as python-blosc2.
-    filters_meta : sequence of int, optional
-        One meta per filter (shuffle's element size, trunc_prec's bits, ...).
-    splitmode : str or SplitMode
-        ``"auto"`` (default), ``"always"``, ``"never"``.
-    contiguous : bool
-        One frame file (default) or a sparse-frame directory.
-    mode : {"w", "x"}
-        Overwrite ``urlpath`` (default) or refuse to when it exists.
-    meta : mapping, optional
-        Fixed metalayers: names to msgpack-packable values.
-    vlmeta : mapping, optional
-        Variable-length metalayers (user attributes such as ``{"units": "K"}``): names to
-        msgpack-packable values; python-blosc2 reads them as ``array.vlmeta``.
-    nthreads : int, optional
-        Chunks' blocks compressed at once (default: as many as reads use, the cores unless
-        ``B2STORE_NTHREADS`` says otherwise, as python-blosc2).
-
-    Unknown keywords raise TypeError: attributes go in ``vlmeta``, never loose keywords."""
-
 
 @names_user_path
 def asarray(
@@ -235,14 +207,39 @@ def asarray(
         The data (any fixed-size dtype).
     urlpath : str or path, optional
         The ``.b2nd`` file (or sparse-frame directory) to write; None keeps it in memory.
-    {keywords}
+    chunks, blocks : tuple of int, optional
+        Chunk and block shapes; python-blosc2's choice for the shape and item size when None.
+    codec : str or Codec
+        ``"zstd"`` (default), ``"lz4"``, ``"lz4hc"``, ``"blosclz"``, ``"zlib"``.
+    clevel : int
+        Compression level, 0 to 9 (default 5).
+    filters : sequence of str or Filter, optional
+        Up to six filters, applied in order; default shuffle, as python-blosc2.
+    filters_meta : sequence of int, optional
+        One meta per filter (shuffle's element size, trunc_prec's bits, ...).
+    splitmode : str or SplitMode
+        ``"auto"`` (default), ``"always"``, ``"never"``.
+    contiguous : bool
+        One frame file (default) or a sparse-frame directory.
+    mode : {"w", "x"}
+        Overwrite ``urlpath`` (default) or refuse to when it exists.
+    meta : mapping, optional
+        Fixed metalayers: names to msgpack-packable values.
+    vlmeta : mapping, optional
+        Variable-length metalayers (user attributes such as ``{"units": "K"}``): names to
+        msgpack-packable values; python-blosc2 reads them as ``array.vlmeta``.
+    nthreads : int, optional
+        Chunks' blocks compressed at once (default: as many as reads use, the cores unless
+        ``B2STORE_NTHREADS`` says otherwise, as python-blosc2).
+
+    Unknown keywords raise TypeError: attributes go in ``vlmeta``, never loose keywords.
 
     Returns
     -------
     B2ndArray
 
     >>> import numpy as np, b2store
-    >>> a = b2store.asarray(np.arange(12.0).reshape(3, 4), vlmeta={{"units": "K"}})
+    >>> a = b2store.asarray(np.arange(12.0).reshape(3, 4), vlmeta={"units": "K"})
     >>> a[1, ::2], a.vlmeta["units"]
     (array([4., 6.]), 'K')
     """
@@ -320,7 +317,9 @@ def frombuffer(
     dtype : numpy dtype
     urlpath : str or path, optional
         Where to write; None keeps it in memory.
-    {keywords}
+    chunks, blocks, codec, clevel, filters, filters_meta, splitmode : optional
+        As for :func:`asarray`; so are ``contiguous``, ``mode``, ``meta``, ``vlmeta`` and
+        ``nthreads``.
     """
     opts = _Options.of(locals())
     dtype = _check_dtype(dtype)
@@ -368,7 +367,9 @@ def zeros(
         Default float64.
     urlpath : str or path, optional
         Where to write; None keeps it in memory.
-    {keywords}
+    chunks, blocks, codec, clevel, filters, filters_meta, splitmode : optional
+        As for :func:`asarray`; so are ``contiguous``, ``mode``, ``meta``, ``vlmeta`` and
+        ``nthreads``.
     """
     opts = _Options.of(locals())
     return _filled(SpecialValue.ZERO, shape, dtype, b"", urlpath, opts)
@@ -432,7 +433,9 @@ def full(
         Default: ``fill_value``'s.
     urlpath : str or path, optional
         Where to write; None keeps it in memory.
-    {keywords}
+    chunks, blocks, codec, clevel, filters, filters_meta, splitmode : optional
+        As for :func:`asarray`; so are ``contiguous``, ``mode``, ``meta``, ``vlmeta`` and
+        ``nthreads``.
     """
     opts = _Options.of(locals())
     value = np.asarray(fill_value, dtype=dtype)
@@ -440,9 +443,3 @@ def full(
     kind = SpecialValue.VALUE if value.tobytes().strip(b"\0") else SpecialValue.ZERO
     raw = value.tobytes() if kind == SpecialValue.VALUE else b""
     return _filled(kind, shape, dtype, raw, urlpath, opts)
-
-
-for _f in (asarray, frombuffer, zeros, full):
-    if _f.__doc__:  # None under python -OO
-        _f.__doc__ = _f.__doc__.format(keywords=_KEYWORDS_DOC.strip())
-del _f
