@@ -53,9 +53,9 @@ __version__ = "0.1.0.dev0"
 # Integrations are imported on first use: importing b2store stays cheap (no numcodecs, zarr
 # or xarray until a name that needs them is asked for).
 _LAZY = {
-    "Blosc2": ".integrations.numcodecs_codec",
-    "B2ndStore": ".integrations.zarr_store",
-    "to_b2nd": ".integrations.xarray_writer",
+    "Blosc2": ".integrations.numcodecs.codec",
+    "B2ndStore": ".integrations.zarr.store",
+    "to_b2nd": ".integrations.xarray.writer",
     "open_tree": ".tree",
 }
 

@@ -52,7 +52,7 @@ def main() -> None:
     import zarr
     from zarr.storage import LocalStore, WrapperStore
 
-    from b2store.integrations.zarr_store import B2ndStore
+    from b2store.integrations.zarr.store import B2ndStore
 
     default_threads = blosc2.nthreads
     blosc2.set_nthreads(1)

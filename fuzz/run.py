@@ -55,9 +55,9 @@ def main() -> None:
 
         import b2store.frame.trailer
         import b2store.frame.vlmeta_codec
-        import b2store.integrations.numcodecs_codec
-        import b2store.integrations.zarr_b2nd
-        import b2store.integrations.zarr_store
+        import b2store.integrations.numcodecs.codec
+        import b2store.integrations.zarr.b2nd
+        import b2store.integrations.zarr.store
         import b2store.nd.meta
         import b2store.tree  # noqa: F401
 

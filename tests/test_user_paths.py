@@ -19,7 +19,7 @@ from b2store.frame.schunk import SChunk
 zarr = pytest.importorskip("zarr")
 xr = pytest.importorskip("xarray")
 
-from b2store.integrations.zarr_store import B2ndStore  # noqa: E402
+from b2store.integrations.zarr.store import B2ndStore  # noqa: E402
 
 
 @pytest.mark.parametrize("name", ["missing.b2nd", "missing.b2d", "missing.b2z", "missing"])

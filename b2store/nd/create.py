@@ -36,8 +36,6 @@ from .meta import B2ndMeta
 from .shapes import default_chunks_blocks
 
 __all__ = ["asarray", "frombuffer", "zeros", "empty", "full"]
-# Still importable from here for the integrations written against it; nd/chunks.py holds them.
-_REEXPORTED = (cparams_for, encode_array_chunk)
 
 
 _check_dtype = writable_dtype  # StringDType: UnsupportedError; objects, empty items: TypeError

@@ -24,15 +24,15 @@ def _writers(name):
         "zeros": lambda: b2store.zeros((4,), codec=name),
     }
     try:
-        from b2store.integrations.numcodecs_codec import B2nd, Blosc2
+        from b2store.integrations.numcodecs.codec import B2nd, Blosc2
 
         out["numcodecs-blosc2"] = lambda: Blosc2(cname=name)
         out["numcodecs-b2nd"] = lambda: B2nd((10,), (5,), "<f8", cname=name)
     except ImportError:
         pass
     try:
-        from b2store.integrations.zarr_b2nd import B2ndCodec
-        from b2store.integrations.zarr_codecs import Blosc2Codec
+        from b2store.integrations.zarr.b2nd import B2ndCodec
+        from b2store.integrations.zarr.codecs import Blosc2Codec
 
         out["zarr-blosc2"] = lambda: Blosc2Codec(cname=name)
         out["zarr-blosc2-dict"] = lambda: Blosc2Codec.from_dict(

@@ -122,7 +122,7 @@ def test_verify_decodes_every_chunk_into_one_buffer(tmp_path, cli):
 
 
 def test_verify_refuses_a_chunk_past_the_limit_without_decoding_it():
-    from b2store.verification import _check_chunk
+    from b2store.cli.verify import _check_chunk
 
     with pytest.raises(b2store.LimitError, match="Limits.max_chunk_nbytes"):
         _check_chunk(special_chunk(SpecialValue.ZERO, 8 * MIB, 8), None, MIB, 0)

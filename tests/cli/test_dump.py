@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from conftest import assert_user_error, run_b2store
 
-from b2store.cli import UsageError, parse_slice
+from b2store.cli.arguments import UsageError, parse_slice
 
 blosc2 = pytest.importorskip("blosc2")
 

@@ -127,7 +127,7 @@ def test_sparse_frame_and_trees_written_by_python_blosc2(tmp_path):
 @pytest.mark.parametrize("zarr_format", [2, 3])
 def test_zarr_store_with_b2store_codecs(tmp_path, zarr_format):
     zarr = pytest.importorskip("zarr")
-    from b2store.integrations.zarr_codecs import Blosc2Codec
+    from b2store.integrations.zarr.codecs import Blosc2Codec
 
     codec = b2store.Blosc2(cname="lz4") if zarr_format == 2 else Blosc2Codec(cname="lz4")
     path = tmp_path / "z.zarr"

@@ -66,7 +66,7 @@ def test_a_bad_chunk_is_reported_with_its_offset(tmp_path):
 
 def test_good_files_of_every_kind_verify(tmp_path):
     zarr = pytest.importorskip("zarr")
-    from b2store.integrations.zarr_codecs import Blosc2Codec
+    from b2store.integrations.zarr.codecs import Blosc2Codec
 
     tree = tmp_path / "t.b2z"
     with blosc2.TreeStore(str(tree), mode="w") as ts:
@@ -86,7 +86,7 @@ def test_good_files_of_every_kind_verify(tmp_path):
 
 def test_bad_zarr_chunk_is_reported(tmp_path):
     zarr = pytest.importorskip("zarr")
-    from b2store.integrations.zarr_codecs import Blosc2Codec
+    from b2store.integrations.zarr.codecs import Blosc2Codec
 
     path = tmp_path / "z.zarr"
     z = zarr.create_array(

@@ -113,7 +113,7 @@ def test_xarray_engine_says_not_a_blosc2_file(files, name):
 @pytest.mark.parametrize("name", ["npy", "text", "empty", "netcdf3", "zarr dir"])
 def test_zarr_store_says_not_a_blosc2_file(files, name):
     zarr = pytest.importorskip("zarr")
-    from b2store.integrations.zarr_store import B2ndStore
+    from b2store.integrations.zarr.store import B2ndStore
 
     path, what = files[name]
     with pytest.raises(b2store.FormatError, match=rf"not a Blosc2 file \({what}"):

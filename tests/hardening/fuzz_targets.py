@@ -173,7 +173,7 @@ def target_vlmeta(data: bytes) -> None:
 
 def target_codec(data: bytes) -> None:
     """The numcodecs codecs' ``decode`` (``blosc2`` and ``b2nd``)."""
-    from b2store.integrations.numcodecs_codec import Blosc2
+    from b2store.integrations.numcodecs.codec import Blosc2
 
     codec = Blosc2()
     codec.max_buffer_size = FUZZ_LIMITS.max_chunk_nbytes  # the decoded size it accepts
@@ -194,7 +194,7 @@ def target_zarrstore(data: bytes) -> None:
     """B2ndStore over a mutated frame: keys listed, ``zarr.json`` and chunks read."""
     from zarr.core.buffer import default_buffer_prototype
 
-    from b2store.integrations.zarr_store import B2ndStore
+    from b2store.integrations.zarr.store import B2ndStore
 
     path = scratch() / "z.b2nd"
     path.write_bytes(data)
@@ -224,7 +224,7 @@ def target_zarrread(data: bytes) -> None:
     b2store.open says, never zarr's or NumPy's own errors)."""
     import zarr
 
-    from b2store.integrations.zarr_store import B2ndStore
+    from b2store.integrations.zarr.store import B2ndStore
 
     path = scratch() / "r.b2nd"
     path.write_bytes(data)

@@ -367,14 +367,14 @@ def test_a_failed_convert_leaves_no_partial_output(tmp_path, monkeypatch, after)
     # read as data. It is removed, with its temporaries and descriptors.
     import errno
 
-    from b2store.convert import convert
+    from b2store.cli.convert import convert
 
     src, dst = tmp_path / "x.npy", tmp_path / "x.b2nd"
     np.save(src, np.arange(20_000, dtype="f8").reshape(200, 100))
     b2store.asarray(np.ones(3), dst).close()  # replaced with overwrite=True
     fds = _open_fds()
     with monkeypatch.context() as m:
-        m.setattr("b2store.convert.NPY_PIECE_BYTES", 8_000, raising=False)
+        m.setattr("b2store.cli.convert.NPY_PIECE_BYTES", 8_000, raising=False)
         _disk_full(m, after)
         with pytest.raises(OSError, match="No space left on device") as info:
             convert(src, dst, chunks=(20, 100), overwrite=True, progress=False)

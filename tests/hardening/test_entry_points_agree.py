@@ -16,8 +16,8 @@ from b2store.frame.schunk import SChunk
 zarr = pytest.importorskip("zarr")
 xr = pytest.importorskip("xarray")
 
-from b2store.integrations.numcodecs_codec import B2nd, Blosc2  # noqa: E402
-from b2store.integrations.zarr_store import B2ndStore  # noqa: E402
+from b2store.integrations.numcodecs.codec import B2nd, Blosc2  # noqa: E402
+from b2store.integrations.zarr.store import B2ndStore  # noqa: E402
 
 # nbytes values a corrupt header may hold: none, fewer (whole items, or not), a few more,
 # one item short of the chunk, 1 GiB, the most an int32 holds, negative.

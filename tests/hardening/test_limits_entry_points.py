@@ -21,7 +21,7 @@ from b2store.tree import open_tree
 
 zarr = pytest.importorskip("zarr")
 xr = pytest.importorskip("xarray")
-from b2store.integrations.zarr_store import B2ndStore  # noqa: E402
+from b2store.integrations.zarr.store import B2ndStore  # noqa: E402
 
 DATA = np.arange(4096, dtype="f8")
 CHUNK_NBYTES = 1024 * 8  # chunks=(1024,) of float64
@@ -285,7 +285,7 @@ def test_stores_and_openers_with_other_limits_are_not_equal(frame):
     assert B2ndStore(frame, limits=AT) == B2ndStore(frame, limits=AT)
     assert B2ndStore(frame, limits=AT) != B2ndStore(frame, limits=PAST)
     assert B2ndStore(frame) != B2ndStore(frame, limits=AT)
-    from b2store.integrations.xarray_backend import FrameRecipe
+    from b2store.integrations.xarray.lazy import FrameRecipe
 
     assert FrameRecipe(frame, limits=AT) == FrameRecipe(frame, limits=AT)
     assert FrameRecipe(frame, limits=AT) != FrameRecipe(frame, limits=PAST)

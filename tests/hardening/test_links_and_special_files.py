@@ -421,7 +421,7 @@ def test_a_special_file_as_a_b2z_is_refused(tmp_path, outside, kind):
 @pytest.mark.parametrize("kind", SPECIALS)
 def test_xarray_does_not_claim_or_block_on_a_special_file(tmp_path, outside, kind):
     pytest.importorskip("xarray")
-    from b2store.integrations.xarray_backend import B2ndBackendEntrypoint
+    from b2store.integrations.xarray.backend import B2ndBackendEntrypoint
 
     xr = pytest.importorskip("xarray")
     path = tmp_path / "t.bin"  # no suffix to go by: the magic bytes are looked at

@@ -121,7 +121,7 @@ def test_block_reads_refuse_lying_flags():
 
 
 def test_numcodecs_codec_refuses_lying_flags():
-    from b2store.integrations.numcodecs_codec import Blosc2
+    from b2store.integrations.numcodecs.codec import Blosc2
 
     codec = Blosc2()
     for chunk in CASES[:80]:
@@ -171,7 +171,7 @@ def test_frames_refuse_lying_flags(tmp_path, seed):
 def test_zarr_and_xarray_refuse_lying_flags(tmp_path):
     zarr = pytest.importorskip("zarr")
     xr = pytest.importorskip("xarray")
-    from b2store.integrations.zarr_store import B2ndStore
+    from b2store.integrations.zarr.store import B2ndStore
 
     path, _ = _frame_with_lies(tmp_path, 4)
     with pytest.raises(FormatError, match=LIE):

@@ -38,7 +38,7 @@ def test_a_40_byte_nan_chunk_of_906_mb_is_bounded_by_the_codecs_limit():
     # codec target, a timeout (10 s): 40 bytes whose header says 906 MB of NaN, under the
     # 1 GiB default, so filling it was "justified"; a codec whose max_buffer_size is lower
     # refuses it before allocating, and the library's limit does the same.
-    from b2store.integrations.numcodecs_codec import Blosc2
+    from b2store.integrations.numcodecs.codec import Blosc2
 
     data = base64.b64decode("BAE1BADoAzYA6AMAKAAAADEAAAAAAAEAAAAAAAAAACQAAAAAAOgAAQA=")
     # As found it is also a lying special chunk (NaN with 8 bytes past the header), now

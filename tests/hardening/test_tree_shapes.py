@@ -18,7 +18,7 @@ import b2store
 from b2store import LimitError, Limits
 
 zarr = pytest.importorskip("zarr")
-from b2store.integrations.zarr_store import B2ndStore  # noqa: E402
+from b2store.integrations.zarr.store import B2ndStore  # noqa: E402
 
 FRAME = b2store.asarray(np.arange(4, dtype="i4")).schunk.to_cframe()
 DEPTH = Limits().max_tree_depth
@@ -163,10 +163,10 @@ def test_opening_a_tree_costs_time_linear_in_its_members(tmp_path, layout):
 def test_a_tree_past_the_consolidated_size_opens_without_reading_every_array(
     tmp_path, monkeypatch
 ):
-    from b2store.integrations import zarr_store_nodes
+    from b2store.integrations.zarr import nodes
 
     path = make_zip(tmp_path / "t.b2z", [f"g/a{i}.b2nd" for i in range(20)])
-    monkeypatch.setattr(zarr_store_nodes, "CONSOLIDATED_MAX_NODES", 10)
+    monkeypatch.setattr(nodes, "CONSOLIDATED_MAX_NODES", 10)
     store = B2ndStore(path)
     opened = []
     real = b2store.tree.ArrayRef.open

@@ -115,7 +115,7 @@ def test_ordinary_array_with_unwritten_chunks_still_reads(tmp_path):
 @pytest.mark.parametrize("kind", ["lazyexpr", "lazyudf-legacy", "c2array", "proxy-part"])
 def test_zarr_store_refuses(files, kind):
     zarr = pytest.importorskip("zarr")
-    from b2store.integrations.zarr_store import B2ndStore
+    from b2store.integrations.zarr.store import B2ndStore
 
     path, words = files[kind]
     with pytest.raises(UnsupportedError, match=words):
@@ -161,7 +161,7 @@ def test_tree_member_refused(trees, ext, words):
 def test_tree_member_refused_by_zarr_and_xarray(trees, ext, words):
     zarr = pytest.importorskip("zarr")
     xr = pytest.importorskip("xarray")
-    from b2store.integrations.zarr_store import B2ndStore
+    from b2store.integrations.zarr.store import B2ndStore
 
     with pytest.raises(UnsupportedError, match=words):
         zarr.open_array(B2ndStore(str(trees[ext])), path="e", mode="r")[...]

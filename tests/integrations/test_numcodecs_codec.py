@@ -15,7 +15,7 @@ from codec_checks import (
 from numcodecs import get_codec
 
 import b2store
-from b2store.integrations.numcodecs_codec import Blosc2
+from b2store.integrations.numcodecs.codec import Blosc2
 
 blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 is the interop oracle")
 

@@ -10,7 +10,7 @@ fsspec = pytest.importorskip("fsspec")
 zarr = pytest.importorskip("zarr")
 blosc2 = pytest.importorskip("blosc2")
 
-from b2store.integrations.virtual import combine_refs, kerchunk_refs  # noqa: E402
+from b2store.integrations.virtual.references import combine_refs, kerchunk_refs  # noqa: E402
 
 
 def _files(tmp_path, n=3):
@@ -121,7 +121,7 @@ def _to_b2nd_files(tmp_path, n=3, special=None):
 def test_virtualizarr_parser_combined_along_time(tmp_path):
     xr = pytest.importorskip("xarray")
     open_virtual_dataset, registry = _vz()
-    from b2store.integrations.virtual import B2ndParser, manifest_store
+    from b2store.integrations.virtual.references import B2ndParser, manifest_store
 
     urls, expected = _to_b2nd_files(tmp_path)
     vds = [open_virtual_dataset(u, registry=registry, parser=B2ndParser()) for u in urls]
@@ -147,7 +147,7 @@ def test_virtualizarr_parser_special_chunks_need_a_sidecar(tmp_path):
     xr = pytest.importorskip("xarray")
     open_virtual_dataset, registry = _vz()
     import b2store
-    from b2store.integrations.virtual import B2ndParser, manifest_store
+    from b2store.integrations.virtual.references import B2ndParser, manifest_store
 
     urls, parts = [], []
     for k in range(2):
@@ -177,7 +177,7 @@ def test_virtualizarr_parser_reads_remote_frames_by_ranges(tmp_path):
     from obstore.store import HTTPStore
     from virtualizarr import open_virtual_dataset
 
-    from b2store.integrations.virtual import B2ndParser, manifest_store
+    from b2store.integrations.virtual.references import B2ndParser, manifest_store
 
     xr = pytest.importorskip("xarray")
     urls, expected = _to_b2nd_files(tmp_path, 1)
@@ -201,7 +201,7 @@ def test_virtualizarr_parser_keeps_the_grid_when_fill_chunks_are_left_out(tmp_pa
     xr = pytest.importorskip("xarray")
     open_virtual_dataset, registry = _vz()
     import b2store
-    from b2store.integrations.virtual import B2ndParser, manifest_store
+    from b2store.integrations.virtual.references import B2ndParser, manifest_store
 
     data = np.random.default_rng(7).random((8, 5, 6)).astype("f4")
     data[zero_rows] = 0

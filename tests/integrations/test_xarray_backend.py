@@ -13,10 +13,8 @@ xr = pytest.importorskip("xarray")
 blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 writes the files read here")
 
 from b2store.frame.schunk import SChunk  # noqa: E402
-from b2store.integrations.xarray_backend import (  # noqa: E402
-    B2ndBackendEntrypoint,
-    outer_read,
-)
+from b2store.integrations.xarray.backend import B2ndBackendEntrypoint  # noqa: E402
+from b2store.integrations.xarray.lazy import outer_read  # noqa: E402
 
 
 def field(shape=(24, 10, 12), dtype="f4"):
@@ -406,9 +404,9 @@ def test_closing_releases_file_handles(tmp_path):
 
 @pytest.mark.skipif(not __import__("os").path.isdir("/proc/self/fd"), reason="needs /proc")
 def test_frames_kept_for_their_first_read_are_bounded(tmp_path, monkeypatch):
-    from b2store.integrations import xarray_lazy
+    from b2store.integrations.xarray import lazy
 
-    monkeypatch.setattr(xarray_lazy, "MAX_PRIMED", 4)
+    monkeypatch.setattr(lazy, "MAX_PRIMED", 4)
     paths = [blosc2_array(tmp_path / f"f{i}.b2nd", np.arange(10.0) + i) for i in range(12)]
     before = open_fds()
     datasets = [xr.open_dataset(p, engine="b2nd") for p in paths]

@@ -33,7 +33,7 @@ for _fixture in ("time_unit", "use_dask"):
         globals()[_fixture] = getattr(_conftest, _fixture)
 
 from b2store import UnsupportedError  # noqa: E402
-from b2store.integrations.xarray_writer import to_b2nd  # noqa: E402
+from b2store.integrations.xarray.writer import to_b2nd  # noqa: E402
 
 
 class _B2ndBase(backends.CFEncodedBase):

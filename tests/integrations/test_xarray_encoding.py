@@ -9,12 +9,12 @@ import pytest
 
 xr = pytest.importorskip("xarray")
 
-from b2store.integrations.xarray_encoding import (  # noqa: E402
+from b2store.integrations.xarray.encoding import (  # noqa: E402
     CF_KEYS,
     FOREIGN_KEYS,
     STORAGE_KEYS,
 )
-from b2store.integrations.xarray_writer import to_b2nd  # noqa: E402
+from b2store.integrations.xarray.writer import to_b2nd  # noqa: E402
 
 LAYOUTS = ["t.b2nd", "t.b2d", "t.b2z"]
 

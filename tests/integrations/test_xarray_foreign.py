@@ -4,7 +4,7 @@ directories, ``.b2z`` zips, variable frames and sealed blobs are declined by
 UnsupportedError naming the layout when ``engine="b2nd"`` is forced.
 
 The layouts are built here with b2store from the markers the detection keys on (see
-``b2store.integrations.xarray_foreign``); where xarray-blosc2 is installed, files it writes
+``b2store.integrations.xarray.foreign``); where xarray-blosc2 is installed, files it writes
 itself are checked too."""
 
 import json
@@ -16,9 +16,9 @@ import pytest
 xr = pytest.importorskip("xarray")
 
 import b2store  # noqa: E402
-from b2store.integrations.xarray_backend import B2ndBackendEntrypoint  # noqa: E402
-from b2store.integrations.xarray_foreign import ForeignLayoutError  # noqa: E402
-from b2store.integrations.xarray_writer import to_b2nd  # noqa: E402
+from b2store.integrations.xarray.backend import B2ndBackendEntrypoint  # noqa: E402
+from b2store.integrations.xarray.foreign import ForeignLayoutError  # noqa: E402
+from b2store.integrations.xarray.writer import to_b2nd  # noqa: E402
 
 ENGINE = B2ndBackendEntrypoint()
 LINEAGE = json.dumps({"history": ["saved by xarray_blosc2 1.7.1"]})

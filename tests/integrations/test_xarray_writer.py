@@ -12,7 +12,7 @@ xr = pytest.importorskip("xarray")
 blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 checks what b2store writes")
 da = pytest.importorskip("dask.array")
 
-from b2store.integrations.xarray_writer import to_b2nd  # noqa: E402
+from b2store.integrations.xarray.writer import to_b2nd  # noqa: E402
 
 LAYOUTS = {
     "frame": ("t.b2nd", {}),

@@ -11,8 +11,8 @@ blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 writes the ocf_blos
 
 import b2store  # noqa: E402
 from b2store import Codec, Filter  # noqa: E402
-from b2store.integrations.numcodecs_codec import Blosc2  # noqa: E402
-from b2store.integrations.zarr_codecs import Blosc2Codec, NumcodecsBlosc2Codec  # noqa: E402
+from b2store.integrations.numcodecs.codec import Blosc2  # noqa: E402
+from b2store.integrations.zarr.codecs import Blosc2Codec, NumcodecsBlosc2Codec  # noqa: E402
 
 # Under zarr's default codec pipeline and its fused one (tests/integrations/conftest.py).
 pytestmark = pytest.mark.usefixtures("zarr_pipeline")

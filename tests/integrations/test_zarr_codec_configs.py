@@ -17,9 +17,9 @@ zarr = pytest.importorskip("zarr")
 
 from zarr.storage import LocalStore  # noqa: E402
 
-from b2store.integrations.numcodecs_codec import B2nd  # noqa: E402
-from b2store.integrations.zarr_b2nd import B2ndCodec  # noqa: E402
-from b2store.integrations.zarr_codecs import Blosc2Codec, NumcodecsBlosc2Codec  # noqa: E402
+from b2store.integrations.numcodecs.codec import B2nd  # noqa: E402
+from b2store.integrations.zarr.b2nd import B2ndCodec  # noqa: E402
+from b2store.integrations.zarr.codecs import Blosc2Codec, NumcodecsBlosc2Codec  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 X = np.arange(100, dtype="<f4").reshape(10, 10)

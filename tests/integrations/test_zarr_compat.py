@@ -7,8 +7,8 @@ import numpy as np
 import zarr
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
-from b2store.integrations.zarr_compat import chunk_spec
-from b2store.integrations.zarr_store_write import _Client
+from b2store.integrations.zarr.compat import chunk_spec
+from b2store.integrations.zarr.write import _Client
 
 
 def test_the_chunk_spec_is_the_grids_chunk_with_the_arrays_type_and_fill():

@@ -21,7 +21,7 @@ blosc2 = pytest.importorskip("blosc2")
 from zarr.core.buffer import default_buffer_prototype  # noqa: E402
 from zarr.core.sync import sync  # noqa: E402
 
-from b2store.integrations.zarr_store import B2ndStore  # noqa: E402
+from b2store.integrations.zarr.store import B2ndStore  # noqa: E402
 
 # Under zarr's default codec pipeline and its fused one (tests/integrations/conftest.py).
 pytestmark = pytest.mark.usefixtures("zarr_pipeline")
@@ -289,7 +289,7 @@ def test_the_fused_pipeline_goes_through_the_sync_methods(tmp_path, monkeypatch,
     methods. Both ways the values are the data, for the b2nd codec and zarr's default."""
     import contextvars
 
-    from b2store.integrations.zarr_b2nd import B2ndCodec
+    from b2store.integrations.zarr.b2nd import B2ndCodec
 
     calls = []
     # Set while an async method runs: the sync methods it calls (asyncio.to_thread carries

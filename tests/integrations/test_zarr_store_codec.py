@@ -15,8 +15,8 @@ blosc2 = pytest.importorskip("blosc2")
 from zarr.abc.store import RangeByteRequest, Store  # noqa: E402
 from zarr.storage import MemoryStore, WrapperStore  # noqa: E402
 
-from b2store.integrations.zarr_b2nd import B2ndCodec  # noqa: E402
-from b2store.integrations.zarr_store import B2ndStore  # noqa: E402
+from b2store.integrations.zarr.b2nd import B2ndCodec  # noqa: E402
+from b2store.integrations.zarr.store import B2ndStore  # noqa: E402
 
 # Under zarr's default codec pipeline and its fused one (tests/integrations/conftest.py).
 pytestmark = pytest.mark.usefixtures("zarr_pipeline")
@@ -281,7 +281,7 @@ def test_store_shortcut_equals_byte_ranges(tmp_path, filters):
     # B2ndStore decodes its chunks in place (the codec's shortcut); through a wrapper the
     # codec goes by byte ranges. Both equal numpy, special chunks included.
     import b2store
-    from b2store.integrations.zarr_store import B2ndStore
+    from b2store.integrations.zarr.store import B2ndStore
 
     data = np.arange(40 * 36, dtype="<i4").reshape(40, 36) % 97
     data[:10] = 0  # a zeros special chunk row
@@ -303,7 +303,7 @@ def test_store_shortcut_equals_byte_ranges(tmp_path, filters):
 def test_spare_decode_buffers_are_never_handed_out_while_referred_to():
     """The b2nd codec decodes whole chunks into a spare buffer it reuses only when nothing
     refers to it any more: a chunk array someone still holds keeps its values."""
-    from b2store.integrations.zarr_b2nd import _spare_buffer
+    from b2store.integrations.zarr.b2nd import _spare_buffer
 
     first = _spare_buffer(4096)
     first[:] = 1

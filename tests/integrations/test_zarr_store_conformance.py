@@ -30,7 +30,7 @@ from zarr.core.buffer import cpu, default_buffer_prototype  # noqa: E402
 from zarr.core.sync import sync  # noqa: E402
 from zarr.testing.store import StoreTests  # noqa: E402
 
-from b2store.integrations.zarr_store import B2ndStore  # noqa: E402
+from b2store.integrations.zarr.store import B2ndStore  # noqa: E402
 
 PROTO = default_buffer_prototype()
 # The suite's tests and fixtures are coroutines: anyio's pytest plugin runs them.

@@ -15,7 +15,7 @@ from b2store import UnsupportedError
 
 zarr = pytest.importorskip("zarr")
 
-from b2store.integrations.zarr_store import B2ndStore  # noqa: E402
+from b2store.integrations.zarr.store import B2ndStore  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 

@@ -11,7 +11,7 @@ zarr = pytest.importorskip("zarr")
 blosc2 = pytest.importorskip("blosc2")
 pytest.importorskip("aiohttp")
 
-from b2store.integrations.zarr_store import B2ndStore  # noqa: E402
+from b2store.integrations.zarr.store import B2ndStore  # noqa: E402
 
 # Under zarr's default codec pipeline and its fused one (tests/integrations/conftest.py).
 pytestmark = pytest.mark.usefixtures("zarr_pipeline")

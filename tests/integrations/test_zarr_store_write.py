@@ -11,8 +11,8 @@ import pytest
 zarr = pytest.importorskip("zarr")
 blosc2 = pytest.importorskip("blosc2")
 
-from b2store.integrations.zarr_b2nd import B2ndCodec  # noqa: E402
-from b2store.integrations.zarr_store import B2ndStore  # noqa: E402
+from b2store.integrations.zarr.b2nd import B2ndCodec  # noqa: E402
+from b2store.integrations.zarr.store import B2ndStore  # noqa: E402
 
 # Under zarr's default codec pipeline and its fused one (tests/integrations/conftest.py).
 pytestmark = [
@@ -158,7 +158,7 @@ def test_processes_write_different_chunks(tmp_path):
 def test_a_resize_by_another_writer_is_refused(tmp_path):
     # Two stores on one frame (as two processes would be): after one resizes the array,
     # the other's chunk keys would name other chunks, so its chunk writes are refused.
-    from b2store.integrations.zarr_store_write import ConcurrentResizeError
+    from b2store.integrations.zarr.write import ConcurrentResizeError
 
     path = tmp_path / "x.b2nd"
     z = zarr.create_array(

@@ -31,7 +31,7 @@ def _writers(tmp_path):
         "encode_chunk": lambda: b2store.encode_chunk(x),
     }
     try:
-        from b2store.integrations.numcodecs_codec import B2nd, Blosc2
+        from b2store.integrations.numcodecs.codec import B2nd, Blosc2
 
         out["numcodecs-blosc2"] = lambda: Blosc2().encode(x)
         out["numcodecs-b2nd"] = lambda: B2nd((3,), (3,), "<U3").encode(x)
@@ -52,7 +52,7 @@ def _writers(tmp_path):
     try:
         import zarr
 
-        from b2store.integrations.zarr_store import B2ndStore
+        from b2store.integrations.zarr.store import B2ndStore
 
         out["zarr-store"] = lambda: zarr.create_array(
             B2ndStore(tmp_path / "s.b2nd", mode="w"), shape=(3,), dtype=sd

@@ -10,18 +10,18 @@ from pathlib import Path
 
 from xarray import Dataset, conventions
 
-from ..errors import UnsupportedError
-from ..limits import Limits
-from .xarray_conventions import dims_of, embedded_coords, named_dims, restore_attrs, xarray_meta
-from .xarray_foreign import ForeignLayoutError, foreign_vlmeta
-from .xarray_lazy import FrameRecipe, _lazy_variable, _RefRecipe
+from ...errors import UnsupportedError
+from ...limits import Limits
+from .conventions import dims_of, embedded_coords, named_dims, restore_attrs, xarray_meta
+from .foreign import ForeignLayoutError, foreign_vlmeta
+from .lazy import FrameRecipe, _lazy_variable, _RefRecipe
 
 __all__: list[str] = []  # the b2nd engine's own helpers
 
 
 def _open_tree(path: str, storage_options, limits: Limits | None = None):
     try:
-        from ..tree import open_tree
+        from ...tree import open_tree
     except ImportError:  # pragma: no cover - the tree reader is part of the package
         raise UnsupportedError("tree reading without b2store.tree", path) from None
     return open_tree(path, storage_options=storage_options, limits=limits)
@@ -49,7 +49,7 @@ class _Closer:
 def _frame_dataset(
     path: str, storage_options, lock, decoders, limits: Limits | None = None
 ) -> Dataset:
-    from ..nd.array import B2ndArray
+    from ...nd.array import B2ndArray
 
     recipe = FrameRecipe(path, storage_options=storage_options, limits=limits)
     arr = recipe()

@@ -1,20 +1,15 @@
-"""The ``info`` command's text: what :func:`b2store.inspection.describe` found, laid out for
+"""The ``info`` command: what :func:`b2store.cli.inspection.describe` found, laid out for
 people, like ``ncdump -h``."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
-from .inspection import shown
+from .inspection import describe, shown
 
-__all__ = ["format_info"]
+__all__ = ["format_info", "run"]
 
-#: Kinds :func:`detect` returns.
-KINDS = ("chunk", "frame", "sparse-frame", "tree", "zarr", "npy", "netcdf", "hdf5")
-_HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
-_NPY_MAGIC = b"\x93NUMPY"
-# Values longer than this are shortened in text output (never in --json).
-_SHOWN_VALUE_CHARS = 200
 
 
 # --- text ---------------------------------------------------------------------------------
@@ -183,3 +178,9 @@ def format_info(info: dict) -> str:
         for rec in arr.get("chunk_list", []):
             lines.append(_chunk_line(rec, "    "))
     return "\n".join(lines)
+
+
+def run(args) -> int:
+    info = describe(args.path, chunks=args.chunks)
+    print(json.dumps(info, indent=1) if args.json else format_info(info))
+    return 0

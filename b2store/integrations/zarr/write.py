@@ -1,4 +1,4 @@
-"""Writes through :class:`~b2store.integrations.zarr_store.B2ndStore`: zarr's ``zarr.json``
+"""Writes through :class:`~b2store.integrations.zarr.store.B2ndStore`: zarr's ``zarr.json``
 and chunk keys become b2nd frames (one per array) in python-blosc2's layouts.
 
 An array's ``zarr.json`` creates (or resizes, or re-attributes) its frame; a chunk key
@@ -25,17 +25,18 @@ from pathlib import Path
 import msgpack
 import numpy as np
 
-from .. import _files
-from .._userpath import names_user_path
-from ..chunk.encoder import special_chunk
-from ..constants import SpecialValue
-from ..errors import B2StoreError
-from ..frame.schunk import SChunk
-from ..nd.geometry import array_to_chunk, chunk_to_array
-from ..nd.meta import B2ndMeta
-from .zarr_b2nd import B2ndCodec, default_blockshape
-from .zarr_compat import chunk_spec
-from .zarr_meta import CF_FILL, DIMS_KEY, FILL_KEY, META, XARRAY_KEY, plain_fill_attr
+from ... import _files
+from ..._userpath import names_user_path
+from ...chunk.encoder import special_chunk
+from ...constants import SpecialValue
+from ...errors import B2StoreError
+from ...frame.schunk import SChunk
+from ...nd.geometry import array_to_chunk, chunk_to_array
+from ...nd.meta import B2ndMeta
+from .b2nd import B2ndCodec, default_blockshape
+from .compat import chunk_spec
+from .keys import is_uninit
+from .meta import CF_FILL, DIMS_KEY, FILL_KEY, META, XARRAY_KEY, plain_fill_attr
 
 __all__ = ["Writer", "ConcurrentResizeError"]
 
@@ -107,7 +108,7 @@ class Writer:
         self.store = store
         self.root = Path(store.path)
         if "://" in store.path:
-            from ..errors import UnsupportedError
+            from ...errors import UnsupportedError
 
             raise UnsupportedError("writing to remote B2ndStore paths", store.path)
         self._lock = threading.RLock()
@@ -152,7 +153,7 @@ class Writer:
                 path = self._frame_path(node)
                 if not path.exists():
                     return None
-                from ..api import open as b2open
+                from ...api import open as b2open
 
                 arr = b2open(path, mode="a", limits=self.store.limits)
                 self._open[node] = arr
@@ -199,9 +200,7 @@ class Writer:
             return True, None
         arr = self.store._array(node)
         schunk = arr.schunk
-        from .zarr_store import _is_uninit
-
-        if _is_uninit(schunk, n):
+        if is_uninit(schunk, n):
             return True, None
         ext = chunk_to_array(schunk.decompress_chunk(n), arr.chunks, arr.blocks, arr.dtype)
         chunk = np.ascontiguousarray(ext[tuple(slice(0, c) for c in arr.chunks)])
@@ -265,7 +264,7 @@ class Writer:
             arr.schunk.update_chunk(n, data)
 
     def _set_chunk_array(self, node: str, coords, array: np.ndarray) -> None:
-        from ..nd.create import encode_array_chunk
+        from ...nd.chunks import encode_array_chunk
 
         arr = self.array(node)
         n = self._chunk_index(node, coords)
@@ -292,7 +291,7 @@ class Writer:
     def _fill_bytes(fill, dtype: np.dtype) -> bytes:
         if fill is None:
             return bytes(dtype.itemsize)
-        from .zarr_meta import _zdtype
+        from .meta import _zdtype
 
         zdtype = _zdtype(dtype)
         scalar = zdtype.from_json_scalar(fill, zarr_format=3)
@@ -394,7 +393,7 @@ class Writer:
         self.store._invalidate()
 
     def _create(self, node, shape, dtype, chunks, blocks, client, vlmeta) -> None:
-        from ..nd.create import full
+        from ...nd.create import full
 
         self._forget(node)
         path = self._frame_path(node)

@@ -20,8 +20,8 @@ from xarray.backends.common import BackendArray
 from xarray.backends.file_manager import CachingFileManager
 from xarray.core import indexing
 
-from ..limits import Limits
-from .xarray_conventions import dims_of, restore_attrs, xarray_meta
+from ...limits import Limits
+from .conventions import dims_of, restore_attrs, xarray_meta
 
 __all__ = ["B2ndBackendArray", "FrameRecipe", "MAX_PRIMED", "outer_read"]
 
@@ -89,7 +89,7 @@ class FrameRecipe(_Primed):
         self._key = (self.urlpath, self.offset, options, limits)
 
     def __call__(self):
-        from ..tree import open_frame
+        from ...tree import open_frame
 
         arr = self.take_primed()
         if arr is not None:

@@ -13,19 +13,19 @@ import numpy as np
 from numcodecs.abc import Codec
 from numcodecs.compat import ensure_contiguous_ndarray
 
-from ..chunk.decoder import decode_chunk
-from ..chunk.encoder import (
+from ...chunk.decoder import decode_chunk
+from ...chunk.encoder import (
     encode_chunk,
     resolve_filters,
     resolve_splitmode,
     resolve_writable_codec,
     writable_dtype,
 )
-from ..chunk.header import ChunkHeader
-from ..chunk.params import ChunkParams, codec_name, filter_name, splitmode_name
-from ..constants import MAX_BUFFERSIZE
-from ..errors import FormatError
-from ..limits import DEFAULT_LIMITS
+from ...chunk.header import ChunkHeader
+from ...chunk.params import ChunkParams, codec_name, filter_name, splitmode_name
+from ...constants import MAX_BUFFERSIZE
+from ...errors import FormatError
+from ...limits import DEFAULT_LIMITS
 
 __all__ = ["Blosc2"]
 
@@ -181,8 +181,8 @@ class B2nd(Codec):
         self.splitmode = resolve_splitmode(splitmode).name.lower().removesuffix("_split")
 
     def encode(self, buf):
-        from ..nd.create import cparams_for, encode_array_chunk
-        from ..nd.geometry import array_to_chunk
+        from ...nd.chunks import cparams_for, encode_array_chunk
+        from ...nd.geometry import array_to_chunk
 
         dtype = np.dtype(self.dtype)
         if isinstance(buf, np.ndarray):
@@ -198,7 +198,7 @@ class B2nd(Codec):
         return encode_array_chunk(chunk, dtype, cparams, nthreads=1)
 
     def decode(self, buf, out=None):
-        from ..nd.geometry import chunk_nitems, chunk_to_array
+        from ...nd.geometry import chunk_nitems, chunk_to_array
 
         dtype = np.dtype(self.dtype)
         nbytes = chunk_nitems(self.chunkshape, self.blockshape) * dtype.itemsize

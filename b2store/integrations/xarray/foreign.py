@@ -29,8 +29,8 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..errors import UnsupportedError
-from .xarray_conventions import DIMENSION_KEY, XARRAY_KEY
+from ...errors import UnsupportedError
+from .conventions import DIMENSION_KEY, XARRAY_KEY
 
 __all__ = ["ForeignLayoutError", "foreign_layout", "foreign_vlmeta", "refuse_foreign"]
 

@@ -18,13 +18,13 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from . import _files
-from .chunk.decoder import chunk_info, decode_chunk
-from .chunk.header import ChunkHeader
-from .constants import Filter, SplitMode
-from .errors import B2StoreError
-from .frame.header import MAGIC
-from .frame.sniff import FRAME_PREFIX_LENGTH, looks_like
+from .. import _files
+from ..chunk.decoder import chunk_info, decode_chunk
+from ..chunk.header import ChunkHeader
+from ..constants import Filter, SplitMode
+from ..errors import B2StoreError
+from ..frame.header import MAGIC
+from ..frame.sniff import FRAME_PREFIX_LENGTH, looks_like
 
 __all__ = [
     "InputError",
@@ -234,7 +234,7 @@ def _dtype_text(dtype: np.dtype) -> str:
 
 
 def _b2nd_version(meta) -> int | None:
-    from .nd.meta import B2ndMeta
+    from ..nd.meta import B2ndMeta
 
     for name in ("b2nd", "caterva"):
         if name in meta:
@@ -283,7 +283,7 @@ def _frame_info(obj, *, chunks: bool) -> dict:
 
 def open_frame_path(path):
     """Open a contiguous or sparse frame for reading (a B2ndArray or an SChunk)."""
-    from .api import open as open_b2
+    from ..api import open as open_b2
 
     return open_b2(os.fspath(path))
 
@@ -294,7 +294,7 @@ def open_frame_path(path):
 def _dataless_info(exc, urlpath, offset: int, *, chunks: bool) -> dict:
     """What ``info`` says of a frame python-blosc2 saved for an object holding no data (a
     lazy expression, a proxy's cache): its frame as a super-chunk, and what it stands for."""
-    from .frame.schunk import SChunk
+    from ..frame.schunk import SChunk
 
     with SChunk.open(urlpath, offset=offset) as schunk:
         out = _frame_info(schunk, chunks=chunks)
@@ -303,8 +303,8 @@ def _dataless_info(exc, urlpath, offset: int, *, chunks: bool) -> dict:
 
 
 def _tree_info(path, *, chunks: bool) -> dict:
-    from .nd.carriers import DatalessObjectError
-    from .tree import open_tree
+    from ..nd.carriers import DatalessObjectError
+    from ..tree import open_tree
 
     tree = open_tree(os.fspath(path))
     arrays = {}
@@ -474,7 +474,7 @@ def describe(path, *, chunks: bool = False) -> dict:
     if kind == "chunk":
         out = _chunk_file_info(path)
     elif kind in ("frame", "sparse-frame"):
-        from .nd.carriers import DatalessObjectError
+        from ..nd.carriers import DatalessObjectError
 
         try:
             with open_frame_path(path) as obj:
@@ -515,7 +515,7 @@ def open_arrays(path, *, dtype=None) -> Iterator[tuple[str, Any]]:
         finally:
             obj.close()
     elif kind == "tree":
-        from .tree import open_tree
+        from ..tree import open_tree
 
         for name, ref in open_tree(os.fspath(path)).arrays().items():
             with ref.open() as arr:

@@ -13,7 +13,7 @@ Layout conventions (written by :func:`b2store.to_b2nd`, read from anything):
   the vlmeta of ``<group>/__vlmeta__.b2f``.
 
 This module sniffs paths and is the entry point; the lazy arrays and the openers they pickle
-as are :mod:`.xarray_lazy`, the Datasets of frames and groups :mod:`.xarray_groups`.
+as are :mod:`.lazy`, the Datasets of frames and groups :mod:`.groups`.
 """
 
 from __future__ import annotations
@@ -31,41 +31,13 @@ from xarray.backends.common import (
     datatree_from_dict_with_io_cleanup,
 )
 
-from .. import _files
-from ..errors import FormatError
-from ..limits import Limits, resolve
-from .xarray_conventions import (  # noqa: F401 - DIMENSION_KEY etc. re-exported
-    DIMENSION_KEY,
-    FORMAT_VERSION,
-    XARRAY_KEY,
-    dims_of,
-    embedded_coords,
-    is_structural,
-    named_dims,
-    restore_attrs,
-    xarray_meta,
-)
-from .xarray_foreign import foreign_layout, foreign_vlmeta, refuse_foreign
-from .xarray_groups import (  # noqa: F401 - _Closer re-exported: pickles name it here
-    _ancestor_sizes,
-    _Closer,
-    _frame_dataset,
-    _group_dataset,
-    _open_tree,
-)
+from ... import _files
+from ...errors import FormatError
+from ...limits import Limits, resolve
+from .foreign import foreign_layout, foreign_vlmeta, refuse_foreign
+from .groups import _ancestor_sizes, _frame_dataset, _group_dataset, _open_tree
 
-# Re-exported: pickles made before the lazy array had a module of its own name these here
-# (the array, its openers, the file manager's opener function, a variable's handle).
-from .xarray_lazy import (  # noqa: F401
-    B2ndBackendArray,
-    FrameRecipe,
-    _Handle,
-    _open_closable,
-    _RefRecipe,
-    outer_read,
-)
-
-__all__ = ["B2ndBackendEntrypoint", "B2ndBackendArray", "DIMENSION_KEY", "XARRAY_KEY"]
+__all__ = ["B2ndBackendEntrypoint"]
 
 EXTENSIONS = (".b2nd", ".b2frame", ".b2f", ".b2d", ".b2z")
 _MAGIC = b"\xa8b2frame\x00"  # bytes 1..10 of every frame (after a msgpack array marker)
@@ -122,7 +94,7 @@ def _foreign_frame(path: str) -> bool:
         kind = "frame" if path else None
     if kind != "frame":
         return False
-    from ..tree import open_frame
+    from ...tree import open_frame
 
     try:
         arr = open_frame(path)

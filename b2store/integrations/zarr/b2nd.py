@@ -22,14 +22,14 @@ from zarr.core.array_spec import ArraySpec
 from zarr.core.buffer import Buffer, NDBuffer, default_buffer_prototype
 from zarr.core.common import parse_named_configuration
 
-from ..chunk.decoder import ChunkDecoder, decode_chunk
-from ..chunk.encoder import resolve_filters, resolve_splitmode, resolve_writable_codec
-from ..chunk.header import ChunkHeader
-from ..constants import EXTENDED_HEADER_LENGTH, FRAME_MAGIC, MIN_HEADER_LENGTH, Filter
-from ..errors import FormatError
-from ..nd.create import cparams_for, encode_array_chunk
-from ..nd.geometry import array_to_chunk, blocks_per_chunk, blocks_touched, chunk_to_array
-from ..nd.shapes import default_chunks_blocks
+from ...chunk.decoder import ChunkDecoder, decode_chunk
+from ...chunk.encoder import resolve_filters, resolve_splitmode, resolve_writable_codec
+from ...chunk.header import ChunkHeader
+from ...constants import EXTENDED_HEADER_LENGTH, FRAME_MAGIC, MIN_HEADER_LENGTH, Filter
+from ...errors import FormatError
+from ...nd.chunks import cparams_for, encode_array_chunk
+from ...nd.geometry import array_to_chunk, blocks_per_chunk, blocks_touched, chunk_to_array
+from ...nd.shapes import default_chunks_blocks
 
 __all__ = ["B2ndCodec", "default_blockshape"]
 
@@ -131,7 +131,7 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
             dtype = dtype.newbyteorder("<" if (self.endian or "little") == "little" else ">")
         elif dtype.fields is not None and self.endian == "big":
             # A Zarr v3 structured type has no byte order (zarr reads its fields as native):
-            # a big-endian frame's fields are all big-endian (see zarr_meta), as decoded here.
+            # a big-endian frame's fields are all big-endian (see meta.py), as decoded here.
             dtype = dtype.newbyteorder(">")
         return dtype
 
@@ -408,7 +408,7 @@ def _block_ranges(head: bytes):
 
 def _stream_ranges(buf: np.ndarray, blocks) -> list[tuple[int, int]] | None:
     """The byte ranges of the dictionary and of ``blocks`` (block starts already in ``buf``)."""
-    from ..chunk.header import ChunkHeader
+    from ...chunk.header import ChunkHeader
 
     header = ChunkHeader.from_bytes(buf)
     cbytes = len(buf)

@@ -3,25 +3,19 @@ where it lies and what is wrong."""
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _files
-from .chunk.decoder import decode_chunk
-from .errors import B2StoreError, FormatError
+from .. import _files
+from ..chunk.decoder import decode_chunk
+from ..errors import B2StoreError, FormatError
+from ..limits import DEFAULT_LIMITS, LimitError
 from .inspection import detect, not_blosc, open_frame_path, zarr_arrays
-from .limits import DEFAULT_LIMITS, LimitError
 
-__all__ = ["Problem", "verify"]
-
-#: Kinds :func:`detect` returns.
-KINDS = ("chunk", "frame", "sparse-frame", "tree", "zarr", "npy", "netcdf", "hdf5")
-_HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
-_NPY_MAGIC = b"\x93NUMPY"
-# Values longer than this are shortened in text output (never in --json).
-_SHOWN_VALUE_CHARS = 200
+__all__ = ["Problem", "run", "verify"]
 
 
 # --- verify -------------------------------------------------------------------------------
@@ -93,7 +87,7 @@ def _check_chunk(chunk, expected: int | None, limit: int, i: int) -> int | None:
     """The chunk's decoded size, checked against the frame and the limit before anything is
     allocated; None for a special chunk (zeros, NaN, a repeated value, uninitialized), whose
     header the decoder checks without filling gigabytes of the value it names."""
-    from .chunk.decoder import ChunkDecoder
+    from ..chunk.decoder import ChunkDecoder
 
     decoder = ChunkDecoder(chunk)  # header and layout, as a decode checks them
     nbytes = decoder.header.nbytes
@@ -169,7 +163,7 @@ def verify(path) -> dict:
             with obj:
                 count, problems = _verify_frame(obj, None)
     elif kind == "tree":
-        from .tree import open_tree
+        from ..tree import open_tree
 
         try:
             refs = open_tree(os.fspath(path)).arrays()
@@ -197,3 +191,20 @@ def verify(path) -> dict:
         "ok": not problems,
         "problems": [p.as_dict() for p in problems],
     }
+
+
+def run(args) -> int:
+    report = verify(args.path)
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        for p in report["problems"]:
+            where = [f"array {p['array']}"] if p["array"] is not None else []
+            if p["chunk"] is not None:
+                where.append(f"chunk {p['chunk']}")
+            if p["offset"] is not None:
+                where.append(f"at byte {p['offset']}")
+            print(f"BAD {', '.join(where) or args.path}: {p['error']}")
+        state = "ok" if report["ok"] else f"{len(report['problems'])} bad"
+        print(f"{args.path}: {report['chunks']} chunks checked, {state}")
+    return 0 if report["ok"] else 1

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["make_dataset", "run_demo"]
+__all__ = ["make_dataset", "run", "run_demo"]
 
 
 def make_dataset(ntime: int = 730, nlat: int = 36, nlon: int = 72, seed: int = 0):
@@ -133,8 +133,8 @@ def run_demo(directory: str | os.PathLike | None = None, *, keep: bool = False) 
 
 
 def _run(root: Path, xr, keep: bool) -> int:
-    from . import __version__
-    from .integrations.xarray_writer import to_b2nd
+    from .. import __version__
+    from ..integrations.xarray.writer import to_b2nd
 
     times: dict[str, float] = {}
     checks: list[bool] = []
@@ -216,7 +216,7 @@ def _run(root: Path, xr, keep: bool) -> int:
     _zarr_part(path, ds, times, checks)
     _blosc2_part(path, out, ds, anomaly.values, times, checks)
 
-    from .verification import verify
+    from .verify import verify
 
     with _timed(times, "verify"):
         report = verify(path)
@@ -238,9 +238,9 @@ def _zarr_part(path: Path, ds, times: dict, checks: list) -> None:
     try:
         import zarr
     except ImportError:
-        print("\n3. zarr: not installed, skipped (pip install 'b2store[zarr]')")
+        print("\n3. zarr: not installed, skipped (pip install zarr)")
         return
-    from .integrations.zarr_store import B2ndStore
+    from ..integrations.zarr.store import B2ndStore
 
     with _timed(times, "zarr"), warnings.catch_warnings():
         # A NaN _FillValue has no JSON form; the store leaves it out of the Zarr attributes.
@@ -279,3 +279,7 @@ def _blosc2_part(path: Path, out: Path, ds, anomaly, times: dict, checks: list) 
         f"({times['blosc2']:.2f} s): t2m.b2nd equal: {_check(ok_t, checks)}, "
         f"{out.name} equal: {_check(ok_a, checks)}"
     )
+
+
+def run(args) -> int:
+    return run_demo(args.dir, keep=args.dir is not None)

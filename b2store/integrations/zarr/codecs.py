@@ -16,16 +16,16 @@ from zarr.core.array_spec import ArraySpec
 from zarr.core.buffer import Buffer
 from zarr.core.common import parse_named_configuration
 
-from ..chunk.decoder import decode_chunk
-from ..chunk.encoder import encode_chunk
-from ..chunk.params import (
+from ...chunk.decoder import decode_chunk
+from ...chunk.encoder import encode_chunk
+from ...chunk.params import (
     ChunkParams,
     codec_name,
     parse_writable_codec,
     parse_zarr_filters,
     splitmode_name,
 )
-from .numcodecs_codec import Blosc2
+from ..numcodecs.codec import Blosc2
 
 __all__ = ["Blosc2Codec", "NumcodecsBlosc2Codec"]
 

@@ -2,7 +2,7 @@
 python-blosc2 ``.b2d``/``.b2z`` tree, encoded chunk by chunk (dask data is never loaded whole).
 
 The metadata conventions are those the ``b2nd`` engine reads (see
-:mod:`b2store.integrations.xarray_backend`).
+:mod:`b2store.integrations.xarray.backend`).
 """
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ import numpy as np
 import xarray as xr
 from xarray import conventions
 
-from .. import _files, _platform
-from .._userpath import names_user_path
-from ..chunk.encoder import writable_dtype
-from ..frame.schunk import SChunk
-from ..nd.create import cparams_for, encode_array_chunk
-from ..nd.geometry import array_to_chunk, chunk_grid, chunk_nitems, chunk_region
-from ..nd.meta import B2ndMeta
-from ..nd.shapes import default_chunks_blocks
-from .xarray_conventions import DIMENSION_KEY, FORMAT_VERSION, XARRAY_KEY
-from .xarray_encoding import (
+from ... import _files, _platform
+from ..._userpath import names_user_path
+from ...chunk.encoder import writable_dtype
+from ...frame.schunk import SChunk
+from ...nd.chunks import cparams_for, encode_array_chunk
+from ...nd.geometry import array_to_chunk, chunk_grid, chunk_nitems, chunk_region
+from ...nd.meta import B2ndMeta
+from ...nd.shapes import default_chunks_blocks
+from .conventions import DIMENSION_KEY, FORMAT_VERSION, XARRAY_KEY
+from .encoding import (
     CF_KEYS,
     STORAGE_KEYS,
     check_string_width,
@@ -76,7 +76,7 @@ def to_b2nd(
         storage keys come from the variable's own encoding (when it still fits), its dask
         chunks, then python-blosc2's defaults. A key that cannot be stored, given here or in
         a variable's ``.encoding``, raises a ValueError (other backends' storage keys in
-        ``.encoding`` are ignored): see :mod:`.xarray_encoding`.
+        ``.encoding`` are ignored): see :mod:`.encoding`.
     mode : {"w", "w-"}
         ``"w"`` replaces what is at ``path``; ``"w-"`` (or ``"x"``) refuses to.
     layout : {"frame", "b2d", "b2z"}, optional

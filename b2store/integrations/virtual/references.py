@@ -3,7 +3,7 @@ length) whose codec decodes a stored b2nd chunk where it lies, one file or many 
 a VirtualiZarr parser (:class:`B2ndParser`) whose chunk manifests point at the same bytes.
 
 The kerchunk references use version 1 with Zarr v2 metadata, whose compressor is the
-numcodecs ``b2nd`` codec (:class:`~b2store.integrations.numcodecs_codec.B2nd`): it carries
+numcodecs ``b2nd`` codec (:class:`~b2store.integrations.numcodecs.codec.B2nd`): it carries
 the chunk and block shapes and the dtype, since a v2 codec is not told the chunk shape.
 Special chunks (zeros, NaN, a repeated value) store no bytes to point at: in kerchunk their
 32- (or 32 + typesize-) byte special chunk is inlined as ``base64:``; a VirtualiZarr manifest
@@ -20,16 +20,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import _files
-from ..errors import UnsupportedError
-from ..tree import open_frame
+from ... import _files
+from ...errors import UnsupportedError
+from ...tree import open_frame
 
 __all__ = ["kerchunk_refs", "combine_refs", "B2ndParser", "manifest_store"]
 
 
 def _array_refs(arr, name: str, offset: int = 0) -> dict[str, object]:
     """Chunk references of one array, its first-axis chunk index shifted by ``offset``."""
-    from .zarr_store import _is_uninit
+    from ..zarr.keys import is_uninit
 
     schunk = arr.schunk
     grid = [-(-s // c) for s, c in zip(arr.shape, arr.chunks)]
@@ -37,7 +37,7 @@ def _array_refs(arr, name: str, offset: int = 0) -> dict[str, object]:
     if arr.size == 0:
         return refs
     for n, coords in enumerate(np.ndindex(*grid) if grid else [()]):
-        if _is_uninit(schunk, n):
+        if is_uninit(schunk, n):
             continue
         coords = (coords[0] + offset, *coords[1:]) if coords else (0,)
         key = f"{name}/" + ".".join(map(str, coords))
@@ -50,7 +50,7 @@ def _array_refs(arr, name: str, offset: int = 0) -> dict[str, object]:
 
 
 def _meta(arr, name: str, shape) -> dict[str, str]:
-    from .zarr_meta import _attribute_vlmeta, json_attributes
+    from ..zarr.meta import _attribute_vlmeta, json_attributes
 
     dtype = arr.dtype
     vlmeta = dict(arr.vlmeta)
@@ -189,8 +189,8 @@ class B2ndParser:
         )
         from zarr.core.metadata import ArrayV3Metadata
 
-        from ..nd.array import B2ndArray
-        from .zarr_meta import XARRAY_KEY, array_metadata
+        from ...nd.array import B2ndArray
+        from ..zarr.meta import XARRAY_KEY, array_metadata
 
         arr = _open_for_parser(url, registry)
         try:
@@ -216,7 +216,7 @@ class B2ndParser:
         return ManifestStore(group=group, registry=registry)
 
     def _entries(self, arr, url: str, fill: bytes) -> dict:
-        from .zarr_store import _is_uninit
+        from ..zarr.keys import is_uninit
 
         schunk = arr.schunk
         grid = [-(-s // c) for s, c in zip(arr.shape, arr.chunks)]
@@ -226,7 +226,7 @@ class B2ndParser:
         remote = not url.startswith("file://")
         for n, coords in enumerate(np.ndindex(*grid) if grid else [()]):
             key = "/".join(map(str, coords)) if coords else "0"
-            if _is_uninit(schunk, n):
+            if is_uninit(schunk, n):
                 continue
             span = schunk.chunk_span(n)
             if span is None:
@@ -262,7 +262,7 @@ class B2ndParser:
 
 def _special_value(chunk: bytes, itemsize: int) -> bytes:
     """The item a special chunk repeats (decoded from one item's worth)."""
-    from ..chunk.decoder import ChunkDecoder
+    from ...chunk.decoder import ChunkDecoder
 
     decoder = ChunkDecoder(chunk)
     out = np.empty(decoder.header.nbytes, np.uint8)
@@ -273,13 +273,13 @@ def _special_value(chunk: bytes, itemsize: int) -> bytes:
 def _open_for_parser(url: str, registry):
     """The frame at ``url``: opened where it lies for ``file://`` URLs, else read by byte
     ranges through the registry's object store."""
-    from ..api import open as b2open
+    from ...api import open as b2open
 
     if url.startswith("file://"):
         from urllib.parse import unquote, urlparse
 
         return b2open(unquote(urlparse(url).path))
-    from ..frame.backends import RangeBackend
+    from ...frame.backends import RangeBackend
 
     store, path = registry.resolve(url)
     path = str(path)

@@ -4,14 +4,14 @@ One frame is an array at the root (or, with ``group=True``, a group holding one 
 as the ``b2nd`` engine names it, which xarray's zarr engine needs); a directory of frames,
 python-blosc2's ``.b2d`` directories and ``.b2z`` zips are groups of arrays and subgroups.
 The store synthesizes each node's ``zarr.json`` from the frames' metalayers and vlmeta
-(:mod:`.zarr_meta`; inline consolidated metadata at the root, so that opening lists nothing)
+(:mod:`.meta`; inline consolidated metadata at the root, so that opening lists nothing)
 and serves chunk key ``c/i/j`` as the frame's stored chunk ``i, j``; the ``b2nd`` codec
 decodes it. Writes land in frames python-blosc2 opens (see
-:mod:`b2store.integrations.zarr_store_write`).
+:mod:`b2store.integrations.zarr.write`).
 
 This module holds the store's face to zarr (the async API, pickling, lifetime); the node
-index is :mod:`.zarr_store_nodes`, the mapping of keys to stored chunks
-:mod:`.zarr_store_keys`.
+index is :mod:`.nodes`, the mapping of keys to stored chunks
+:mod:`.keys`.
 """
 
 from __future__ import annotations
@@ -27,30 +27,11 @@ import numpy as np
 from zarr.abc.store import ByteRequest, Store
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
-from ..limits import Limits, resolve
-from ..tree import is_url
-from .zarr_meta import (  # noqa: F401 - re-exported: the writer, virtual.py and tests use them
-    CF_FILL,
-    DIMS_KEY,
-    FILL_KEY,
-    META,
-    XARRAY_KEY,
-    EmbeddedCoord,
-    _attribute_vlmeta,
-    _zdtype,
-    array_metadata,
-    group_metadata,
-    json_attributes,
-    plain_fill_attr,
-    zarr_fill_attr,
-)
-from .zarr_store_keys import (  # noqa: F401 - _is_uninit re-exported: the writer, virtual.py
-    StoreKeys,
-    _is_uninit,
-    _slice_bytes,
-)
+from ...limits import Limits, resolve
+from ...tree import is_url
+from .keys import StoreKeys, _slice_bytes
 
-__all__ = ["B2ndStore", "array_metadata"]
+__all__ = ["B2ndStore"]
 
 
 # --- the store --------------------------------------------------------------------------------
@@ -141,7 +122,7 @@ class B2ndStore(StoreKeys, Store):
         self._single_frame = False
         self._writer = None
         if self.mode == "w":
-            from .zarr_store_write import Writer
+            from .write import Writer
 
             self._writer = Writer(self, fresh=True)
             self.mode = "a"  # pickled copies and reopenings must not wipe it again
@@ -211,7 +192,7 @@ class B2ndStore(StoreKeys, Store):
     def _ensure_writer(self):
         with self._lock:
             if self._writer is None:
-                from .zarr_store_write import Writer
+                from .write import Writer
 
                 # Reads go through the writer's handles from now on.
                 for arr in self._arrays.values():
@@ -335,7 +316,7 @@ class B2ndStore(StoreKeys, Store):
         for name in await asyncio.to_thread(self._dir_keys, prefix.rstrip("/")):
             yield name
 
-    # --- writing (see zarr_store_write) ---------------------------------------------------------
+    # --- writing (see write.py) ---------------------------------------------------------
 
     def set_sync(self, key: str, value: Buffer) -> None:
         self._check_writable()

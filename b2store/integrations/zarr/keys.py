@@ -3,7 +3,7 @@
 Chunk key ``<node>/c/i/j`` is the stored chunk ``i, j`` of the node's frame (row-major chunk
 number), served as it is stored: the ``b2nd`` codec decodes it, or the store decodes it
 straight into the codec's output. ``<node>/zarr.json`` is the node's synthesized metadata
-(:mod:`.zarr_store_nodes`). :class:`~b2store.integrations.zarr_store.B2ndStore` inherits it.
+(:mod:`.nodes`). :class:`~b2store.integrations.zarr.store.B2ndStore` inherits it.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import json
 import numpy as np
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 
-from ..chunk.decoder import decode_chunk
-from ..chunk.header import ChunkHeader
-from ..constants import SpecialValue
-from ..errors import FormatError
-from ..tree import is_url
-from .zarr_meta import META
-from .zarr_store_nodes import StoreNodes
+from ...chunk.decoder import decode_chunk
+from ...chunk.header import ChunkHeader
+from ...constants import SpecialValue
+from ...errors import FormatError
+from ...tree import is_url
+from .meta import META
+from .nodes import StoreNodes
 
 __all__ = ["StoreKeys"]
 
@@ -81,7 +81,7 @@ class StoreKeys(StoreNodes):
         if n is None:
             return None
         schunk = self._array(node).schunk
-        return None if _is_uninit(schunk, n) else (schunk, n)
+        return None if is_uninit(schunk, n) else (schunk, n)
 
     def _chunk_bytes(self, node: str, coords) -> bytes | None:
         if self._writer is not None:
@@ -158,7 +158,7 @@ class StoreKeys(StoreNodes):
         if what == "meta":
             return True
         n = self._chunk_number(node, coords)
-        return n is not None and not _is_uninit(self._array(node).schunk, n)
+        return n is not None and not is_uninit(self._array(node).schunk, n)
 
     def _size_of(self, key: str) -> int | None:
         """A key's size; a chunk's from its header alone, never its data."""
@@ -171,7 +171,7 @@ class StoreKeys(StoreNodes):
             return None if data is None else len(data)
         n = self._chunk_number(node, coords)
         schunk = self._array(node).schunk
-        if n is None or _is_uninit(schunk, n):
+        if n is None or is_uninit(schunk, n):
             return None
         if int(schunk.offsets[n]) < 0:
             return 32  # a special chunk: header only
@@ -195,7 +195,7 @@ class StoreKeys(StoreNodes):
         schunk = arr.schunk
         grid = [-(-s // c) for s, c in zip(arr.shape, arr.chunks)]
         for n, coords in enumerate(np.ndindex(*grid) if grid else [()]):
-            if not _is_uninit(schunk, n):
+            if not is_uninit(schunk, n):
                 keys.append(prefix + "/".join(["c", *map(str, coords)]))
         return keys
 
@@ -254,7 +254,7 @@ def _read_span(url: str, offset: int, size: int, storage_options) -> bytes:
     if is_url(url):
         import fsspec
 
-        from ..frame import remote
+        from ...frame import remote
 
         fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
         return remote.call(url, fs.cat_file, path, start=offset, end=offset + size)
@@ -267,7 +267,7 @@ def _read_span(url: str, offset: int, size: int, storage_options) -> bytes:
         os.close(fd)
 
 
-def _is_uninit(schunk, n: int) -> bool:
+def is_uninit(schunk, n: int) -> bool:
     """Whether chunk ``n`` was never written (Zarr's missing key: the fill value)."""
     entry = int(schunk.offsets[n])
     return entry < 0 and (entry >> 56) & 0x7F == SpecialValue.UNINIT

@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from ..chunk.params import WRITABLE_CODECS
-from ..constants import Filter
-from ..errors import FormatError, UnsupportedError
-from .embedded import embedded_coord
-from .zarr_b2nd import B2ndCodec
+from ...chunk.params import WRITABLE_CODECS
+from ...constants import Filter
+from ...errors import FormatError, UnsupportedError
+from ..embedded import embedded_coord
+from .b2nd import B2ndCodec
 
 __all__ = [
     "array_metadata",
@@ -41,7 +41,7 @@ _SPLITMODES = {1: "always", 2: "never", 3: "auto", 4: "forward_compat"}
 #: vlmeta keys the store keeps for itself (not shown as attributes).
 FILL_KEY = "_zarr_fill_value"
 DIMS_KEY = "_ARRAY_DIMENSIONS"
-#: The b2nd xarray engine's bookkeeping (see xarray_backend): names, types, embedded coords.
+#: The b2nd xarray engine's bookkeeping (see the xarray backend): names, types, embedded coords.
 XARRAY_KEY = "_xarray"
 CF_FILL = "_FillValue"
 
@@ -310,7 +310,7 @@ class EmbeddedCoord:
         self.path, self.spec = "/" + name, spec
 
     def open(self, dtype=None):
-        from ..nd.create import asarray
+        from ...nd.create import asarray
 
         data, dims, vlmeta = embedded_coord(self.path[1:], self.spec)
         if dims is not None and len(dims) == data.ndim:

@@ -1,6 +1,6 @@
 """The ``b2nd`` engine's metadata conventions: which vlmeta keys are attributes, the NumPy
 types ``to_b2nd`` records for them, dimension names (``_ARRAY_DIMENSIONS``, else ``dim_i``),
-and the coordinates a single-frame Dataset embeds (see :mod:`.xarray_backend`).
+and the coordinates a single-frame Dataset embeds (see :mod:`.backend`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 from xarray import Variable
 
-from .embedded import embedded_coord
+from ..embedded import embedded_coord
 
 __all__ = [
     "DIMENSION_KEY",

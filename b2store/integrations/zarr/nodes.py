@@ -2,7 +2,7 @@
 
 The index maps each Zarr node path to a group (its attributes) or an array (a reference to
 its frame); arrays are opened once per store, and their metadata documents are synthesized
-by :mod:`.zarr_meta`. :class:`~b2store.integrations.zarr_store.B2ndStore` inherits it.
+by :mod:`.meta`. :class:`~b2store.integrations.zarr.store.B2ndStore` inherits it.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from ..frame.sniff import NotBlosc2Error, looks_like_directory
-from ..limits import Limits
-from ..tree import is_url, open_tree
-from .zarr_meta import XARRAY_KEY, EmbeddedCoord, array_metadata, group_metadata
+from ...frame.sniff import NotBlosc2Error, looks_like_directory
+from ...limits import Limits
+from ...tree import is_url, open_tree
+from .meta import XARRAY_KEY, EmbeddedCoord, array_metadata, group_metadata
 
 __all__ = ["StoreNodes", "CONSOLIDATED_MAX_NODES"]
 
@@ -28,7 +28,7 @@ CONSOLIDATED_MAX_NODES = 5_000
 
 
 class StoreNodes:
-    """What :class:`~b2store.integrations.zarr_store.B2ndStore` serves, node by node: the
+    """What :class:`~b2store.integrations.zarr.store.B2ndStore` serves, node by node: the
     index of Zarr node paths built from the tree at ``path`` (one frame, or a group view of
     it), the arrays opened once per store, and the ``zarr.json`` documents made from them.
 

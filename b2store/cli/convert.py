@@ -22,10 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from ._userpath import names_user_path
+from .._userpath import names_user_path
+from .arguments import ints, names
 from .inspection import InputError, detect
 
-__all__ = ["convert", "ARRAY_SUFFIXES", "TREE_SUFFIXES"]
+__all__ = ["convert", "run", "ARRAY_SUFFIXES", "TREE_SUFFIXES"]
 
 ARRAY_SUFFIXES = (".b2nd", ".b2frame", ".npy")
 TREE_SUFFIXES = (".b2d", ".b2z")
@@ -100,13 +101,13 @@ def _b2_options(codec, clevel, filters) -> dict:
 
 def _zarr_compressor(zarr_format: int, codec, clevel, filters):
     if zarr_format == 2:
-        from .integrations.numcodecs_codec import Blosc2
+        from ..integrations.numcodecs.codec import Blosc2
 
         kw: dict[str, Any] = {"cname": codec or "zstd", "clevel": 5 if clevel is None else clevel}
         if filters is not None:
             kw["filters"] = list(filters)
         return Blosc2(**kw)
-    from .integrations.zarr_codecs import Blosc2Codec
+    from ..integrations.zarr.codecs import Blosc2Codec
 
     kw = {"cname": codec or "zstd", "clevel": 5 if clevel is None else clevel}
     if filters is not None:
@@ -123,7 +124,7 @@ def _open_source(src: str, dst_kind: str, variable: str | None):
     if kind == "npy":
         return "array", np.load(src, mmap_mode="r"), {}, None
     if kind in ("frame", "sparse-frame"):
-        from .api import open as open_b2
+        from ..api import open as open_b2
 
         obj = open_b2(src)
         if not hasattr(obj, "shape"):
@@ -207,7 +208,7 @@ def _copy(src, dst, chunks, bar) -> None:
 def _array_to(src, dst: str, dst_kind: str, attrs: dict, opts: dict, bar) -> None:
     shape, dtype = tuple(src.shape), np.dtype(src.dtype)
     if dst_kind == "b2nd":
-        from .nd.create import zeros
+        from ..nd.create import zeros
 
         out = zeros(
             shape,
@@ -305,7 +306,7 @@ def _json_attrs(attrs: dict) -> dict:
 
 
 def _target_chunks(var, opts) -> tuple[int, ...]:
-    from .nd.shapes import default_chunks_blocks
+    from ..nd.shapes import default_chunks_blocks
 
     given = opts["chunks"]
     if given is not None and len(given) == var.ndim:
@@ -364,7 +365,7 @@ def _dataset_to(ds, dst: str, dst_kind: str, opts: dict, bar) -> None:
     for var in out.variables.values():
         var.encoding = {k: v for k, v in var.encoding.items() if k in _CF_ENCODING}
     if dst_kind in ("b2nd", "b2d", "b2z"):
-        from .integrations.xarray_writer import to_b2nd
+        from ..integrations.xarray.writer import to_b2nd
 
         to_b2nd(out, dst, encoding=encoding, layout="frame" if dst_kind == "b2nd" else dst_kind)
     elif dst_kind == "zarr":
@@ -507,3 +508,21 @@ def convert(
             f"in {time.perf_counter() - start:.2f} s"
         )
     return dst
+
+
+def run(args) -> int:
+    convert(
+        args.src,
+        args.dst,
+        chunks=ints(args.chunks, "--chunks"),
+        blocks=ints(args.blocks, "--blocks"),
+        codec=args.codec,
+        clevel=args.clevel,
+        filters=names(args.filters),
+        variable=args.variable,
+        zarr_format=args.zarr_format,
+        overwrite=args.overwrite,
+        progress=args.progress,
+        verbose=not args.quiet,
+    )
+    return 0
