@@ -1,6 +1,8 @@
-# What the two halves of the GIL-free block loop share: _blocks.pyx (the codecs' entry points,
-# per-thread scratch, decoding; the definitions) and _encode_blocks.pyx (encoding).
+# What the parts of the GIL-free block loop share: _blocks.pyx (the codecs' entry points,
+# per-thread scratch, the walk and decoding; the definitions), _plan.pyx (a common chunk
+# checked and decoded in one pass) and _encode_blocks.pyx (encoding).
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
+from libc.string cimport memcpy
 
 cdef extern from *:
     """
@@ -149,3 +151,45 @@ cdef class Scratch:
     cdef b2b_zng_stream* inflater(self) noexcept
     cdef void* zstd_cctx(self) noexcept
     cdef b2b_zng_stream* deflater(self, int level) noexcept
+
+
+# --- shared with _plan.pyx (the one-pass decode of a common chunk) ---------------------------
+
+cdef inline int32_t read_i32(const uint8_t* p) noexcept nogil:
+    cdef int32_t v
+    memcpy(&v, p, 4)  # the format is little-endian, as is every platform b2store builds on
+    return v
+
+
+cdef struct Job:
+    const uint8_t* src
+    Py_ssize_t srclen
+    Py_ssize_t nbytes
+    Py_ssize_t blocksize
+    Py_ssize_t full_nstreams
+    int codec_format
+    const int64_t* table
+    Py_ssize_t tstride
+    const uint8_t* dictionary
+    Py_ssize_t dictsize
+    int nsteps
+    int fids[MAX_STEPS]
+    int metas[MAX_STEPS]
+    Py_ssize_t typesize
+    bint blosc1
+    uint8_t* dest
+    Py_ssize_t dest_base
+    Py_ssize_t dest_len
+    const uint8_t* first
+    Py_ssize_t first_len
+    b2b_zng_stream* zng
+
+
+cdef bint can_decode(int codec_format, bint with_dict) noexcept nogil
+cdef int _walk(const uint8_t* base, Py_ssize_t end_all, const int64_t* bstarts, Py_ssize_t nb,
+               const int64_t* which, Py_ssize_t nwhich, const int64_t* ends, Py_ssize_t nbytes,
+               Py_ssize_t blocksize, Py_ssize_t full_nstreams, int codec_format,
+               int64_t* table, Py_ssize_t tstride) noexcept nogil
+cdef int _run_blocks(const Job* J, const int64_t* blocks, Py_ssize_t n, int64_t* counter,
+                     int32_t* failed, uint8_t* work, uint8_t* spare, uint8_t* tmp,
+                     void* dctx) noexcept nogil

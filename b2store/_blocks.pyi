@@ -38,9 +38,3 @@ def decode(
     dictionary: bytes | None = None,
     first: Buffer | None = None,
 ) -> int: ...
-class Plan:
-    ok: bool
-    nbytes: int
-    nblocks: int
-    def __init__(self, src: Buffer) -> None: ...
-    def run(self, dest: Buffer, scratch: Scratch) -> int: ...

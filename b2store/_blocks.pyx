@@ -10,9 +10,10 @@ raises on bad bytes: every function returns a status, and the caller falls back 
 path, which names the broken field. The walk checks every stream against the chunk's end and
 its block before anything is inflated; the decoder checks every position again before it reads.
 
-Several threads may run :func:`decode` (or a :class:`Plan`) on the same job at once: each
-takes the next block from a shared counter (an atomic add), so blocks, not chunks, are split.
-The entry points and per-thread :class:`Scratch` defined here serve the encoding half,
+Several threads may run :func:`decode` (or a :mod:`b2store._plan` ``Plan``) on the same job at
+once: each takes the next block from a shared counter (an atomic add), so blocks, not chunks,
+are split. The entry points, the walk, the block loop and the per-thread :class:`Scratch`
+defined here serve the one-pass plan, :mod:`b2store._plan`, and the encoding half,
 :mod:`b2store._encode_blocks`, too (declared in ``_blocks.pxd``).
 """
 
@@ -89,6 +90,11 @@ def set_entry_points(addresses):
 
 def decodable(int codec_format, bint with_dict):
     """Whether :func:`decode` can inflate this codec format (with a dictionary or not)."""
+    return can_decode(codec_format, with_dict)
+
+
+cdef bint can_decode(int codec_format, bint with_dict) noexcept nogil:
+    cdef bint zstd
     if codec_format == F_BLOSCLZ:
         return not with_dict
     if codec_format == F_LZ4:
@@ -205,12 +211,6 @@ cdef class Scratch:
 
 # --- the walk: every stream of the chosen blocks checked, its place recorded -------------------
 
-cdef inline int32_t _read_i32(const uint8_t* p) noexcept nogil:
-    cdef int32_t v
-    memcpy(&v, p, 4)  # the format is little-endian, as is every platform b2store builds on
-    return v
-
-
 cdef bint _inflatable(int codec_format, const uint8_t* payload, Py_ssize_t n,
                       Py_ssize_t size) noexcept nogil:
     """Whether ``n`` bytes can inflate to ``size`` (the checks of compressors.check_inflatable)."""
@@ -253,7 +253,7 @@ cdef int _walk(const uint8_t* base, Py_ssize_t end_all, const int64_t* bstarts, 
         for s in range(nstreams):
             if pos + 4 > end:
                 return -1
-            csize = _read_i32(base + pos)
+            csize = read_i32(base + pos)
             if csize < 0:
                 # A run of one byte: -value, then a token whose bit 0 marks it.
                 if pos + 5 > end or not (base[pos + 4] & 1) or csize < -255:
@@ -297,29 +297,6 @@ def walk(const uint8_t[::1] src, const int64_t[::1] bstarts, const int64_t[::1] 
 
 
 # --- decoding ---------------------------------------------------------------------------------
-
-cdef struct Job:
-    const uint8_t* src
-    Py_ssize_t srclen
-    Py_ssize_t nbytes
-    Py_ssize_t blocksize
-    Py_ssize_t full_nstreams
-    int codec_format
-    const int64_t* table
-    Py_ssize_t tstride
-    const uint8_t* dictionary
-    Py_ssize_t dictsize
-    int nsteps
-    int fids[MAX_STEPS]
-    int metas[MAX_STEPS]
-    Py_ssize_t typesize
-    bint blosc1
-    uint8_t* dest
-    Py_ssize_t dest_base
-    Py_ssize_t dest_len
-    const uint8_t* first
-    Py_ssize_t first_len
-    b2b_zng_stream* zng
 
 
 cdef Py_ssize_t _inflate(const Job* J, const uint8_t* payload, Py_ssize_t n, uint8_t* out,
@@ -544,229 +521,3 @@ cdef int _run_blocks(const Job* J, const int64_t* blocks, Py_ssize_t n, int64_t*
     if rc:
         b2b_fail(failed)
     return rc
-
-
-# --- one common chunk, planned and decoded with no Python in between --------------------------
-
-DEF EXTENDED = 0x05
-DEF MEMCPYED = 0x02
-DEF DONT_SPLIT = 0x10
-DEF HEADER = 32
-DEF BLOSC1_HEADER = 16
-DEF LAST_BLOSC1_VERSION = 2
-# c-blosc1 split a block only of items of at most 16 bytes, and at least 128 of them.
-DEF BLOSC1_MAX_SPLITS = 16
-DEF BLOSC1_MIN_ITEMS = 128
-# The filters of a 16-byte header are flag bits (byte 2).
-DEF SHUFFLE_FLAG = 0x01
-DEF BITSHUFFLE_FLAG = 0x04
-DEF DELTA_FLAG = 0x08
-DEF MAX_BLOCKSIZE = 536866816
-
-
-cdef void _copy_blocks(const Job* J, uint8_t* dest, Py_ssize_t n, int64_t* counter) noexcept nogil:
-    """A raw chunk's items, block by block (threads sharing ``counter``)."""
-    cdef Py_ssize_t i, size
-    while True:
-        i = b2b_next(counter)
-        if i >= n:
-            break
-        size = J.nbytes - i * J.blocksize
-        if size > J.blocksize:
-            size = J.blocksize
-        memcpy(dest + i * J.blocksize, J.src + HEADER + i * J.blocksize, size)
-
-
-
-
-cdef class Plan:
-    """A chunk of the common kind checked and walked in C: a Blosc2 header of version 4-6
-    with no dictionary, special value or VL blocks; BloscLZ, LZ4, zlib or Zstd; shuffle,
-    bit-shuffle and bytedelta as its only filters (truncations have nothing to undo); or
-    stored raw (memcpyed); or a Blosc1 chunk (version 1-2, a 16-byte header, as numcodecs
-    writes) of those codecs and filters whose header alone says whether its blocks are
-    split. Decoding it takes no Python per block or per
-    stream, and one call per thread.
-
-    ``Plan(src)`` leaves ``ok`` false for any other chunk, or for one that breaks the
-    format anywhere: :class:`~b2store.chunk.decoder.ChunkDecoder` then decodes it or names
-    what is wrong. Threads running :meth:`run` on one plan split its blocks.
-    """
-
-    cdef const uint8_t[::1] _src
-    cdef Job J
-    cdef int64_t* table
-    cdef int64_t counter
-    cdef int32_t failed
-    cdef bint needs_scratch
-    cdef bint raw
-    cdef readonly bint ok
-    cdef readonly Py_ssize_t nbytes
-    cdef readonly Py_ssize_t nblocks
-
-    def __cinit__(self, const uint8_t[::1] src):
-        self._src = src
-        self.ok = self._plan(src.shape[0]) == 0
-
-    def __dealloc__(self):
-        free(self.table)
-
-    cdef int _plan(self, Py_ssize_t buflen) except -2:
-        cdef const uint8_t* p
-        cdef Py_ssize_t version, flags, ts, nbytes, bs, cbytes, nb, nstreams, starts_end, j
-        cdef Py_ssize_t start, fmt, k, fid
-        cdef int64_t* bstarts
-        cdef int rc
-        memset(&self.J, 0, sizeof(Job))
-        if buflen < BLOSC1_HEADER:
-            return -1
-        p = &self._src[0]
-        version, flags, ts = p[0], p[2], p[3]
-        nbytes, bs, cbytes = _read_i32(p + 4), _read_i32(p + 8), _read_i32(p + 12)
-        fmt = flags >> 5
-        if 1 <= version <= LAST_BLOSC1_VERSION and flags & EXTENDED != EXTENDED:
-            return self._plan_blosc1(buflen)
-        # The checks of ChunkHeader._check and ChunkDecoder._read_layout, for this kind only.
-        if (buflen < HEADER or not 4 <= version <= 6 or flags & EXTENDED != EXTENDED
-                or p[30] != 0 or p[31] != 0 or ts == 0 or nbytes <= 0 or bs <= 0
-                or bs > MAX_BLOCKSIZE or cbytes < HEADER or cbytes > buflen
-                or not (fmt == F_BLOSCLZ or fmt == F_LZ4 or fmt == F_ZLIB or fmt == F_ZSTD)):
-            return -1
-        if flags & MEMCPYED:
-            # Stored raw: the items follow the header, exactly nbytes of them.
-            if cbytes != nbytes + HEADER:
-                return -1
-            self.raw = True
-            self.J.src, self.J.srclen = p, cbytes
-            bs = min(bs, nbytes)
-            self.J.nbytes, self.J.blocksize = nbytes, bs
-            self.nbytes, self.nblocks = nbytes, (nbytes + bs - 1) // bs
-            return 0
-        if not decodable(fmt, False):
-            return -1
-        if fmt == F_ZSTD and N.zstd_frame_content_size == NULL:
-            return -1
-        self.J.nsteps = 0
-        for k in range(5, -1, -1):  # the slots are undone last first
-            fid = p[16 + k]
-            # DELTA is left out: it needs block 0 decoded before the others.
-            if (fid == SHUFFLE or fid == BITSHUFFLE or fid == BYTEDELTA
-                    or fid == BYTEDELTA_BUGGY):
-                self.J.fids[self.J.nsteps] = <int>fid
-                self.J.metas[self.J.nsteps] = p[24 + k]
-                self.J.nsteps += 1
-            elif not (fid == 0 or fid == TRUNC_PREC or fid == INT_TRUNC):
-                return -1
-        if bs > nbytes:
-            bs = nbytes
-        # Blosc2 headers split full blocks unless told not to; items of one byte never.
-        nstreams = ts if ts > 1 and not flags & DONT_SPLIT else 1
-        return self._walk_blocks(HEADER, nbytes, bs, cbytes, ts, nstreams, fmt)
-
-    cdef int _plan_blosc1(self, Py_ssize_t buflen) except -2:
-        # A 16-byte header: its filters are flag bits (ChunkHeader.pipeline), and whether
-        # full blocks are split is c-blosc1's rule (ChunkHeader.splits); where that rule says
-        # "not split" with no flag saying so, only the bytes can tell (older writers split
-        # by other rules), and ChunkDecoder reads them.
-        cdef const uint8_t* p = &self._src[0]
-        cdef Py_ssize_t flags = p[2], ts = p[3], fmt = p[2] >> 5, nstreams
-        cdef Py_ssize_t nbytes = _read_i32(p + 4), bs = _read_i32(p + 8)
-        cdef Py_ssize_t cbytes = _read_i32(p + 12)
-        if (ts == 0 or nbytes <= 0 or bs <= 0 or bs > MAX_BLOCKSIZE or cbytes < BLOSC1_HEADER
-                or cbytes > buflen or flags & (MEMCPYED | DELTA_FLAG)
-                or not (fmt == F_BLOSCLZ or fmt == F_LZ4 or fmt == F_ZLIB or fmt == F_ZSTD)):
-            return -1
-        if not decodable(fmt, False):
-            return -1
-        if fmt == F_ZSTD and N.zstd_frame_content_size == NULL:
-            return -1
-        self.J.nsteps = 0
-        self.J.blosc1 = True  # (its bit-shuffle rules differ: see _undo)
-        if flags & SHUFFLE_FLAG:
-            self.J.fids[0], self.J.metas[0], self.J.nsteps = SHUFFLE, 0, 1
-        elif flags & BITSHUFFLE_FLAG:
-            self.J.fids[0], self.J.metas[0], self.J.nsteps = BITSHUFFLE, 0, 1
-        if bs > nbytes:
-            bs = nbytes
-        if (ts > 1 and not flags & DONT_SPLIT and ts <= BLOSC1_MAX_SPLITS
-                and bs // ts >= BLOSC1_MIN_ITEMS):
-            nstreams = ts
-        elif ts == 1 or flags & DONT_SPLIT or bs % ts:
-            nstreams = 1
-        else:
-            return -1
-        return self._walk_blocks(BLOSC1_HEADER, nbytes, bs, cbytes, ts, nstreams, fmt)
-
-    cdef int _walk_blocks(self, Py_ssize_t hsize, Py_ssize_t nbytes, Py_ssize_t bs,
-                          Py_ssize_t cbytes, Py_ssize_t ts, Py_ssize_t nstreams,
-                          Py_ssize_t fmt) except -2:
-        """Check the block starts after a ``hsize``-byte header and walk every stream."""
-        cdef const uint8_t* p = &self._src[0]
-        cdef Py_ssize_t nb, starts_end, j, start
-        cdef int64_t* bstarts
-        cdef int rc
-        nb = (nbytes + bs - 1) // bs
-        if nstreams > 1 and bs % ts:
-            return -1
-        starts_end = hsize + 4 * nb
-        # Every stream takes at least its 4-byte size: more streams than that cannot be there
-        # (and would make the table below a huge allocation for a small hostile chunk).
-        if starts_end > cbytes or nb * nstreams > cbytes // 4:
-            return -1
-        self.table = <int64_t*>malloc(nb * (3 + 2 * nstreams) * sizeof(int64_t))
-        if self.table == NULL:
-            return -1
-        bstarts = self.table + nb * 2 * nstreams
-        for j in range(nb):
-            start = _read_i32(p + hsize + 4 * j)
-            if start < starts_end or start >= cbytes:
-                return -1
-            bstarts[j] = start
-            bstarts[nb + j] = cbytes
-            bstarts[2 * nb + j] = j
-        with nogil:
-            rc = _walk(p, cbytes, bstarts, nb, bstarts + 2 * nb, nb, bstarts + nb, nbytes, bs,
-                       nstreams, <int>fmt, self.table, 2 * nstreams)
-        if rc:
-            return -1
-        self.J.src, self.J.srclen = p, cbytes
-        self.J.nbytes, self.J.blocksize, self.J.full_nstreams = nbytes, bs, nstreams
-        self.J.codec_format = <int>fmt
-        self.J.table, self.J.tstride = self.table, 2 * nstreams
-        self.J.typesize = ts
-        self.needs_scratch = self.J.nsteps > 0
-        self.nbytes, self.nblocks = nbytes, nb
-        return 0
-
-    def run(self, uint8_t[::1] dest, Scratch scratch not None):
-        """Decode blocks into ``dest`` (``nbytes`` long) until none are left; 0 or -1.
-        A plan decodes once: its blocks are shared out to whichever threads run it."""
-        cdef Job J = self.J
-        cdef uint8_t* work = NULL
-        cdef uint8_t* spare = NULL
-        cdef uint8_t* tmp = NULL
-        cdef void* dctx = NULL
-        cdef int rc
-        if not self.ok or dest.shape[0] != self.nbytes:
-            return -1
-        if self.raw:
-            with nogil:
-                _copy_blocks(&J, &dest[0], self.nblocks, &self.counter)
-            return 0
-        J.dest, J.dest_base, J.dest_len = &dest[0], 0, dest.shape[0]
-        if self.needs_scratch:
-            if scratch.reserve(J.blocksize, 0):
-                return -1
-            work, spare, tmp = scratch.work, scratch.spare, scratch.tmp
-        if J.codec_format == F_ZSTD:
-            dctx = scratch.zstd_dctx()
-            if dctx == NULL:
-                return -1
-        if J.codec_format == F_ZLIB:
-            J.zng = scratch.inflater()
-            if J.zng == NULL and N.zlib_uncompress2 == NULL:
-                return -1
-        with nogil:
-            rc = _run_blocks(&J, NULL, self.nblocks, &self.counter, &self.failed, work, spare,
-                             tmp, dctx)
-        return -1 if rc or self.failed else 0

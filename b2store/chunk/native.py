@@ -28,9 +28,9 @@ import numpy as np
 from ..constants import Codec, CodecFormat, Filter
 
 try:
-    from .. import _blocks, _encode_blocks
+    from .. import _blocks, _encode_blocks, _plan
 except ImportError:  # pragma: no cover - a build without the extensions
-    _blocks = _encode_blocks = None
+    _blocks = _encode_blocks = _plan = None
 
 __all__ = [
     "enabled",
@@ -378,7 +378,7 @@ def decode(decoder, blocks, dest: np.ndarray, dest_base: int, first=None, nthrea
 
 
 def quick_decode(buf, out, nthreads: int | None, max_nbytes: int) -> np.ndarray | None:
-    """Decode a chunk of the common kind (``_blocks.Plan``: no dictionary, special value or
+    """Decode a chunk of the common kind (``_plan.Plan``: no dictionary, special value or
     VL blocks, shuffle, bit-shuffle or bytedelta only) checked, walked and inflated in C with
     no Python per block; None for any other chunk, a chunk with anything wrong, one past
     ``max_nbytes``, or an ``out`` that is not a writable contiguous 1-d uint8 array: the
@@ -390,7 +390,7 @@ def quick_decode(buf, out, nthreads: int | None, max_nbytes: int) -> np.ndarray 
     if not enabled():
         return None
     try:
-        plan = _blocks.Plan(buf)
+        plan = _plan.Plan(buf)
     except (TypeError, ValueError, BufferError):
         return None  # not a 1-d byte buffer: the general path takes any contiguous one
     if not plan.ok or plan.nbytes > max_nbytes:

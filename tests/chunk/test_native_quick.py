@@ -1,4 +1,4 @@
-"""The one-pass C decode of common chunks (``_blocks.Plan``, ``native.quick_decode``): which
+"""The one-pass C decode of common chunks (``_plan.Plan``, ``native.quick_decode``): which
 chunks take it, that they decode as python-blosc2 decodes them, and that every other chunk
 (or a damaged one) is left to the general decoder, which decodes it or names the field."""
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import b2store
-from b2store import _blocks
+from b2store import _plan
 from b2store.chunk import native
 from b2store.chunk.decoder import stream_split
 from b2store.chunk.header import LAST_BLOSC1_VERSION, ChunkHeader
@@ -41,7 +41,7 @@ def _walk(dtype, n):
 def test_common_chunks_take_the_quick_path(codec, filters, dtype):
     data = _walk(dtype, 70_001)  # a short last block
     chunk = _chunk(data, codec, filters, blocksize=32768)
-    plan = _blocks.Plan(chunk)  # some are stored raw (memcpyed): those too
+    plan = _plan.Plan(chunk)  # some are stored raw (memcpyed): those too
     assert plan.ok and plan.nbytes == data.nbytes and plan.nblocks > 2
     assert native.quick_decode(chunk, None, 1, 1 << 40) is not None
     for nthreads in (1, 2):
@@ -59,7 +59,7 @@ def test_flawed_bytedelta_takes_the_quick_path(dtype):
     # channel): python-blosc2 writes it no more, but reads it, as the one pass must.
     data = _walk(dtype, 70_001)
     chunk = b2store.encode_chunk(data, codec="lz4", filters=["shuffle", "bytedelta_buggy"])
-    assert _blocks.Plan(chunk).ok
+    assert _plan.Plan(chunk).ok
     for nthreads in (1, 2):
         got = b2store.decode_chunk(chunk, nthreads=nthreads).tobytes()
         assert got == data.tobytes() == blosc2.decompress2(chunk)
@@ -73,7 +73,7 @@ def test_other_chunks_are_left_to_the_general_decoder():
         "zeros": _chunk(np.zeros(50_000, "<i4"), "lz4"),
     }
     for name, chunk in others.items():
-        assert not _blocks.Plan(chunk).ok, name
+        assert not _plan.Plan(chunk).ok, name
         assert native.quick_decode(chunk, None, 1, 1 << 40) is None, name
         assert b2store.decode_chunk(chunk).tobytes() == data.tobytes() or name == "zeros"
 
@@ -84,13 +84,13 @@ def test_raw_chunks_are_copied_in_c(nthreads):
     data = np.random.default_rng(1).integers(0, 256, 100_003, np.uint8)
     chunk = _chunk(data, "lz4", (), blocksize=8192)
     assert b2store.chunk_info(chunk).memcpyed
-    plan = _blocks.Plan(chunk)
+    plan = _plan.Plan(chunk)
     assert plan.ok and plan.nbytes == len(data) and plan.nblocks == -(-len(data) // 8192)
     assert b2store.decode_chunk(chunk, nthreads=nthreads).tobytes() == data.tobytes()
     # cbytes must be exactly nbytes past the header
     bad = bytearray(chunk) + b"x"
     bad[12:16] = (len(chunk) + 1).to_bytes(4, "little")
-    assert not _blocks.Plan(bytes(bad)).ok
+    assert not _plan.Plan(bytes(bad)).ok
     with pytest.raises(FormatError, match="cbytes"):
         b2store.decode_chunk(bytes(bad))
 
@@ -137,7 +137,7 @@ def test_damaged_headers_and_starts_are_refused():
         "filter": (b2store.UnsupportedError, "unsupported filter 200"),
     }
     for name, buf in cases.items():
-        assert not _blocks.Plan(buf).ok, name
+        assert not _plan.Plan(buf).ok, name
         j = name[len("bstarts[") : name.find("]")]
         error, match = expected.get(name, (FormatError, rf"^bstarts\[{j}\] at offset"))
         with pytest.raises(error, match=match):
@@ -179,7 +179,7 @@ def test_more_streams_than_bytes_is_refused_before_any_table():
     head += bytes([1, 0, 0, 0, 0, 0, 1, 0]) + bytes(8)
     starts = np.full(nb, 32 + 4 * nb, "<i4").tobytes()
     buf = head + starts + bytes(8)
-    assert not _blocks.Plan(buf).ok
+    assert not _plan.Plan(buf).ok
     with pytest.raises(FormatError, match="csize of stream 2 of block 0"):
         b2store.decode_chunk(buf)
 
@@ -201,7 +201,7 @@ def test_blosc1_chunks_take_the_quick_path_when_their_header_says_how_blocks_spl
     chunk = numcodecs.Blosc(codec, 5, shuffle, blocksize=blocksize).encode(data)
     header = ChunkHeader.from_bytes(chunk)
     assert header.version <= LAST_BLOSC1_VERSION and header.header_size == 16
-    plan = _blocks.Plan(chunk)
+    plan = _plan.Plan(chunk)
     assert plan.ok == (not header.memcpyed and stream_split(header) is not None)
     assert (native.quick_decode(chunk, None, 1, 1 << 40) is not None) == plan.ok
     want = numcodecs.Blosc().decode(chunk)
@@ -219,13 +219,13 @@ def test_blosc1_chunks_only_their_bytes_can_tell_are_left_to_the_general_decoder
     assert chunk[2] & 0x10  # not split (64 items a block), and flagged so
     chunk[2] &= ~0x10  # as c-blosc before 1.11 wrote it
     assert stream_split(ChunkHeader.from_bytes(chunk)) is None
-    assert not _blocks.Plan(bytes(chunk)).ok
+    assert not _plan.Plan(bytes(chunk)).ok
     assert b2store.decode_chunk(bytes(chunk)).tobytes() == data.tobytes()
     good = numcodecs.Blosc("zstd", 5, 1).encode(data)
-    assert _blocks.Plan(good).ok if native.enabled() else True
+    assert _plan.Plan(good).ok if native.enabled() else True
     bad = bytearray(good)
     bad[16:20] = (len(good) + 5).to_bytes(4, "little")  # block 0 starts past the end
-    assert not _blocks.Plan(bytes(bad)).ok
+    assert not _plan.Plan(bytes(bad)).ok
     with pytest.raises(FormatError, match="bstarts"):
         b2store.decode_chunk(bytes(bad))
     with pytest.raises(FormatError, match="cbytes"):

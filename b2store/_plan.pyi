@@ -1,0 +1,12 @@
+"""Typed stub of the one-pass decode of a common chunk (b2store/_plan.pyx)."""
+
+from collections.abc import Buffer
+
+from b2store._blocks import Scratch
+
+class Plan:
+    ok: bool
+    nbytes: int
+    nblocks: int
+    def __init__(self, src: Buffer) -> None: ...
+    def run(self, dest: Buffer, scratch: Scratch) -> int: ...
