@@ -54,13 +54,16 @@ class Limits:
         The frame header with its fixed metalayers (``header_len``), and so each metalayer.
         Default 1 MiB (python-blosc2's b2nd metalayer is under 200 bytes).
     max_vlmeta_nbytes
-        One variable-length metalayer: its stored bytes, its decompressed msgpack, and the
-        bytes of the msgpack ext payloads (sets, NumPy arrays) decoded from it, summed over
-        their nesting. Default 16 MiB.
+        The variable-length metalayers of one frame: the stored bytes and the decompressed
+        msgpack of each value and of all of them summed, and the bytes of the msgpack ext
+        payloads (sets, NumPy arrays) decoded from a value, summed over their nesting.
+        Default 8 MiB.
     max_vlmeta_items
-        Objects decoded from one vlmeta value (each list or map item, key and value counted,
-        through nested ext payloads too), counted before any is built. Default 2**19
-        (524,288; a python-blosc2 store's ``embed_map`` takes six per embedded array).
+        Objects decoded from a frame's vlmeta (each list or map item, key and value counted,
+        through nested ext payloads too), for one value and for all of them summed, counted
+        before any is built. Default 2**17 (131,072; a python-blosc2 store's ``embed_map``
+        takes six per embedded array). With both defaults, reading all of a frame's vlmeta
+        holds under 64 MiB, through the Zarr store's JSON attributes too.
     max_ndim
         Dimensions of a b2nd array. Default 16 (B2ND_MAX_DIM, what the format can store).
     max_tree_members
@@ -78,8 +81,8 @@ class Limits:
     max_frame_nbytes: int = 1 << 50
     max_nchunks: int = 1 << 25
     max_metalayer_nbytes: int = 1 << 20
-    max_vlmeta_nbytes: int = 16 << 20
-    max_vlmeta_items: int = 1 << 19
+    max_vlmeta_nbytes: int = 8 << 20
+    max_vlmeta_items: int = 1 << 17
     max_ndim: int = 16
     max_tree_members: int = 1_000_000
     max_tree_depth: int = 128

@@ -6,8 +6,11 @@ from collections.abc import MutableMapping
 
 from ..chunk.decoder import decode_chunk
 from ..chunk.encoder import encode_chunk
+from ..chunk.header import ChunkHeader
 from ..constants import Codec, Filter
-from .vlmeta_codec import pack_value, unpack_value
+from ..errors import FormatError
+from ..limits import LimitError
+from .vlmeta_codec import count_objects, objects_at_most, pack_value, unpack_value
 
 __all__ = ["VLMetaView", "MetaView"]
 
@@ -19,8 +22,10 @@ class VLMetaView(MutableMapping):
         self._schunk = schunk
 
     def __getitem__(self, name: str):
-        raw = self._schunk._raw_vlmeta[name]
+        st = self._schunk._state
+        raw = st.raw_vlmeta[name]
         limits = self._schunk.limits
+        check_vlmeta_totals(self._schunk, st)
         limits.check("max_vlmeta_nbytes", len(raw), f"vlmeta[{name!r}] stored bytes")
         # Decompressed within max_vlmeta_nbytes (the error names that limit, not the chunk
         # one), then decoded within max_vlmeta_items objects; no copy of the payload between.
@@ -44,7 +49,10 @@ class VLMetaView(MutableMapping):
         # Read the other values under the writer lock: another writer may have published
         # some since this handle looked, and they must not be lost.
         with self._schunk._changing():
-            self._schunk._set_vlmeta({**self._schunk._raw_vlmeta, **new})
+            raw = {**self._schunk._raw_vlmeta, **new}
+            # Nothing is written that this handle's own limits would refuse to read back.
+            check_vlmeta_sum(raw, self._schunk.limits)
+            self._schunk._set_vlmeta(raw)
 
     def __delitem__(self, name: str) -> None:
         with self._schunk._changing():
@@ -60,6 +68,52 @@ class VLMetaView(MutableMapping):
 
     def __repr__(self) -> str:
         return repr(dict(self))
+
+
+def check_vlmeta_totals(schunk, st) -> None:
+    """Refuse a frame whose vlmeta values *together* pass ``max_vlmeta_nbytes`` (stored or
+    decompressed) or ``max_vlmeta_items`` (objects decoded), once per committed state.
+
+    Each value is bounded on its own when it is read; this bounds what reading them all
+    holds (``dict(vlmeta)``, which the Zarr store and the xarray engine do for attributes):
+    eight values each within the limits, compressed into 68 kB, decoded to 380 MB before.
+    The decompressed sizes come from the values' chunk headers; the objects are counted
+    (decompressed one value at a time, walked, nothing built) only when the sizes could
+    hold more than the limit.
+    """
+    if schunk.__dict__.get("_vlmeta_checked") is st:
+        return
+    check_vlmeta_sum(st.raw_vlmeta, schunk.limits)
+    schunk._vlmeta_checked = st
+
+
+def check_vlmeta_sum(raw_vlmeta: dict, limits) -> None:
+    """The check of :func:`check_vlmeta_totals` on stored values (name -> chunk bytes)."""
+    raws = list(raw_vlmeta.values())
+    limits.check("max_vlmeta_nbytes", sum(map(len, raws)), "vlmeta stored bytes (all values)")
+    sizes = []
+    for raw in raws:
+        try:
+            sizes.append(ChunkHeader.from_bytes(raw).nbytes)
+        except FormatError:
+            sizes.append(0)  # refused when it is read, with the field that is wrong
+    limits.check("max_vlmeta_nbytes", sum(sizes), "vlmeta decoded bytes (all values)")
+    if sum(map(objects_at_most, sizes)) > limits.max_vlmeta_items:
+        items = 0
+        for raw, size in zip(raws, sizes):
+            if not size:
+                continue
+            try:
+                payload = decode_chunk(
+                    raw, max_nbytes=limits.max_vlmeta_nbytes, limit_name="max_vlmeta_nbytes"
+                )
+            except LimitError:
+                raise
+            except FormatError:
+                continue  # refused when it is read, with the field that is wrong
+            # One value past a limit is refused as reading it alone would be; the sum after.
+            items += count_objects(payload, limits)
+            limits.check("max_vlmeta_items", items, "vlmeta items (all values)")
 
 
 class MetaView(MutableMapping):

@@ -18,6 +18,8 @@ __all__ = [
     "EXT_NDARRAY",
     "EXT_REFERENCE",
     "EXT_SET",
+    "count_objects",
+    "objects_at_most",
     "pack_value",
     "unpack_value",
 ]
@@ -74,7 +76,7 @@ def unpack_value(data, limits: Limits | None = None) -> object:
     # count walks the bytes, allocates nothing, and stops at the limit. Each object takes a
     # byte at least, and each ext level copies at most the bytes it sits in, so a value this
     # small cannot reach either limit and is not walked (the walk costs ~0.7 us an object).
-    most = len(view) * (_MAX_DEPTH + 2) * 2
+    most = objects_at_most(len(view))
     try:
         if most > min(limits.max_vlmeta_items, limits.max_vlmeta_nbytes):
             _count(view, limits)
@@ -145,7 +147,30 @@ _FOLLOW: dict[int, int | None] = {
 _EXT_TYPES = frozenset((0xC7, 0xC8, 0xC9, 0xD4, 0xD5, 0xD6, 0xD7, 0xD8))
 
 
-def _count(view: memoryview, limits: Limits) -> None:
+def objects_at_most(nbytes: int) -> int:
+    """A bound on the objects (and ext payload bytes) a payload of ``nbytes`` can decode to,
+    without reading it: each object takes a byte at least, and each ext level copies at most
+    the bytes it sits in."""
+    return nbytes * (_MAX_DEPTH + 2) * 2
+
+
+def count_objects(data, limits: Limits | None = None) -> int:
+    """The objects one vlmeta payload decodes to (as :func:`unpack_value` counts them), found
+    by a walk that builds nothing; 1 for a payload that is not msgpack (it is returned as raw
+    bytes). More than ``limits.max_vlmeta_items`` raises :class:`~b2store.LimitError`."""
+    limits = resolve(limits)
+    view = memoryview(data).cast("B")
+    try:
+        return _count(view, limits)
+    except _NotMsgpack:
+        return 1
+    except LimitError:
+        if not _is_one_msgpack_object(view):
+            return 1  # raw bytes that merely start like a long list
+        raise
+
+
+def _count(view: memoryview, limits: Limits) -> int:
     """Walk one msgpack object without building it: the objects it decodes to (through the
     ext payloads that are decoded, sets and arrays) within ``max_vlmeta_items``, the bytes of
     those payloads within ``max_vlmeta_nbytes``, ext nesting within ``_MAX_DEPTH``.
@@ -165,6 +190,7 @@ def _count(view: memoryview, limits: Limits) -> None:
             if span[2] == 0:
                 raise
             # A broken ext payload: the decoder reports it (FormatError) without building it.
+    return items
 
 
 def _count_span(view, span, items, ext_nbytes, spans, limits) -> tuple[int, int]:

@@ -22,6 +22,7 @@ from b2store.constants import Codec, Filter
 from b2store.frame.vlmeta_codec import EXT_NDARRAY, EXT_SET, unpack_value
 
 ITEMS = Limits().max_vlmeta_items
+NBYTES = Limits().max_vlmeta_nbytes
 
 
 def flat(width: int, count: int) -> bytes:
@@ -204,3 +205,107 @@ def test_ext_bytes_at_and_past_the_limit():
 def test_raw_bytes_that_only_start_like_a_bomb_stay_raw_bytes(raw):
     # C writers store raw bytes in vlmeta; those are returned as they are, never refused.
     assert unpack_value(raw) == raw
+
+
+# --- the sum of a frame's values ----------------------------------------------------------------
+# Each value within the limits, together past them: eight values of 520,000 short strings, 68 kB
+# of zstd, held 380 MB once dict(vlmeta) had read them (1 GB through the Zarr store).
+
+
+def _many_values(nvalues: int, value, clevel: int = 9) -> bytes:
+    s = SChunk.create(None, typesize=1)
+    packed = msgpack.packb(value)
+    chunk = encode_chunk(
+        packed, typesize=1, codec=Codec.ZSTD, clevel=clevel, filters=[Filter.SHUFFLE]
+    )
+    s._set_vlmeta({f"v{i}": chunk for i in range(nvalues)})
+    return s.to_cframe()
+
+
+@pytest.mark.parametrize(
+    "value, limit_name",
+    [
+        (["x" * 3300] * 1000, "max_vlmeta_nbytes"),  # 3.3 MB a value: 26 MB for eight
+        ([None] * 100_000, "max_vlmeta_items"),  # 100,001 objects a value: 800,008 for eight
+    ],
+    ids=["bytes", "items"],
+)
+def test_values_within_the_limits_past_them_together_are_refused(value, limit_name):
+    data = _many_values(8, value)
+    assert len(data) < 1 << 20
+    with b2store.open(data) as s:
+        peak, _ = refused(lambda: dict(s.vlmeta), limit_name)
+        assert peak < 8 << 20, f"RSS grew {peak} bytes before the refusal"
+        with pytest.raises(LimitError, match=f"all values.*Limits.{limit_name}"):
+            s.vlmeta["v3"]  # any one of them: the frame is refused, not the order of reads
+    # One of them alone passes, and raising the named limit lets all of them through.
+    assert dict(b2store.open(_many_values(1, value)).vlmeta) == {"v0": value}
+    with b2store.open(data, limits=Limits(**{limit_name: 1 << 30})) as s:
+        assert dict(s.vlmeta) == {f"v{i}": value for i in range(8)}
+
+
+def test_the_sum_is_refused_through_zarr_and_xarray(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    xr = pytest.importorskip("xarray")
+    path = tmp_path / "many.b2nd"
+    b2store.asarray(np.arange(10.0), path).close()
+    # Written by a handle that trusts it (another writer, python-blosc2, need not refuse it).
+    with b2store.open(path, mode="a", limits=Limits(max_vlmeta_nbytes=1 << 30)) as arr:
+        arr.vlmeta.update({f"v{i}": ["x" * 3300] * 1000 for i in range(8)})
+    with pytest.raises(LimitError, match="all values.*Limits.max_vlmeta_nbytes"):
+        zarr.open_array(b2store.B2ndStore(path), mode="r")
+    with pytest.raises(LimitError, match="all values.*Limits.max_vlmeta_nbytes"):
+        xr.open_dataset(path, engine="b2nd")
+
+
+_RSS_CHILD = """
+import resource, sys, numpy as np, zarr, b2store
+path, how = sys.argv[1], sys.argv[2]
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+if how == "vlmeta":
+    held = dict(b2store.open(path).vlmeta)
+else:
+    held = dict(zarr.open_array(b2store.B2ndStore(path), mode="r").attrs)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
+"""
+
+
+@pytest.mark.parametrize("how", ["vlmeta", "zarr"])
+@pytest.mark.parametrize(
+    "values",
+    [
+        # sized from the defaults, so that raising one fails here first
+        {"v": ["x" * 31] * (ITEMS - 2)},  # objects: at max_vlmeta_items
+        {"v": ["x" * (NBYTES // 64 - 8)] * 64},  # bytes: at max_vlmeta_nbytes
+        {f"v{i}": ["x" * (NBYTES // 128 - 8)] * 32 for i in range(4)},  # over several values
+    ],
+    ids=["objects", "bytes", "bytes-4-values"],
+)
+def test_what_the_defaults_admit_stays_under_64_mib(tmp_path, values, how):
+    """The issue's bound: an input under 1 MB is decoded or refused within 64 MiB of RSS,
+    measured in a fresh interpreter (the growth of its peak), through dict(vlmeta) and
+    through the Zarr store, which holds the values and their JSON form at once."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "big.b2nd"
+    arr = b2store.asarray(np.arange(10.0), path)
+    arr.vlmeta.update(values)
+    arr.close()
+    assert path.stat().st_size < 1 << 20
+    done = subprocess.run(
+        [sys.executable, "-c", _RSS_CHILD, str(path), how], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    growth = int(done.stdout.split()[-1])
+    assert growth < 64 << 20, f"RSS grew {growth / 2**20:.0f} MiB"
+
+
+def test_a_writer_refuses_vlmeta_its_own_limits_would_refuse_to_read():
+    arr = b2store.asarray(np.arange(10.0))
+    with pytest.raises(LimitError, match="all values.*Limits.max_vlmeta_nbytes"):
+        arr.vlmeta["big"] = bytes(NBYTES + 1)
+    arr.vlmeta.update({f"v{i}": bytes(NBYTES // 4) for i in range(3)})
+    with pytest.raises(LimitError, match="all values.*Limits.max_vlmeta_nbytes"):
+        arr.vlmeta["v3"] = bytes(NBYTES // 4)  # the fourth passes the sum
+    assert sorted(arr.vlmeta) == ["v0", "v1", "v2"]  # nothing was written by the refusal
