@@ -32,6 +32,8 @@ import numpy as np
 from . import _files
 from .errors import FormatError
 from .frame import remote
+from .frame.header import FrameHeader
+from .frame.sniff import FRAME_PREFIX_LENGTH, NotBlosc2Error, looks_like_directory
 from .limits import LimitError, Limits, resolve
 from .zipdir import member_data_offset, zip_members
 
@@ -42,6 +44,8 @@ SCHUNK_EXT = ".b2f"
 VLMETA_NAME = "__vlmeta__.b2f"
 EMBED_NAME = "embed.b2e"
 SPARSE_INDEX = "chunks.b2frame"
+# Files a tree may hold: frames, the embed store, chunk files of a sparse frame.
+_BLOSC2_SUFFIXES = (".b2nd", ".b2f", ".b2frame", ".b2e", ".chunk")
 
 
 def is_url(urlpath) -> bool:
@@ -365,13 +369,19 @@ class Tree:
             else:
                 is_store = self.urlpath.endswith(".b2d") or files.exists(EMBED_NAME)
                 self.kind = "b2d" if is_store else "dir"
-                self._list_directory()
+                foreign = self._list_directory()
+                if foreign and not self._arrays:
+                    # Files, none of them Blosc2 (a Zarr store, /etc): not an empty tree.
+                    _refuse_directory(self.urlpath)
         else:
-            head = files.read("", 0, min(4, files.size()))
-            if head == b"PK\x03\x04" or self.urlpath.endswith(".b2z"):
+            size = files.size()
+            head = files.read("", 0, min(FRAME_PREFIX_LENGTH, size))
+            if head[:4] == b"PK\x03\x04" or self.urlpath.endswith(".b2z"):
                 self.kind = "b2z"
-                self._list_zip()
+                if self._list_zip() and not self._arrays:
+                    _refuse_zip(self.urlpath)
             else:
+                _check_frame_head(head, size, self.urlpath)
                 self.kind = "frame"
                 self._single_frame()
 
@@ -423,8 +433,11 @@ class Tree:
         stem = name.removesuffix(ARRAY_EXT).removesuffix(".b2frame") or "array"
         self._arrays["/" + stem] = self._ref("/" + stem, "")
 
-    def _list_directory(self) -> None:
+    def _list_directory(self) -> bool:
+        """List the frames below the directory; whether it holds files that are not Blosc2
+        (besides hidden ones: locks, writers' temporaries)."""
         store = self.kind == "b2d"
+        foreign = False
         for rel, dirs, files in self._files.walk(self.limits):
             prefix = "/" + rel if rel else ""
             for d in list(dirs):
@@ -446,8 +459,13 @@ class Tree:
                     self._groups[prefix or "/"] = (self._files.join(sub), 0, None)
                 elif store and name == EMBED_NAME and not rel:
                     self._list_embedded(self._files.join(sub), 0, None)
+                elif not name.startswith(".") and not name.endswith(_BLOSC2_SUFFIXES):
+                    foreign = True
+        return foreign
 
-    def _list_zip(self) -> None:
+    def _list_zip(self) -> bool:
+        """List the frames stored in the zip; whether it holds members that are not Blosc2."""
+        foreign = False
         for member in zip_members(self._files, self.limits):
             name = member.name
             base = posixpath.basename(name)
@@ -456,6 +474,7 @@ class Tree:
             if not (name.endswith(ARRAY_EXT) or base == VLMETA_NAME or name == EMBED_NAME):
                 if dirname:
                     self._add_group(prefix)
+                foreign = foreign or bool(base) and not base.startswith(".")
                 continue
             offset = member_data_offset(self._files, member)
             if name.endswith(ARRAY_EXT):
@@ -467,6 +486,7 @@ class Tree:
                 self._groups[prefix or "/"] = (self.urlpath, offset, member.size)
             else:
                 self._list_embedded(self.urlpath, offset, member.size)
+        return foreign
 
     def _list_embedded(self, urlpath: str, offset: int, length: int | None) -> None:
         estore = open_frame(
@@ -525,6 +545,29 @@ class Tree:
     def arrays(self) -> dict[str, ArrayRef]:
         """Array path (``"/temp"``, ``"/grp/lon"``) -> a reference that opens it."""
         return dict(sorted(self._arrays.items()))
+
+
+def _check_frame_head(head: bytes, size: int, urlpath: str) -> None:
+    """A single file that is not a zip must begin as a frame: another format is refused here,
+    named, rather than listed as a one-array tree that fails when the array is opened."""
+    try:
+        FrameHeader.peek_len(head)
+    except NotBlosc2Error as exc:
+        raise exc.named(urlpath, head, size) from None
+    except FormatError:
+        pass  # a frame, damaged or cut short: opening its array names the field
+
+
+def _refuse_directory(urlpath: str) -> None:
+    what = None if is_url(urlpath) else looks_like_directory(urlpath)
+    if what is None or not what.startswith("a Zarr store"):
+        what = "a directory holding no Blosc2 frames"
+    raise NotBlosc2Error(what, "tree", "Blosc2 frames, a .b2d or a .b2z", "none").named(urlpath)
+
+
+def _refuse_zip(urlpath: str) -> None:
+    what = "a zip file holding no Blosc2 frames"
+    raise NotBlosc2Error(what, "tree", "Blosc2 frames, a .b2d or a .b2z", "none").named(urlpath)
 
 
 def _reopen_tree(urlpath, storage_options, limits=None):

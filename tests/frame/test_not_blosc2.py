@@ -135,3 +135,32 @@ def test_cli_random_bytes_name_the_chunk_field(tmp_path, capsys):
     assert main(["dump", str(tmp_path / "r.b2nd")]) == 2
     err = capsys.readouterr().err
     assert "not a Blosc2 file (unrecognized bytes; as a chunk: version at offset 0" in err
+
+
+# A zip is listed as a .b2z: one of other files is refused for holding no frames.
+TREE_WHAT = {"zip": r"a zip file holding no Blosc2 frames"}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_open_tree_says_not_a_blosc2_file(files, name):
+    """A tree is listed only from Blosc2 content: another format is refused when the tree is
+    opened, not listed as an empty tree (a Zarr store, a zip of other files) or as one array
+    that fails when it is read (a text or .npy file)."""
+    path, what = files[name]
+    what = TREE_WHAT.get(name, what)
+    with pytest.raises(NotBlosc2Error, match=rf"^{path}: not a Blosc2 file \({what}"):
+        b2store.open_tree(path)
+
+
+def test_open_tree_of_a_directory_of_other_files(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "readme.txt").write_text("no frames here")
+    with pytest.raises(NotBlosc2Error, match="a directory holding no Blosc2 frames"):
+        b2store.open_tree(tmp_path)
+    # An empty directory is an empty tree; so is one holding only hidden files (locks).
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / ".b2store-lock").write_text("")
+    assert b2store.open_tree(tmp_path / "empty").arrays() == {}
+    # A frame beside the other files makes it a tree.
+    b2store.asarray(np.arange(3), tmp_path / "sub" / "x.b2nd").close()
+    assert list(b2store.open_tree(tmp_path).arrays()) == ["/sub/x"]
