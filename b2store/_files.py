@@ -195,6 +195,12 @@ def write_atomic(path, data) -> None:
             at += os.write(fd, view[at:])
         os.fsync(fd)
         os.replace(tmp, path)
+    except OSError as exc:
+        _unlink(tmp)
+        if exc.filename is not None or exc.errno is None or type(exc).__module__ != "builtins":
+            raise
+        # write and fsync name no file: the error names the one being written
+        raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
     except BaseException:
         _unlink(tmp)
         raise

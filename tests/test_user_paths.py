@@ -122,3 +122,63 @@ def test_a_write_into_a_read_only_directory_names_the_users_path(tmp_path, write
         assert exc.value.filename == str(target), exc.value
     finally:
         folder.chmod(0o755)
+
+
+_FULL_DISK_CHILD = r"""
+import json, os, resource, signal, sys
+import numpy as np, xarray as xr, b2store
+name, target = sys.argv[1], sys.argv[2]
+x = np.random.default_rng(0).random(50_000)
+if name == "sparse-setitem":
+    arr = b2store.asarray(np.zeros(50_000), target, chunks=(10_000,), contiguous=False)
+elif name.startswith("asarray"):
+    b2store.asarray(np.arange(10.0), target).close()  # an existing file, then overwritten
+# A file-size limit stands in for a full disk: writes past it fail with EFBIG.
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))
+try:
+    if name == "asarray":
+        b2store.asarray(x, target, clevel=0)
+    elif name == "asarray-sparse":
+        b2store.asarray(x, target, clevel=0, contiguous=False, mode="w")
+    elif name == "sparse-setitem":
+        arr[:] = x
+    else:
+        b2store.to_b2nd(xr.Dataset({"v": ("t", x)}), target, encoding={"v": {"clevel": 0}})
+except OSError as exc:
+    print(json.dumps([exc.errno, exc.filename, str(exc)]))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs RLIMIT_FSIZE")
+@pytest.mark.parametrize(
+    "name, suffix",
+    [
+        ("asarray", ".b2nd"),
+        ("asarray-sparse", ".b2nd"),
+        ("sparse-setitem", ".b2nd"),
+        ("to_b2nd", ".b2nd"),
+        ("to_b2nd", ".b2d"),
+        ("to_b2nd", ".b2z"),
+    ],
+)
+def test_a_full_disk_names_the_users_path_with_its_errno(tmp_path, name, suffix):
+    """A short write is written on, so that the failure carries the system's errno (it was
+    an OSError with none, "short write to .x.b2nd.PID.HEX.new"), and the error names the
+    user's path: for a sparse frame, the frame, not a chunk file's temporary inside it."""
+    import errno
+    import json
+    import subprocess
+
+    target = tmp_path / f"x{suffix}"
+    done = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK_CHILD, name, str(target)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    code, filename, text = json.loads(done.stdout.strip().splitlines()[-1])
+    assert code in (errno.EFBIG, errno.ENOSPC), text
+    assert filename == str(target), text
+    assert ".new" not in text and ".tmp" not in text and ".chunk" not in text, text

@@ -8,6 +8,7 @@ the sparse layout (a directory) is in :mod:`b2store.frame.sparse`.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import threading
 from collections.abc import Callable
@@ -45,6 +46,14 @@ __all__ = [
 # A read that failed because writers kept replacing what it named is tried this many times,
 # each from a newer committed state.
 READ_TRIES = 64
+
+
+def _named(exc: OSError, name: str) -> OSError:
+    """``exc`` with the file it is about, where the system call (write) gave none: the
+    public writers then name the path the user gave (b2store._userpath)."""
+    if exc.filename is not None or exc.errno is None or type(exc).__module__ != "builtins":
+        return exc
+    return type(exc)(exc.errno, exc.strerror, name)
 
 
 class ContiguousFrame(Backend):
@@ -154,9 +163,20 @@ class ContiguousFrame(Backend):
             return
         if self._wfd < 0:
             self._wfd = _files.open_writable(self._source.path)
-        written = os.pwrite(self._wfd, data, offset)
-        if written != len(data):
-            raise OSError(f"short write to {self.name}: {written} of {len(data)} bytes")
+        # A short write (a full disk, a file-size limit) is written on from where it stopped:
+        # the next write fails with the errno that says why (ENOSPC, EFBIG).
+        view, at = memoryview(data), 0
+        while at < len(view):
+            try:
+                written = os.pwrite(self._wfd, view[at:], offset + at)
+            except OSError as exc:
+                named = _named(exc, self.name)
+                if named is exc:
+                    raise
+                raise named from exc
+            if written <= 0:
+                raise OSError(errno.ENOSPC, f"no byte written of {len(view) - at}", self.name)
+            at += written
 
     def _set_len(self, frame_len: int) -> None:
         """Make ``frame_len`` the end: bytes past it were never part of a committed frame."""

@@ -164,8 +164,19 @@ class SparseFrame(Backend):
         new_id = max(max(ids) + 1 if ids else 0, self._next_id, self._lock.next_id())
         self._lock.set_next_id(new_id + 1)
         self._next_id = new_id + 1
-        _atomic_write(self.chunk_path(new_id), chunk)
+        self._write_file(self.chunk_path(new_id), chunk)
         return new_id
+
+    def _write_file(self, path: Path, data: bytes) -> None:
+        """Write one file of the frame in one rename. An error names the frame the user
+        opened, not the file's hidden temporary (``.00000003.chunk.PID.RANDOM.tmp``) nor a
+        chunk file the user never named; the same class and errno, the original chained."""
+        try:
+            _atomic_write(path, data)
+        except OSError as exc:
+            if type(exc).__module__ != "builtins" or exc.errno is None:
+                raise
+            raise type(exc)(exc.errno, exc.strerror, str(self.directory)) from exc
 
     def publish(self, header, index, trailer, *, stored_bytes, full_header):
         index = index or b""
@@ -183,7 +194,7 @@ class SparseFrame(Backend):
 
     def _replace_index(self, frame: bytes) -> None:
         """Swap in a new ``chunks.b2frame`` in one rename; readers see the old or the new."""
-        _atomic_write(self.directory / INDEX_NAME, frame)
+        self._write_file(self.directory / INDEX_NAME, frame)
         self._seen = _digest(frame)
         old, self._index = self._index, FileSource.opened(self.directory / INDEX_NAME)
         old.close()
