@@ -415,7 +415,7 @@ class ChunkDecoder:
         """Decode the whole chunk into ``dest`` (uint8, exactly ``nbytes`` long)."""
         h = self.header
         if self.special:
-            self._fill_special(dest)
+            self.fill_special(dest)
         elif h.memcpyed:
             dest[:] = self.src[h.header_size : h.header_size + h.nbytes]
         elif h.nbytes:
@@ -496,7 +496,8 @@ class ChunkDecoder:
         else:
             decode_stream(self._bytes[start:end], target)
 
-    def _fill_special(self, dest: np.ndarray) -> None:
+    def fill_special(self, dest: np.ndarray) -> None:
+        """Fill ``dest`` (uint8, a whole number of items) with a special chunk's value."""
         if self.special == SpecialValue.NAN:
             value = _NAN_BYTES[self.header.typesize]
         elif self.special == SpecialValue.VALUE:

@@ -230,7 +230,10 @@ class ChunkHeader:
                 self._check_special_size(SpecialValue(special))
         if self.blocksize <= 0 and (self.nbytes > 0 and not self.special):
             raise FormatError("blocksize", "a size > 0", self.blocksize, 8)
-        if self.blocksize > MAX_BLOCKSIZE:
+        # A special chunk decodes no block: c-blosc2 writes its blocksize as the chunk's size,
+        # past the largest block for a chunk over 512 MiB (python-blosc2's zeros of 1 GiB
+        # chunks), and fills the value whatever it says.
+        if self.blocksize > MAX_BLOCKSIZE and not self.special:
             raise FormatError("blocksize", f"at most {MAX_BLOCKSIZE}", self.blocksize, 8)
         if self.version > LAST_KNOWN_VERSION and (
             not self.extended or self.blosc2_flags2 & ~VL_BLOCKS

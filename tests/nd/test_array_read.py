@@ -352,3 +352,39 @@ def test_small_reads_decode_only_their_blocks(tmp_path, monkeypatch):
         assert counter.blocks - before == blocks, key
         assert counter.whole == 0
         assert got.base is None or got.base.nbytes == got.nbytes, key
+
+
+def test_a_python_blosc2_array_of_1_gib_zero_chunks_reads_a_few_items_cheaply(tmp_path):
+    """python-blosc2's zeros of 1 GiB chunks store special chunks whose header blocksize is the
+    chunk's size, past the largest block (they were refused: "blocksize ... at most
+    536866816"); a read of three items fills the blocks it touches, not the 1 GiB chunk."""
+    import subprocess
+    import sys
+
+    blosc2 = pytest.importorskip("blosc2")
+    path = tmp_path / "z.b2nd"
+    blosc2.zeros((2**28,), dtype="f8", chunks=(2**27,), urlpath=str(path), mode="w")
+    # Measured in a fresh interpreter: this process's peak may be past 1 GiB already.
+    child = (
+        "import resource, sys, b2store\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "with b2store.open(sys.argv[1]) as arr:\n"
+        "    assert arr[:3].tolist() == [0.0] * 3\n"
+        "    assert arr[2**27 - 1 : 2**27 + 2].tolist() == [0.0] * 3\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", child, str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    grown = int(done.stdout.split()[-1])
+    assert grown < 256 << 20, f"peak RSS grew {grown >> 20} MiB"
+
+
+@pytest.mark.parametrize("value", [0.0, 7.5, float("nan")])
+def test_special_chunks_fill_only_the_selection_and_equal_numpy(value):
+    blosc2 = pytest.importorskip("blosc2")
+    src = blosc2.full((1000, 1000), value, chunks=(500, 1000), blocks=(10, 1000))
+    arr = b2store.open(src.schunk.to_cframe())
+    full = np.full((1000, 1000), value)
+    np.testing.assert_array_equal(arr[3:7, 5:9], full[3:7, 5:9])
+    np.testing.assert_array_equal(arr[495:505:3, ::7], full[495:505:3, ::7])
+    np.testing.assert_array_equal(arr[:], full)
