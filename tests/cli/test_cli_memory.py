@@ -126,3 +126,35 @@ def test_verify_refuses_a_chunk_past_the_limit_without_decoding_it():
 
     with pytest.raises(b2store.LimitError, match="Limits.max_chunk_nbytes"):
         _check_chunk(special_chunk(SpecialValue.ZERO, 8 * MIB, 8), None, MIB, 0)
+
+
+@pytest.mark.parametrize(
+    "kind", [SpecialValue.ZERO, SpecialValue.NAN, SpecialValue.VALUE], ids=lambda k: k.name
+)
+def test_decode_writes_a_special_chunk_in_pieces(tmp_path, cli, kind):
+    """``decode`` of a 32-byte chunk standing for 512 MiB held it twice (2.1 GB for 1 GiB):
+    a special chunk is written a piece of its value at a time, equal to what it decodes to."""
+    value = np.float64(2.5).tobytes() if kind == SpecialValue.VALUE else b""
+    chunk = special_chunk(kind, 512 * MIB, 8, value=value, blocksize=MIB)
+    src, out = tmp_path / "c.chunk", tmp_path / "c.out"
+    src.write_bytes(chunk)
+    result, peak = run_traced(cli, "decode", str(src), "-o", str(out))
+    assert result.code == 0, result
+    assert peak < SMALL, f"decode allocated {peak} bytes"
+    assert out.stat().st_size == 512 * MIB
+    with open(out, "rb") as f:
+        head = f.read(MIB)
+    assert head == bytes(b2store.decode_chunk(special_chunk(kind, MIB, 8, value=value)))
+
+
+def test_decode_of_a_chunk_holds_it_once(tmp_path, cli):
+    data = np.arange(4 * MIB // 8, dtype="f8")
+    src, out = tmp_path / "c.chunk", tmp_path / "c.out"
+    chunk = b2store.encode_chunk(data)  # a small file for 4 MiB
+    src.write_bytes(chunk)
+    result, peak = run_traced(cli, "decode", str(src), "-o", str(out))
+    assert result.code == 0, result
+    # The file read, and the chunk decoded once (it was copied once more to be written).
+    held = len(chunk) + data.nbytes
+    assert peak < held + MIB, f"decode held {peak} bytes for {held}"
+    assert out.read_bytes() == data.tobytes()
