@@ -273,12 +273,21 @@ def _frame_info(obj, *, chunks: bool) -> dict:
         cbytes=schunk.cbytes,
         ratio=schunk.nbytes / schunk.cbytes if schunk.cbytes else None,
         metalayers={name: len(content) for name, content in schunk.meta.items()},
-        vlmeta={k: v for k, v in schunk.vlmeta.items()},
+        vlmeta=_vlmeta(schunk),
         chunk_stats=_chunk_stats(records),
     )
     if chunks:
         out["chunk_list"] = records
     return out
+
+
+def _vlmeta(schunk) -> dict:
+    """The frame's vlmeta; a refused one (past a limit, damaged) is described by its error, in
+    place of the values, so that info still shows the rest of the frame."""
+    try:
+        return dict(schunk.vlmeta)
+    except B2StoreError as exc:
+        return {"(not shown)": str(exc)}
 
 
 def open_frame_path(path):

@@ -17,6 +17,9 @@ from .inspection import detect, not_blosc, open_frame_path, zarr_arrays
 
 __all__ = ["Problem", "run", "verify"]
 
+# What verify checks besides chunks, named where a problem's chunk would be.
+_NOT_CHUNKS = ("vlmeta", "group attributes")
+
 
 # --- verify -------------------------------------------------------------------------------
 
@@ -80,6 +83,12 @@ def _verify_frame(obj, array: str | None) -> tuple[int, list[Problem]]:
             if offset is None:
                 offset = _index_entry(schunk, i)
             problems.append(Problem(_error_text(exc), array, i, offset))
+    # The vlmeta too, as the readers decode it (the Zarr store and the xarray engine read all
+    # of it for attributes): a value they refuse is a finding, not an ok.
+    try:
+        dict(schunk.vlmeta)
+    except Exception as exc:
+        problems.append(Problem(_error_text(exc), array, _NOT_CHUNKS[0]))
     return schunk.nchunks, problems
 
 
@@ -166,10 +175,17 @@ def verify(path) -> dict:
         from ..tree import open_tree
 
         try:
-            refs = open_tree(os.fspath(path)).arrays()
+            tree = open_tree(os.fspath(path))
+            refs = tree.arrays()
         except Exception as exc:
             problems.append(Problem(_error_text(exc), offset=getattr(exc, "offset", None)))
             refs = {}
+        else:
+            # The groups' attributes (each group's __vlmeta__ frame), as the readers take them.
+            try:
+                tree.groups()
+            except Exception as exc:
+                problems.append(Problem(_error_text(exc), None, _NOT_CHUNKS[1]))
         for name, ref in refs.items():
             try:
                 obj = ref.open()
@@ -200,7 +216,9 @@ def run(args) -> int:
     else:
         for p in report["problems"]:
             where = [f"array {p['array']}"] if p["array"] is not None else []
-            if p["chunk"] is not None:
+            if p["chunk"] in _NOT_CHUNKS:
+                where.append(p["chunk"])
+            elif p["chunk"] is not None:
                 where.append(f"chunk {p['chunk']}")
             if p["offset"] is not None:
                 where.append(f"at byte {p['offset']}")

@@ -105,3 +105,44 @@ def test_bad_zarr_chunk_is_reported(tmp_path):
 
 def test_verify_user_errors(tmp_path):
     assert_user_error(run_b2store("verify", tmp_path / "nothing"), "no such file")
+
+
+def _over_limit_vlmeta(path):
+    import b2store
+
+    b2store.asarray(np.arange(10.0), path).close()
+    # Written by a handle that trusts it: the readers' default limits refuse it.
+    with b2store.open(path, mode="a", limits=b2store.Limits(max_vlmeta_nbytes=1 << 30)) as s:
+        s.vlmeta["big"] = bytes(b2store.Limits().max_vlmeta_nbytes + 1)
+    return path
+
+
+def test_what_the_readers_refuse_is_not_ok(tmp_path, cli):
+    """verify decodes what the readers decode: a frame's vlmeta past the limits, and a tree
+    group's attributes frame that is not a frame, were reported ok while open_tree, zarr and
+    xarray refused them."""
+    import xarray as xr
+
+    import b2store
+
+    frame = _over_limit_vlmeta(tmp_path / "v.b2nd")
+    result = cli("verify", "--json", frame)
+    report = json.loads(result.out)
+    assert result.code == 1 and not report["ok"], result
+    assert [p["chunk"] for p in report["problems"]] == ["vlmeta"]
+    assert "max_vlmeta_nbytes" in report["problems"][0]["error"]
+
+    tree = tmp_path / "t.b2d"
+    b2store.to_b2nd(xr.Dataset({"a": ("x", np.arange(5.0))}, attrs={"title": "t"}), tree)
+    (tree / "__vlmeta__.b2f").write_bytes(b"garbage" * 10)
+    result = cli("verify", tree)
+    assert result.code == 1, result
+    assert "BAD group attributes" in result.out and "not a Blosc2 file" in result.out, result
+
+
+def test_info_shows_a_frame_whose_vlmeta_is_refused(tmp_path, cli):
+    frame = _over_limit_vlmeta(tmp_path / "v.b2nd")
+    result = cli("info", frame)
+    assert result.code == 0, result
+    assert "shape     (10,)" in result.out  # the rest of the frame is shown
+    assert "(not shown)" in result.out and "max_vlmeta_nbytes" in result.out, result
