@@ -415,3 +415,24 @@ def test_frames_kept_for_their_first_read_are_bounded(tmp_path, monkeypatch):
         np.testing.assert_array_equal(ds[f"f{i}"].values, np.arange(10.0) + i)
         ds.close()
     assert open_fds() <= before
+
+
+@pytest.mark.parametrize("chunks", [None, {}], ids=["numpy", "dask"])
+def test_a_big_endian_structured_variable_is_served_native(tmp_path, chunks):
+    """xarray's decoding cast a non-native structured dtype to raw void ('V12') and failed
+    with a TypeError; the engine serves the fields in this machine's byte order, as the Zarr
+    store does, with the values unchanged."""
+    dt = np.dtype([("a", ">i4"), ("b", ">f8"), ("c", ">i2", (2,))])
+    x = np.zeros(5, dt)
+    x["a"], x["b"], x["c"] = np.arange(5), 1.5, [1, 2]
+    path = tmp_path / "be.b2nd"
+    import b2store
+
+    b2store.asarray(x, path).close()
+    with xr.open_dataset(path, engine="b2nd", chunks=chunks) as ds:
+        (var,) = ds.data_vars.values()
+        assert var.dtype == dt.newbyteorder("=") and var.dtype.isnative
+        got = var.values
+        for field in dt.names:
+            np.testing.assert_array_equal(got[field], x[field])
+        np.testing.assert_array_equal(var[1:4].values["b"], x["b"][1:4])

@@ -155,7 +155,12 @@ class B2ndBackendArray(BackendArray):
     def __init__(self, manager: CachingFileManager, shape, dtype, lock=None):
         self.manager = manager
         self.shape = tuple(shape)
-        self.dtype = np.dtype(dtype)
+        # A structured dtype with fields of the other byte order is served in this machine's
+        # (as the Zarr store serves it): xarray's decoding casts any non-native dtype to its
+        # kind and size, which for a structured one is raw void ("V12"), and then fails.
+        self.stored_dtype = np.dtype(dtype)
+        native = self.stored_dtype.fields is None or self.stored_dtype.isnative
+        self.dtype = self.stored_dtype if native else self.stored_dtype.newbyteorder("=")
         self.lock = lock
 
     def __getitem__(self, key: indexing.ExplicitIndexer):
@@ -171,9 +176,11 @@ class B2ndBackendArray(BackendArray):
     def _getitem(self, key: tuple) -> np.ndarray:
         if self.lock is None:
             with self.manager.acquire_context() as arr:
-                return outer_read(arr, key)
-        with self.lock, self.manager.acquire_context(needs_lock=False) as arr:
-            return outer_read(arr, key)
+                out = outer_read(arr, key)
+        else:
+            with self.lock, self.manager.acquire_context(needs_lock=False) as arr:
+                out = outer_read(arr, key)
+        return out if out.dtype == self.dtype else out.astype(self.dtype)
 
 
 def outer_read(arr, key: tuple) -> np.ndarray:
