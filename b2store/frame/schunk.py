@@ -445,8 +445,9 @@ class SChunk(Changes, BlockReads):
         return self.header.filters_meta
 
     @property
-    def meta(self) -> MutableMapping[str, bytes]:
-        """The fixed metalayers (raw content); an update must keep the content's size."""
+    def meta(self) -> MetaView:
+        """The fixed metalayers, msgpack-decoded as python-blosc2's ``schunk.meta``
+        (``meta.raw(name)``: the stored bytes); an update must keep the content's size."""
         return MetaView(self)
 
     @property

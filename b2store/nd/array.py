@@ -377,7 +377,7 @@ class B2ndArray:
     def _reload_meta(self) -> None:
         # Another writer may have resized the array since this handle read its metalayer.
         name = "b2nd" if "b2nd" in self.schunk.header.metalayers else "caterva"
-        self._meta = B2ndMeta.from_bytes(self.schunk.meta[name], caterva=name == "caterva")
+        self._meta = B2ndMeta.from_bytes(self.schunk.meta.raw(name), caterva=name == "caterva")
 
     def _setitem_locked(self, key, value) -> None:
         """The body of :meth:`__setitem__`, with the writer lock held."""
@@ -463,7 +463,7 @@ class B2ndArray:
             shape=newshape, chunkshape=self.chunks, blockshape=self.blocks, dtype=self._meta.dtype
         )
         nbytes = len(entries) * chunk_nitems(self.chunks, self.blocks) * self.dtype.itemsize
-        metalayers = dict(self.schunk.meta)
+        metalayers = dict(self.schunk.header.metalayers)
         metalayers["b2nd" if "b2nd" in metalayers else "caterva"] = (
             meta.to_bytes() if "b2nd" in metalayers else metalayers["caterva"]
         )
