@@ -216,6 +216,55 @@ def test_a_value_that_does_not_broadcast_writes_nothing(tmp_path):
     np.testing.assert_array_equal(b2store.open(path)[...], DATA)
 
 
+# --- python-blosc2's own getitem cases (its tests/ndarray/test_getitem.py), on its files ----
+
+
+def _ints(n, size):
+    return np.random.default_rng(12345).integers(0, n, size=size)
+
+
+def _bools(shape):
+    return np.random.default_rng(12345).choice([True, False], size=shape)
+
+
+PYBLOSC2_CASES = [
+    ((5,), (2,), (1,), _ints(5, 2)),
+    ((15,), (4,), (2,), _ints(15, 3)),
+    ((501,), (22,), (11,), _ints(501, 221)),
+    ((501,), (22,), (11,), list(_ints(501, 221))),
+    ((5,), (2,), (1,), _bools((5,))),
+    ((10, 10), (5, 5), (2, 2), _bools((10, 10))),
+    ((8, 8, 8), (4, 4, 4), (2, 2, 2), _bools((8, 8, 8))),
+    ((6, 5, 4, 3), (3, 2, 2, 1), (1, 1, 1, 1), _bools((6, 5, 4, 3))),
+    ((6, 5, 4, 3), (3, 2, 2, 1), (1, 1, 1, 1), _bools((6, 5))),
+    ((6, 5, 4, 3), (3, 2, 2, 1), (1, 1, 1, 1), True),
+    ((6, 5, 4, 3), (3, 2, 2, 1), (1, 1, 1, 1), False),
+    ((1000,), (128,), (64,), np.array([999, 998, 997, 997, 500, 129, 128, 0, 33, 31, 31])),
+    ((20,), (8,), (4,), np.array([-1, -5, 0, 3])),
+]
+
+
+@pytest.mark.parametrize("shape, chunks, blocks, key", PYBLOSC2_CASES)
+def test_python_blosc2_getitem_cases(tmp_path, shape, chunks, blocks, key):
+    data = np.arange(int(np.prod(shape)), dtype=np.int32).reshape(shape)
+    path = tmp_path / "theirs.b2nd"
+    blosc2.asarray(data, chunks=chunks, blocks=blocks, urlpath=str(path), mode="w")
+    with b2store.open(path) as arr:
+        got = arr[key]
+    assert got.shape == data[key].shape and got.dtype == data[key].dtype
+    np.testing.assert_array_equal(got, data[key])
+
+
+def test_a_structured_dtype_by_index_arrays(tmp_path):
+    data = np.empty((100,), dtype=[("a", np.int32), ("b", np.int32)])
+    data["a"], data["b"] = np.arange(1, 101), np.arange(200, 100, -1)
+    path = tmp_path / "struct.b2nd"
+    blosc2.asarray(data, chunks=(44,), blocks=(33,), urlpath=str(path), mode="w")
+    with b2store.open(path) as arr:
+        for key in [np.arange(2, 100), np.arange(99, 1, -1), np.array([5, 1, 5, 99, 0, 44])]:
+            np.testing.assert_array_equal(arr[key], data[key])
+
+
 # --- what is read -------------------------------------------------------------------------
 
 
