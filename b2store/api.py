@@ -65,7 +65,7 @@ def open(
                     # A tree's member (a .b2z zip): name which frame, not just the zip. The
                     # array checks the same again for every other way one is made.
                     check_holds_data(schunk, f"{schunk.urlpath} (the frame at byte {offset})")
-                nd = B2ndMeta.from_bytes(meta[name], caterva=name == "caterva")
+                nd = B2ndMeta.from_bytes(meta.raw(name), caterva=name == "caterva")
                 _check_array_limits(nd, schunk, dtype, limits)
                 return B2ndArray(schunk, nd, dtype=dtype)
         return schunk

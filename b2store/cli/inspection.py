@@ -238,7 +238,7 @@ def _b2nd_version(meta) -> int | None:
 
     for name in ("b2nd", "caterva"):
         if name in meta:
-            return B2ndMeta.from_bytes(meta[name], caterva=name == "caterva").version
+            return B2ndMeta.from_bytes(meta.raw(name), caterva=name == "caterva").version
     return None
 
 
@@ -272,7 +272,7 @@ def _frame_info(obj, *, chunks: bool) -> dict:
         nbytes=schunk.nbytes,
         cbytes=schunk.cbytes,
         ratio=schunk.nbytes / schunk.cbytes if schunk.cbytes else None,
-        metalayers={name: len(content) for name, content in schunk.meta.items()},
+        metalayers={name: len(content) for name, content in schunk.header.metalayers.items()},
         vlmeta=_vlmeta(schunk),
         chunk_stats=_chunk_stats(records),
     )

@@ -1,4 +1,5 @@
-"""Dict-like views of a frame's metalayers: vlmeta (decoded values) and meta (raw bytes)."""
+"""Dict-like views of a frame's metalayers, decoded as python-blosc2 decodes them: vlmeta
+and meta (whose raw bytes :meth:`MetaView.raw` gives)."""
 
 from __future__ import annotations
 
@@ -117,15 +118,39 @@ def check_vlmeta_sum(raw_vlmeta: dict, limits) -> None:
 
 
 class MetaView(MutableMapping):
-    """The fixed metalayers (raw bytes); updated in place when the size does not change."""
+    """The fixed metalayers, decoded on access as python-blosc2's ``schunk.meta`` decodes
+    them (msgpack, with the same rules as :class:`VLMetaView`'s values): ``meta["b2nd"]`` is
+    ``[0, ndim, shape, chunkshape, blockshape, 0, dtype]``.
+
+    :meth:`raw` gives a metalayer's stored bytes, and :meth:`set_raw` writes bytes as they
+    are. Setting ``meta[name] = value`` packs ``value`` as python-blosc2 does; fixed
+    metalayers are updated in place, so the packed content must keep its size. A metalayer
+    that is not one msgpack object (C programs may store raw bytes) reads as its bytes.
+    """
 
     def __init__(self, schunk):
         self._schunk = schunk
 
-    def __getitem__(self, name: str) -> bytes:
+    def __getitem__(self, name: str):
+        if isinstance(name, slice):
+            if name == slice(None):
+                return self.getall()
+            raise NotImplementedError("slicing the metalayers: only [:] (all of them)")
+        return unpack_value(self.raw(name), self._schunk.limits)
+
+    def raw(self, name: str) -> bytes:
+        """The stored content of metalayer ``name`` (msgpack bytes, not decoded)."""
         return self._schunk.header.metalayers[name]
 
-    def __setitem__(self, name: str, content: bytes) -> None:
+    def getall(self) -> dict:
+        """Every metalayer, decoded (python-blosc2's ``meta.getall()``)."""
+        return {name: self[name] for name in self}
+
+    def __setitem__(self, name: str, value) -> None:
+        self.set_raw(name, pack_value(value))
+
+    def set_raw(self, name: str, content: bytes) -> None:
+        """Store ``content`` as metalayer ``name`` (it must keep the stored size)."""
         self._schunk._set_meta(name, content)
 
     def __delitem__(self, name: str) -> None:
@@ -137,5 +162,8 @@ class MetaView(MutableMapping):
     def __len__(self) -> int:
         return len(self._schunk.header.metalayers)
 
+    def __contains__(self, name) -> bool:
+        return name in self._schunk.header.metalayers
+
     def __repr__(self) -> str:
-        return repr(dict(self))
+        return repr(self.getall())

@@ -69,9 +69,10 @@ class SChunk(Changes, BlockReads):
     """The chunks of a Blosc2 frame (contiguous or sparse).
 
     Use :meth:`open` (or :func:`b2store.open`) to read one. ``meta`` maps the fixed
-    metalayers' names to their raw content; ``vlmeta`` maps the variable-length ones to
-    their decoded values. Close it with :meth:`close` or a ``with`` block; copies and pickles
-    reopen the frame by its path (or carry its bytes when it lives in memory).
+    metalayers' names to their decoded values (``meta.raw(name)``: the stored bytes), and
+    ``vlmeta`` the variable-length ones. Close it with :meth:`close` or a ``with`` block;
+    copies and pickles reopen the frame by its path (or carry its bytes when it lives in
+    memory).
     """
 
     def __init__(self, backend: Backend, header: FrameHeader, limits: Limits | None = None):
@@ -445,8 +446,9 @@ class SChunk(Changes, BlockReads):
         return self.header.filters_meta
 
     @property
-    def meta(self) -> MutableMapping[str, bytes]:
-        """The fixed metalayers (raw content); an update must keep the content's size."""
+    def meta(self) -> MetaView:
+        """The fixed metalayers, msgpack-decoded as python-blosc2's ``schunk.meta``
+        (``meta.raw(name)``: the stored bytes); an update must keep the content's size."""
         return MetaView(self)
 
     @property

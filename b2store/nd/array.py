@@ -6,7 +6,6 @@ touches: the block starts of a chunk say where each block's streams are.
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -15,6 +14,7 @@ from ..constants import MAX_TYPESIZE, SpecialValue
 from ..errors import FormatError
 from ..frame.schunk import READ_TRIES, SChunk
 from ..frame.writer import special_offset
+from . import fancy
 from .carriers import check_holds_data
 from .chunks import (
     SMALL_CHUNK_BYTES,
@@ -25,6 +25,7 @@ from .chunks import (
     encode_chunk_array,
 )
 from .geometry import blocks_touched, chunk_grid, chunk_nitems
+from .indexing import chunks_touched as _chunks_touched
 from .indexing import normalize
 from .meta import B2ndMeta
 
@@ -38,9 +39,11 @@ _ALL = slice(None)
 class B2ndArray:
     """A b2nd array, read lazily: indexing decodes what the selection needs.
 
-    Supports numpy basic indexing (integers, slices with steps, Ellipsis, ``None``, bool
-    scalars) with NumPy's semantics, and ``np.asarray(arr)``; integer arrays, boolean masks
-    and lists raise :class:`~b2store.UnsupportedError`.
+    Reading and writing take every NumPy index with NumPy's semantics: integers, slices
+    with steps, Ellipsis, ``None``, bool scalars, and integer arrays, lists and boolean
+    masks (advanced indexing, broadcast together and mixed with the others); and
+    ``np.asarray(arr)``. An index array or mask is read chunk by chunk, decoding of each
+    chunk it touches only the bounding box of what it selects there.
     """
 
     def __init__(self, schunk: SChunk, meta: B2ndMeta, dtype=None):
@@ -186,6 +189,9 @@ class B2ndArray:
         small = self._in_one_chunk(key)
         if small is not None:
             return small
+        advanced = fancy.plan(key, self.shape)
+        if advanced is not None:
+            return self._read_fancy(advanced)
         dims, final, empty = normalize(key, self.shape)
         out = np.empty(tuple(len(d) for d in dims), self.dtype)
         if out.size and not empty:
@@ -295,6 +301,39 @@ class B2ndArray:
             "frame", "a committed state that stays readable", "writers kept replacing it"
         )
 
+    def _read_fancy(self, plan: fancy.FancyPlan) -> np.ndarray:
+        """An index-array key read piece by piece: of each chunk its points fall in, the
+        bounding box of those points (and of the slices) is decoded, then gathered."""
+        t = np.empty(plan.t_shape, self.dtype)
+        if not plan.empty:
+            work = plan.working(t)
+            k = len(plan.adv_axes)
+            scratch = np.empty(
+                chunk_nitems(self.chunks, self.blocks) * self.dtype.itemsize, np.uint8
+            )
+            schunk = self.schunk
+            grid = chunk_grid(self.shape, self.chunks)
+            for _ in range(READ_TRIES):
+                st = schunk.committed()
+                try:
+                    for coords, ranges, group, local, out_pos in plan.pieces(self.chunks):
+                        box = np.empty(tuple(len(r) for r in ranges), self.dtype)
+                        parts = [(r, range(len(r))) for r in ranges]
+                        self._read_chunk(_c_index(coords, grid), parts, box, scratch, st)
+                        at = tuple(lc - ranges[d].start for d, lc in zip(plan.adv_axes, local))
+                        moved = np.moveaxis(box, plan.adv_axes, range(k))
+                        dst = (group,) + tuple(slice(p.start, p.stop) for p in out_pos)
+                        work[dst] = moved[at]
+                    break
+                except FormatError:
+                    if not schunk.refreshed(st):
+                        raise
+            else:
+                raise FormatError(
+                    "frame", "a committed state that stays readable", "writers kept replacing it"
+                )
+        return t[plan.final]
+
     def _read_chunk(self, nchunk, parts, out: np.ndarray, scratch: np.ndarray, state=None) -> None:
         """Copy what ``parts`` selects of chunk ``nchunk`` into ``out``."""
         # The trailing Ellipsis keeps a 0-d destination a view, not a scalar.
@@ -338,10 +377,13 @@ class B2ndArray:
     def _reload_meta(self) -> None:
         # Another writer may have resized the array since this handle read its metalayer.
         name = "b2nd" if "b2nd" in self.schunk.header.metalayers else "caterva"
-        self._meta = B2ndMeta.from_bytes(self.schunk.meta[name], caterva=name == "caterva")
+        self._meta = B2ndMeta.from_bytes(self.schunk.meta.raw(name), caterva=name == "caterva")
 
     def _setitem_locked(self, key, value) -> None:
         """The body of :meth:`__setitem__`, with the writer lock held."""
+        advanced = fancy.plan(key, self.shape)
+        if advanced is not None:
+            return self._write_fancy(advanced, value)
         dims, final, empty = normalize(key, self.shape)
         selected = np.empty(tuple(len(d) for d in dims), self.dtype)
         # NumPy expands a subarray dtype into trailing dimensions (``selected`` has them):
@@ -357,6 +399,30 @@ class B2ndArray:
             src = tuple(_as_index(local) for local, _ in parts)
             dst = tuple(_as_index(pos) for _, pos in parts)
             ext[src] = selected[dst]
+            updates[nchunk] = self._encode(ext)
+        if updates:
+            self.schunk.update_chunks(updates)
+
+    def _write_fancy(self, plan: fancy.FancyPlan, value) -> None:
+        """An index-array key written: each chunk its points fall in decoded, changed at
+        those points, re-encoded; all published at once (as the basic writes are)."""
+        t = np.empty(plan.t_shape, self.dtype)
+        t[plan.final] = np.asarray(value, dtype=self.dtype.base)  # broadcast as NumPy does
+        if plan.empty:
+            return
+        work = plan.working(t)
+        k = len(plan.adv_axes)
+        grid = chunk_grid(self.shape, self.chunks)
+        updates = {}
+        for coords, ranges, group, local, out_pos in plan.pieces(self.chunks):
+            nchunk = _c_index(coords, grid)
+            ext = self._whole_chunk(nchunk).copy()
+            moved = np.moveaxis(ext, plan.adv_axes, range(k))
+            basic = [ranges[d] for d in plan.basic_axes]
+            # (A point repeated in the key is written in its order: the last one stays.)
+            moved[tuple(local) + tuple(_as_index(r) for r in basic)] = work[
+                (group,) + tuple(slice(p.start, p.stop) for p in out_pos)
+            ]
             updates[nchunk] = self._encode(ext)
         if updates:
             self.schunk.update_chunks(updates)
@@ -397,7 +463,7 @@ class B2ndArray:
             shape=newshape, chunkshape=self.chunks, blockshape=self.blocks, dtype=self._meta.dtype
         )
         nbytes = len(entries) * chunk_nitems(self.chunks, self.blocks) * self.dtype.itemsize
-        metalayers = dict(self.schunk.meta)
+        metalayers = dict(self.schunk.header.metalayers)
         metalayers["b2nd" if "b2nd" in metalayers else "caterva"] = (
             meta.to_bytes() if "b2nd" in metalayers else metalayers["caterva"]
         )
@@ -454,36 +520,6 @@ def _c_index(coords, dims) -> int:
     for c, d in zip(coords, dims):
         index = index * d + c
     return index
-
-
-def _chunks_touched(dims, chunks):
-    """For each chunk a selection touches: its coordinates, and per dimension the selected
-    positions inside the chunk with their positions in the output."""
-    per_dim = []
-    for r, c in zip(dims, chunks):
-        entries = []
-        if len(r) == 0:
-            return
-        first, last = r[0] // c, r[-1] // c
-        for k in range(first, last + 1):
-            lo, hi = k * c, (k + 1) * c
-            sub = _subrange(r, lo, hi)
-            if len(sub[0]):
-                entries.append((k, sub))
-        per_dim.append(entries)
-    for combo in itertools.product(*per_dim):
-        yield tuple(k for k, _ in combo), [sub for _, sub in combo]
-
-
-def _subrange(r: range, lo: int, hi: int):
-    """The items of ascending range ``r`` inside [lo, hi): as chunk-local and output ranges."""
-    step = r.step
-    start_pos = max(0, -(-(lo - r.start) // step))
-    stop_pos = min(len(r), -(-(hi - r.start) // step))
-    if stop_pos <= start_pos:
-        return range(0), range(0)
-    local = range(r[start_pos] - lo, r[stop_pos - 1] - lo + 1, step)
-    return local, range(start_pos, stop_pos)
 
 
 def _as_index(r: range):

@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-import msgpack
 import numpy as np
 
 from .._userpath import names_user_path
@@ -28,6 +27,7 @@ from ..chunk.encoder import (
 )
 from ..constants import SpecialValue
 from ..frame.schunk import SChunk, replace_path, staging_path
+from ..frame.vlmeta_codec import pack_value
 from .array import B2ndArray
 from .carriers import MARKERS
 from .chunks import cparams_for, encode_array_chunk, encode_chunk_array
@@ -128,9 +128,8 @@ def _new(shape, dtype, urlpath, opts: _Options):
     )
     b2nd = B2ndMeta(shape=shape, chunkshape=chunks, blockshape=blocks, dtype=dtype)
     cparams = opts.cparams(dtype, blocks)
-    user_meta = {
-        name: msgpack.packb(value, use_bin_type=True) for name, value in (opts.meta or {}).items()
-    }
+    # Packed as python-blosc2 packs them (NumPy arrays, tuples, sets...), read back decoded.
+    user_meta = {name: pack_value(value) for name, value in (opts.meta or {}).items()}
     size = math.prod(shape)
     # A new array on disk is built under a name beside its path and renamed into place once
     # whole (_finish): a process killed meanwhile never leaves an array short of chunks.
@@ -178,7 +177,6 @@ def _finish(schunk, b2nd, vlmeta) -> B2ndArray:
     return B2ndArray(SChunk.open(final, mode="a"), b2nd)
 
 
-
 @names_user_path
 def asarray(
     array,
@@ -222,7 +220,8 @@ def asarray(
     mode : {"w", "x"}
         Overwrite ``urlpath`` (default) or refuse to when it exists.
     meta : mapping, optional
-        Fixed metalayers: names to msgpack-packable values.
+        Fixed metalayers: names to values packed as python-blosc2 packs them (read back
+        decoded by ``array.meta[name]``, the bytes by ``array.meta.raw(name)``).
     vlmeta : mapping, optional
         Variable-length metalayers (user attributes such as ``{"units": "K"}``): names to
         msgpack-packable values; python-blosc2 reads them as ``array.vlmeta``.

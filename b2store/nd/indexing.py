@@ -5,20 +5,20 @@ read (an integer reads one item, a slice its items in ascending order), and the 
 those items is then indexed by a second key, run by NumPy itself, that keeps NumPy's own
 semantics for what is left: integers drop their axis, negative steps reverse, ``None``
 adds an axis, and a bool scalar (``True``, ``np.True_``, a 0-d bool array) adds an axis of
-length 1 or 0 with NumPy's rules for where it goes. Integer arrays, boolean masks and
-lists (NumPy's advanced indexing) are refused with :class:`~b2store.UnsupportedError`;
-anything NumPy itself refuses (a float, a string) is an ``IndexError`` as in NumPy.
+length 1 or 0 with NumPy's rules for where it goes. Keys with integer arrays, boolean
+masks or lists (NumPy's advanced indexing) are planned by :mod:`b2store.nd.fancy`, which
+builds on this one; anything NumPy itself refuses (a float, a string) is an ``IndexError``
+as in NumPy. :func:`chunks_touched` splits the ascending ranges by chunk.
 """
 
 from __future__ import annotations
 
+import itertools
 import operator
 
 import numpy as np
 
-from ..errors import UnsupportedError
-
-__all__ = ["normalize"]
+__all__ = ["chunks_touched", "normalize"]
 
 
 def _bool_scalar(k) -> bool:
@@ -90,12 +90,6 @@ def _integer(k, n: int) -> range:
             raise IndexError(
                 f"arrays used as indices must be of integer (or boolean) type, not {k.dtype}"
             ) from None
-        if isinstance(k, (list, tuple, np.ndarray)):
-            raise UnsupportedError(
-                "index (integer arrays, boolean masks and lists: read a slice, then index "
-                "the NumPy array)",
-                f"{type(k).__name__} of shape {np.shape(k)}",
-            ) from None
         raise IndexError(
             "only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and "
             f"bool scalars are valid indices, not {type(k).__name__}"
@@ -103,3 +97,33 @@ def _integer(k, n: int) -> range:
     if not -n <= i < n:
         raise IndexError(f"index {i} is out of bounds for axis with size {n}")
     return range(i % n, i % n + 1)
+
+
+def chunks_touched(dims, chunks):
+    """For each chunk a selection touches: its coordinates, and per dimension the selected
+    positions inside the chunk with their positions in the output."""
+    per_dim = []
+    for r, c in zip(dims, chunks):
+        entries = []
+        if len(r) == 0:
+            return
+        first, last = r[0] // c, r[-1] // c
+        for k in range(first, last + 1):
+            lo, hi = k * c, (k + 1) * c
+            sub = _subrange(r, lo, hi)
+            if len(sub[0]):
+                entries.append((k, sub))
+        per_dim.append(entries)
+    for combo in itertools.product(*per_dim):
+        yield tuple(k for k, _ in combo), [sub for _, sub in combo]
+
+
+def _subrange(r: range, lo: int, hi: int):
+    """The items of ascending range ``r`` inside [lo, hi): as chunk-local and output ranges."""
+    step = r.step
+    start_pos = max(0, -(-(lo - r.start) // step))
+    stop_pos = min(len(r), -(-(hi - r.start) // step))
+    if stop_pos <= start_pos:
+        return range(0), range(0)
+    local = range(r[start_pos] - lo, r[stop_pos - 1] - lo + 1, step)
+    return local, range(start_pos, stop_pos)

@@ -99,11 +99,15 @@ def test_meta_updates_in_place_only(tmp_path):
 
     s = SChunk.create(path, typesize=4, meta={"mine": msgpack.packb([1, 2, 3])})
     s.append_chunk(chunk_of(3))
-    s.meta["mine"] = msgpack.packb([4, 5, 6])
+    s.meta["mine"] = [4, 5, 6]  # packed as python-blosc2 packs it
+    assert (s.meta["mine"], s.meta.raw("mine")) == ([4, 5, 6], msgpack.packb([4, 5, 6]))
     with pytest.raises(ValueError, match="same size"):
-        s.meta["mine"] = msgpack.packb([4, 5, 6, 7])
+        s.meta["mine"] = [4, 5, 6, 7]
+    with pytest.raises(ValueError, match="same size"):
+        s.meta.set_raw("mine", b"\x93\x01\x02")
+    s.meta.set_raw("mine", msgpack.packb([7, 8, 9]))
     s.close()
-    assert blosc2.open(str(path)).meta["mine"] == [4, 5, 6]
+    assert blosc2.open(str(path)).meta["mine"] == [7, 8, 9]
 
 
 @pytest.mark.parametrize("contiguous", [True, False], ids=["cframe", "sframe"])

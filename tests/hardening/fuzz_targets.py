@@ -323,7 +323,7 @@ def seeds(name: str, corpus: Path) -> list[bytes]:
         out = _each(
             frames,
             lambda s: [
-                tag + s.meta[key]
+                tag + s.meta.raw(key)
                 for key, tag in (("b2nd", b"\x00"), ("caterva", b"\x01"))
                 if key in s.meta
             ],

@@ -204,11 +204,11 @@ def test_two_handles_changing_different_metalayers_keep_both(tmp_path, contiguou
     s.append_data(np.arange(10, dtype="<i4"))
     s.close()
     x, y = b2store.open(path, mode="a"), b2store.open(path, mode="a")
-    x.meta["a"] = b"AAAA"
-    y.meta["b"] = b"BBBB"
+    x.meta.set_raw("a", b"AAAA")
+    y.meta.set_raw("b", b"BBBB")
     x.close(), y.close()
     with b2store.open(path) as s:
-        assert dict(s.meta) == {"a": b"AAAA", "b": b"BBBB"}
+        assert {n: s.meta.raw(n) for n in s.meta} == {"a": b"AAAA", "b": b"BBBB"}
 
 
 # --- one read, one commit, across processes ------------------------------------------------

@@ -128,7 +128,7 @@ def test_header_and_metalayers_at_and_past_the_limit():
     data = s.to_cframe()
     header_len, _ = FrameHeader.peek_len(data[:24])
     with b2store.open(data, limits=Limits(max_metalayer_nbytes=header_len)) as ok:
-        assert ok.meta["big"] == bytes(5000)
+        assert ok.meta.raw("big") == bytes(5000)
     with pytest.raises(LimitError, match="header_len"):
         b2store.open(data, limits=Limits(max_metalayer_nbytes=header_len - 1))
 

@@ -54,9 +54,9 @@ def test_a_false_key_reads_no_chunk(stored, monkeypatch):
     [[0, 1], np.array([0, 2]), np.array([True, False, True, False]), ((0, 1),), (0, [1, 2])],
     ids=["list", "int array", "bool mask", "tuple in tuple", "list on axis 1"],
 )
-def test_advanced_indexing_is_refused_loudly(stored, key):
-    with pytest.raises(b2store.UnsupportedError, match="integer arrays, boolean masks"):
-        stored[key]
+def test_advanced_indexing_is_numpys(stored, key):
+    # Before, refused with UnsupportedError; tests/nd/test_numpy_indexing.py has the rest.
+    np.testing.assert_array_equal(stored[key], DATA[key])
 
 
 @pytest.mark.parametrize("key", [1.0, "a", np.float64(0), np.array(1.5), object()])
@@ -106,7 +106,6 @@ SCALAR_KINDS = {
     "int array": lambda n, d: np.arange(min(n, 2)),
     "bool mask": lambda n, d: np.ones(n, bool),
 }
-ADVANCED = ("list", "int array", "bool mask")
 
 
 @st.composite
@@ -126,14 +125,11 @@ def _numpy(op):
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=keys())
 def test_any_key_reads_as_numpy_or_raises(case):
-    key, parts = case
+    key, _ = case
     arr = _STORED[0]
     expected, refused = _numpy(lambda: DATA[key])
     try:
         got = arr[key]
-    except b2store.UnsupportedError:
-        assert any(kind in ADVANCED for kind in parts), key
-        return
     except (IndexError, TypeError) as exc:
         assert refused is not None, f"{key!r}: numpy gives {expected!r}, b2store {exc!r}"
         return
@@ -145,16 +141,13 @@ def test_any_key_reads_as_numpy_or_raises(case):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=keys(), value=st.integers(-100, -1))
 def test_any_key_writes_as_numpy_or_raises(tmp_path_factory, case, value):
-    key, parts = case
+    key, _ = case
     path = tmp_path_factory.mktemp("w") / "a.b2nd"
     b2store.asarray(DATA, path, chunks=(3, 2, 4), blocks=(2, 2, 3))
     expected = DATA.copy()
     _, refused = _numpy(lambda: expected.__setitem__(key, value))
     try:
         b2store.open(path, mode="a")[key] = value
-    except b2store.UnsupportedError:
-        assert any(kind in ADVANCED for kind in parts), key
-        expected = DATA  # refused: nothing written
     except (IndexError, TypeError):
         assert refused is not None, f"{key!r}: numpy writes it, b2store refuses"
     else:

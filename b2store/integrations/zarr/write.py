@@ -249,7 +249,7 @@ class Writer:
         process may have resized it: its chunk ``c/i/j`` would then be another chunk)."""
         with self._node_lock(node), arr.schunk.changing():
             name = "b2nd" if "b2nd" in arr.schunk.meta else "caterva"
-            shape = B2ndMeta.from_bytes(arr.schunk.meta[name], caterva=name == "caterva").shape
+            shape = B2ndMeta.from_bytes(arr.schunk.meta.raw(name), caterva=name == "caterva").shape
             if tuple(shape) != tuple(arr.shape):
                 raise ConcurrentResizeError(
                     f"{self.store.path}:{node or '/'}: another writer resized the array from "

@@ -1,0 +1,342 @@
+"""NumPy's advanced indexing (integer arrays, lists, boolean masks, mixed with slices,
+integers, ``None``, bool scalars and ``...``) on B2ndArray, read and written, against NumPy
+on the same data; reads decode only the chunks the selection touches."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import b2store
+from b2store.frame import sources
+from b2store.nd.array import B2ndArray
+
+blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 reads what is written here")
+
+DATA = np.arange(5 * 6 * 7, dtype="<i4").reshape(5, 6, 7)
+GEOMETRY = {"chunks": (2, 4, 3), "blocks": (1, 2, 2)}  # many small chunks, partial at edges
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fancy") / "a.b2nd"
+    b2store.asarray(DATA, path, **GEOMETRY)
+    return b2store.open(path)
+
+
+CASES = {
+    "list": [0, 4, 2],
+    "list with repeats and negatives": [-1, 0, 0, -5],
+    "int array": np.array([3, 1]),
+    "2-d int array": np.array([[0, 1], [4, 2]]),
+    "empty list": [],
+    "array on axis 1": (slice(None), np.array([5, 0, 3])),
+    "array on the last axis": (..., [6, 0]),
+    "two arrays broadcast": (np.array([[0], [4]]), slice(None), np.array([1, 6, 2])),
+    "adjacent arrays in place": (slice(1, 4), [0, 5], [6, 0]),
+    "arrays apart go first": ([0, 4], slice(None, None, -2), [6, 0]),
+    "integer apart from array": (0, slice(None), [1, 2]),
+    "integer beside array": (slice(None), 2, [1, 2]),
+    "negative step and array": (slice(None, None, -1), [5, 1], slice(6, 0, -3)),
+    "newaxis and array": (None, [1, 2], None, 3),
+    "bool scalar and array": (True, [1, 2], 0),
+    "false and array": (False, [1]),
+    "false beside arrays": (slice(None), False, [[1], [2]]),
+    "tuple in tuple": ((0, 1),),
+    "full-shape mask": DATA % 3 == 0,
+    "mask of the first two axes": DATA[:, :, 0] % 4 == 1,
+    "per-axis mask": (slice(None), np.array([True, False, True, True, False, True])),
+    "mask and array": (np.array([True, False, True, False, True]), slice(None), [6, 0, 3]),
+    "mask and integer": (2, DATA[0] % 2 == 0),
+    "empty mask": np.zeros(5, bool),
+    "ellipsis and mask": (..., np.arange(7) > 4),
+}
+
+
+@pytest.mark.parametrize("key", CASES.values(), ids=CASES.keys())
+def test_reads_as_numpy(stored, key):
+    expected = DATA[key]
+    got = stored[key]
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+
+
+REFUSED = {
+    "out of range": ([0, 5], "index 5 is out of bounds for axis 0 with size 5"),
+    "negative out of range": ((0, [-7]), "index -7 is out of bounds for axis 1 with size 6"),
+    "wrong mask length": (np.ones(4, bool), "boolean index did not match"),
+    "wrong mask shape": (np.ones((5, 5), bool), "boolean index did not match"),
+    "arrays that do not broadcast": (([0, 1], [0, 1, 2]), "could not be broadcast"),
+    "float array": (np.array([1.0]), "integer .or boolean. type"),
+    "too many indices": (([0], [0], [0], [0]), "too many indices"),
+}
+
+
+@pytest.mark.parametrize("key, message", REFUSED.values(), ids=REFUSED.keys())
+def test_what_numpy_refuses_is_refused_the_same(stored, key, message):
+    with pytest.raises(IndexError, match=message):
+        DATA[key]
+    with pytest.raises(IndexError, match=message):
+        stored[key]
+
+
+# --- random keys ------------------------------------------------------------------------
+
+
+@st.composite
+def advanced_keys(draw):
+    """A key of up to 4 parts with at least one index array or mask among slices,
+    integers, None, bool scalars and an Ellipsis; the indices sometimes out of range."""
+    kinds = draw(
+        st.lists(
+            st.sampled_from(["slice", "int", "none", "bool", "ellipsis", "array", "mask"]),
+            min_size=1,
+            max_size=4,
+        ).filter(lambda ks: "array" in ks or "mask" in ks)
+    )
+    key, axis = [], 0
+    for kind in kinds:
+        n = DATA.shape[min(axis, 2)]
+        if kind == "slice":
+            key.append(
+                slice(
+                    draw(st.none() | st.integers(-n - 1, n + 1)),
+                    draw(st.none() | st.integers(-n - 1, n + 1)),
+                    draw(st.none() | st.integers(-3, 3).filter(bool)),
+                )
+            )
+        elif kind == "int":
+            key.append(draw(st.integers(-n, n - 1)))
+        elif kind == "none":
+            key.append(None)
+        elif kind == "bool":
+            key.append(draw(st.booleans()))
+        elif kind == "ellipsis":
+            key.append(Ellipsis)
+        elif kind == "array":
+            shape = draw(st.sampled_from([(3,), (1,), (2, 1), (0,), (2, 3)]))
+            values = draw(st.lists(st.integers(-n - 1, n), min_size=6, max_size=6))
+            key.append(np.array(values[: int(np.prod(shape))], np.intp).reshape(shape))
+        else:
+            ndim = draw(st.integers(1, 2))
+            shape = DATA.shape[min(axis, 2) : min(axis, 2) + ndim]
+            key.append(
+                np.array(draw(st.lists(st.booleans(), min_size=42, max_size=42)))[
+                    : int(np.prod(shape))
+                ].reshape(shape)
+            )
+        axis += kind not in ("none", "bool", "ellipsis")
+    return tuple(key)
+
+
+def _numpy(op):
+    try:
+        return op(), None
+    except IndexError as exc:
+        return None, exc
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(key=advanced_keys())
+def test_any_advanced_key_reads_as_numpy_or_raises(key):
+    arr = _STORED[0]
+    expected, refused = _numpy(lambda: DATA[key])
+    if refused is not None:
+        with pytest.raises(IndexError):
+            arr[key]
+        return
+    got = arr[key]
+    assert got.shape == expected.shape, key
+    np.testing.assert_array_equal(got, expected)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(key=advanced_keys(), value=st.integers(-100, -1))
+def test_any_advanced_key_writes_as_numpy_or_raises(tmp_path_factory, key, value):
+    path = tmp_path_factory.mktemp("w") / "a.b2nd"
+    b2store.asarray(DATA, path, **GEOMETRY)
+    expected = DATA.copy()
+    _, refused = _numpy(lambda: expected.__setitem__(key, value))
+    arr = b2store.open(path, mode="a")
+    if refused is not None:
+        with pytest.raises(IndexError):
+            arr[key] = value
+    else:
+        arr[key] = value
+    np.testing.assert_array_equal(b2store.open(path)[...], expected)
+    np.testing.assert_array_equal(blosc2.open(str(path))[...], expected)
+
+
+# --- writes -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", CASES.values(), ids=CASES.keys())
+def test_writes_as_numpy_and_python_blosc2_reads_it(tmp_path, key):
+    path = tmp_path / "w.b2nd"
+    b2store.asarray(DATA, path, **GEOMETRY)
+    expected = DATA.copy()
+    value = -np.arange(expected[key].size, dtype="<i4").reshape(expected[key].shape) - 1
+    expected[key] = value
+    b2store.open(path, mode="a")[key] = value
+    np.testing.assert_array_equal(b2store.open(path)[...], expected)
+    np.testing.assert_array_equal(blosc2.open(str(path))[...], expected)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [np.array([0, 3, -1]), np.array([True, False, True, False, True]), DATA % 5 == 0],
+    ids=["int array", "mask", "full-shape mask"],
+)
+def test_writes_what_python_blosc2_writes(tmp_path, key):
+    # python-blosc2 4.14 writes a single index array or mask (a tuple of them fails there).
+    ours, theirs = tmp_path / "ours.b2nd", tmp_path / "theirs.b2nd"
+    b2store.asarray(DATA, ours, **GEOMETRY)
+    blosc2.asarray(DATA, urlpath=str(theirs), mode="w", **GEOMETRY)
+    value = -np.arange(DATA[key].size, dtype="<i4").reshape(DATA[key].shape) - 1
+    b2store.open(ours, mode="a")[key] = value
+    blosc2.open(str(theirs), mode="a")[key] = value
+    np.testing.assert_array_equal(b2store.open(ours)[...], blosc2.open(str(theirs))[...])
+    np.testing.assert_array_equal(blosc2.open(str(ours))[...], b2store.open(theirs)[...])
+
+
+def test_a_repeated_point_keeps_the_last_value_as_numpy(tmp_path):
+    path = tmp_path / "r.b2nd"
+    b2store.asarray(DATA, path, **GEOMETRY)
+    expected = DATA.copy()
+    expected[[1, 1, 1], [2, 2, 2], 3] = [7, 8, 9]
+    b2store.open(path, mode="a")[[1, 1, 1], [2, 2, 2], 3] = [7, 8, 9]
+    np.testing.assert_array_equal(b2store.open(path)[...], expected)
+
+
+def test_a_value_that_does_not_broadcast_writes_nothing(tmp_path):
+    path = tmp_path / "b.b2nd"
+    b2store.asarray(DATA, path, **GEOMETRY)
+    with pytest.raises(ValueError, match="broadcast"):
+        b2store.open(path, mode="a")[[0, 1]] = np.ones(4)
+    np.testing.assert_array_equal(b2store.open(path)[...], DATA)
+
+
+# --- python-blosc2's own getitem cases (its tests/ndarray/test_getitem.py), on its files ----
+
+
+def _ints(n, size):
+    return np.random.default_rng(12345).integers(0, n, size=size)
+
+
+def _bools(shape):
+    return np.random.default_rng(12345).choice([True, False], size=shape)
+
+
+PYBLOSC2_CASES = [
+    ((5,), (2,), (1,), _ints(5, 2)),
+    ((15,), (4,), (2,), _ints(15, 3)),
+    ((501,), (22,), (11,), _ints(501, 221)),
+    ((501,), (22,), (11,), list(_ints(501, 221))),
+    ((5,), (2,), (1,), _bools((5,))),
+    ((10, 10), (5, 5), (2, 2), _bools((10, 10))),
+    ((8, 8, 8), (4, 4, 4), (2, 2, 2), _bools((8, 8, 8))),
+    ((6, 5, 4, 3), (3, 2, 2, 1), (1, 1, 1, 1), _bools((6, 5, 4, 3))),
+    ((6, 5, 4, 3), (3, 2, 2, 1), (1, 1, 1, 1), _bools((6, 5))),
+    ((6, 5, 4, 3), (3, 2, 2, 1), (1, 1, 1, 1), True),
+    ((6, 5, 4, 3), (3, 2, 2, 1), (1, 1, 1, 1), False),
+    ((1000,), (128,), (64,), np.array([999, 998, 997, 997, 500, 129, 128, 0, 33, 31, 31])),
+    ((20,), (8,), (4,), np.array([-1, -5, 0, 3])),
+]
+
+
+@pytest.mark.parametrize("shape, chunks, blocks, key", PYBLOSC2_CASES)
+def test_python_blosc2_getitem_cases(tmp_path, shape, chunks, blocks, key):
+    data = np.arange(int(np.prod(shape)), dtype=np.int32).reshape(shape)
+    path = tmp_path / "theirs.b2nd"
+    blosc2.asarray(data, chunks=chunks, blocks=blocks, urlpath=str(path), mode="w")
+    with b2store.open(path) as arr:
+        got = arr[key]
+    assert got.shape == data[key].shape and got.dtype == data[key].dtype
+    np.testing.assert_array_equal(got, data[key])
+
+
+def test_a_structured_dtype_by_index_arrays(tmp_path):
+    data = np.empty((100,), dtype=[("a", np.int32), ("b", np.int32)])
+    data["a"], data["b"] = np.arange(1, 101), np.arange(200, 100, -1)
+    path = tmp_path / "struct.b2nd"
+    blosc2.asarray(data, chunks=(44,), blocks=(33,), urlpath=str(path), mode="w")
+    with b2store.open(path) as arr:
+        for key in [np.arange(2, 100), np.arange(99, 1, -1), np.array([5, 1, 5, 99, 0, 44])]:
+            np.testing.assert_array_equal(arr[key], data[key])
+
+
+# --- what is read -------------------------------------------------------------------------
+
+
+BIG = np.random.default_rng(7).integers(0, 1000, size=(120, 160)).astype("<i8")
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    path = tmp_path_factory.mktemp("big") / "big.b2nd"
+    b2store.asarray(BIG, path, chunks=(20, 20), blocks=(5, 5))  # 6 x 8 = 48 chunks
+    return path
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """The chunks read, each with the box of it decoded (per axis the range of items)."""
+    seen = []
+    original = B2ndArray._read_chunk
+
+    def read_chunk(self, nchunk, parts, out, scratch, state=None):
+        seen.append((nchunk, [local for local, _ in parts]))
+        return original(self, nchunk, parts, out, scratch, state)
+
+    monkeypatch.setattr(B2ndArray, "_read_chunk", read_chunk)
+    return seen
+
+
+def test_an_index_array_reads_only_the_chunks_it_touches(big, spy):
+    arr = b2store.open(big)
+    rows = np.arange(0, 120, 7)
+    key = (rows, rows)  # a diagonal: 6 of the 48 chunks
+    np.testing.assert_array_equal(arr[key], BIG[key])
+    touched = {(r // 20) * 8 + c // 20 for r, c in zip(rows, rows)}
+    assert sorted(n for n, _ in spy) == sorted(touched)
+    for nchunk, box in spy:  # the bounding box of the chunk's points, no more
+        inside = [(r % 20, c % 20) for r, c in zip(rows, rows) if (r // 20) * 8 + c // 20 == nchunk]
+        assert box[0] == range(min(r for r, _ in inside), max(r for r, _ in inside) + 1)
+        assert box[1] == range(min(c for _, c in inside), max(c for _, c in inside) + 1)
+
+
+def test_a_sparse_mask_reads_only_the_chunks_it_touches(big, spy):
+    arr = b2store.open(big)
+    mask = np.zeros(BIG.shape, bool)
+    mask[3, 5] = mask[45, 150] = mask[119, 0] = mask[46, 151] = True
+    np.testing.assert_array_equal(arr[mask], BIG[mask])
+    assert sorted(n for n, _ in spy) == [0, 2 * 8 + 7, 5 * 8 + 0]
+    assert [len(r) for r in dict(spy)[2 * 8 + 7]] == [2, 2]
+
+
+def test_a_sparse_selection_reads_a_small_part_of_the_file(big, monkeypatch):
+    arr = b2store.open(big)
+    read = []
+    original = sources.FileSource.read
+
+    def counting(self, offset, size):
+        read.append(size)
+        return original(self, offset, size)
+
+    monkeypatch.setattr(sources.FileSource, "read", counting)
+    key = ([5, 60, 110], [7, 90, 150])
+    np.testing.assert_array_equal(arr[key], BIG[key])
+    # Three points in three chunks: a few blocks of them, not the array.
+    assert 0 < sum(read) < arr.cbytes / 8
+
+
+# --- the module's array, for @given tests (which cannot take function-scoped fixtures) ----
+
+_STORED = []
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _stored_for_hypothesis(stored):
+    _STORED[:] = [stored]
+    yield
+    _STORED.clear()
