@@ -135,6 +135,8 @@ def _open_source(src: str, dst_kind: str, variable: str | None):
     if kind in ("netcdf", "hdf5"):
         import xarray as xr
 
+        if _has_hdf5_groups(src):
+            return _tree(src, "h5netcdf")
         try:
             ds = xr.open_dataset(src, chunks={})
         except (ValueError, OSError):
@@ -142,6 +144,19 @@ def _open_source(src: str, dst_kind: str, variable: str | None):
             ds = xr.open_dataset(src, engine="h5netcdf", phony_dims="sort", chunks={})
         return "dataset", ds, None, ds.close
     raise InputError(f"{src}: a single Blosc chunk; nothing to convert (b2store decode reads it)")
+
+
+def _has_hdf5_groups(src: str) -> bool:
+    """Whether a netCDF-4/HDF5 file holds groups below its root (netCDF-3 has none)."""
+    try:
+        import h5py
+    except ImportError:  # without h5py, xarray reads the root group only, as before
+        return False
+    try:
+        with h5py.File(src, "r") as f:
+            return any(isinstance(item, h5py.Group) for item in f.values())
+    except OSError:  # netCDF-3: not HDF5
+        return False
 
 
 def _tree(src: str, engine: str):
@@ -507,8 +522,8 @@ def convert(
     try:
         if kind == "tree" and (dst_kind in ("npy", "b2nd") or variable is not None):
             raise InputError(
-                f"{src} holds groups; write it to a tree (.b2d, .b2z), .zarr or .nc, or convert "
-                "one group's variable from a flat copy"
+                f"{src} holds groups, which an array output cannot hold: write it to a tree "
+                "(.b2d, .b2z), .zarr or .nc"
             )
         if kind == "dataset" and (dst_kind in ("npy",) or variable is not None):
             da_ = _pick_variable(obj, src, variable)

@@ -253,10 +253,13 @@ def test_tree_with_groups_to_zarr_netcdf_and_back(tmp_path, cli):
         assert cli("convert", tmp_path / "t.b2d", tmp_path / out).code == 0
         got = xr.open_datatree(tmp_path / out, engine="zarr" if out.endswith("zarr") else None)
         xr.testing.assert_identical(got.load(), tree)
-    for back in ("u.b2z", "u.b2d"):
-        assert cli("convert", tmp_path / "t.zarr", tmp_path / back).code == 0
+    for src, back in (("t.zarr", "u.b2z"), ("t.zarr", "u.b2d"), ("t.nc", "v.b2d")):
+        assert cli("convert", tmp_path / src, tmp_path / back).code == 0
         got = xr.open_datatree(tmp_path / back, engine="b2nd")
         xr.testing.assert_identical(got.load(), tree)
+    # a tree with groups has no single array to write
+    result = cli("convert", tmp_path / "t.nc", tmp_path / "one.b2nd")
+    assert result.code == 2 and "groups" in result.err
 
 
 def test_npy_to_zarr_is_a_group_named_after_the_file(tmp_path, cli):
