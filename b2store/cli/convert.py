@@ -105,7 +105,10 @@ def _open_source(src: str, dst_kind: str, variable: str | None):
             obj.close()
             raise InputError(f"{src}: a super-chunk without array metadata (no b2nd metalayer)")
         if dst_kind in ("b2nd", "npy") or variable is not None:
-            return "array", obj, dict(obj.vlmeta), obj.close
+            vlmeta = dict(obj.vlmeta)
+            if dst_kind == "b2nd":
+                vlmeta = _named(src, vlmeta)
+            return "array", obj, vlmeta, obj.close
         obj.close()
         import xarray as xr
 
@@ -144,6 +147,22 @@ def _open_source(src: str, dst_kind: str, variable: str | None):
             ds = xr.open_dataset(src, engine="h5netcdf", phony_dims="sort", chunks={})
         return "dataset", ds, None, ds.close
     raise InputError(f"{src}: a single Blosc chunk; nothing to convert (b2store decode reads it)")
+
+
+def _named(src: str, vlmeta: dict) -> dict:
+    """``vlmeta`` with the name the b2nd engine gives the source's variable stored in it, so
+    that the copy (another file name) opens as the same variable."""
+    import xarray as xr
+
+    from ..integrations.xarray.conventions import FORMAT_VERSION, XARRAY_KEY
+
+    with xr.open_dataset(src, engine="b2nd", chunks=None) as ds:
+        names = list(ds.data_vars)
+    info = vlmeta.get(XARRAY_KEY)
+    if len(names) != 1 or (isinstance(info, dict) and info.get("name") == names[0]):
+        return vlmeta
+    info = dict(info) if isinstance(info, dict) else {"version": FORMAT_VERSION}
+    return {**vlmeta, XARRAY_KEY: {**info, "name": names[0]}}
 
 
 def _has_hdf5_groups(src: str) -> bool:

@@ -213,6 +213,27 @@ def test_frame_to_zarr_is_the_dataset_the_b2nd_engine_opens(tmp_path, cli, fmt):
         assert arr.attrs["_ARRAY_DIMENSIONS"] == ["dim_0", "dim_1"]
 
 
+def test_frame_to_frame_keeps_the_variable_name(tmp_path, cli):
+    xr = pytest.importorskip("xarray")
+    data = np.arange(120.0).reshape(10, 12)
+    blosc2.asarray(data, urlpath=str(tmp_path / "sst.b2nd"), chunks=(5, 6))
+    assert cli("convert", tmp_path / "sst.b2nd", tmp_path / "copy.b2nd").code == 0
+    expected = xr.open_dataset(tmp_path / "sst.b2nd", engine="b2nd").load()
+    xr.testing.assert_identical(xr.open_dataset(tmp_path / "copy.b2nd", engine="b2nd"), expected)
+    assert np.array_equal(blosc2.open(str(tmp_path / "copy.b2nd"))[:], data)
+
+
+def test_netcdf_variable_to_frame_and_back(tmp_path, cli):
+    xr = pytest.importorskip("xarray")
+    pd = pytest.importorskip("pandas")
+    ds = _climate(xr, pd, np.random.default_rng(8))
+    ds.to_netcdf(tmp_path / "x.nc", engine="h5netcdf")
+    assert cli("convert", tmp_path / "x.nc", tmp_path / "x.b2nd").code == 0
+    xr.testing.assert_identical(xr.open_dataset(tmp_path / "x.b2nd", engine="b2nd").load(), ds)
+    assert cli("convert", tmp_path / "x.b2nd", tmp_path / "y.nc").code == 0
+    xr.testing.assert_identical(xr.load_dataset(tmp_path / "y.nc"), ds)
+
+
 @pytest.mark.parametrize("fmt", [2, 3])
 def test_b2store_frame_with_coords_to_zarr_and_back(tmp_path, cli, fmt):
     xr = pytest.importorskip("xarray")
