@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import sys
 import time
 import warnings
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _progress
 from .._userpath import names_user_path
 from .arguments import ints, names
 from .inspection import InputError, detect
@@ -51,38 +51,6 @@ def _dst_kind(dst: str) -> str:
         f"{dst}: unknown output format {suffix or '(no suffix)'!r}; "
         "use .b2nd, .b2d, .b2z, .npy, .zarr or .nc"
     )
-
-
-# --- progress ------------------------------------------------------------------------------
-
-
-def _bar(total: int, desc: str, progress: bool | None):
-    """A tqdm bar on stderr counting bytes: always (``True``), never (``False``), or on a
-    terminal after half a second of work (``None``); a stand-in when tqdm is missing."""
-    try:
-        from tqdm import tqdm
-    except ImportError:  # tqdm is optional: the work goes on without a bar
-        return _NoBar()
-    if progress is False or (progress is None and not sys.stderr.isatty()):
-        return _NoBar()
-    return tqdm(
-        total=total,
-        desc=desc,
-        unit="B",
-        unit_scale=True,
-        unit_divisor=1024,
-        delay=0 if progress else 0.5,
-        file=sys.stderr,
-        leave=True,
-    )
-
-
-class _NoBar:
-    def update(self, n: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 # --- compression options -----------------------------------------------------------------
@@ -119,7 +87,13 @@ def _zarr_compressor(zarr_format: int, codec, clevel, filters):
 
 
 def _open_source(src: str, dst_kind: str, variable: str | None):
-    """``("array", array-like, attrs, closer)`` or ``("dataset", xarray.Dataset, None, closer)``."""
+    """``("array", array-like, attrs, closer)``, ``("dataset", xarray.Dataset, None, closer)``
+    or ``("tree", xarray.DataTree, None, closer)`` (a source with groups below its root).
+
+    A b2nd frame goes to array outputs (``.b2nd``, ``.npy``) as an array, its vlmeta copied
+    whole; to dataset outputs (Zarr, netCDF, trees) it goes through the b2nd engine, so that
+    the variable, its dimensions, coordinates and attributes are those the engine reports.
+    """
     kind = detect(src)
     if kind == "npy":
         return "array", np.load(src, mmap_mode="r"), {}, None
@@ -130,18 +104,33 @@ def _open_source(src: str, dst_kind: str, variable: str | None):
         if not hasattr(obj, "shape"):
             obj.close()
             raise InputError(f"{src}: a super-chunk without array metadata (no b2nd metalayer)")
-        return "array", obj, dict(obj.vlmeta), obj.close
+        if dst_kind in ("b2nd", "npy") or variable is not None:
+            vlmeta = dict(obj.vlmeta)
+            if dst_kind == "b2nd":
+                vlmeta = _named(src, vlmeta)
+            return "array", obj, vlmeta, obj.close
+        obj.close()
+        import xarray as xr
+
+        ds = xr.open_dataset(src, engine="b2nd", chunks={})
+        return "dataset", ds, None, ds.close
     if kind == "zarr":
         import zarr
 
         node = zarr.open(store=src, mode="r")
         if isinstance(node, zarr.Array):
             return "array", node, dict(node.attrs), None
+        if any(True for _ in node.groups()):
+            return _tree(src, "zarr")
         import xarray as xr
 
         ds = xr.open_zarr(src, chunks={}, consolidated=None)
         return "dataset", ds, None, ds.close
     if kind == "tree":
+        from ..tree import open_tree
+
+        if set(open_tree(src).groups()) != {"/"}:
+            return _tree(src, "b2nd")
         import xarray as xr
 
         ds = xr.open_dataset(src, engine="b2nd", chunks={})
@@ -149,6 +138,8 @@ def _open_source(src: str, dst_kind: str, variable: str | None):
     if kind in ("netcdf", "hdf5"):
         import xarray as xr
 
+        if _has_hdf5_groups(src):
+            return _tree(src, "h5netcdf")
         try:
             ds = xr.open_dataset(src, chunks={})
         except (ValueError, OSError):
@@ -156,6 +147,43 @@ def _open_source(src: str, dst_kind: str, variable: str | None):
             ds = xr.open_dataset(src, engine="h5netcdf", phony_dims="sort", chunks={})
         return "dataset", ds, None, ds.close
     raise InputError(f"{src}: a single Blosc chunk; nothing to convert (b2store decode reads it)")
+
+
+def _named(src: str, vlmeta: dict) -> dict:
+    """``vlmeta`` with the name the b2nd engine gives the source's variable stored in it, so
+    that the copy (another file name) opens as the same variable."""
+    import xarray as xr
+
+    from ..integrations.xarray.conventions import FORMAT_VERSION, XARRAY_KEY
+
+    with xr.open_dataset(src, engine="b2nd", chunks=None) as ds:
+        names = list(ds.data_vars)
+    info = vlmeta.get(XARRAY_KEY)
+    if len(names) != 1 or (isinstance(info, dict) and info.get("name") == names[0]):
+        return vlmeta
+    info = dict(info) if isinstance(info, dict) else {"version": FORMAT_VERSION}
+    return {**vlmeta, XARRAY_KEY: {**info, "name": names[0]}}
+
+
+def _has_hdf5_groups(src: str) -> bool:
+    """Whether a netCDF-4/HDF5 file holds groups below its root (netCDF-3 has none)."""
+    try:
+        import h5py
+    except ImportError:  # without h5py, xarray reads the root group only, as before
+        return False
+    try:
+        with h5py.File(src, "r") as f:
+            return any(isinstance(item, h5py.Group) for item in f.values())
+    except OSError:  # netCDF-3: not HDF5
+        return False
+
+
+def _tree(src: str, engine: str):
+    import xarray as xr
+
+    kw = {"consolidated": None} if engine == "zarr" else {}
+    dt = xr.open_datatree(src, engine=engine, chunks={}, **kw)
+    return "tree", dt, None, dt.close
 
 
 def _pick_variable(ds, src: str, variable: str | None):
@@ -223,25 +251,6 @@ def _array_to(src, dst: str, dst_kind: str, attrs: dict, opts: dict, bar) -> Non
             _copy(src, out, out.chunks, bar)
     elif dst_kind == "npy":
         _write_npy(src, dst, shape, dtype, bar)
-    elif dst_kind == "zarr":
-        import zarr
-
-        chunks = opts["chunks"] or _piece_chunks(src, shape, dtype)
-        out = zarr.create_array(
-            store=dst,
-            shape=shape,
-            dtype=dtype,
-            chunks=chunks if shape else (),
-            compressors=[
-                _zarr_compressor(
-                    opts["zarr_format"], opts["codec"], opts["clevel"], opts["filters"]
-                )
-            ],
-            zarr_format=opts["zarr_format"],
-            attributes=_json_attrs(attrs),
-            overwrite=True,
-        )
-        _copy(src, out, chunks, bar)
     else:
         import dask.array as da
         import xarray as xr
@@ -252,7 +261,9 @@ def _array_to(src, dst: str, dst_kind: str, attrs: dict, opts: dict, bar) -> Non
             data = da.from_array(src, chunks=_piece_chunks(src, shape, dtype), lock=True)
         dims = attrs.get("_ARRAY_DIMENSIONS") or [f"dim_{i}" for i in range(len(shape))]
         clean = {k: v for k, v in _json_attrs(attrs).items() if k != "_ARRAY_DIMENSIONS"}
-        name = Path(str(getattr(src, "name", None) or "data")).stem.strip("/") or "data"
+        # An array has no name of its own: the variable is named after the source file, as
+        # the b2nd engine names an unnamed frame.
+        name = opts["name"]
         ds = xr.Dataset({name: (tuple(dims), data, clean)})
         _dataset_to(ds, dst, dst_kind, opts, bar)
 
@@ -305,12 +316,18 @@ def _json_attrs(attrs: dict) -> dict:
 # --- datasets -------------------------------------------------------------------------------
 
 
-def _target_chunks(var, opts) -> tuple[int, ...]:
+def _target_chunks(var, opts, dst_kind: str) -> tuple[int, ...]:
+    """The output's chunks: as given, else the source's for Zarr and netCDF outputs (as
+    array copies keep them), else python-blosc2's choice for the shape."""
     from ..nd.shapes import default_chunks_blocks
 
     given = opts["chunks"]
     if given is not None and len(given) == var.ndim:
         return tuple(min(c, n) if n else c for c, n in zip(given, var.shape))
+    if dst_kind in ("zarr", "netcdf"):
+        source = var.encoding.get("preferred_chunks")
+        if isinstance(source, dict) and set(source) == set(var.dims):
+            return tuple(min(int(source[d]), n) or 1 for d, n in zip(var.dims, var.shape))
     chunks, _ = default_chunks_blocks(tuple(var.shape), var.dtype.itemsize)
     return tuple(chunks)
 
@@ -330,14 +347,16 @@ def _ticking(var, bar):
     return var.copy(data=data.map_blocks(tick, dtype=data.dtype))
 
 
-def _dataset_to(ds, dst: str, dst_kind: str, opts: dict, bar) -> None:
+def _prepared(ds, dst_kind: str, opts: dict, bar):
+    """``ds`` rechunked to the output's chunks (each chunk counted on ``bar``) with the
+    source's storage encoding dropped, and the output's encoding of each variable."""
     import xarray as xr
 
     variables = {}
     encoding: dict[str, dict] = {}
     for name, var in ds.variables.items():
-        if var.ndim and var.dtype.kind not in "OUS":
-            chunks = _target_chunks(var, opts)
+        if var.ndim and var.dtype.kind not in "OUST":
+            chunks = _target_chunks(var, opts, dst_kind)
             var = _ticking(var.chunk(dict(zip(var.dims, chunks))), bar)
             enc: dict[str, Any] = {}
             if dst_kind in ("b2nd", "b2d", "b2z"):
@@ -356,6 +375,8 @@ def _dataset_to(ds, dst: str, dst_kind: str, opts: dict, bar) -> None:
                         )
                     ],
                 }
+            elif dst_kind == "netcdf":
+                enc = _netcdf_encoding(chunks, opts)
             encoding[name] = enc
         variables[name] = var
     coords = {k: variables[k] for k in ds.coords}
@@ -364,10 +385,45 @@ def _dataset_to(ds, dst: str, dst_kind: str, opts: dict, bar) -> None:
     # Encodings of the source (netCDF chunk sizes, compression) do not apply to the output.
     for var in out.variables.values():
         var.encoding = {k: v for k, v in var.encoding.items() if k in _CF_ENCODING}
+    return out, encoding
+
+
+#: The netCDF compressions ``--nc-compression`` offers, and the level each uses by default.
+NC_COMPRESSIONS = {"zlib": 4, "none": None}
+
+
+def _netcdf_encoding(chunks, opts: dict) -> dict:
+    """HDF5 chunks of the output's chunk shape, deflated (zlib, netCDF4's own compression,
+    which every netCDF reader decodes) at ``clevel`` (4 by default) unless asked for none."""
+    method = opts.get("nc_compression") or "zlib"
+    if method == "none":
+        return {"chunksizes": chunks}
+    level = opts["clevel"] if opts["clevel"] is not None else NC_COMPRESSIONS[method]
+    return {"chunksizes": chunks, "zlib": True, "complevel": level}
+
+
+def _dataset_to(ds, dst: str, dst_kind: str, opts: dict, bar) -> None:
+    """Write a Dataset, or a DataTree (every group kept), as ``dst_kind``."""
+    import xarray as xr
+
+    if isinstance(ds, xr.DataTree):
+        prepared = {
+            n.path: _prepared(n.to_dataset(inherit=False), dst_kind, opts, bar) for n in ds.subtree
+        }
+        out = xr.DataTree.from_dict({p: d for p, (d, _) in prepared.items()})
+        encoding = {p: e for p, (_, e) in prepared.items()}
+    else:
+        out, encoding = _prepared(ds, dst_kind, opts, bar)
     if dst_kind in ("b2nd", "b2d", "b2z"):
         from ..integrations.xarray.writer import to_b2nd
 
-        to_b2nd(out, dst, encoding=encoding, layout="frame" if dst_kind == "b2nd" else dst_kind)
+        to_b2nd(
+            out,
+            dst,
+            encoding=encoding,
+            layout="frame" if dst_kind == "b2nd" else dst_kind,
+            progress=False,  # the bar of this command counts the chunks
+        )
     elif dst_kind == "zarr":
         with warnings.catch_warnings():
             # zarr warns that consolidated metadata is not in the v3 spec; xarray writes it.
@@ -377,7 +433,7 @@ def _dataset_to(ds, dst: str, dst_kind: str, opts: dict, bar) -> None:
         # h5netcdf, which the reading side uses, where installed: xarray before 2025.7 would
         # otherwise ask for netCDF4 or scipy.
         engine = "h5netcdf" if importlib.util.find_spec("h5netcdf") is not None else None
-        out.to_netcdf(dst, engine=engine)
+        out.to_netcdf(dst, engine=engine, encoding=encoding)
     else:
         raise InputError(f"{dst}: a dataset cannot be written as {dst_kind}")
 
@@ -417,6 +473,7 @@ def convert(
     filters=None,
     variable: str | None = None,
     zarr_format: int = 3,
+    nc_compression: str = "zlib",
     overwrite: bool = False,
     progress: bool | None = None,
     verbose: bool = False,
@@ -441,7 +498,11 @@ def convert(
         The variable of a dataset to write to an array output (``.npy``, ``.b2nd`` of one
         array); the only one when there is one.
     zarr_format : {2, 3}
-        For ``.zarr`` outputs.
+        For ``.zarr`` outputs: a Zarr group holding each variable under its name, with its
+        dimension names (v3 ``dimension_names``, v2 ``_ARRAY_DIMENSIONS``), coordinates and
+        attributes, as ``xarray.open_zarr`` reads it.
+    nc_compression : {"zlib", "none"}
+        For ``.nc`` outputs: netCDF4's deflate (level ``clevel``, 4 by default), or none.
     overwrite : bool
         Replace ``dst`` if it exists (otherwise that is an error).
     progress : bool, optional
@@ -468,10 +529,21 @@ def convert(
         clevel=clevel,
         filters=filters,
         zarr_format=zarr_format,
+        nc_compression=nc_compression,
+        name=Path(src.rstrip("/")).stem or "data",
     )
+    if nc_compression not in NC_COMPRESSIONS:
+        raise InputError(
+            f"--nc-compression {nc_compression!r}: choose one of {', '.join(NC_COMPRESSIONS)}"
+        )
     start = time.perf_counter()
     kind, obj, attrs, closer = _open_source(src, dst_kind, variable)
     try:
+        if kind == "tree" and (dst_kind in ("npy", "b2nd") or variable is not None):
+            raise InputError(
+                f"{src} holds groups, which an array output cannot hold: write it to a tree "
+                "(.b2d, .b2z), .zarr or .nc"
+            )
         if kind == "dataset" and (dst_kind in ("npy",) or variable is not None):
             da_ = _pick_variable(obj, src, variable)
             kind, attrs = "array", {**da_.attrs, "_ARRAY_DIMENSIONS": list(da_.dims)}
@@ -479,11 +551,13 @@ def convert(
         nbytes = (
             int(np.prod(obj.shape)) * np.dtype(obj.dtype).itemsize
             if kind == "array"
-            else (int(obj.nbytes))
+            else sum(int(n.to_dataset(inherit=False).nbytes) for n in obj.subtree)
+            if kind == "tree"
+            else int(obj.nbytes)
         )
         if os.path.lexists(dst):
             _remove(dst)
-        bar = _bar(nbytes, Path(dst).name, progress)
+        bar = _progress.bar(nbytes, Path(dst).name, progress, large=_progress.is_large(nbytes))
         try:
             if kind == "array":
                 _array_to(obj, dst, dst_kind, attrs or {}, opts, bar)
@@ -521,6 +595,7 @@ def run(args) -> int:
         filters=names(args.filters),
         variable=args.variable,
         zarr_format=args.zarr_format,
+        nc_compression=args.nc_compression,
         overwrite=args.overwrite,
         progress=args.progress,
         verbose=not args.quiet,

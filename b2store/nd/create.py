@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _progress
 from .._userpath import names_user_path
 from ..chunk.encoder import (
     resolve_filters,
@@ -194,6 +195,7 @@ def asarray(
     meta: Mapping[str, Any] | None = None,
     vlmeta: Mapping[str, Any] | None = None,
     nthreads: int | None = None,
+    progress: bool | None = None,
 ) -> B2ndArray:
     """Write ``array`` as a b2nd frame (in memory when ``urlpath`` is None).
 
@@ -228,6 +230,10 @@ def asarray(
     nthreads : int, optional
         Chunks' blocks compressed at once (default: as many as reads use, the cores unless
         ``B2STORE_NTHREADS`` says otherwise, as python-blosc2).
+    progress : bool, optional
+        A tqdm bar on stderr counting the bytes encoded: always (True), never (False), or
+        (None, the default) when stderr is a terminal and the array is large (more than
+        64 MiB or 16 chunks, see :mod:`b2store._progress`).
 
     Unknown keywords raise TypeError: attributes go in ``vlmeta``, never loose keywords.
 
@@ -242,16 +248,34 @@ def asarray(
     """
     opts = _Options.of(locals())
     data = np.asarray(array)
-    return _from_array(data, urlpath, opts)
+    return _from_array(data, urlpath, opts, progress)
 
 
-def _from_array(data: np.ndarray, urlpath, opts: _Options) -> B2ndArray:
+def _from_array(data: np.ndarray, urlpath, opts: _Options, progress=False) -> B2ndArray:
     dtype = _check_dtype(data.dtype)
     schunk, b2nd, cparams = _new(data.shape, dtype, urlpath, opts)
+    nchunks = math.prod(chunk_grid(b2nd.shape, b2nd.chunkshape))
+    large = _progress.is_large(data.nbytes, nchunks)
+    desc = os.path.basename(os.fspath(urlpath)) if urlpath is not None else "asarray"
+    bar = _progress.bar(data.nbytes, desc, progress, large=large)
     with _removed_on_error(schunk):
-        if data.size:
-            schunk.extend_chunks(encode_chunks(data, b2nd, cparams, opts.nthreads))
+        try:
+            if data.size:
+                chunks = encode_chunks(data, b2nd, cparams, opts.nthreads)
+                schunk.extend_chunks(_counted(chunks, bar, data.nbytes / max(1, nchunks)))
+        finally:
+            bar.close()
         return _finish(schunk, b2nd, opts.vlmeta)
+
+
+def _counted(chunks, bar, per_chunk: float):
+    """``chunks`` passed on, each counted on ``bar`` (as its share of the array's bytes: edge
+    chunks are smaller, the total is exact in the end)."""
+    done = 0.0
+    for chunk in chunks:
+        yield chunk
+        before, done = done, done + per_chunk
+        bar.update(round(done) - round(before))
 
 
 def encode_chunks(data: np.ndarray, b2nd: B2ndMeta, cparams: dict, nthreads=None):

@@ -56,12 +56,13 @@ def test_python_blosc2_frame_to_npy_and_zarr(tmp_path):
     for fmt in (2, 3):
         out = tmp_path / f"a{fmt}.zarr"
         _ok(tmp_path / "a.b2nd", out, "--zarr-format", fmt, "--codec", "zstd", "--clevel", "3")
-        z = zarr.open_array(str(out), mode="r")
+        # a group holding the variable under the name the b2nd engine gives it
+        z = zarr.open_group(str(out), mode="r")["a"]
         assert z.metadata.zarr_format == fmt
         assert z.chunks == (10, 20, 7)
         assert np.array_equal(z[:], data)
-        text = "".join(p.read_text() for p in out.glob("*.json")) + "".join(
-            p.read_text() for p in out.glob(".z*")
+        text = "".join(p.read_text() for p in out.rglob("*.json")) + "".join(
+            p.read_text() for p in out.rglob(".z*")
         )
         assert '"blosc2"' in text
         # ...and back to a frame python-blosc2 reads
@@ -176,3 +177,198 @@ def test_memory_stays_within_a_few_chunks(tmp_path):
     for dst in ("copy.b2nd", "copy.npy"):
         grown = peak_mib("convert", src, tmp_path / dst, "--quiet") - base
         assert grown < 64, f"{dst}: {grown} MiB above the baseline for 256 MiB of data"
+
+
+# --- what xarray and zarr users open --------------------------------------------------------
+
+
+def _climate(xr, pd, rng):
+    return xr.Dataset(
+        {"sst": (("time", "lat", "lon"), rng.random((6, 8, 10), "f4"), {"units": "degC"})},
+        coords={
+            "time": pd.date_range("2020-01-01", periods=6, freq="D"),
+            "lat": ("lat", np.linspace(-10, 10, 8), {"units": "degrees_north"}),
+            "lon": np.arange(10.0),
+        },
+        attrs={"title": "sea surface", "source": "convert test"},
+    )
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_frame_to_zarr_is_the_dataset_the_b2nd_engine_opens(tmp_path, cli, fmt):
+    xr = pytest.importorskip("xarray")
+    zarr = pytest.importorskip("zarr")
+    # a python-blosc2 frame: the engine names its variable after the file
+    blosc2.asarray(np.arange(120.0).reshape(10, 12), urlpath=str(tmp_path / "sst.b2nd"))
+    out = tmp_path / "sst.zarr"
+    assert cli("convert", tmp_path / "sst.b2nd", out, "--zarr-format", fmt).code == 0
+    expected = xr.open_dataset(tmp_path / "sst.b2nd", engine="b2nd")
+    got = xr.open_zarr(out)
+    assert list(got.data_vars) == ["sst"]
+    xr.testing.assert_identical(got.load(), expected.load())
+    arr = zarr.open_group(str(out), mode="r")["sst"]
+    if fmt == 3:
+        assert arr.metadata.dimension_names == ("dim_0", "dim_1")
+    else:
+        assert arr.attrs["_ARRAY_DIMENSIONS"] == ["dim_0", "dim_1"]
+
+
+def test_frame_to_frame_keeps_the_variable_name(tmp_path, cli):
+    xr = pytest.importorskip("xarray")
+    data = np.arange(120.0).reshape(10, 12)
+    blosc2.asarray(data, urlpath=str(tmp_path / "sst.b2nd"), chunks=(5, 6))
+    assert cli("convert", tmp_path / "sst.b2nd", tmp_path / "copy.b2nd").code == 0
+    expected = xr.open_dataset(tmp_path / "sst.b2nd", engine="b2nd").load()
+    xr.testing.assert_identical(xr.open_dataset(tmp_path / "copy.b2nd", engine="b2nd"), expected)
+    assert np.array_equal(blosc2.open(str(tmp_path / "copy.b2nd"))[:], data)
+
+
+def test_netcdf_variable_to_frame_and_back(tmp_path, cli):
+    xr = pytest.importorskip("xarray")
+    pd = pytest.importorskip("pandas")
+    ds = _climate(xr, pd, np.random.default_rng(8))
+    ds.to_netcdf(tmp_path / "x.nc", engine="h5netcdf")
+    assert cli("convert", tmp_path / "x.nc", tmp_path / "x.b2nd").code == 0
+    xr.testing.assert_identical(xr.open_dataset(tmp_path / "x.b2nd", engine="b2nd").load(), ds)
+    assert cli("convert", tmp_path / "x.b2nd", tmp_path / "y.nc").code == 0
+    xr.testing.assert_identical(xr.load_dataset(tmp_path / "y.nc"), ds)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_b2store_frame_with_coords_to_zarr_and_back(tmp_path, cli, fmt):
+    xr = pytest.importorskip("xarray")
+    pd = pytest.importorskip("pandas")
+    from b2store import to_b2nd
+
+    ds = _climate(xr, pd, np.random.default_rng(5))
+    to_b2nd(ds, tmp_path / "x.b2nd")
+    out = tmp_path / "x.zarr"
+    assert cli("convert", tmp_path / "x.b2nd", out, "--zarr-format", fmt).code == 0
+    xr.testing.assert_identical(xr.open_zarr(out).load(), ds)
+    # ...and back, to a frame and to trees: names, coordinates and attributes kept
+    for suffix in (".b2nd", ".b2d", ".b2z"):
+        back = tmp_path / f"back{fmt}{suffix}"
+        assert cli("convert", out, back).code == 0
+        xr.testing.assert_identical(xr.open_dataset(back, engine="b2nd").load(), ds)
+
+
+def test_tree_with_groups_to_zarr_netcdf_and_back(tmp_path, cli):
+    xr = pytest.importorskip("xarray")
+    pd = pytest.importorskip("pandas")
+    from b2store import to_b2nd
+
+    rng = np.random.default_rng(6)
+    tree = xr.DataTree.from_dict(
+        {
+            "/": _climate(xr, pd, rng),
+            "/forecast": xr.Dataset(
+                {"wind": (("step", "y"), rng.random((4, 5)), {"units": "m/s"})},
+                attrs={"model": "toy"},
+            ),
+        }
+    )
+    to_b2nd(tree, tmp_path / "t.b2d")
+    expected = xr.open_datatree(tmp_path / "t.b2d", engine="b2nd").load()
+    xr.testing.assert_identical(expected, tree)
+    for out in ("t.zarr", "t.nc"):
+        assert cli("convert", tmp_path / "t.b2d", tmp_path / out).code == 0
+        got = xr.open_datatree(tmp_path / out, engine="zarr" if out.endswith("zarr") else None)
+        xr.testing.assert_identical(got.load(), tree)
+    for src, back in (("t.zarr", "u.b2z"), ("t.zarr", "u.b2d"), ("t.nc", "v.b2d")):
+        assert cli("convert", tmp_path / src, tmp_path / back).code == 0
+        got = xr.open_datatree(tmp_path / back, engine="b2nd")
+        xr.testing.assert_identical(got.load(), tree)
+    # a tree with groups has no single array to write
+    result = cli("convert", tmp_path / "t.nc", tmp_path / "one.b2nd")
+    assert result.code == 2 and "groups" in result.err
+
+
+def test_npy_to_zarr_is_a_group_named_after_the_file(tmp_path, cli):
+    xr = pytest.importorskip("xarray")
+    data = np.arange(60, dtype="i4").reshape(6, 10)
+    np.save(tmp_path / "counts.npy", data)
+    assert cli("convert", tmp_path / "counts.npy", tmp_path / "c.zarr").code == 0
+    got = xr.open_zarr(tmp_path / "c.zarr")
+    assert list(got.data_vars) == ["counts"]
+    assert np.array_equal(got.counts.values, data)
+
+
+def test_netcdf_output_compressed_by_default(tmp_path, cli):
+    xr = pytest.importorskip("xarray")
+    pd = pytest.importorskip("pandas")
+    h5py = pytest.importorskip("h5py")
+    from b2store import to_b2nd
+
+    ds = _climate(xr, pd, np.random.default_rng(7))
+    ds["sst"] = ds.sst.round(1)  # compressible
+    to_b2nd(ds, tmp_path / "x.b2d")
+    assert cli("convert", tmp_path / "x.b2d", tmp_path / "z.nc").code == 0
+    assert cli("convert", tmp_path / "x.b2d", tmp_path / "z9.nc", "--clevel", "9").code == 0
+    args = ("--nc-compression", "none")
+    assert cli("convert", tmp_path / "x.b2d", tmp_path / "raw.nc", *args).code == 0
+    levels = {}
+    for name in ("z.nc", "z9.nc", "raw.nc"):
+        xr.testing.assert_identical(xr.load_dataset(tmp_path / name), ds)
+        with h5py.File(tmp_path / name) as f:
+            levels[name] = (f["sst"].compression, f["sst"].compression_opts)
+    assert levels == {"z.nc": ("gzip", 4), "z9.nc": ("gzip", 9), "raw.nc": (None, None)}
+    assert (tmp_path / "z.nc").stat().st_size < (tmp_path / "raw.nc").stat().st_size
+    bad = cli("convert", tmp_path / "x.b2d", tmp_path / "q.nc", "--nc-compression", "lzma")
+    assert bad.code == 2 and "--nc-compression" in bad.err
+
+
+# --- progress and help ----------------------------------------------------------------------
+
+
+def test_progress_forced_and_quiet_off_a_terminal(tmp_path, capsys):
+    pytest.importorskip("tqdm")
+    xr = pytest.importorskip("xarray")
+    import b2store
+
+    data = np.zeros((200, 50))
+    b2store.asarray(data, tmp_path / "a.b2nd", chunks=(20, 50), progress=True)
+    assert "100%" in capsys.readouterr().err
+    b2store.asarray(data, tmp_path / "b.b2nd", chunks=(20, 50))  # stderr is not a terminal
+    assert "%" not in capsys.readouterr().err
+    ds = xr.Dataset({"v": (("y", "x"), data)})
+    b2store.to_b2nd(ds, tmp_path / "v.b2nd", progress=True)
+    assert "100%" in capsys.readouterr().err
+    b2store.to_b2nd(ds, tmp_path / "w.b2nd")
+    b2store.to_b2nd(ds, tmp_path / "w2.b2nd", progress=False)
+    assert "%" not in capsys.readouterr().err
+
+
+def test_progress_by_default_on_a_terminal_for_large_work(tmp_path, monkeypatch):
+    pytest.importorskip("tqdm")
+    import b2store
+    from b2store import _progress
+
+    shown = []
+    real = _progress.bar
+
+    def spy(*args, **kwargs):
+        made = real(*args, **kwargs)
+        shown.append(not isinstance(made, _progress.NoBar))
+        return made
+
+    monkeypatch.setattr(_progress, "bar", spy)
+    monkeypatch.setattr(_progress, "_on_terminal", lambda: True)
+    b2store.asarray(np.zeros((10, 10)), tmp_path / "small.b2nd")
+    b2store.asarray(np.zeros((100, 10)), tmp_path / "big.b2nd", chunks=(5, 10))  # 20 chunks
+    b2store.asarray(np.zeros((100, 10)), tmp_path / "off.b2nd", chunks=(5, 10), progress=False)
+    assert shown == [False, True, False]
+    monkeypatch.setattr(_progress, "_on_terminal", lambda: False)
+    b2store.asarray(np.zeros((100, 10)), tmp_path / "pipe.b2nd", chunks=(5, 10))
+    assert shown[-1] is False
+    assert _progress.is_large(_progress.LARGE_BYTES + 1) and not _progress.is_large(10, 3)
+
+
+def test_help_texts(capsys):
+    from b2store.cli import main
+
+    for command in ["info", "dump", "verify", "convert", "demo", "quickstart", "decode"]:
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        out = capsys.readouterr().out
+        assert "example" in out.lower(), command
+        assert f"b2store {command}" in out.split("xample", 1)[1], command

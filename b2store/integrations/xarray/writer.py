@@ -20,7 +20,7 @@ import numpy as np
 import xarray as xr
 from xarray import conventions
 
-from ... import _files, _platform
+from ... import _files, _platform, _progress
 from ..._userpath import names_user_path
 from ...chunk.encoder import writable_dtype
 from ...frame.schunk import SChunk
@@ -56,6 +56,7 @@ def to_b2nd(
     layout: str | None = None,
     contiguous: bool = True,
     nthreads: int | None = None,
+    progress: bool | None = None,
 ) -> str:
     """Write a Dataset, DataArray or DataTree as Blosc2 b2nd frames.
 
@@ -86,6 +87,10 @@ def to_b2nd(
         For the single-frame layout: False writes a sparse frame (a directory).
     nthreads : int, optional
         Threads per chunk encoding (default: the cores, as array writes).
+    progress : bool, optional
+        A tqdm bar on stderr counting the bytes written: always (True), never (False), or
+        (None, the default) when stderr is a terminal and the data is large (more than
+        64 MiB or 16 chunks, see :mod:`b2store._progress`).
 
     Returns
     -------
@@ -131,20 +136,29 @@ def to_b2nd(
     # it is locked while this process lives); what killed writers left there goes first.
     _files.sweep(target.parent, target.name)
     held, work = _files.make_temp_dir(target.parent, target.name)
+    nbytes = sum(int(ds.nbytes) for ds in groups.values())
+    nchunks = sum(_nchunks(var) for ds in groups.values() for var in ds.variables.values())
+    bar = _progress.bar(nbytes, target.name, progress, large=_progress.is_large(nbytes, nchunks))
     try:
         if layout == "frame":
             built = work / target.name
-            _write_frame(groups["/"], encodings["/"], built, contiguous, nthreads)
+            _write_frame(groups["/"], encodings["/"], built, contiguous, nthreads, bar)
         else:
             built = work / "tree"
-            _write_tree(groups, encodings, built, nthreads)
+            _write_tree(groups, encodings, built, nthreads, bar)
             if layout == "b2z":
                 built = _zip_tree(built, work / target.name)
         _replace(built, target)
     finally:
+        bar.close()
         shutil.rmtree(work, ignore_errors=True)
         os.close(held)
     return path
+
+
+def _nchunks(var: xr.Variable) -> int:
+    """The dask chunks of ``var`` (1 for in-memory data): a guess at the chunks written."""
+    return math.prod(len(c) for c in var.chunks) if var.chunks else 1
 
 
 def _layout(groups: dict, path: str, layout: str | None) -> str:
@@ -289,7 +303,7 @@ def _fixed_width(var: xr.Variable, name) -> xr.Variable:
 # --- writing frames ----------------------------------------------------------------------------
 
 
-def _write_frame(ds, encoding, path: Path, contiguous: bool, nthreads) -> None:
+def _write_frame(ds, encoding, path: Path, contiguous: bool, nthreads, bar) -> None:
     variables, attrs, storage, coord_names = _encode_group(ds, encoding)
     (name,) = [n for n in variables if n not in coord_names]
     coords, total = {}, 0
@@ -312,10 +326,10 @@ def _write_frame(ds, encoding, path: Path, contiguous: bool, nthreads) -> None:
         }
     dattrs, dtypes = plain_attrs(attrs, "the dataset")
     extra = {"name": name, "attrs": dattrs, "dataset_attr_types": dtypes, "coords": coords}
-    _write_variable(variables[name], path, storage[name], contiguous, nthreads, extra)
+    _write_variable(variables[name], path, storage[name], contiguous, nthreads, extra, bar)
 
 
-def _write_tree(groups: dict, encodings: dict, root: Path, nthreads) -> None:
+def _write_tree(groups: dict, encodings: dict, root: Path, nthreads, bar) -> None:
     root.mkdir()
     _write_embed(root / EMBED_NAME)
     for gpath, ds in groups.items():
@@ -325,7 +339,7 @@ def _write_tree(groups: dict, encodings: dict, root: Path, nthreads) -> None:
         gattrs, gtypes = plain_attrs(attrs, f"group {gpath!r}")
         _write_attrs_frame(gdir / VLMETA_NAME, gattrs, gtypes)
         for name, var in variables.items():
-            _write_variable(var, gdir / f"{name}.b2nd", storage[name], True, nthreads, {})
+            _write_variable(var, gdir / f"{name}.b2nd", storage[name], True, nthreads, {}, bar)
 
 
 def _write_embed(path: Path) -> None:
@@ -357,7 +371,7 @@ def _with_info(attrs: dict, info: dict) -> dict:
     return vlmeta
 
 
-def _write_variable(var, path: Path, storage: dict, contiguous: bool, nthreads, extra) -> None:
+def _write_variable(var, path: Path, storage: dict, contiguous: bool, nthreads, extra, bar) -> None:
     """One variable as one b2nd frame, its chunks computed and encoded in C order."""
     var = _fixed_width(var, extra.get("name", Path(path).stem))  # a tree's member: name.b2nd
     dtype = writable_dtype(var.dtype)  # a writer's input: never B2ndMeta's FormatError
@@ -388,7 +402,7 @@ def _write_variable(var, path: Path, storage: dict, contiguous: bool, nthreads, 
     )
     with schunk:
         if size:
-            schunk.extend_chunks(_chunks_of(var, meta, cparams, nthreads))
+            schunk.extend_chunks(_chunks_of(var, meta, cparams, nthreads, bar))
         schunk.vlmeta.update(vlmeta)
 
 
@@ -403,7 +417,7 @@ def _chunking(var: xr.Variable, storage: dict) -> tuple[tuple, tuple]:
     return default_chunks_blocks(var.shape, var.dtype.itemsize, chunks=chunks, blocks=blocks)
 
 
-def _chunks_of(var: xr.Variable, meta: B2ndMeta, cparams: dict, nthreads):
+def _chunks_of(var: xr.Variable, meta: B2ndMeta, cparams: dict, nthreads, bar):
     """The encoded chunks of ``var``; dask data is computed a few chunks at a time."""
     grid = chunk_grid(meta.shape, meta.chunkshape)
     regions = [chunk_region(c, meta.shape, meta.chunkshape) for c in np.ndindex(*grid)]
@@ -424,6 +438,7 @@ def _chunks_of(var: xr.Variable, meta: B2ndMeta, cparams: dict, nthreads):
             block = np.asarray(value, dtype=meta.dtype)
             buf = array_to_chunk(block, meta.chunkshape, meta.blockshape)
             yield encode_array_chunk(buf, meta.dtype, cparams, nthreads)
+            bar.update(block.nbytes)
 
 
 def _zip_tree(tree: Path, zpath: Path) -> Path:
