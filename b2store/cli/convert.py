@@ -238,12 +238,17 @@ def _array_to(src, dst: str, dst_kind: str, attrs: dict, opts: dict, bar) -> Non
     if dst_kind == "b2nd":
         from ..nd.create import zeros
 
+        chunks, blocks = opts["chunks"], opts["blocks"]
+        if chunks is None and isinstance(getattr(src, "blocks", None), tuple):
+            # A b2nd source keeps its chunks and blocks: a copy's memory stays a few of its
+            # chunks (the default shape for 256 MiB is 64 MiB chunks: 270 MiB held at once).
+            chunks, blocks = tuple(src.chunks), blocks or tuple(src.blocks)
         out = zeros(
             shape,
             dtype,
             dst,
-            chunks=opts["chunks"],
-            blocks=opts["blocks"],
+            chunks=chunks,
+            blocks=blocks,
             vlmeta=_vlmeta(attrs),
             **_b2_options(opts["codec"], opts["clevel"], opts["filters"]),
         )
