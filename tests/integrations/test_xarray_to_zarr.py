@@ -129,3 +129,14 @@ def test_the_reported_compressor_is_one_codec_in_both_zarr_forms(source):
     with pytest.raises(ValueError, match="disagree"):
         numcodecs.get_codec({**spec, "clevel": 1})
     assert "filters" not in opened(path).sst.encoding  # Zarr's filters are codecs, not ids
+
+
+def test_to_b2nd_of_a_zarr_v2_blosc2_array_keeps_its_pipeline(source, tmp_path):
+    path, data = source
+    opened(path).to_zarr(tmp_path / "mid2.zarr", zarr_format=2, consolidated=False)
+    mid = xr.open_zarr(tmp_path / "mid2.zarr", consolidated=False, zarr_format=2)
+    assert isinstance(mid.sst.encoding["compressors"][0], Blosc2)
+    frame = blosc2.open(to_b2nd(mid, tmp_path / "back2.b2nd"))
+    assert frame.schunk.cparams.codec == blosc2.Codec.LZ4 and frame.schunk.cparams.clevel == 7
+    assert pipeline(frame) == FILTERS
+    np.testing.assert_array_equal(frame[:], data)
