@@ -1,6 +1,7 @@
-"""The coordinates a single-frame Dataset keeps in its ``_xarray`` vlmeta, read back checked:
-shared by the xarray engine and :class:`~b2store.B2ndStore` (which needs neither the other's
-library), so that both refuse the same hostile entries the same way."""
+"""What a single-frame Dataset keeps in its ``_xarray`` vlmeta, read back checked: its
+variable's name (or the name an unnamed array gets) and its coordinates; shared by the xarray
+engine and :class:`~b2store.B2ndStore` (which needs neither the other's library), so that
+both name the same array alike and refuse the same hostile entries the same way."""
 
 from __future__ import annotations
 
@@ -11,7 +12,22 @@ import numpy as np
 from ..errors import FormatError
 from ..nd.meta import dtype_from_string
 
-__all__ = ["embedded_coord"]
+__all__ = ["DEFAULT_VARIABLE_NAME", "embedded_coord", "frame_variable_name"]
+
+#: The name of a frame's array when the frame stores none (python-blosc2's ``asarray`` files):
+#: the same in every file, so that a series of such files combines into one variable
+#: (``xr.open_mfdataset``), as ``b2store convert`` also names it.
+DEFAULT_VARIABLE_NAME = "data"
+
+
+def frame_variable_name(info, default: str | None = None) -> str:
+    """The variable name a frame stores in its ``_xarray`` vlmeta (``info``), else ``default``
+    (:data:`DEFAULT_VARIABLE_NAME` when None). A stored name that could not name a Zarr node
+    or a tree member (empty, with ``/``, starting with ``.``) is not used."""
+    name = info.get("name") if isinstance(info, Mapping) else None
+    if isinstance(name, str) and name and "/" not in name and not name.startswith("."):
+        return name
+    return DEFAULT_VARIABLE_NAME if default is None else default
 
 
 def embedded_coord(name: str, spec: Mapping) -> tuple[np.ndarray, list | None, dict]:

@@ -171,7 +171,7 @@ def test_a_pickled_b2nd_store_keeps_its_limits(frame):
 
 def test_open_dataset_takes_limits_as_a_backend_keyword(frame, directory, b2z):
     ds = xr.open_dataset(frame, engine="b2nd", limits=AT)
-    np.testing.assert_array_equal(ds["x"].values, DATA)
+    np.testing.assert_array_equal(ds["data"].values, DATA)
     with pytest.raises(LimitError, match="max_chunk_nbytes"):
         xr.open_dataset(frame, engine="b2nd", limits=PAST)
     for path in (directory, b2z):
@@ -208,10 +208,10 @@ def test_a_pickled_dataset_reopens_with_its_limits(frame, directory):
     write_frame(directory / "grp" / "y.b2nd", chunks=(2048,))
     single, tree, control = (pickle.loads(b) for b in blobs)
     with pytest.raises(LimitError, match="max_chunk_nbytes"):
-        single["x"].values  # noqa: B018
+        single["data"].values  # noqa: B018
     with pytest.raises(LimitError, match="max_chunk_nbytes"):
         tree["y"].values  # noqa: B018
-    np.testing.assert_array_equal(control["x"].values, DATA)  # default limits: it reads
+    np.testing.assert_array_equal(control["data"].values, DATA)  # default limits: it reads
 
 
 def test_limits_survive_into_another_process(frame, directory):
@@ -234,7 +234,7 @@ from b2store import LimitError
 o = pickle.loads(sys.stdin.buffer.read())
 print(o["array"].schunk.limits.max_chunk_nbytes, o["ref"].limits.max_chunk_nbytes)
 for read in (lambda: o["ref"].open(), lambda: zarr.open_array(o["store"]),
-             lambda: o["dataset"]["x"].values):
+             lambda: o["dataset"]["data"].values):
     try:
         read()
         print("read")

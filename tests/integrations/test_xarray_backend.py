@@ -97,9 +97,9 @@ def test_guess_can_open(tmp_path):
 def test_open_dataset_finds_the_engine_by_itself(tmp_path):
     path = blosc2_array(tmp_path / "t", field(), _ARRAY_DIMENSIONS=["time", "lat", "lon"])
     ds = xr.open_dataset(path)  # no engine named: guessed from the magic bytes
-    assert list(ds.data_vars) == ["t"]
-    assert ds.t.dims == ("time", "lat", "lon")
-    np.testing.assert_array_equal(ds.t.values, field())
+    assert list(ds.data_vars) == ["data"]
+    assert ds.data.dims == ("time", "lat", "lon")
+    np.testing.assert_array_equal(ds.data.values, field())
     ds.close()
 
 
@@ -118,7 +118,7 @@ def test_python_blosc2_frame_with_dimensions_and_attributes(tmp_path):
         valid_range=[0, 300],
     )
     ds = xr.open_dataset(path, engine="b2nd")
-    var = ds["temperature"]
+    var = ds["data"]
     assert var.dims == ("time", "lat", "lon")
     assert var.attrs == {"units": "K", "long_name": "air temperature", "valid_range": [0, 300]}
     assert var.encoding["chunks"] == (6, 5, 12) and var.encoding["blocks"] == (3, 5, 4)
@@ -130,12 +130,12 @@ def test_python_blosc2_frame_with_dimensions_and_attributes(tmp_path):
 def test_python_blosc2_frame_without_dimensions(tmp_path):
     path = blosc2_array(tmp_path / "plain.b2nd", field((4, 6), "i8"))
     ds = xr.open_dataset(path, engine="b2nd")
-    assert list(ds.data_vars) == ["plain"]
-    assert ds.plain.dims == ("dim_0", "dim_1") and ds.plain.attrs == {}
-    np.testing.assert_array_equal(ds.plain.values, field((4, 6), "i8"))
+    assert list(ds.data_vars) == ["data"]
+    assert ds.data.dims == ("dim_0", "dim_1") and ds.data.attrs == {}
+    np.testing.assert_array_equal(ds.data.values, field((4, 6), "i8"))
     # A dimension list of the wrong length is not trusted either.
     path = blosc2_array(tmp_path / "bad.b2nd", np.zeros(3), _ARRAY_DIMENSIONS=["a", "b"])
-    assert xr.open_dataset(path, engine="b2nd").bad.dims == ("dim_0",)
+    assert xr.open_dataset(path, engine="b2nd").data.dims == ("dim_0",)
 
 
 def test_python_blosc2_sparse_frame(tmp_path):
@@ -144,9 +144,9 @@ def test_python_blosc2_sparse_frame(tmp_path):
     arr.vlmeta["_ARRAY_DIMENSIONS"] = ["y", "x"]
     del arr
     ds = xr.open_dataset(tmp_path / "sp.b2nd", engine="b2nd", chunks={})
-    assert ds.sp.encoding["contiguous"] is False
-    assert ds.sp.chunks == ((8, 8, 8, 6), (7,))
-    np.testing.assert_array_equal(ds.sp.values, data)
+    assert ds.data.encoding["contiguous"] is False
+    assert ds.data.chunks == ((8, 8, 8, 6), (7,))
+    np.testing.assert_array_equal(ds.data.values, data)
 
 
 def test_python_blosc2_tree_opens_as_datatree(tmp_path):
@@ -243,14 +243,14 @@ def test_scale_offset_and_fill_value_decode(tmp_path):
     path, raw = packed_file(tmp_path)
     ds = xr.open_dataset(path, engine="b2nd")
     expected = np.where(raw == -1, np.nan, raw * 0.5 + 100.0)
-    np.testing.assert_array_equal(ds.packed.values, expected)
-    assert ds.packed.encoding["scale_factor"] == 0.5 and ds.packed.encoding["dtype"] == "i2"
-    assert ds.packed.attrs == {"units": "m"}
+    np.testing.assert_array_equal(ds.data.values, expected)
+    assert ds.data.encoding["scale_factor"] == 0.5 and ds.data.encoding["dtype"] == "i2"
+    assert ds.data.attrs == {"units": "m"}
     raw_ds = xr.open_dataset(path, engine="b2nd", mask_and_scale=False)
-    np.testing.assert_array_equal(raw_ds.packed.values, raw)
-    assert raw_ds.packed.attrs["scale_factor"] == 0.5
+    np.testing.assert_array_equal(raw_ds.data.values, raw)
+    assert raw_ds.data.attrs["scale_factor"] == 0.5
     np.testing.assert_array_equal(
-        xr.open_dataset(path, engine="b2nd", decode_cf=False).packed.values, raw
+        xr.open_dataset(path, engine="b2nd", decode_cf=False).data.values, raw
     )
 
 
@@ -262,21 +262,25 @@ def test_times_and_timedeltas_decode(tmp_path):
         units="days since 2000-01-01",
         calendar="proleptic_gregorian",
     )
-    ds = xr.open_dataset(tmp_path / "time.b2nd", engine="b2nd")
+    ds = xr.open_dataset(tmp_path / "time.b2nd", engine="b2nd", variable_name="time")
     assert ds.time.dtype.kind == "M"
     assert str(ds.time.values[4])[:10] == "2000-01-05"
     coder = xr.coders.CFDatetimeCoder(use_cftime=True)
-    cf = xr.open_dataset(tmp_path / "time.b2nd", engine="b2nd", decode_times=coder)
+    cf = xr.open_dataset(
+        tmp_path / "time.b2nd", engine="b2nd", decode_times=coder, variable_name="time"
+    )
     assert cf.time.dtype == object and cf.time.values[0].calendar == "proleptic_gregorian"
-    ints = xr.open_dataset(tmp_path / "time.b2nd", engine="b2nd", decode_times=False)
+    ints = xr.open_dataset(
+        tmp_path / "time.b2nd", engine="b2nd", decode_times=False, variable_name="time"
+    )
     np.testing.assert_array_equal(ints.time.values, np.arange(5))
     blosc2_array(
         tmp_path / "lag.b2nd", np.arange(3, dtype="i8"), _ARRAY_DIMENSIONS=["n"], units="hours"
     )
     lag = xr.open_dataset(tmp_path / "lag.b2nd", engine="b2nd", decode_timedelta=True)
-    assert lag.lag.values[2] == np.timedelta64(2, "h")
+    assert lag.data.values[2] == np.timedelta64(2, "h")
     plain = xr.open_dataset(tmp_path / "lag.b2nd", engine="b2nd", decode_timedelta=False)
-    assert plain.lag.dtype == np.dtype("i8")
+    assert plain.data.dtype == np.dtype("i8")
 
 
 def test_drop_variables_and_concat_characters(tmp_path):
@@ -304,25 +308,25 @@ def test_opening_reads_no_chunk_and_indexing_only_what_it_touches(tmp_path, read
     )  # fmt: skip
     ds = xr.open_dataset(path, engine="b2nd")
     assert reads["chunks"] == 0
-    np.testing.assert_array_equal(ds.t.isel(time=7).values, data[7])
+    np.testing.assert_array_equal(ds.data.isel(time=7).values, data[7])
     assert reads["chunks"] == 2  # one time step: the two chunks of time slab 1
     reads["chunks"] = 0
     # Outer indexing with arrays reads the chunks holding those steps, not those between.
-    picked = ds.t.isel(time=[0, 23, 1], lat=[9, 0]).values
+    picked = ds.data.isel(time=[0, 23, 1], lat=[9, 0]).values
     np.testing.assert_array_equal(picked, data[[0, 23, 1]][:, [9, 0]])
     assert reads["chunks"] == 4  # time slabs 0 and 3, lat halves 0 and 1
     reads["chunks"] = 0
     lazy = xr.open_dataset(path, engine="b2nd", chunks={})
     assert reads["chunks"] == 0
-    assert lazy.t.chunks == ((6, 6, 6, 6), (5, 5), (12,))
-    assert float(lazy.t[12:18].mean()) == pytest.approx(float(data[12:18].mean()))
+    assert lazy.data.chunks == ((6, 6, 6, 6), (5, 5), (12,))
+    assert float(lazy.data[12:18].mean()) == pytest.approx(float(data[12:18].mean()))
     assert reads["chunks"] == 2
 
 
 def test_chunks_auto_stays_aligned(tmp_path):
     path = blosc2_array(tmp_path / "a.b2nd", np.zeros((400, 300)), chunks=(50, 60), blocks=(10, 60))
     ds = xr.open_dataset(path, engine="b2nd", chunks="auto")
-    for sizes, stored in zip(ds.a.chunks, (50, 60)):
+    for sizes, stored in zip(ds.data.chunks, (50, 60)):
         assert all(s % stored == 0 for s in sizes[:-1])
 
 
@@ -332,8 +336,8 @@ def test_vectorized_indexing_matches_numpy(tmp_path):
     ds = xr.open_dataset(path, engine="b2nd")
     i = xr.DataArray([0, 11, 5, 5], dims="p")
     j = xr.DataArray([8, 0, 3, 4], dims="p")
-    np.testing.assert_array_equal(ds.v[i, j].values, data[[0, 11, 5, 5], [8, 0, 3, 4]])
-    np.testing.assert_array_equal(ds.v[::-2, -1, 3].values, data[::-2, -1, 3])
+    np.testing.assert_array_equal(ds.data[i, j].values, data[[0, 11, 5, 5], [8, 0, 3, 4]])
+    np.testing.assert_array_equal(ds.data[::-2, -1, 3].values, data[::-2, -1, 3])
 
 
 @given(data=st.data())
@@ -371,10 +375,12 @@ def test_datasets_pickle_as_recipes(tmp_path):
     path = blosc2_array(tmp_path / "p.b2nd", field((8, 4)), chunks=(2, 4))
     ds = xr.open_dataset(path, engine="b2nd", chunks={})
     again = pickle.loads(pickle.dumps(ds))
-    np.testing.assert_array_equal(again.p.values, field((8, 4)))
+    np.testing.assert_array_equal(again.data.values, field((8, 4)))
     eager = xr.open_dataset(path, engine="b2nd")
-    np.testing.assert_array_equal(pickle.loads(pickle.dumps(eager)).p[3].values, field((8, 4))[3])
-    total = ds.p.sum().compute(scheduler="processes", num_workers=2)
+    np.testing.assert_array_equal(
+        pickle.loads(pickle.dumps(eager)).data[3].values, field((8, 4))[3]
+    )
+    total = ds.data.sum().compute(scheduler="processes", num_workers=2)
     assert float(total) == float(field((8, 4)).sum())
     ds.close()
     eager.close()
@@ -412,7 +418,7 @@ def test_frames_kept_for_their_first_read_are_bounded(tmp_path, monkeypatch):
     datasets = [xr.open_dataset(p, engine="b2nd") for p in paths]
     assert open_fds() - before <= 4  # the others were closed, to reopen when read
     for i, ds in enumerate(datasets):
-        np.testing.assert_array_equal(ds[f"f{i}"].values, np.arange(10.0) + i)
+        np.testing.assert_array_equal(ds["data"].values, np.arange(10.0) + i)
         ds.close()
     assert open_fds() <= before
 

@@ -237,4 +237,4 @@ def test_b2nd_engines_own_encoding_is_kept(tmp_path):
     opened = xr.open_dataset(first, engine="b2nd")
     back = xr.open_dataset(to_b2nd(opened, tmp_path / "b.b2nd"), engine="b2nd")
     assert back.v.encoding["codec"] == "lz4" and back.v.encoding["chunks"] == (50,)
-    assert back.v.encoding["filters"] == opened.v.encoding["filters"]
+    assert back.v.encoding["compressors"] == opened.v.encoding["compressors"]

@@ -161,7 +161,7 @@ def test_b2store_files_that_share_a_marker_name_still_open(tmp_path):
     plain = tmp_path / "p.b2nd"
     b2store.asarray(np.arange(3), str(plain), vlmeta={"dims": ["x"]})
     assert ENGINE.guess_can_open(str(plain))
-    assert xr.open_dataset(plain, engine="b2nd")["p"].dims == ("dim_0",)
+    assert xr.open_dataset(plain, engine="b2nd")["data"].dims == ("dim_0",)
 
 
 # --- files xarray-blosc2 writes itself ---------------------------------------------------------
@@ -230,4 +230,4 @@ def test_drawn_vlmeta_either_open_as_stored_or_are_refused(tmp_path_factory, vlm
             xr.open_dataset(path, engine="b2nd")
     else:
         ds = xr.open_dataset(path, engine="b2nd")
-        np.testing.assert_array_equal(ds["v"].values, [0, 1, 2])
+        np.testing.assert_array_equal(ds["data"].values, [0, 1, 2])

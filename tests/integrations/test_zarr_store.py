@@ -161,10 +161,12 @@ def test_group_view_and_xarray(tmp_path):
     path, data = _write_frame(tmp_path)
     store = B2ndStore(path, group=True)
     g = zarr.open_group(store, mode="r")
-    assert list(g.array_keys()) == ["temp"]
+    # python-blosc2's frame stores no name: the array is "data", as the b2nd engine names it
+    assert list(g.array_keys()) == ["data"]
     ds = xr.open_zarr(store)
-    np.testing.assert_array_equal(ds["temp"].values, data)
-    assert ds["temp"].dims == ("y", "x") and ds["temp"].attrs["units"] == "K"
+    np.testing.assert_array_equal(ds["data"].values, data)
+    assert ds["data"].dims == ("y", "x") and ds["data"].attrs["units"] == "K"
+    xr.testing.assert_identical(ds.load(), xr.open_dataset(path, engine="b2nd").load())
 
 
 @pytest.mark.parametrize("ext", ["b2d", "b2z"])

@@ -133,6 +133,24 @@ class Blosc2(Codec):
         decode_chunk(src, out=out_buf, max_nbytes=limit, limit_name=name)
         return out
 
+    @classmethod
+    def from_config(cls, config) -> Blosc2:
+        """The codec of a numcodecs configuration. It may also carry the same codec in the
+        Zarr v3 form (``name`` and ``configuration``), as the compressor the ``b2nd`` xarray
+        engine reports does so that Zarr v2 and v3 writers both take it; the two must agree."""
+        config = dict(config)
+        name, v3 = config.pop("name", None), config.pop("configuration", None)
+        codec = cls(**config)
+        if name is not None or v3 is not None:
+            if name != "blosc2" or not isinstance(v3, dict):
+                raise ValueError(f"a blosc2 configuration with name={name!r}: not blosc2's")
+            other = ChunkParams.from_zarr(v3, itemsize=codec.params.typesize)
+            if _pipeline_of(other) != _pipeline_of(codec.params):
+                raise ValueError(
+                    f"the blosc2 configuration {config} and its Zarr v3 form {v3} disagree"
+                )
+        return codec
+
     def get_config(self) -> dict:
         """``id``, ``cname`` and ``clevel``, plus the settings that differ from the defaults
         (so that ocf_blosc2 reads what default settings write)."""
@@ -141,6 +159,12 @@ class Blosc2(Codec):
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items() if k != "id")
         return f"Blosc2({params})"
+
+
+def _pipeline_of(params: ChunkParams) -> tuple:
+    """What a configuration decides of the compressed bytes (the item size aside)."""
+    params = params.compact()
+    return params.codec, params.clevel, params.pipeline, params.splitmode, params.blocksize
 
 
 class B2nd(Codec):

@@ -126,7 +126,11 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
     Backend options: ``group`` (a tree's group path), ``storage_options`` (fsspec options for
     URLs), ``lock`` (a lock held around each read; reads are positional, so None by default),
     ``limits`` (a :class:`b2store.Limits`: what the files may ask for, carried by the
-    Dataset's lazy arrays into pickles and dask workers; the defaults when None).
+    Dataset's lazy arrays into pickles and dask workers; the defaults when None),
+    ``variable_name`` (the name of a single frame's array when the frame stores none, as
+    python-blosc2's ``asarray`` files do; ``"data"`` when None, whatever the file is called,
+    so that ``xr.open_mfdataset`` over a series of such files combines one variable; a name
+    ``to_b2nd`` stored is always used).
     """
 
     description = "Open Blosc2 b2nd frames and .b2d/.b2z trees in xarray (b2store)"
@@ -145,6 +149,7 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
         "storage_options",
         "lock",
         "limits",
+        "variable_name",
     )
 
     def guess_can_open(self, filename_or_obj) -> bool:
@@ -175,6 +180,7 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
         storage_options: Mapping | None = None,
         lock=None,
         limits: Limits | None = None,
+        variable_name: str | None = None,
     ) -> Dataset:
         decoders = dict(
             mask_and_scale=mask_and_scale,
@@ -186,6 +192,7 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
             drop_variables=drop_variables,
         )
         resolve(limits)  # a TypeError before anything is opened
+        _check_variable_name(variable_name)
         path = _path_of(filename_or_obj)
         if not _is_remote(path):
             refuse_foreign(path)
@@ -193,7 +200,10 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
         if kind == "frame":
             if group not in (None, "", "/"):
                 raise ValueError(f"a single frame has no groups; group={group!r}")
-            return _frame_dataset(path, storage_options, _lock_of(lock), decoders, limits)
+            return _frame_dataset(
+                path, storage_options, _lock_of(lock), decoders, limits, variable_name
+            )
+        _no_variable_name(variable_name, path)
         tree = _open_tree(path, storage_options, limits)
         node = _group_path(group)
         if node not in tree.groups():
@@ -216,6 +226,7 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
         storage_options: Mapping | None = None,
         lock=None,
         limits: Limits | None = None,
+        variable_name: str | None = None,
     ) -> dict[str, Dataset]:
         decoders = dict(
             mask_and_scale=mask_and_scale,
@@ -227,12 +238,17 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
             drop_variables=drop_variables,
         )
         resolve(limits)  # a TypeError before anything is opened
+        _check_variable_name(variable_name)
         path = _path_of(filename_or_obj)
         if not _is_remote(path):
             refuse_foreign(path)
         kind = _classify(path) or _kind_by_suffix(path)
         if kind == "frame":
-            return {"/": _frame_dataset(path, storage_options, _lock_of(lock), decoders, limits)}
+            frame = _frame_dataset(
+                path, storage_options, _lock_of(lock), decoders, limits, variable_name
+            )
+            return {"/": frame}
+        _no_variable_name(variable_name, path)
         tree = _open_tree(path, storage_options, limits)
         root = _group_path(group)
         out, sizes = {}, {}
@@ -261,6 +277,20 @@ def _path_of(filename_or_obj) -> str:
         )
     path = _normalize_path(filename_or_obj)
     return path if isinstance(path, str) else os.fspath(path)
+
+
+def _check_variable_name(name) -> None:
+    if name is not None and (not isinstance(name, str) or not name or "/" in name):
+        raise ValueError(f"variable_name must be a non-empty str without '/', not {name!r}")
+
+
+def _no_variable_name(name, path: str) -> None:
+    # A tree's arrays are named by their paths in it: a name given for them would be ignored.
+    if name is not None:
+        raise ValueError(
+            f"variable_name names the array of a single frame; {path} is a tree, whose "
+            "arrays are named by their paths in it"
+        )
 
 
 def _kind_by_suffix(path: str) -> str:

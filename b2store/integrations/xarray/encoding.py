@@ -22,6 +22,8 @@ import numpy as np
 import xarray as xr
 from xarray.conventions import CF_RELATED_DATA
 
+from ...chunk.params import ChunkParams, codec_name, splitmode_name
+
 __all__ = [
     "STORAGE_KEYS",
     "CF_KEYS",
@@ -216,7 +218,8 @@ def _ambient_storage(var: xr.Variable) -> dict:
     Zarr's ``filters`` share the name with b2nd's: in an encoding Zarr made (it has Zarr's
     compressors and no ``filters_meta``) they are Zarr's, and ignored."""
     enc = var.encoding
-    out = {k: enc[k] for k in ("codec", "clevel", "splitmode", "filters_meta") if k in enc}
+    out = _blosc2_compressor(enc.get("compressors"))
+    out.update((k, enc[k]) for k in ("codec", "clevel", "splitmode", "filters_meta") if k in enc)
     zarr_made = {"compressors", "compressor", "serializer"} & set(enc)
     zarrs = "filters_meta" not in enc and bool(zarr_made)
     if "filters" in enc and not zarrs:
@@ -232,3 +235,32 @@ def _ambient_storage(var: xr.Variable) -> dict:
             if all(1 <= b <= c for b, c in zip(blocks, chunks)):
                 out["blocks"] = tuple(blocks)
     return out
+
+
+def _blosc2_compressor(compressors) -> dict:
+    """The storage options of a lone Blosc2 compressor in an encoding: the b2nd engine's (a
+    dict in both Zarr forms), or the codec a Zarr v3 or v2 array was opened with (b2store's
+    ``blosc2``); anything else says nothing a frame can store."""
+    if not isinstance(compressors, (tuple, list)) or len(compressors) != 1:
+        return {}
+    (codec,) = compressors
+    try:
+        if isinstance(codec, Mapping) and codec.get("name") == "blosc2":
+            params = ChunkParams.from_zarr(codec["configuration"])
+        elif isinstance(codec, Mapping) and codec.get("id") == "blosc2":
+            params = ChunkParams.from_numcodecs(codec)
+        elif getattr(codec, "codec_id", None) == "blosc2" and hasattr(codec, "get_config"):
+            params = ChunkParams.from_numcodecs(codec.get_config())
+        elif hasattr(codec, "to_dict") and codec.to_dict().get("name") == "blosc2":
+            params = ChunkParams.from_zarr(codec.to_dict().get("configuration") or {})
+        else:
+            return {}
+    except (TypeError, ValueError, KeyError):
+        return {}  # not a configuration a frame's writer takes: the defaults then
+    return {
+        "codec": codec_name(params.codec),
+        "clevel": params.clevel,
+        "filters": [f for f, _ in params.pipeline],
+        "filters_meta": [m for _, m in params.pipeline],
+        "splitmode": splitmode_name(params.splitmode),
+    }

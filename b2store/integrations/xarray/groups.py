@@ -6,12 +6,11 @@ that a group opened alone names them as the DataTree does (:func:`_ancestor_size
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from xarray import Dataset, conventions
 
 from ...errors import UnsupportedError
 from ...limits import Limits
+from ..embedded import frame_variable_name
 from .conventions import dims_of, embedded_coords, named_dims, restore_attrs, xarray_meta
 from .foreign import ForeignLayoutError, foreign_vlmeta
 from .lazy import FrameRecipe, _lazy_variable, _RefRecipe
@@ -47,8 +46,15 @@ class _Closer:
 
 
 def _frame_dataset(
-    path: str, storage_options, lock, decoders, limits: Limits | None = None
+    path: str,
+    storage_options,
+    lock,
+    decoders,
+    limits: Limits | None = None,
+    variable_name: str | None = None,
 ) -> Dataset:
+    """One frame as a Dataset; its array named as it stored, else ``variable_name``
+    (``data`` when None)."""
     from ...nd.array import B2ndArray
 
     recipe = FrameRecipe(path, storage_options=storage_options, limits=limits)
@@ -61,9 +67,7 @@ def _frame_dataset(
         if marker:
             raise ForeignLayoutError(path, marker)
         info = xarray_meta(arr.vlmeta)
-        name = info.get("name")
-        if not isinstance(name, str) or not name:
-            name = Path(path.rstrip("/")).stem or "data"
+        name = frame_variable_name(info, variable_name)
         var, manager = _lazy_variable(recipe, arr, lock)
     except BaseException:
         arr.schunk.close()

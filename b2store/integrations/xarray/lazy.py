@@ -20,10 +20,11 @@ from xarray.backends.common import BackendArray
 from xarray.backends.file_manager import CachingFileManager
 from xarray.core import indexing
 
+from ...chunk.params import ChunkParams
 from ...limits import Limits
 from .conventions import dims_of, restore_attrs, xarray_meta
 
-__all__ = ["B2ndBackendArray", "FrameRecipe", "MAX_PRIMED", "outer_read"]
+__all__ = ["B2ndBackendArray", "FrameRecipe", "MAX_PRIMED", "compressor_of", "outer_read"]
 
 
 # --- opening frames, by a recipe that pickles ------------------------------------------------
@@ -267,8 +268,7 @@ def _lazy_variable(opener, arr, lock, dims=None) -> tuple[Variable, _Handle]:
         "blocks": tuple(arr.blocks),
         "codec": _codec_name(arr),
         "clevel": arr.schunk.clevel,
-        "filters": list(arr.schunk.filters),
-        "filters_meta": list(arr.schunk.filters_meta),
+        "compressors": (compressor_of(arr.schunk.params),),
         "contiguous": arr.schunk.contiguous,
     }
     variable = Variable(
@@ -287,6 +287,16 @@ class _Handle:
     def close(self) -> None:
         self.opener.drop_primed()
         self.manager.close()
+
+
+def compressor_of(params: ChunkParams) -> dict:
+    """A frame's compression as the ``compressors`` entry xarray's Zarr writer passes on: the
+    ``blosc2`` codec in both Zarr forms in one dict, the v3 one (``name``, ``configuration``:
+    b2store's ``blosc2`` codec) and the v2 one (``id`` and numcodecs' keys: b2store's numcodecs
+    ``blosc2``), so that ``to_zarr`` keeps the codec, level and filters whichever format it
+    writes. The item size and the block size follow the Zarr array (b2nd blocks are n-d)."""
+    params = params.replace(typesize=None, blocksize=0).compact()
+    return {**params.to_numcodecs(), "name": "blosc2", "configuration": params.to_zarr()}
 
 
 def _codec_name(arr) -> str:

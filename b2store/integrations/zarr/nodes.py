@@ -15,6 +15,7 @@ from typing import Any
 from ...frame.sniff import NotBlosc2Error, looks_like_directory
 from ...limits import Limits
 from ...tree import is_url, open_tree
+from ..embedded import frame_variable_name
 from .meta import XARRAY_KEY, EmbeddedCoord, array_metadata, group_metadata
 
 __all__ = ["StoreNodes", "CONSOLIDATED_MAX_NODES"]
@@ -85,7 +86,8 @@ class StoreNodes:
         return nodes
 
     def _frame_group(self, ref) -> dict[str, tuple[str, Any]]:
-        """The group view of one frame: the array, named as the ``b2nd`` engine names it;
+        """The group view of one frame: the array, named as the ``b2nd`` engine names it (its
+        stored name, else ``data``, whatever the file is called);
         a frame written by ``to_b2nd`` also shows its embedded coordinates as arrays and
         the Dataset's attributes as the group's, so xarray's zarr engine sees the same
         Dataset as the ``b2nd`` engine."""
@@ -96,9 +98,7 @@ class StoreNodes:
             getattr(arr, "schunk", arr).close()
         info = vlmeta.get(XARRAY_KEY)
         info = info if isinstance(info, Mapping) else {}
-        name = info.get("name")
-        if not isinstance(name, str) or not name or "/" in name or name.startswith("."):
-            name = ref.path.strip("/")
+        name = frame_variable_name(info)
         attrs = info.get("attrs")
         nodes: dict[str, tuple[str, Any]] = {
             "": ("group", dict(attrs) if isinstance(attrs, Mapping) else {}),

@@ -49,8 +49,9 @@ class B2ndStore(StoreKeys, Store):
         Read only; read and change what exists (creating what does not); or start afresh,
         replacing what is at ``path``.
     group : bool
-        For one frame: show it as a group with one array named after the file (what
-        ``xarray.open_zarr`` needs) instead of an array at the root.
+        For one frame: show it as a group with one array (what ``xarray.open_zarr`` needs)
+        instead of an array at the root, named as the ``b2nd`` engine names it: the name
+        ``to_b2nd`` stored, else ``data``.
     contiguous : bool
         New frames are contiguous files (``x.b2nd``); False writes sparse frames
         (directories of chunk files).

@@ -28,6 +28,7 @@ import numpy as np
 from ... import _files
 from ..._userpath import names_user_path
 from ...chunk.encoder import special_chunk
+from ...chunk.params import ChunkParams, codec_name, filter_name
 from ...constants import SpecialValue
 from ...errors import B2StoreError
 from ...frame.schunk import SChunk
@@ -50,7 +51,13 @@ def _compression_of(codecs) -> dict:
         name = type(codec).__name__
         if isinstance(codec, B2ndCodec):
             return {"cname": codec.cname, "clevel": codec.clevel, "filters": codec.filters}
-        if name in ("BloscCodec", "Blosc2Codec"):
+        if name == "Blosc2Codec":
+            # its whole pipeline (the b2nd engine's compressor, kept by to_zarr), not just
+            # its codec and level
+            params = ChunkParams.from_zarr(codec.to_dict().get("configuration") or {})
+            filters = tuple((filter_name(f), m) for f, m in params.pipeline)
+            return {"cname": codec_name(params.codec), "clevel": params.clevel, "filters": filters}
+        if name == "BloscCodec":
             cname = getattr(codec, "cname", "zstd")
             cname = getattr(cname, "value", cname)
             if cname not in ("blosclz", "lz4", "lz4hc", "zlib", "zstd"):
