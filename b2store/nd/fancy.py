@@ -114,9 +114,10 @@ def plan(key, shape) -> FancyPlan | None:
         for k in key
         if k is not Ellipsis and k is not None and not _bool_scalar(k)
     )
-    expanded = []
+    expanded, ellipsis = [], None
     for k in key:
         if k is Ellipsis:
+            ellipsis = (len(expanded), len(shape) - taking)  # where, and how many axes
             expanded.extend([slice(None)] * (len(shape) - taking))
         elif isinstance(k, np.ndarray) and k.ndim and k.dtype == bool:
             expanded.extend(k.nonzero())  # a mask is its nonzero() arrays, in NumPy too
@@ -145,6 +146,13 @@ def plan(key, shape) -> FancyPlan | None:
     for j, (i, d) in enumerate(zip(arrays, adv_axes)):
         t_shape[d] = npoints if j == 0 else 1
         final[i] = np.arange(npoints).reshape(bshape) if j == 0 else np.zeros(bshape, np.intp)
+    if ellipsis is not None:
+        # The Ellipsis goes back into the key NumPy applies: it separates the index arrays on
+        # either side of it even where it stands for no axis, and NumPy then moves their
+        # dimensions first ((:, [0, 0, 0], ..., 0) of a 3-d array is (3, 5), not (5, 3)).
+        at, n = ellipsis
+        if all(f == slice(None) for f in final[at : at + n]):
+            final[at : at + n] = [Ellipsis]
     empty = (
         empty or npoints == 0 or any(len(r) == 0 for d, r in enumerate(dims) if d not in adv_axes)
     )

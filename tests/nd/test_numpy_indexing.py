@@ -50,6 +50,11 @@ CASES = {
     "mask and integer": (2, DATA[0] % 2 == 0),
     "empty mask": np.zeros(5, bool),
     "ellipsis and mask": (..., np.arange(7) > 4),
+    # An Ellipsis between index arrays (or an integer) separates them even where it stands
+    # for no axis: NumPy moves their dimensions first (read (5, 3) where NumPy gives (3, 5)).
+    "empty ellipsis between array and integer": (slice(None), np.array([0, 0, 0]), ..., 0),
+    "empty ellipsis between integer and array": (0, slice(None), ..., [1, 2]),
+    "ellipsis between arrays": (np.array([1, 2]), ..., np.array([0, 1])),
 }
 
 
