@@ -56,8 +56,9 @@ def test_python_blosc2_frame_to_npy_and_zarr(tmp_path):
     for fmt in (2, 3):
         out = tmp_path / f"a{fmt}.zarr"
         _ok(tmp_path / "a.b2nd", out, "--zarr-format", fmt, "--codec", "zstd", "--clevel", "3")
-        # a group holding the variable under the name the b2nd engine gives it
-        z = zarr.open_group(str(out), mode="r")["a"]
+        # a group holding the variable under the name the b2nd engine gives an array that
+        # stores none ("data", the same for every file of a series)
+        z = zarr.open_group(str(out), mode="r")["data"]
         assert z.metadata.zarr_format == fmt
         assert z.chunks == (10, 20, 7)
         assert np.array_equal(z[:], data)
@@ -198,15 +199,15 @@ def _climate(xr, pd, rng):
 def test_frame_to_zarr_is_the_dataset_the_b2nd_engine_opens(tmp_path, cli, fmt):
     xr = pytest.importorskip("xarray")
     zarr = pytest.importorskip("zarr")
-    # a python-blosc2 frame: the engine names its variable after the file
+    # a python-blosc2 frame stores no name: the engine names its variable "data"
     blosc2.asarray(np.arange(120.0).reshape(10, 12), urlpath=str(tmp_path / "sst.b2nd"))
     out = tmp_path / "sst.zarr"
     assert cli("convert", tmp_path / "sst.b2nd", out, "--zarr-format", fmt).code == 0
     expected = xr.open_dataset(tmp_path / "sst.b2nd", engine="b2nd")
     got = xr.open_zarr(out)
-    assert list(got.data_vars) == ["sst"]
+    assert list(got.data_vars) == ["data"]
     xr.testing.assert_identical(got.load(), expected.load())
-    arr = zarr.open_group(str(out), mode="r")["sst"]
+    arr = zarr.open_group(str(out), mode="r")["data"]
     if fmt == 3:
         assert arr.metadata.dimension_names == ("dim_0", "dim_1")
     else:
