@@ -41,6 +41,7 @@ __all__ = [
     "create_temp",
     "make_temp_dir",
     "write_atomic",
+    "naming",
     "refuse_links",
     "sweep",
     "temp_name",
@@ -197,15 +198,27 @@ def write_atomic(path, data) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         _unlink(tmp)
-        if exc.filename is not None or exc.errno is None or type(exc).__module__ != "builtins":
+        named = naming(exc, path)  # write and fsync name no file: name the one being written
+        if named is exc:
             raise
-        # write and fsync name no file: the error names the one being written
-        raise type(exc)(exc.errno, exc.strerror, str(path)) from exc
+        raise named from exc
     except BaseException:
         _unlink(tmp)
         raise
     finally:
         os.close(fd)
+
+
+def naming(exc: OSError, name, *, replace: bool = False) -> OSError:
+    """``exc`` naming ``name``: where the system call gave no file (write, fsync), or, with
+    ``replace``, in place of the one it gave (a temporary the user never named). The same
+    class and errno; ``exc`` itself for b2store's own OSError subclasses and errno-less ones,
+    which already say what they mean. The caller chains the original (``raise ... from``)."""
+    if type(exc).__module__ != "builtins" or exc.errno is None:
+        return exc
+    if exc.filename is not None and not replace:
+        return exc
+    return type(exc)(exc.errno, exc.strerror, os.fspath(name))
 
 
 def _unlink(path: Path) -> None:

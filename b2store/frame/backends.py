@@ -48,14 +48,6 @@ __all__ = [
 READ_TRIES = 64
 
 
-def _named(exc: OSError, name: str) -> OSError:
-    """``exc`` with the file it is about, where the system call (write) gave none: the
-    public writers then name the path the user gave (b2store._userpath)."""
-    if exc.filename is not None or exc.errno is None or type(exc).__module__ != "builtins":
-        return exc
-    return type(exc)(exc.errno, exc.strerror, name)
-
-
 class ContiguousFrame(Backend):
     """A whole frame in one run of bytes. Writable when in memory or in a local file."""
 
@@ -170,7 +162,8 @@ class ContiguousFrame(Backend):
             try:
                 written = os.pwrite(self._wfd, view[at:], offset + at)
             except OSError as exc:
-                named = _named(exc, self.name)
+                # pwrite names no file: the public writers then name the user's path
+                named = _files.naming(exc, self.name)
                 if named is exc:
                     raise
                 raise named from exc

@@ -174,9 +174,10 @@ class SparseFrame(Backend):
         try:
             _atomic_write(path, data)
         except OSError as exc:
-            if type(exc).__module__ != "builtins" or exc.errno is None:
+            named = _files.naming(exc, self.directory, replace=True)
+            if named is exc:
                 raise
-            raise type(exc)(exc.errno, exc.strerror, str(self.directory)) from exc
+            raise named from exc
 
     def publish(self, header, index, trailer, *, stored_bytes, full_header):
         index = index or b""
