@@ -150,9 +150,9 @@ def plan(key, shape) -> FancyPlan | None:
         # The Ellipsis goes back into the key NumPy applies: it separates the index arrays on
         # either side of it even where it stands for no axis, and NumPy then moves their
         # dimensions first ((:, [0, 0, 0], ..., 0) of a 3-d array is (3, 5), not (5, 3)).
+        # (Its axes are whole, so they index the working array as slice(None) would.)
         at, n = ellipsis
-        if all(f == slice(None) for f in final[at : at + n]):
-            final[at : at + n] = [Ellipsis]
+        final[at : at + n] = [Ellipsis]
     empty = (
         empty or npoints == 0 or any(len(r) == 0 for d, r in enumerate(dims) if d not in adv_axes)
     )
