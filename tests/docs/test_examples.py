@@ -1,7 +1,8 @@
-"""The documentation's examples run: every ```python block of a page, in order, in one
-namespace, in a fresh directory; and, in the same directory, every ``$ b2store ...`` and
-``$ python ...`` line of its ```console blocks (install lines such as ``pip install`` are
-not run). A page whose example breaks fails here, so the docs cannot rot.
+"""The documentation's examples run: every ```python block of a page (in ``docs/`` and its
+folders, ``docs/workflows/`` among them), in order, in one namespace, in a fresh directory;
+and, in the same directory, every ``$ b2store ...`` and ``$ python ...`` line of its
+```console blocks (install lines such as ``pip install`` are not run). A page whose example
+breaks fails here, so the docs cannot rot.
 
 A block that only illustrates (it names files of the reader's own, a remote host, a
 cluster) says so with an HTML comment on the line before its fence, which the page does not
@@ -36,14 +37,14 @@ def _pages() -> list[Path]:
         return []
     return sorted(
         p
-        for p in DOCS.glob("*.md")
+        for p in DOCS.rglob("*.md")
         if any(m.group(1) in ("python", "console") for m in FENCE.finditer(p.read_text()))
     )
 
 
 def _param(page: Path):
     marks = [pytest.mark.slow] if page.name in SLOW else []
-    return pytest.param(page, id=page.name, marks=marks)
+    return pytest.param(page, id=page.relative_to(DOCS).as_posix(), marks=marks)
 
 
 def test_docs_are_found():
