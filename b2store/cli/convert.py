@@ -6,6 +6,7 @@ Plain arrays (``.npy``, a b2nd frame, a Zarr array) are copied region by region 
 output's chunk grid. Datasets (netCDF/HDF5, ``.b2d``/``.b2z`` trees, Zarr groups) go through
 xarray, each variable rechunked with dask to the output's chunks, and written by
 :func:`b2store.to_b2nd`, ``to_zarr`` or ``to_netcdf``, which compute a few chunks at a time.
+The sources are opened by :mod:`b2store.cli.sources`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import numpy as np
 from .. import _progress
 from .._userpath import names_user_path
 from .arguments import ints, names
-from .inspection import InputError, detect
+from .inspection import InputError
+from .sources import open_source, pick_variable
 
 __all__ = ["convert", "run", "ARRAY_SUFFIXES", "TREE_SUFFIXES"]
 
@@ -81,123 +83,6 @@ def _zarr_compressor(zarr_format: int, codec, clevel, filters):
     if filters is not None:
         kw["filters"] = [{"id": f, "meta": 0} for f in filters] or [{"id": "nofilter", "meta": 0}]
     return Blosc2Codec(**kw)
-
-
-# --- sources -------------------------------------------------------------------------------
-
-
-def _open_source(src: str, dst_kind: str, variable: str | None):
-    """``("array", array-like, attrs, closer)``, ``("dataset", xarray.Dataset, None, closer)``
-    or ``("tree", xarray.DataTree, None, closer)`` (a source with groups below its root).
-
-    A b2nd frame goes to array outputs (``.b2nd``, ``.npy``) as an array, its vlmeta copied
-    whole; to dataset outputs (Zarr, netCDF, trees) it goes through the b2nd engine, so that
-    the variable, its dimensions, coordinates and attributes are those the engine reports.
-    """
-    kind = detect(src)
-    if kind == "npy":
-        return "array", np.load(src, mmap_mode="r"), {}, None
-    if kind in ("frame", "sparse-frame"):
-        from ..api import open as open_b2
-
-        obj = open_b2(src)
-        if not hasattr(obj, "shape"):
-            obj.close()
-            raise InputError(f"{src}: a super-chunk without array metadata (no b2nd metalayer)")
-        if dst_kind in ("b2nd", "npy") or variable is not None:
-            vlmeta = dict(obj.vlmeta)
-            if dst_kind == "b2nd":
-                vlmeta = _named(src, vlmeta)
-            return "array", obj, vlmeta, obj.close
-        obj.close()
-        import xarray as xr
-
-        ds = xr.open_dataset(src, engine="b2nd", chunks={})
-        return "dataset", ds, None, ds.close
-    if kind == "zarr":
-        import zarr
-
-        node = zarr.open(store=src, mode="r")
-        if isinstance(node, zarr.Array):
-            return "array", node, dict(node.attrs), None
-        if any(True for _ in node.groups()):
-            return _tree(src, "zarr")
-        import xarray as xr
-
-        ds = xr.open_zarr(src, chunks={}, consolidated=None)
-        return "dataset", ds, None, ds.close
-    if kind == "tree":
-        from ..tree import open_tree
-
-        if set(open_tree(src).groups()) != {"/"}:
-            return _tree(src, "b2nd")
-        import xarray as xr
-
-        ds = xr.open_dataset(src, engine="b2nd", chunks={})
-        return "dataset", ds, None, ds.close
-    if kind in ("netcdf", "hdf5"):
-        import xarray as xr
-
-        if _has_hdf5_groups(src):
-            return _tree(src, "h5netcdf")
-        try:
-            ds = xr.open_dataset(src, chunks={})
-        except (ValueError, OSError):
-            # Plain HDF5 (no netCDF dimensions): h5netcdf names the dimensions itself.
-            ds = xr.open_dataset(src, engine="h5netcdf", phony_dims="sort", chunks={})
-        return "dataset", ds, None, ds.close
-    raise InputError(f"{src}: a single Blosc chunk; nothing to convert (b2store decode reads it)")
-
-
-def _named(src: str, vlmeta: dict) -> dict:
-    """``vlmeta`` with the name the b2nd engine gives the source's variable stored in it, so
-    that the copy (another file name) opens as the same variable."""
-    import xarray as xr
-
-    from ..integrations.xarray.conventions import FORMAT_VERSION, XARRAY_KEY
-
-    with xr.open_dataset(src, engine="b2nd", chunks=None) as ds:
-        names = list(ds.data_vars)
-    info = vlmeta.get(XARRAY_KEY)
-    if len(names) != 1 or (isinstance(info, dict) and info.get("name") == names[0]):
-        return vlmeta
-    info = dict(info) if isinstance(info, dict) else {"version": FORMAT_VERSION}
-    return {**vlmeta, XARRAY_KEY: {**info, "name": names[0]}}
-
-
-def _has_hdf5_groups(src: str) -> bool:
-    """Whether a netCDF-4/HDF5 file holds groups below its root (netCDF-3 has none)."""
-    try:
-        import h5py
-    except ImportError:  # without h5py, xarray reads the root group only, as before
-        return False
-    try:
-        with h5py.File(src, "r") as f:
-            return any(isinstance(item, h5py.Group) for item in f.values())
-    except OSError:  # netCDF-3: not HDF5
-        return False
-
-
-def _tree(src: str, engine: str):
-    import xarray as xr
-
-    kw = {"consolidated": None} if engine == "zarr" else {}
-    dt = xr.open_datatree(src, engine=engine, chunks={}, **kw)
-    return "tree", dt, None, dt.close
-
-
-def _pick_variable(ds, src: str, variable: str | None):
-    names = list(ds.data_vars)
-    if variable is None:
-        if len(names) != 1:
-            raise InputError(
-                f"{src} holds {len(names)} variables ({', '.join(names)}): "
-                "choose one with --variable"
-            )
-        variable = names[0]
-    if variable not in ds.variables:
-        raise InputError(f"{src}: no variable {variable!r} (it has {', '.join(names)})")
-    return ds[variable]
 
 
 # --- array to array ----------------------------------------------------------------------
@@ -542,7 +427,7 @@ def convert(
             f"--nc-compression {nc_compression!r}: choose one of {', '.join(NC_COMPRESSIONS)}"
         )
     start = time.perf_counter()
-    kind, obj, attrs, closer = _open_source(src, dst_kind, variable)
+    kind, obj, attrs, closer = open_source(src, dst_kind, variable)
     try:
         if kind == "tree" and (dst_kind in ("npy", "b2nd") or variable is not None):
             raise InputError(
@@ -550,7 +435,7 @@ def convert(
                 "(.b2d, .b2z), .zarr or .nc"
             )
         if kind == "dataset" and (dst_kind in ("npy",) or variable is not None):
-            da_ = _pick_variable(obj, src, variable)
+            da_ = pick_variable(obj, src, variable)
             kind, attrs = "array", {**da_.attrs, "_ARRAY_DIMENSIONS": list(da_.dims)}
             obj = da_.variable.data if hasattr(da_.variable.data, "shape") else da_.values
         nbytes = (
