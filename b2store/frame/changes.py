@@ -201,6 +201,8 @@ class Changes:
         metalayers, of the same sizes, go in the same step."""
         vlmeta = self._raw_vlmeta if vlmeta is None else vlmeta
         h = self.header
+        if self.layout_guard is not None:
+            self.layout_guard(len(offsets), chunksize, metalayers or h.metalayers)
         if metalayers is not None:
             h = h.with_fields(metalayers=metalayers)
             if len(h.to_bytes()) != self.header.header_len:

@@ -81,6 +81,9 @@ class SChunk(Changes, BlockReads):
         self.limits = resolve(limits)
         self._refresh_lock = threading.Lock()
         self._layouts: tuple[State | None, dict] = (None, {})
+        # Set by a layer above that keeps an invariant over the chunks (a b2nd array: as
+        # many chunks as its shape needs, all of one size); checked before each publish.
+        self.layout_guard = None
         backend.adopt(header)
         self._load_committed(header)
 

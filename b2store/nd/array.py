@@ -59,8 +59,11 @@ class B2ndArray:
             dtype = np.dtype(f"V{schunk.typesize}")
         self.dtype = dtype
         self._check_consistency()
+        schunk.layout_guard = _layout_guard(dtype.itemsize)
 
     def _check_consistency(self) -> None:
+        """Refuse a frame whose metalayer contradicts its chunks (item size, chunk size,
+        number of chunks)."""
         s, m = self.schunk, self._meta
         itemsize = self.dtype.itemsize
         # c-blosc2's writers (hdf5plugin, PyTables, NDArray.to_cframe) store items wider than
@@ -524,3 +527,31 @@ def _c_index(coords, dims) -> int:
 
 def _as_index(r: range):
     return slice(r.start, r.stop, r.step) if len(r) else slice(0, 0)
+
+
+def _layout_guard(itemsize: int):
+    """The check a b2nd array's frame runs before each publish: the chunks must stay as many
+    as the shape needs, all of the array's chunk size. The array's own writes and resizes
+    keep this; a change made through ``arr.schunk`` (``append_data``, ``insert_chunk``,
+    ``delete_chunk``, a chunk of another size) would leave a file that b2store refuses and
+    that python-blosc2 reads wrong, so it is refused before anything is published. Only the
+    item size is held (not the array), so the frame keeps no reference back to its array."""
+
+    def guard(nchunks: int, chunksize: int, metalayers) -> None:
+        name = "b2nd" if "b2nd" in metalayers else "caterva"
+        if name not in metalayers:
+            return
+        meta = B2ndMeta.from_bytes(metalayers[name], caterva=name == "caterva")
+        expected = math.prod(chunk_grid(meta.shape, meta.chunkshape))
+        per_chunk = chunk_nitems(meta.chunkshape, meta.blockshape) * itemsize
+        if not math.prod(meta.shape):
+            expected = nchunks  # an empty array's frame may keep chunks (python-blosc2's do)
+        if nchunks != expected or (nchunks and chunksize != per_chunk):
+            found = f"{nchunks} chunks of {chunksize if chunksize > 0 else 'mixed'} bytes"
+            raise ValueError(
+                f"this change to the frame of a b2nd array of shape {meta.shape} and chunks "
+                f"{meta.chunkshape} would leave {found} where the array needs {expected} of "
+                f"{per_chunk} bytes; change the array (arr[...] = value, arr.resize) instead"
+            )
+
+    return guard

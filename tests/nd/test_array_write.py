@@ -202,3 +202,36 @@ def test_small_reads_follow_every_change_of_a_chunk(tmp_path, contiguous):
         for i, j in [(5, 5), (20, 3), (31, 31), (40, 40)]:
             assert arr[i, j] == data[i, j]
             assert arr[i : i + 1, j].tolist() == data[i : i + 1, j].tolist()
+
+
+@pytest.mark.parametrize("contiguous", [True, False], ids=["cframe", "sframe"])
+def test_chunk_changes_under_an_array_that_would_break_it_are_refused(tmp_path, contiguous):
+    # arr.schunk is the frame: appending, inserting or deleting a chunk there, or storing a
+    # chunk of another size, would leave a file whose chunks contradict its shape (b2store
+    # then refuses it; python-blosc2 serves the first chunks and ignores the rest).
+    path = str(tmp_path / "a.b2nd")
+    data = np.arange(100.0)
+    b2store.asarray(data, path, chunks=(10,), blocks=(5,), contiguous=contiguous)
+    arr = b2store.open(path, mode="a")
+    other = b2store.asarray(np.arange(20.0), chunks=(20,), blocks=(5,))
+    changes = {
+        "append": lambda: arr.schunk.append_data(np.ones(10).tobytes()),
+        "insert": lambda: arr.schunk.insert_chunk(0, arr.schunk.get_chunk(0)),
+        "delete": lambda: arr.schunk.delete_chunk(3),
+        "resized chunk": lambda: arr.schunk.update_chunk(2, other.schunk.get_chunk(0)),
+    }
+    for what, change in changes.items():
+        with pytest.raises(ValueError, match=r"would leave .* where the array needs 10 of 80"):
+            change()
+        assert arr.schunk.nchunks == 10, what
+    np.testing.assert_array_equal(b2store.open(path)[:], data)
+    np.testing.assert_array_equal(blosc2.open(path)[:], data)
+    # The array's own changes, and a chunk of the right size through the frame, go through.
+    arr.schunk.update_chunk(
+        0, b2store.asarray(np.full(10, 5.0), chunks=(10,), blocks=(5,)).schunk.get_chunk(0)
+    )
+    arr[95:] = -1.0
+    arr.resize((120,))
+    expected = np.concatenate([np.full(10, 5.0), data[10:95], -np.ones(5), np.zeros(20)])
+    np.testing.assert_array_equal(b2store.open(path)[:], expected)
+    np.testing.assert_array_equal(blosc2.open(path)[:], expected)
