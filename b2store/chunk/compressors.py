@@ -16,10 +16,10 @@ import numpy as np
 import zstandard
 
 try:
-    # c-blosc2 deflates with zlib-ng, whose output differs from zlib's; with the optional
-    # zlib-ng package installed, b2store writes the same zlib streams c-blosc2 writes.
+    # c-blosc2 deflates with zlib-ng, whose output differs from zlib's; with the zlib-ng
+    # package (a dependency), b2store writes the same zlib streams c-blosc2 writes.
     from zlib_ng import zlib_ng as _zlib_ng
-except ImportError:  # pragma: no cover - optional
+except ImportError:  # pragma: no cover - a platform without its wheel: the system zlib
     _zlib_ng = None
 
 from .. import _blosclz

@@ -5,8 +5,8 @@ extension exports Zstd's: chunks are encoded with those (as the Python path enco
 are decoded with numcodecs' own builds of LZ4 and Zstd where its extensions export the
 decoding API (faster builds; any conforming build decodes alike), else with the wheels'.
 Python's ``zlib`` module links the system ``libz``. The addresses are found once, with
-``ctypes``, the first time a chunk is decoded or encoded (zlib-ng's inflate and deflate too
-when the optional ``zlib-ng`` package is installed), and handed to ``_blocks``, which calls
+``ctypes``, the first time a chunk is decoded or encoded (zlib-ng's inflate and deflate too,
+from the ``zlib-ng`` package, a dependency), and handed to ``_blocks``, which calls
 them without the GIL. Whatever is missing (another build of a wheel,
 no system zlib, ``B2STORE_NATIVE=0`` in the environment) leaves that codec on the Python path
 of :mod:`b2store.chunk.compressors`, which decodes the same chunks, only slower.

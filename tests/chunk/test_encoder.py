@@ -158,7 +158,7 @@ def size_ratios(codec: str) -> np.ndarray:
 
 def test_zlib_sizes_match_python_blosc2_with_zlib_ng(serial_blosc2):
     if compressors._zlib_ng is None:
-        pytest.skip("zlib sizes match c-blosc2's only with the zlib-ng package (test extra)")
+        pytest.skip("zlib sizes match c-blosc2's only with the zlib-ng package (a dependency)")
     # The same zlib-ng release; builds for other CPUs may pick other matches now and then.
     ratios = size_ratios("zlib")
     assert np.mean(ratios == 1) >= 0.9 and np.abs(ratios - 1).max() <= 0.01
