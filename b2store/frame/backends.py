@@ -242,6 +242,12 @@ class ContiguousFrame(Backend):
 
     def _commit(self, new: FrameHeader, full_header: bool) -> None:
         data = new.to_bytes()
+        if self._wfd >= 0:
+            # The new bytes reach the disk before the header that names them: the kernel may
+            # write a file's dirty pages back in any order, so without this a power cut could
+            # keep the new header and lose the index it points to (a kill cannot: the kernel
+            # holds every write a process made).
+            os.fsync(self._wfd)
         # The commit point: one write of the fixed header (or the whole, same-size header).
         self._write(0, data if full_header else data[:HEADER_FIXED_LEN])
         if self._wfd >= 0:

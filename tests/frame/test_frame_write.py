@@ -270,3 +270,37 @@ def test_vlmeta_of_frames_without_data_is_where_c_blosc2_looks(tmp_path, contigu
             assert ours.header.frame_len == ours.header.header_len + len(
                 ours._backend.read(ours._trailer_start, ours.header.frame_len - ours._trailer_start)
             )
+
+
+def test_a_commit_syncs_the_new_bytes_before_the_header_that_names_them(tmp_path, monkeypatch):
+    # A kill loses nothing the kernel was given, but a power cut keeps what reached the disk,
+    # in any order: the index and trailer must be there before the header points at them.
+    from b2store.frame import backends
+
+    path = str(tmp_path / "f.b2frame")
+    with SChunk.create(path, chunksize=800, typesize=8) as s:
+        s.append_data(np.arange(100.0))
+    events = []
+    write = backends.ContiguousFrame._write
+
+    def recording_write(self, offset, data):
+        events.append(("header" if offset == 0 else "data", offset))
+        return write(self, offset, data)
+
+    monkeypatch.setattr(backends.ContiguousFrame, "_write", recording_write)
+    monkeypatch.setattr(backends.os, "fsync", lambda fd: events.append(("fsync", fd)))
+    with SChunk.open(path, mode="a") as s:
+        s.append_data(np.arange(100.0, 200.0))
+        s.vlmeta["note"] = "x"
+    kinds = [kind for kind, _ in events]
+    commits = [i for i, kind in enumerate(kinds) if kind == "header"]
+    assert len(commits) == 2, kinds
+    start = 0
+    for at in commits:
+        change = kinds[start:at]
+        assert "data" in change and change[-1] == "fsync", kinds  # synced after its last write
+        assert kinds[at + 1] == "fsync", kinds  # and the header after it
+        start = at + 2
+    np.testing.assert_array_equal(
+        np.frombuffer(b2store.SChunk.open(path).decompress_chunk(1), "<f8"), np.arange(100.0, 200.0)
+    )
