@@ -3,6 +3,7 @@
 Pure Python and small Cython kernels over numpy, lz4, zstandard and msgpack; no C-Blosc.
 """
 
+from ._sync import set_sync
 from .api import open
 from .chunk.decoder import chunk_info, decode_chunk
 from .chunk.encoder import encode_chunk
@@ -45,6 +46,7 @@ __all__ = [
     "FrameClosedError",
     "Limits",
     "LimitError",
+    "set_sync",
 ]
 
 __version__ = "0.1.0.dev0"

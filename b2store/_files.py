@@ -185,16 +185,18 @@ def _hold(fd: int) -> None:
         _platform.try_lock(fd)
 
 
-def write_atomic(path, data) -> None:
+def write_atomic(path, data, sync: bool = True) -> None:
     """Replace ``path`` by a file holding ``data`` in one rename (a link at ``path`` is
-    replaced, never written through); the temporary is removed on any error."""
+    replaced, never written through); the temporary is removed on any error. ``sync``: the
+    file reaches the disk before the rename (see :mod:`b2store._sync`)."""
     path = Path(path)
     fd, tmp = create_temp(path.parent, path.name)
     try:
         view, at = memoryview(data), 0
         while at < len(view):
             at += os.write(fd, view[at:])
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
         os.replace(tmp, path)
     except OSError as exc:
         _unlink(tmp)

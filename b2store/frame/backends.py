@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 
 from .. import _files
+from .._sync import sync_mode
 from ..constants import MIN_HEADER_LENGTH
 from ..errors import B2StoreError, FormatError
 from ..limits import Limits, resolve
@@ -68,6 +69,8 @@ class ContiguousFrame(Backend):
         self._buf = None
         self._wfd = -1
         self._lock = None
+        self._sync = sync_mode() if writable else "none"
+        self._dirty = False  # written and not synced ("close" mode)
         if writable:
             if isinstance(source, MemorySource):
                 self._buf = bytearray(source.read(0, source.size))
@@ -242,7 +245,8 @@ class ContiguousFrame(Backend):
 
     def _commit(self, new: FrameHeader, full_header: bool) -> None:
         data = new.to_bytes()
-        if self._wfd >= 0:
+        syncing = self._wfd >= 0 and self._sync == "commit"
+        if syncing:
             # The new bytes reach the disk before the header that names them: the kernel may
             # write a file's dirty pages back in any order, so without this a power cut could
             # keep the new header and lose the index it points to (a kill cannot: the kernel
@@ -250,8 +254,9 @@ class ContiguousFrame(Backend):
             os.fsync(self._wfd)
         # The commit point: one write of the fixed header (or the whole, same-size header).
         self._write(0, data if full_header else data[:HEADER_FIXED_LEN])
-        if self._wfd >= 0:
+        if syncing:
             os.fsync(self._wfd)
+        self._dirty = self._sync == "close"
         self._set_len(new.frame_len)
         self._seen = data
 
@@ -281,8 +286,9 @@ class ContiguousFrame(Backend):
 
     def rewrite_header(self, data: bytes) -> None:
         self._write(0, data)
-        if self._wfd >= 0:
+        if self._wfd >= 0 and self._sync == "commit":
             os.fsync(self._wfd)
+        self._dirty = self._sync == "close"
         self._seen = data
 
     def getvalue(self) -> bytes:
@@ -291,8 +297,13 @@ class ContiguousFrame(Backend):
     def close(self) -> None:
         self._source.close()
         if self._wfd >= 0:
-            os.close(self._wfd)
-            self._wfd = -1
+            try:
+                if self._dirty:  # "close" mode: what this handle wrote, now on disk
+                    os.fsync(self._wfd)
+            finally:
+                os.close(self._wfd)
+                self._wfd = -1
+                self._dirty = False
 
     def __reduce__(self):
         # The recipe, never the descriptor: a copy opens the file again.

@@ -213,5 +213,5 @@ def _digest(data: bytes) -> bytes:
     return hashlib.blake2b(data, digest_size=16).digest()
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    _files.write_atomic(path, data)
+def _atomic_write(path: Path, data: bytes, sync: bool = True) -> None:
+    _files.write_atomic(path, data, sync)

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _files, _platform
+from .._sync import sync_mode
 from .._userpath import names_user_path
 from ..chunk.decoder import decode_chunk
 from ..chunk.encoder import (
@@ -289,7 +290,8 @@ class SChunk(Changes, BlockReads):
             with open(made / INDEX_NAME if not contiguous else made, "xb") as fh:
                 fh.write(frame)
                 fh.flush()
-                os.fsync(fh.fileno())
+                if sync_mode() != "none":  # closed here: "close" syncs it too
+                    os.fsync(fh.fileno())
             replace_path(made, path)
         finally:
             if tmp.exists():

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .. import _files
+from .._sync import sync_mode, sync_path
 from ..constants import MIN_HEADER_LENGTH
 from ..errors import FormatError
 from .header import FrameHeader
@@ -49,6 +50,8 @@ class SparseFrame(Backend):
         self._frame_len = self._index.size
         self._next_id = 0
         self._lock = None
+        self._sync = sync_mode() if writable else "none"
+        self._unsynced: set[Path] = set()  # written since the last sync ("close" mode)
         if writable:
             # The lock file is inside the frame: a link there is refused, never followed.
             self._lock = _WriteLock(self.directory / LOCK_NAME, lock_timeout, nofollow=True)
@@ -172,7 +175,9 @@ class SparseFrame(Backend):
         opened, not the file's hidden temporary (``.00000003.chunk.PID.RANDOM.tmp``) nor a
         chunk file the user never named; the same class and errno, the original chained."""
         try:
-            _atomic_write(path, data)
+            _atomic_write(path, data, sync=self._sync == "commit")
+            if self._sync == "close":
+                self._unsynced.add(path)
         except OSError as exc:
             named = _files.naming(exc, self.directory, replace=True)
             if named is exc:
@@ -226,6 +231,10 @@ class SparseFrame(Backend):
 
     def close(self) -> None:
         self._index.close()
+        unsynced, self._unsynced = self._unsynced, set()
+        for path in sorted(unsynced):  # "close" mode: what this handle wrote, now on disk
+            with contextlib.suppress(FileNotFoundError):  # a chunk file dropped since
+                sync_path(path)
 
     def __reduce__(self):
         return SparseFrame, (self.directory, self.writable)

@@ -203,6 +203,15 @@ def test_a_few_kills(tmp_path, kind, contiguous):
     assert run_kills(tmp_path, kind, contiguous, kills=4, seed=3) > 0
 
 
+@pytest.mark.parametrize("mode", ["close", "none"])
+@pytest.mark.parametrize(("kind", "contiguous"), [KINDS[2], KINDS[3], KINDS[7]])
+def test_a_few_kills_whatever_the_sync_setting(tmp_path, monkeypatch, mode, kind, contiguous):
+    # Syncing is about power cuts: a killed writer's bytes are all in the kernel, so the
+    # frame is the last committed state or the next one whether or not anything was synced.
+    monkeypatch.setenv("B2STORE_SYNC", mode)
+    assert run_kills(tmp_path, kind, contiguous, kills=4, seed=5) > 0
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("kind", "contiguous"), KINDS)
 def test_hundreds_of_kills(tmp_path, kind, contiguous):
@@ -398,11 +407,11 @@ def test_a_failed_change_of_a_sparse_frame_is_swept_by_the_next_one(tmp_path, mo
     committed = state_of(path, "schunk")
     real, count = sparse._atomic_write, [0]
 
-    def atomic_write(p, data):
+    def atomic_write(p, data, sync=True):
         count[0] += 1
         if count[0] > 2:
             raise OSError(errno.ENOSPC, "No space left on device")
-        real(p, data)
+        real(p, data, sync)
 
     chunks = [b2store.encode_chunk(np.full(steps.N, v, "<i4"), typesize=4) for v in (7, 8, 9)]
     with SChunk.open(path, mode="a") as s:
