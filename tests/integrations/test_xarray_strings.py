@@ -34,7 +34,7 @@ def _b2nd(ds, tmp_path, suffix=".b2d", **kwargs):
 
 def _zarr(ds, tmp_path):
     path = tmp_path / "ref.zarr"
-    ds.to_zarr(path, consolidated=False)
+    ds.to_zarr(path, consolidated=False, mode="w")
     with xr.open_dataset(path, engine="zarr", consolidated=False) as out:
         return out.load()
 
@@ -119,6 +119,18 @@ def test_stringdtype_variables_and_coordinates_as_xarrays_zarr_v3_test_has_them(
     for name in ds.variables:
         assert got[name].dtype == SD(), name
     assert got.sel(dim="bb").data.item() == "bb"
+
+
+@needs_sd
+@pytest.mark.parametrize("suffix", (".b2nd", ".b2d"))
+def test_empty_stringdtype_variables_stay_strings(tmp_path, suffix):
+    """xarray's encoder types an empty object array as float64; an empty StringDType says
+    it holds strings: read back as Zarr gives them (StringDType, else ``<U1``)."""
+    for dtype, want in [(SD(), SD()), (SD(na_object=None), np.dtype("<U1"))]:
+        ds = xr.Dataset({"x": ("t", np.array([], dtype=dtype))})
+        got, _ = _b2nd(ds, tmp_path, suffix)
+        assert got.x.dtype == _zarr(ds, tmp_path).x.dtype == want
+        assert got.x.shape == (0,)
 
 
 @needs_sd

@@ -184,6 +184,9 @@ def object_strings(var: xr.Variable) -> xr.Variable:
     missing = pd.isnull(values)
     if missing.any():
         values[missing] = np.nan
+    elif not values.size:
+        # no item to type it by: xarray's encoder would make an empty object array float64
+        values = values.astype("U1")
     encoding = dict(var.encoding)
     if getattr(encoding.get("dtype"), "kind", None) == "T":
         # how a Zarr store or the b2nd engine read it (they set it to keep a StringDType),
