@@ -5,6 +5,7 @@ h5netcdf return for the same Dataset."""
 
 from __future__ import annotations
 
+import pickle
 import warnings
 
 import numpy as np
@@ -140,6 +141,9 @@ def test_stringdtype_reads_through_dask_and_writes_again(tmp_path):
     with xr.open_dataset(path, engine="b2nd", chunks={"t": 2}) as lazy:
         assert hasattr(lazy.x.data, "dask") and lazy.x.dtype == SD()
         assert lazy.x.compute().values.tolist() == ["ab", "😀", "c"]
+        # what crosses to a dask worker: the recipe, and the conversion with it
+        copy = pickle.loads(pickle.dumps(lazy))
+        assert copy.x.dtype == SD() and copy.x[::-1].values.tolist()[0] == "c"
         again, _ = _b2nd(lazy, tmp_path, ".b2z")  # its encoding dtype is no obstacle
     xr.testing.assert_identical(again, ds)
     assert again.x.dtype == SD()
