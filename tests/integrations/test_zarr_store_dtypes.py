@@ -1,7 +1,9 @@
 """Structured dtypes through B2ndStore: served with the values b2store.open reads, or refused
 with an UnsupportedError naming the dtype when the array's zarr.json is made; never another
 type or other values. Void fields once failed in zarr's fill value (``TypeError: a
-bytes-like object is required``); big-endian fields were read as little-endian."""
+bytes-like object is required``); big-endian fields were read as little-endian. Fixed-width
+strings are served as python-blosc2 reads them; Zarr's variable-length strings are refused
+naming the array."""
 
 from __future__ import annotations
 
@@ -105,3 +107,30 @@ def test_any_structured_dtype_is_served_exactly_or_refused(tmp_path_factory, fie
         return
     _same(z[:], x)
     _same(z[2:5], x[2:5])
+
+
+# --- strings: fixed width served, Zarr's variable-length "string" refused ------------------------
+
+
+def test_fixed_width_strings_written_by_zarr_are_what_python_blosc2_reads(tmp_path):
+    blosc2 = pytest.importorskip("blosc2")
+    x = np.array(["ab", "", "\U0001f600cd", "e"], dtype="<U3")
+    path = tmp_path / "t.b2d"
+    arr = zarr.create_array(
+        B2ndStore(path, mode="w"), name="names", shape=(4,), chunks=(2,), dtype="<U3"
+    )
+    arr[:] = x
+    np.testing.assert_array_equal(zarr.open_array(B2ndStore(path), path="names")[:], x)
+    got = blosc2.open(str(path / "names.b2nd"))[:]
+    assert got.dtype == x.dtype
+    np.testing.assert_array_equal(got, x)
+
+
+@pytest.mark.parametrize("dtype", ["str", "string"])
+def test_variable_length_strings_are_refused_naming_the_array(tmp_path, dtype):
+    with pytest.raises(UnsupportedError, match=r"for array 'names': Zarr's variable-length") as e:
+        zarr.create_array(
+            B2ndStore(tmp_path / "t.b2d", mode="w"), name="names", shape=(3,), dtype=dtype
+        )
+    assert e.value.feature == "dtype"
+    assert not list((tmp_path / "t.b2d").rglob("*.b2nd"))  # no frame was made

@@ -1,6 +1,7 @@
-"""NumPy 2's StringDType given to any writer is an UnsupportedError naming the dtype (it once
-was a FormatError, whose meaning is corrupt bytes read); Python objects stay a TypeError.
-Nothing is left on disk by the refusal."""
+"""NumPy 2's StringDType given to any array writer is an UnsupportedError naming the dtype (it
+once was a FormatError, whose meaning is corrupt bytes read); Python objects stay a TypeError.
+Nothing is left on disk by the refusal. (``to_b2nd`` writes StringDType variables as
+fixed-width strings: tests/integrations/test_xarray_strings.py.)"""
 
 from __future__ import annotations
 
@@ -36,17 +37,6 @@ def _writers(tmp_path):
         out["numcodecs-blosc2"] = lambda: Blosc2().encode(x)
         out["numcodecs-b2nd"] = lambda: B2nd((3,), (3,), "<U3").encode(x)
         out["numcodecs-b2nd-dtype"] = lambda: B2nd((3,), (3,), sd)
-    except ImportError:
-        pass
-    try:
-        import xarray as xr
-
-        ds = xr.Dataset({"v": ("t", x)})
-        out["to_b2nd"] = lambda: b2store.to_b2nd(ds, tmp_path / "t.b2nd")
-        out["to_b2nd-b2z"] = lambda: b2store.to_b2nd(ds, tmp_path / "t.b2z")
-        out["to_b2nd-coord"] = lambda: b2store.to_b2nd(
-            xr.Dataset({"v": ("t", [1, 2, 3])}, coords={"t": x}), tmp_path / "c.b2d"
-        )
     except ImportError:
         pass
     try:

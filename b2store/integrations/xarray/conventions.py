@@ -22,11 +22,26 @@ __all__ = [
     "named_dims",
     "xarray_meta",
     "embedded_coords",
+    "DTYPE_KEY",
+    "STRINGDTYPE",
+    "WHOLE_BYTES",
+    "whole_bytes",
+    "is_stringdtype",
+    "restore_stringdtype",
 ]
 
 DIMENSION_KEY = "_ARRAY_DIMENSIONS"
 XARRAY_KEY = "_xarray"
 FORMAT_VERSION = 1
+#: The ``_xarray`` key (of a variable, or of an embedded coordinate) naming the NumPy dtype
+#: it had when the stored dtype does not say it all. ``STRINGDTYPE``: NumPy's variable-width
+#: strings, stored as fixed-width ``<U`` and read back as StringDType, as xarray's Zarr
+#: engine reads back what it wrote as Zarr's variable-length strings (a reader that ignores
+#: the key reads the same strings as ``<U``). ``WHOLE_BYTES``: strings of one byte, which
+#: xarray's decoder would otherwise take for netCDF's character arrays and join.
+DTYPE_KEY = "original_dtype"
+STRINGDTYPE = "StringDType"
+WHOLE_BYTES = "|S1"
 # Keys that are bookkeeping, never attributes: ours, and python-blosc2's stores'.
 # ``_zarr_fill_value`` is the fill value a Zarr client gave B2ndStore (not a CF attribute).
 _STRUCTURAL = frozenset(
@@ -113,6 +128,42 @@ def xarray_meta(vlmeta: Mapping) -> dict:
     return info if isinstance(info, dict) else {}
 
 
+def is_stringdtype(dtype) -> bool:
+    """Whether ``dtype`` is NumPy's StringDType without an ``na_object``: the one xarray's
+    Zarr engine writes as such and reads back as such (xarray's writers turn those with an
+    ``na_object`` into fixed-width strings, their missing values into '')."""
+    sd = getattr(np.dtypes, "StringDType", None)
+    return sd is not None and isinstance(dtype, sd) and not hasattr(dtype, "na_object")
+
+
+def whole_bytes(info) -> bool:
+    """Whether ``info`` (a variable's ``_xarray`` vlmeta or an embedded coordinate's entry)
+    marks one-byte strings ``to_b2nd`` wrote whole (see ``DTYPE_KEY``)."""
+    return isinstance(info, Mapping) and info.get(DTYPE_KEY) == WHOLE_BYTES
+
+
+def _to_stringdtype(values):
+    # module-level: dask pickles it into its graph
+    return np.asarray(values).astype(np.dtypes.StringDType())
+
+
+def restore_stringdtype(info: Mapping, data, encoding: dict):
+    """``data`` (fixed-width strings, lazy or not) read as NumPy's StringDType when ``info``
+    says the variable was one, with ``encoding["dtype"]`` set as xarray's decoder wants it
+    to keep a StringDType (else it makes an object array of one); else ``data``."""
+    if info.get(DTYPE_KEY) != STRINGDTYPE or data.dtype.kind != "U":
+        return data
+    if not hasattr(np.dtypes, "StringDType"):
+        return data  # NumPy 1: the fixed-width strings are what it has
+    from xarray.coding.common import lazy_elemwise_func
+
+    sd = np.dtypes.StringDType()
+    encoding["dtype"] = sd
+    if isinstance(data, np.ndarray):
+        return data.astype(sd)
+    return lazy_elemwise_func(data, _to_stringdtype, sd)
+
+
 def embedded_coords(info: Mapping) -> dict[str, Variable]:
     """The coordinates a single-frame Dataset keeps in its ``_xarray`` vlmeta."""
     out = {}
@@ -125,5 +176,7 @@ def embedded_coords(info: Mapping) -> dict[str, Variable]:
             dims = [f"dim_{i}" for i in range(data.ndim)]
         types = spec.get("attr_types")
         attrs = restore_attrs(raw_attrs, types if isinstance(types, Mapping) else None, raw=True)
-        out[str(name)] = Variable(tuple(dims), data, attrs)
+        encoding: dict = {}
+        data = restore_stringdtype(spec, data, encoding)
+        out[str(name)] = Variable(tuple(dims), data, attrs, encoding)
     return out

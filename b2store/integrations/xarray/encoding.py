@@ -12,6 +12,12 @@ same keys are refused, as xarray's writers refuse them.
 CF keys (``_FillValue``, ``scale_factor``, ``_Unsigned``, ``units``, ``grid_mapping``,
 ``coordinates``, ...) are always honoured: they go through xarray's CF encoder and are stored
 as the attributes it makes of them, which the engine's CF decoder reads back.
+
+Strings are stored as fixed-width items (``<U`` or ``S``, as wide as the longest): NumPy's
+``StringDType`` and object arrays of str or bytes alike. A missing value (None, NaN, pandas'
+NA) becomes the empty string, as xarray's Zarr and netCDF writers store it, unless the
+variable has a string ``_FillValue``: missing values are then stored as it and read back
+missing, and a present string equal to it is refused (it would read back missing too).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 from xarray.conventions import CF_RELATED_DATA
 
@@ -31,6 +38,8 @@ __all__ = [
     "split_encoding",
     "finish_encoding",
     "check_string_width",
+    "check_string_fill",
+    "object_strings",
 ]
 
 #: Per-variable encoding keys that choose how the frame is stored.
@@ -148,8 +157,9 @@ def check_string_width(name: str, var: xr.Variable) -> None:
         return
     if var.dtype.kind in "SU":
         have = var.dtype.itemsize // (4 if var.dtype.kind == "U" else 1)
-    elif var.dtype == object:
-        flat = [v for v in np.asarray(var.values).ravel().tolist() if isinstance(v, (str, bytes))]
+    elif var.dtype == object or var.dtype.kind == "T":
+        values = np.asarray(var.values, dtype=object)
+        flat = [v for v in values.ravel().tolist() if isinstance(v, (str, bytes))]
         have = max(map(len, flat), default=0)
     else:
         return
@@ -159,6 +169,58 @@ def check_string_width(name: str, var: xr.Variable) -> None:
             f"encoding dtype {want.str!r} of variable {name!r} is narrower than its strings "
             f"({have} characters): they would be cut; give a dtype of {have} characters or "
             "more, or none"
+        )
+
+
+def object_strings(var: xr.Variable) -> xr.Variable:
+    """A NumPy ``StringDType`` variable as an object array of str, its missing entries (those
+    equal to its ``na_object``) as NaN: the form xarray's encoders take strings with missing
+    values in, so that they are stored as any object strings are (see the module docstring).
+    Other variables are returned as they are. Dask data is computed: the width to store is
+    only known once every string is."""
+    if var.dtype.kind != "T":
+        return var
+    values = np.asarray(var.values, dtype=object)
+    missing = pd.isnull(values)
+    if missing.any():
+        values[missing] = np.nan
+    elif not values.size:
+        # no item to type it by: xarray's encoder would make an empty object array float64
+        values = values.astype("U1")
+    encoding = dict(var.encoding)
+    if getattr(encoding.get("dtype"), "kind", None) == "T":
+        # how a Zarr store or the b2nd engine read it (they set it to keep a StringDType),
+        # which xarray's encoder would cast the object strings back to
+        del encoding["dtype"]
+    return xr.Variable(var.dims, values, var.attrs, encoding)
+
+
+def check_string_fill(name: str, var: xr.Variable) -> None:
+    """Refuse a string ``_FillValue`` that would make a wrong answer: one equal to a string
+    the variable holds (that string would read back missing), one of the other kind (bytes
+    for str strings, or the reverse), and one on str strings to be written as netCDF
+    characters (``dtype: "S1"``), which xarray's netCDF writers refuse the same way."""
+    fill = var.encoding.get("_FillValue", var.attrs.get("_FillValue"))
+    if not isinstance(fill, (str, bytes)) or var.dtype.kind not in "OSUT":
+        return
+    values = np.asarray(var.values, dtype=object).ravel()
+    present = [v for v in values.tolist() if isinstance(v, (str, bytes))]
+    kinds = {bytes if isinstance(v, bytes) else str for v in present}
+    if str in kinds and var.encoding.get("dtype") in ("S1", np.dtype("S1")):
+        raise NotImplementedError(
+            f"variable {name!r} has a _FillValue specified, but _FillValue is not yet "
+            "supported on unicode strings written as characters (dtype 'S1'); b2nd stores "
+            "whole strings: drop the dtype"
+        )
+    if kinds and (bytes if isinstance(fill, bytes) else str) not in kinds:
+        raise ValueError(
+            f"_FillValue {fill!r} of variable {name!r} is {type(fill).__name__}, its strings "
+            f"are {' and '.join(sorted(k.__name__ for k in kinds))}: give a fill of their kind"
+        )
+    if fill in present:
+        raise ValueError(
+            f"variable {name!r} holds the string {fill!r}, its _FillValue: that string would "
+            "read back as missing; choose a _FillValue none of its strings equal"
         )
 
 

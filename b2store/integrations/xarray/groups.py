@@ -6,12 +6,21 @@ that a group opened alone names them as the DataTree does (:func:`_ancestor_size
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from xarray import Dataset, conventions
 
 from ...errors import UnsupportedError
 from ...limits import Limits
 from ..embedded import frame_variable_name
-from .conventions import dims_of, embedded_coords, named_dims, restore_attrs, xarray_meta
+from .conventions import (
+    dims_of,
+    embedded_coords,
+    named_dims,
+    restore_attrs,
+    whole_bytes,
+    xarray_meta,
+)
 from .foreign import ForeignLayoutError, foreign_vlmeta
 from .lazy import FrameRecipe, _lazy_variable, _RefRecipe
 
@@ -26,12 +35,26 @@ def _open_tree(path: str, storage_options, limits: Limits | None = None):
     return open_tree(path, storage_options=storage_options, limits=limits)
 
 
-def _decode(variables: dict, attrs: dict, decoders: dict, closers) -> Dataset:
+def _decode(variables: dict, attrs: dict, decoders: dict, closers, whole=()) -> Dataset:
+    """``variables`` CF-decoded as a Dataset; those named in ``whole`` are one-byte strings
+    ``to_b2nd`` wrote (see :func:`.conventions.whole_bytes`), never joined as characters."""
+    if whole:
+        decoders = {**decoders, "concat_characters": _whole_strings(variables, decoders, whole)}
     vars_, attrs_, coord_names = conventions.decode_cf_variables(variables, attrs, **decoders)
     ds = Dataset(vars_, attrs=attrs_)
     ds = ds.set_coords(coord_names.intersection(vars_))
     ds.set_close(_Closer(closers))
     return ds
+
+
+def _whole_strings(variables: dict, decoders: dict, whole) -> dict:
+    """``concat_characters`` per variable, False for those in ``whole``: xarray's decoder
+    would otherwise join their one-byte strings along the last dimension as netCDF's
+    character arrays (``[b"a", b"c"]`` read as ``b"ac"``)."""
+    given = decoders.get("concat_characters", True)
+    out = {k: given.get(k, True) if isinstance(given, Mapping) else given for k in variables}
+    out.update(dict.fromkeys((k for k in whole if k in out), False))
+    return out
 
 
 class _Closer:
@@ -74,7 +97,12 @@ def _frame_dataset(
         raise
     variables = {**embedded_coords(info), name: var}
     attrs = restore_attrs(info.get("attrs") or {}, info.get("dataset_attr_types"), raw=True)
-    return _decode(variables, attrs, decoders, [manager])
+    coords = info.get("coords")
+    whole = (
+        [n for n, spec in coords.items() if whole_bytes(spec)] if isinstance(coords, dict) else []
+    )
+    whole += [name] if whole_bytes(info) else []
+    return _decode(variables, attrs, decoders, [manager], whole)
 
 
 def _schunk_dataset(schunk, decoders) -> Dataset:
@@ -141,13 +169,15 @@ def _group_dataset(
             named = named_dims(arr.vlmeta, arr.ndim)
             for d, n in zip(named or (), arr.shape):
                 sizes.setdefault(d, n)
-        variables, closers = {}, []
+        variables, closers, whole = {}, [], []
         while opened:
             apath, ref, arr = opened[0]
             name = apath[len(prefix) :]
             dims = dims_of(arr.vlmeta, arr.shape, sizes, name)
             opener = _RefRecipe(ref, (tree_path, apath, ref.limits))
             variables[name], handle = _lazy_variable(opener, arr, lock, dims)
+            if whole_bytes(xarray_meta(arr.vlmeta)):
+                whole.append(name)
             opened.pop(0)
             closers.append(handle)
     except BaseException:
@@ -156,4 +186,4 @@ def _group_dataset(
         for handle in locals().get("closers", ()):
             handle.close()
         raise
-    return _decode(variables, attrs, decoders, closers)
+    return _decode(variables, attrs, decoders, closers, whole)

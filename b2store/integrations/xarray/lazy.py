@@ -22,7 +22,7 @@ from xarray.core import indexing
 
 from ...chunk.params import ChunkParams
 from ...limits import Limits
-from .conventions import dims_of, restore_attrs, xarray_meta
+from .conventions import dims_of, restore_attrs, restore_stringdtype, xarray_meta
 
 __all__ = ["B2ndBackendArray", "FrameRecipe", "MAX_PRIMED", "compressor_of", "outer_read"]
 
@@ -271,6 +271,7 @@ def _lazy_variable(opener, arr, lock, dims=None) -> tuple[Variable, _Handle]:
         "compressors": (compressor_of(arr.schunk.params),),
         "contiguous": arr.schunk.contiguous,
     }
+    data = restore_stringdtype(info, data, encoding)
     variable = Variable(
         dims, data, restore_attrs(vlmeta, info.get("attr_types"), info.get("long_attrs")), encoding
     )

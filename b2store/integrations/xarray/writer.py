@@ -19,6 +19,7 @@ import msgpack
 import numpy as np
 import xarray as xr
 from xarray import conventions
+from xarray.backends.common import ensure_dtype_not_object
 
 from ... import _files, _platform, _progress
 from ..._userpath import names_user_path
@@ -28,12 +29,22 @@ from ...nd.chunks import cparams_for, encode_array_chunk
 from ...nd.geometry import array_to_chunk, chunk_grid, chunk_nitems, chunk_region
 from ...nd.meta import B2ndMeta
 from ...nd.shapes import default_chunks_blocks
-from .conventions import DIMENSION_KEY, FORMAT_VERSION, XARRAY_KEY
+from .conventions import (
+    DIMENSION_KEY,
+    DTYPE_KEY,
+    FORMAT_VERSION,
+    STRINGDTYPE,
+    WHOLE_BYTES,
+    XARRAY_KEY,
+    is_stringdtype,
+)
 from .encoding import (
     CF_KEYS,
     STORAGE_KEYS,
+    check_string_fill,
     check_string_width,
     finish_encoding,
+    object_strings,
     split_encoding,
 )
 
@@ -208,19 +219,19 @@ def _replace(built: Path, target: Path) -> None:
 # --- encoding variables ------------------------------------------------------------------------
 
 
-def _encode_group(ds: xr.Dataset, encoding: Mapping) -> tuple[dict, dict, dict, set]:
+def _encode_group(ds: xr.Dataset, encoding: Mapping) -> tuple[dict, dict, dict, set, set]:
     """CF-encoded variables and attributes of ``ds``, the storage options of each variable,
-    and the names of its coordinates."""
+    the names of its coordinates, and those of its StringDType variables (stored as ``<U``,
+    read back as StringDType)."""
     unknown = set(encoding) - set(ds.variables)
     if unknown:
         raise ValueError(f"encoding for variables not in the dataset: {sorted(map(str, unknown))}")
     ds = ds.copy(deep=False)
     storage = {}
     for name, var in ds.variables.items():
-        if not isinstance(var.dtype, np.dtype) or var.dtype.kind == "T":
-            # NumPy's StringDType, or a pandas extension type (xarray keeps one for some
-            # string coordinates): refused, named, before xarray's CF encoder, which older
-            # xarray fails on with a TypeError of its own.
+        if not isinstance(var.dtype, np.dtype):
+            # a pandas extension type (xarray keeps one for some string coordinates):
+            # refused, named, before xarray's CF encoder fails on it with a TypeError of its own
             writable_dtype(var.dtype)
         if name is not None and not isinstance(name, str):
             # the type and words of xarray's own writers (a Hashable is no file name)
@@ -237,11 +248,17 @@ def _encode_group(ds: xr.Dataset, encoding: Mapping) -> tuple[dict, dict, dict, 
             raise ValueError(f"variable name {name!r} cannot name a b2nd frame")
         storage[name], var.encoding = split_encoding(name, var, encoding.get(name))
         check_string_width(name, var)
+    sd_names = {n for n, v in ds.variables.items() if is_stringdtype(v.dtype)}
     variables, attrs = conventions.encode_dataset_coordinates(ds)
+    for name, var in variables.items():
+        variables[name] = object_strings(var)
+        check_string_fill(name, variables[name])
     variables, attrs = conventions.cf_encoder(variables, attrs)
     for name, var in variables.items():
-        variables[name] = finish_encoding(name, var)
-    return variables, attrs, storage, set(ds.coords)
+        # xarray's netCDF writers' next step: object arrays typed from their items, missing
+        # strings as "" (numbers as NaN), mixed items refused naming the variable
+        variables[name] = finish_encoding(name, ensure_dtype_not_object(var, name=name))
+    return variables, attrs, storage, set(ds.coords), sd_names
 
 
 def plain_attrs(attrs: Mapping, where: str) -> tuple[dict, dict]:
@@ -296,7 +313,10 @@ def _fixed_width(var: xr.Variable, name) -> xr.Variable:
     elif all(isinstance(v, bytes) for v in flat):
         data = values.astype(bytes) if values.size else values.astype("S1")
     else:
-        raise TypeError("object variables must hold only str or only bytes to be written")
+        raise TypeError(
+            f"variable {name!r} holds both str and bytes strings: b2nd stores one kind; "
+            "decode the bytes (or encode the str) first"
+        )
     return xr.Variable(var.dims, data, var.attrs, var.encoding)
 
 
@@ -304,7 +324,7 @@ def _fixed_width(var: xr.Variable, name) -> xr.Variable:
 
 
 def _write_frame(ds, encoding, path: Path, contiguous: bool, nthreads, bar) -> None:
-    variables, attrs, storage, coord_names = _encode_group(ds, encoding)
+    variables, attrs, storage, coord_names, sd_names = _encode_group(ds, encoding)
     (name,) = [n for n in variables if n not in coord_names]
     coords, total = {}, 0
     for cname in coord_names:
@@ -324,8 +344,14 @@ def _write_frame(ds, encoding, path: Path, contiguous: bool, nthreads, bar) -> N
             "attrs": cattrs,
             "attr_types": ctypes,
         }
+        if cname in sd_names:
+            coords[cname][DTYPE_KEY] = STRINGDTYPE
+        elif data.dtype == WHOLE_BYTES:
+            coords[cname][DTYPE_KEY] = WHOLE_BYTES
     dattrs, dtypes = plain_attrs(attrs, "the dataset")
     extra = {"name": name, "attrs": dattrs, "dataset_attr_types": dtypes, "coords": coords}
+    if name in sd_names:
+        extra[DTYPE_KEY] = STRINGDTYPE
     _write_variable(variables[name], path, storage[name], contiguous, nthreads, extra, bar)
 
 
@@ -335,11 +361,12 @@ def _write_tree(groups: dict, encodings: dict, root: Path, nthreads, bar) -> Non
     for gpath, ds in groups.items():
         gdir = root.joinpath(*[p for p in gpath.split("/") if p])
         gdir.mkdir(parents=True, exist_ok=True)
-        variables, attrs, storage, _ = _encode_group(ds, encodings.get(gpath) or {})
+        variables, attrs, storage, _, sd_names = _encode_group(ds, encodings.get(gpath) or {})
         gattrs, gtypes = plain_attrs(attrs, f"group {gpath!r}")
         _write_attrs_frame(gdir / VLMETA_NAME, gattrs, gtypes)
         for name, var in variables.items():
-            _write_variable(var, gdir / f"{name}.b2nd", storage[name], True, nthreads, {}, bar)
+            extra = {DTYPE_KEY: STRINGDTYPE} if name in sd_names else {}
+            _write_variable(var, gdir / f"{name}.b2nd", storage[name], True, nthreads, extra, bar)
 
 
 def _write_embed(path: Path) -> None:
@@ -374,6 +401,8 @@ def _with_info(attrs: dict, info: dict) -> dict:
 def _write_variable(var, path: Path, storage: dict, contiguous: bool, nthreads, extra, bar) -> None:
     """One variable as one b2nd frame, its chunks computed and encoded in C order."""
     var = _fixed_width(var, extra.get("name", Path(path).stem))  # a tree's member: name.b2nd
+    if var.dtype == WHOLE_BYTES:
+        extra = {**extra, DTYPE_KEY: WHOLE_BYTES}
     dtype = writable_dtype(var.dtype)  # a writer's input: never B2ndMeta's FormatError
     shape = tuple(var.shape)
     chunks, blocks = _chunking(var, storage)

@@ -335,6 +335,8 @@ class Writer:
         client = _Client(doc)
         meta = client.meta
         dtype = meta.data_type.to_native_dtype()
+        if dtype.kind == "T":
+            _refuse_variable_width(node, dtype)
         codec = client.b2nd
         if codec is not None and codec.endian == "big" and dtype.itemsize > 1:
             dtype = dtype.newbyteorder(">")
@@ -524,6 +526,24 @@ class Writer:
 
 
 _MISSING = object()
+
+
+def _refuse_variable_width(node: str, dtype: np.dtype) -> None:
+    """Zarr's variable-length strings (``"string"``, what xarray writes NumPy's StringDType
+    and object strings as) have no fixed width to create a frame with before the chunks
+    come: refused, naming the array, before anything is written."""
+    from ...errors import UnsupportedError
+
+    exc = UnsupportedError("dtype", str(dtype))
+    exc.args = (
+        f"unsupported dtype {dtype} for array {node or '/'!r}: Zarr's variable-length "
+        "strings cannot be stored in a b2nd frame, which holds fixed-size items. Write the "
+        "Dataset with b2store.to_b2nd, which stores them as fixed-width strings (missing "
+        "values as '', as xarray's writers do), or cast the variable to fixed-width strings "
+        "first (object strings: ds[name].fillna('').astype(str); StringDType: "
+        "ds[name].astype('U<width>'))",
+    )
+    raise exc
 
 
 def _run(coroutine):
