@@ -507,3 +507,62 @@ def test_drawn_vlmeta_either_open_as_stored_or_are_refused(tmp_path_factory, vlm
     if "attrs" in vlmeta:
         expected = (np.cumsum(expected, dtype="i2") * 0.01 + 280.0).astype("f4")
     np.testing.assert_array_equal(ds[name].values, expected)
+
+
+# --- the other way: what xarray-blosc2 sees of files to_b2nd writes ---------------------------
+
+
+def _ours():
+    return xr.Dataset(
+        {
+            "t": (("time", "lat"), np.arange(12.0).reshape(3, 4), {"units": "K", "n": 3}),
+            "s": (("lat",), np.arange(4, dtype="i4"), {"long_name": "station"}),
+        },
+        coords={"time": np.arange(3.0), "lat": np.linspace(0.0, 1.0, 4)},
+        attrs={"title": "x"},
+    )
+
+
+@pytest.mark.parametrize("suffix", [".b2d", ".b2z"])
+def test_xarray_blosc2_reads_b2store_trees_with_their_dims(tmp_path, xb2, suffix):
+    ds = _ours()
+    path = to_b2nd(ds, tmp_path / f"d{suffix}")
+    theirs = xr.open_dataset(path, engine="blosc2").load()
+    # Dimensions, values and index coordinates; of the attributes, units and long_name (it
+    # reads others from a JSON string, global ones from a dataset.json b2store does not write).
+    expected = ds.copy()
+    expected.attrs = {}
+    expected["t"].attrs = {"units": "K"}
+    xr.testing.assert_identical(theirs, expected)
+    # b2store reads its own file as before: dims is no attribute, nor a foreign marker.
+    assert ENGINE.guess_can_open(path)
+    xr.testing.assert_identical(xr.open_dataset(path, engine="b2nd").load(), ds)
+
+
+def test_xarray_blosc2_reads_a_b2store_frame_with_its_name_and_dims(tmp_path, xb2):
+    one = _ours()[["t"]].drop_vars(["time", "lat"])
+    path = to_b2nd(one, tmp_path / "other-name.b2nd")
+    theirs = xr.open_dataset(path, engine="blosc2").load()
+    assert list(theirs.data_vars) == ["t"] and theirs.t.dims == ("time", "lat")
+    np.testing.assert_array_equal(theirs.t.values, one.t.values)
+    assert ENGINE.guess_can_open(path)
+    xr.testing.assert_identical(xr.open_dataset(path, engine="b2nd").load(), one)
+
+
+def test_the_keys_for_xarray_blosc2_are_no_attributes_anywhere(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    import blosc2
+
+    ds = _ours()
+    path = to_b2nd(ds, tmp_path / "d.b2d")
+    arr = blosc2.open(str(tmp_path / "d.b2d" / "t.b2nd"))
+    vlmeta = arr.vlmeta
+    assert vlmeta["dims"] == ["time", "lat"] and vlmeta["_ARRAY_DIMENSIONS"] == ["time", "lat"]
+    group = zarr.open_group(b2store.B2ndStore(path, mode="r"), mode="r")
+    assert "dims" not in dict(group["t"].attrs) and dict(group["t"].attrs)["units"] == "K"
+    # A user attribute of that name wins, and stays an attribute.
+    own = xr.Dataset({"v": ("x", [1.0, 2.0], {"dims": "mine"})})
+    path = to_b2nd(own, tmp_path / "v.b2nd")
+    arr = blosc2.open(path)
+    assert arr.vlmeta["dims"] == "mine"
+    xr.testing.assert_identical(xr.open_dataset(path, engine="b2nd").load(), own)

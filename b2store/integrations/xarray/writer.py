@@ -28,7 +28,7 @@ from ...nd.chunks import cparams_for, encode_array_chunk
 from ...nd.geometry import array_to_chunk, chunk_grid, chunk_nitems, chunk_region
 from ...nd.meta import B2ndMeta
 from ...nd.shapes import default_chunks_blocks
-from .conventions import DIMENSION_KEY, FORMAT_VERSION, XARRAY_KEY
+from .conventions import DIMENSION_KEY, FORMAT_VERSION, MIRRORS_KEY, XARRAY_KEY, xb2_mirrors
 from .encoding import (
     CF_KEYS,
     STORAGE_KEYS,
@@ -388,9 +388,14 @@ def _write_variable(var, path: Path, storage: dict, contiguous: bool, nthreads, 
         splitmode=storage.get("splitmode", "auto"),
     )
     attrs, types = plain_attrs(var.attrs, f"variable {path.stem!r}")
+    # xarray-blosc2's reader names dimensions from ``dims`` (a lone frame's variable from
+    # ``var``): copies, listed in _xarray so that b2store's readers skip them.
+    mirrors = xb2_mirrors(var.dims, extra.get("name"), attrs)
+    info = {**extra, "attr_types": types, MIRRORS_KEY: sorted(mirrors)}
     vlmeta = {
         DIMENSION_KEY: [str(d) for d in var.dims],
-        **_with_info(attrs, {**extra, "attr_types": types}),
+        **mirrors,
+        **_with_info(attrs, info),
     }
     size = math.prod(shape)
     schunk = SChunk.create(
