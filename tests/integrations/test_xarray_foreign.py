@@ -566,3 +566,67 @@ def test_the_keys_for_xarray_blosc2_are_no_attributes_anywhere(tmp_path):
     arr = blosc2.open(path)
     assert arr.vlmeta["dims"] == "mine"
     xr.testing.assert_identical(xr.open_dataset(path, engine="b2nd").load(), own)
+
+
+# --- lazily, elsewhere: pickles, dropped variables, drawn keys, a URL ---------------------------
+
+
+def test_a_lazy_dataset_pickles_as_recipes_and_reads_the_same(tmp_path, xb2):
+    import pickle
+
+    path = _save(xb2, tmp_path, "geogrid", True)
+    lazy = xr.open_dataset(path, engine="b2nd", chunks={"lat": 3})
+    back = pickle.loads(pickle.dumps(lazy))
+    xr.testing.assert_identical(back.compute(), xr.open_dataset(path, engine="b2nd").load())
+
+
+def test_dropped_variables_are_left_out(tmp_path, xb2):
+    path = _save(xb2, tmp_path, "lossy", True)
+    ds = xr.open_dataset(path, engine="b2nd", drop_variables=["p", "station"])
+    assert "p" not in ds and "station" not in ds and "t" in ds
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_drawn_keys_read_a_packed_variable_as_the_whole_decoded(tmp_path_factory, data):
+    # Row-differenced values read through any outer key equal the decoded whole.
+    root = tmp_path_factory.mktemp("k") / "ds"
+    root.mkdir()
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    stored = rng.integers(-300, 300, (3, 5, 17)).astype("i2")
+    b2store.asarray(
+        stored,
+        str(root / "t.b2nd"),
+        chunks=(2, 3, 6),
+        blocks=(1, 2, 4),
+        vlmeta={"dims": ["a", "b", "c"], "var": "t"},
+    )
+    params = {"scale_factor": 0.5, "add_offset": 1.0, "original_dtype": "float64"}
+    params["row_diff"] = True
+    (root / "dataset.json").write_text(json.dumps({"geogrid": {"t": params}}))
+    whole = (np.cumsum(stored, axis=-1, dtype="i2").astype("f8") * 0.5 + 1.0).astype("f8")
+    ds = xr.open_dataset(root, engine="b2nd")
+    np.testing.assert_array_equal(ds.t.values, whole)
+
+    def key(n):
+        return data.draw(
+            st.one_of(
+                st.integers(-n, n - 1),
+                st.slices(n),
+                st.lists(st.integers(-n, n - 1), max_size=5).map(np.array),
+            )
+        )
+
+    keys = {d: key(n) for d, n in ds.sizes.items()}
+    np.testing.assert_array_equal(
+        ds.t.isel(keys).values, xr.DataArray(whole, dims=("a", "b", "c")).isel(keys).values
+    )
+
+
+def test_a_b2z_behind_a_url_is_read_by_its_frames_vlmeta(tmp_path, xb2):
+    from http_server import serve_directory
+
+    path = _save(xb2, tmp_path, "geogrid", True)
+    with serve_directory(tmp_path) as (url, _):
+        remote = xr.open_dataset(f"{url}/{path.name}", engine="b2nd").load()
+    xr.testing.assert_identical(remote, _reference(xb2, tmp_path, "geogrid"))
