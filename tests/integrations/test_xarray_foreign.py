@@ -630,3 +630,30 @@ def test_a_b2z_behind_a_url_is_read_by_its_frames_vlmeta(tmp_path, xb2):
     with serve_directory(tmp_path) as (url, _):
         remote = xr.open_dataset(f"{url}/{path.name}", engine="b2nd").load()
     xr.testing.assert_identical(remote, _reference(xb2, tmp_path, "geogrid"))
+
+
+def _daily(start: str, n: int) -> xr.Dataset:
+    time = np.datetime64(start, "ns") + np.arange(n) * np.timedelta64(1, "D")
+    return xr.Dataset(
+        {"v": (("time", "x"), np.arange(n * 3, dtype="f8").reshape(n, 3), {"units": "m"})},
+        coords={"time": time, "x": [10, 20, 30]},
+    )
+
+
+def test_times_and_an_appended_dataset_read_as_xarray_blosc2_reads_them(tmp_path, xb2):
+    root = xb2.save_dataset(_daily("2024-01-01", 3), tmp_path / "ds")
+    xb2.append_dataset(_daily("2024-01-04", 2), root)
+    theirs = xr.open_dataset(root, engine="blosc2").load()
+    ours = xr.open_dataset(root, engine="b2nd").load()
+    assert ours.sizes["time"] == 5 and ours.time.dtype == np.dtype("M8[ns]")
+    xr.testing.assert_identical(ours, theirs)
+
+
+@pytest.mark.parametrize("freeze", [False, True])
+def test_a_sharded_dataset_is_refused_by_name(tmp_path, xb2, freeze):
+    root = xb2.save_dataset(
+        _daily("2024-01-05", 6), tmp_path / "ds", shard_by="isoweek", freeze=freeze
+    )
+    what = r"sharded dataset \(a .b2z shard\) '2024W01.b2z'" if freeze else "nested dataset"
+    with pytest.raises(b2store.UnsupportedError, match=what):
+        xr.open_dataset(root, engine="b2nd")

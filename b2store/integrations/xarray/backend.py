@@ -34,7 +34,7 @@ from xarray.backends.common import (
 from ... import _files
 from ...errors import FormatError
 from ...limits import Limits, resolve
-from .blosc2_layout import xb2_tree_dataset
+from .blosc2_layout import refuse_shards, xb2_tree_dataset
 from .foreign import (
     SEALED_MARKER,
     ForeignLayoutError,
@@ -207,8 +207,10 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
         resolve(limits)  # a TypeError before anything is opened
         _check_variable_name(variable_name)
         path = _path_of(filename_or_obj)
-        xb2 = _refuse_sealed(path)
-        kind = _classify(path) or _kind_by_suffix(path)
+        xb2 = _refuse_sealed(path)  # its markers are a directory's or a zip's: a tree
+        if xb2:
+            refuse_shards(path)
+        kind = "tree" if xb2 else _classify(path) or _kind_by_suffix(path)
         if kind == "frame":
             if group not in (None, "", "/"):
                 raise ValueError(f"a single frame has no groups; group={group!r}")
@@ -261,8 +263,10 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
         resolve(limits)  # a TypeError before anything is opened
         _check_variable_name(variable_name)
         path = _path_of(filename_or_obj)
-        xb2 = _refuse_sealed(path)
-        kind = _classify(path) or _kind_by_suffix(path)
+        xb2 = _refuse_sealed(path)  # its markers are a directory's or a zip's: a tree
+        if xb2:
+            refuse_shards(path)
+        kind = "tree" if xb2 else _classify(path) or _kind_by_suffix(path)
         if kind == "frame":
             frame = _frame_dataset(
                 path, storage_options, _lock_of(lock), decoders, limits, variable_name

@@ -22,8 +22,10 @@ frame (``_name.b2nd``) other than ``_commit``, a file other than ``dataset.json`
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 from xarray import Dataset, Variable, conventions
@@ -39,7 +41,7 @@ from .packings import (
     packed_data,
 )
 
-__all__ = ["xb2_tree_dataset", "xb2_frame_dataset"]
+__all__ = ["xb2_tree_dataset", "xb2_frame_dataset", "refuse_shards"]
 
 MANIFEST = "dataset.json"
 PIPELINE = "pipeline.yaml"
@@ -201,6 +203,16 @@ def xb2_frame_dataset(arr, opener, stem: str, lock, decoders: dict) -> Dataset:
 # --- a dataset ---------------------------------------------------------------------------------
 
 
+def refuse_shards(path: str) -> None:
+    """A local directory of ``.b2z`` shards (``shard_by="isoweek", freeze=True``) holds no
+    frame to list as a tree: refused here, by name, before it is listed."""
+    p = Path(path.removeprefix("file://")).expanduser()
+    if p.is_dir():
+        shards = sorted(e.name for e in os.scandir(p) if e.name.endswith(".b2z"))
+        if shards:
+            raise _unsupported("sharded dataset (a .b2z shard)", shards[0])
+
+
 def _manifest(tree) -> dict:
     if MANIFEST not in tree.files():
         return {}
@@ -222,6 +234,8 @@ def _check_files(tree) -> None:
             continue
         if "/" in name:
             raise _unsupported("nested dataset (a group in a subdirectory)", name)
+        if name.endswith(".b2z"):
+            raise _unsupported("sharded dataset (a .b2z shard)", name)
         if name.endswith((".zstd", ".zstd.json")) or name == "_zstd_dict.bin":
             raise _unsupported("ZSTD-dictionary compressed variable", name)
         raise _unsupported("dataset file", name)
