@@ -112,7 +112,17 @@ def _str_or_none(vlmeta: Mapping, key: str, where: str) -> str | None:
 
 def _variable(arr, opener, stem: str, lock, manifest: Mapping, where: str, single: bool):
     """``(name, variable, is_coord, handle)`` of one frame in xarray-blosc2's layout; the
-    frame is consumed (closed by the handle, or here when read eagerly)."""
+    frame is consumed: closed by the handle, or here when read eagerly or refused."""
+    handed = []
+    try:
+        return _read_variable(arr, opener, stem, lock, manifest, where, single, handed)
+    except BaseException:
+        if not handed:
+            arr.schunk.close()
+        raise
+
+
+def _read_variable(arr, opener, stem, lock, manifest, where, single, handed):
     vlmeta = dict(arr.vlmeta)
     unknown = sorted(set(vlmeta) - VLMETA_KEYS)
     if unknown:
@@ -150,19 +160,18 @@ def _variable(arr, opener, stem: str, lock, manifest: Mapping, where: str, singl
         if len(dims) != 1 or len(labels) != arr.size:
             raise FormatError(f"{where} vlmeta 'labels'", f"{arr.size} labels", len(labels))
         arr.schunk.close()
+        handed.append(None)
         return name, Variable(dims, np.array(labels), attrs), True, None
     if kind == "string":
         raise _unsupported(f"vlmeta 'dtype' of {where} (not a coordinate)", kind)
     if is_coord and dims == ("_scalar",):
-        try:
-            if arr.size < 1:
-                raise FormatError(f"{where} scalar coordinate", "one value", "none")
-            value = np.asarray(arr[(0,) * arr.ndim])
-        finally:
-            arr.schunk.close()
+        if arr.size < 1:
+            raise FormatError(f"{where} scalar coordinate", "one value", "none")
+        value = np.asarray(arr[(0,) * arr.ndim])
+        arr.schunk.close()
+        handed.append(None)
         return name, Variable((), value[()], attrs), True, None
     if len(dims) != arr.ndim:
-        arr.schunk.close()
         raise FormatError(f"{where} vlmeta 'dims'", f"{arr.ndim} names", repr(list(dims)))
 
     packing, clean = None, ()
@@ -175,7 +184,10 @@ def _variable(arr, opener, stem: str, lock, manifest: Mapping, where: str, singl
         packing, clean = lossy_packing(attrs, arr.dtype, where), LOSSY_ATTRS
     if packing is not None:
         attrs = {k: v for k, v in attrs.items() if k not in clean and not k.startswith("_geogrid")}
+        if packing.row_diff and not arr.ndim:
+            raise FormatError(f"{where} geogrid row_diff", "an array with rows", "a scalar")
     variable, handle = _lazy_variable(opener, arr, lock, dims)
+    handed.append(handle)
     if packing is None:
         variable.attrs = attrs
         return name, variable, is_coord, handle

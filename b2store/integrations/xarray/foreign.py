@@ -40,7 +40,6 @@ __all__ = [
     "foreign_layout",
     "foreign_vlmeta",
     "owner_engine_installed",
-    "refuse_foreign",
 ]
 
 MANIFEST = "dataset.json"
@@ -48,7 +47,10 @@ COORD_PREFIX = "_coord_"
 SEALED_MAGIC = b"B2ENCBLB\x02"
 SEALED_MARKER = "an xarray-blosc2 sealed (encrypted) dataset blob"
 _ZIP_MAGIC = b"PK\x03\x04"
-_OWNER = "xarray-blosc2's engine reads it: xr.open_dataset(path, engine='blosc2')"
+_OWNER = (
+    "xarray-blosc2 reads it: xarray_blosc2.open(path, key=...) for a sealed blob, "
+    "xr.open_dataset(path, engine='blosc2') otherwise"
+)
 
 
 class ForeignLayoutError(UnsupportedError):
@@ -63,8 +65,7 @@ class ForeignLayoutError(UnsupportedError):
         NotImplementedError.__init__(
             self,
             f"{path} is in xarray-blosc2's layout ({marker}), which the b2nd engine does not "
-            "decode (it would serve that layout's bookkeeping and packed values as data); "
-            f"{_OWNER}",
+            f"decode there; {_OWNER}",
         )
 
     def __reduce__(self):
@@ -161,11 +162,3 @@ def owner_engine_installed() -> bool:
     from xarray.backends import list_engines
 
     return "blosc2" in list_engines()
-
-
-def refuse_foreign(path: str, marker: str | None = None) -> None:
-    """Raise :class:`ForeignLayoutError` if ``path`` (or ``marker``, found by the caller)
-    says xarray-blosc2's layout."""
-    marker = marker or foreign_layout(path)
-    if marker:
-        raise ForeignLayoutError(path, marker)

@@ -138,8 +138,6 @@ class PackedBackendArray(B2ndBackendArray):
         super().__init__(manager, shape, stored_dtype, lock)
         self.packing = packing
         self.dtype = packing.dtype
-        if packing.row_diff and not self.shape:
-            raise FormatError("geogrid row_diff", "an array with rows", "a scalar")
 
     def _getitem(self, key: tuple) -> np.ndarray:
         key = tuple(key) + (slice(None),) * (len(self.shape) - len(key))
