@@ -518,7 +518,11 @@ def _ours():
             "t": (("time", "lat"), np.arange(12.0).reshape(3, 4), {"units": "K", "n": 3}),
             "s": (("lat",), np.arange(4, dtype="i4"), {"long_name": "station"}),
         },
-        coords={"time": np.arange(3.0), "lat": np.linspace(0.0, 1.0, 4)},
+        coords={
+            "time": np.arange(3.0),
+            "lat": np.linspace(0.0, 1.0, 4),
+            "area": (("time", "lat"), np.ones((3, 4)), {"units": "m2"}),
+        },
         attrs={"title": "x"},
     )
 
@@ -528,8 +532,9 @@ def test_xarray_blosc2_reads_b2store_trees_with_their_dims(tmp_path, xb2, suffix
     ds = _ours()
     path = to_b2nd(ds, tmp_path / f"d{suffix}")
     theirs = xr.open_dataset(path, engine="blosc2").load()
-    # Dimensions, values and index coordinates; of the attributes, units and long_name (it
-    # reads others from a JSON string, global ones from a dataset.json b2store does not write).
+    # Dimensions, values, coordinates (by is_coord); of the attributes, units and long_name
+    # (it reads others from a JSON string, global ones from a dataset.json b2store does not
+    # write).
     expected = ds.copy()
     expected.attrs = {}
     expected["t"].attrs = {"units": "K"}
@@ -540,7 +545,7 @@ def test_xarray_blosc2_reads_b2store_trees_with_their_dims(tmp_path, xb2, suffix
 
 
 def test_xarray_blosc2_reads_a_b2store_frame_with_its_name_and_dims(tmp_path, xb2):
-    one = _ours()[["t"]].drop_vars(["time", "lat"])
+    one = _ours()[["t"]].drop_vars(["time", "lat", "area"])
     path = to_b2nd(one, tmp_path / "other-name.b2nd")
     theirs = xr.open_dataset(path, engine="blosc2").load()
     assert list(theirs.data_vars) == ["t"] and theirs.t.dims == ("time", "lat")
@@ -558,8 +563,12 @@ def test_the_keys_for_xarray_blosc2_are_no_attributes_anywhere(tmp_path):
     arr = blosc2.open(str(tmp_path / "d.b2d" / "t.b2nd"))
     vlmeta = arr.vlmeta
     assert vlmeta["dims"] == ["time", "lat"] and vlmeta["_ARRAY_DIMENSIONS"] == ["time", "lat"]
+    area = blosc2.open(str(tmp_path / "d.b2d" / "area.b2nd"))
+    assert area.vlmeta["is_coord"] is True
     group = zarr.open_group(b2store.B2ndStore(path, mode="r"), mode="r")
     assert "dims" not in dict(group["t"].attrs) and dict(group["t"].attrs)["units"] == "K"
+    assert "is_coord" not in dict(group["area"].attrs)
+    assert xr.open_zarr(b2store.B2ndStore(path, mode="r")).area.attrs == {"units": "m2"}
     # A user attribute of that name wins, and stays an attribute.
     own = xr.Dataset({"v": ("x", [1.0, 2.0], {"dims": "mine"})})
     path = to_b2nd(own, tmp_path / "v.b2nd")

@@ -95,12 +95,15 @@ def mirror_keys(vlmeta: Mapping) -> frozenset:
     )
 
 
-def xb2_mirrors(dims, name: str | None, attrs: Mapping) -> dict:
+def xb2_mirrors(dims, name: str | None, attrs: Mapping, coord: bool = False) -> dict:
     """What xarray-blosc2's reader needs to name a variable's dimensions (and a lone frame's
-    variable), where no attribute of the same name is in the way."""
-    out = {"dims": [str(d) for d in dims]}
+    variable, and to tell a tree's coordinate), where no attribute of that name is in the
+    way."""
+    out: dict = {"dims": [str(d) for d in dims]}
     if name is not None:
         out["var"] = str(name)
+    if coord:
+        out["is_coord"] = True
     return {k: v for k, v in out.items() if k not in attrs}
 
 

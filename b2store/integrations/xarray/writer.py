@@ -335,11 +335,13 @@ def _write_tree(groups: dict, encodings: dict, root: Path, nthreads, bar) -> Non
     for gpath, ds in groups.items():
         gdir = root.joinpath(*[p for p in gpath.split("/") if p])
         gdir.mkdir(parents=True, exist_ok=True)
-        variables, attrs, storage, _ = _encode_group(ds, encodings.get(gpath) or {})
+        variables, attrs, storage, coords = _encode_group(ds, encodings.get(gpath) or {})
         gattrs, gtypes = plain_attrs(attrs, f"group {gpath!r}")
         _write_attrs_frame(gdir / VLMETA_NAME, gattrs, gtypes)
         for name, var in variables.items():
-            _write_variable(var, gdir / f"{name}.b2nd", storage[name], True, nthreads, {}, bar)
+            _write_variable(
+                var, gdir / f"{name}.b2nd", storage[name], True, nthreads, {}, bar, name in coords
+            )
 
 
 def _write_embed(path: Path) -> None:
@@ -371,8 +373,11 @@ def _with_info(attrs: dict, info: dict) -> dict:
     return vlmeta
 
 
-def _write_variable(var, path: Path, storage: dict, contiguous: bool, nthreads, extra, bar) -> None:
-    """One variable as one b2nd frame, its chunks computed and encoded in C order."""
+def _write_variable(
+    var, path: Path, storage: dict, contiguous: bool, nthreads, extra, bar, coord=False
+) -> None:
+    """One variable as one b2nd frame, its chunks computed and encoded in C order; ``coord``
+    when it is one of a tree's coordinates."""
     var = _fixed_width(var, extra.get("name", Path(path).stem))  # a tree's member: name.b2nd
     dtype = writable_dtype(var.dtype)  # a writer's input: never B2ndMeta's FormatError
     shape = tuple(var.shape)
@@ -389,8 +394,9 @@ def _write_variable(var, path: Path, storage: dict, contiguous: bool, nthreads, 
     )
     attrs, types = plain_attrs(var.attrs, f"variable {path.stem!r}")
     # xarray-blosc2's reader names dimensions from ``dims`` (a lone frame's variable from
-    # ``var``): copies, listed in _xarray so that b2store's readers skip them.
-    mirrors = xb2_mirrors(var.dims, extra.get("name"), attrs)
+    # ``var``) and tells coordinates by ``is_coord``: copies of what _ARRAY_DIMENSIONS and
+    # _xarray say, listed in _xarray so that b2store's readers skip them.
+    mirrors = xb2_mirrors(var.dims, extra.get("name"), attrs, coord)
     info = {**extra, "attr_types": types, MIRRORS_KEY: sorted(mirrors)}
     vlmeta = {
         DIMENSION_KEY: [str(d) for d in var.dims],
