@@ -207,7 +207,7 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
         resolve(limits)  # a TypeError before anything is opened
         _check_variable_name(variable_name)
         path = _path_of(filename_or_obj)
-        xb2 = _refuse_sealed(path)  # its markers are a directory's or a zip's: a tree
+        xb2 = _xb2_layout(path)  # its markers are a directory's or a zip's: a tree
         if xb2:
             refuse_shards(path)
         kind = "tree" if xb2 else _classify(path) or _kind_by_suffix(path)
@@ -263,7 +263,7 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
         resolve(limits)  # a TypeError before anything is opened
         _check_variable_name(variable_name)
         path = _path_of(filename_or_obj)
-        xb2 = _refuse_sealed(path)  # its markers are a directory's or a zip's: a tree
+        xb2 = _xb2_layout(path)  # its markers are a directory's or a zip's: a tree
         if xb2:
             refuse_shards(path)
         kind = "tree" if xb2 else _classify(path) or _kind_by_suffix(path)
@@ -302,9 +302,9 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
         return datatree_from_dict_with_io_cleanup(groups)
 
 
-def _refuse_sealed(path: str) -> bool:
-    """Whether a local ``path`` is in xarray-blosc2's layout; its sealed (encrypted) blob is
-    refused here."""
+def _xb2_layout(path: str) -> bool:
+    """Whether a local ``path`` is in xarray-blosc2's layout (its files say so; behind a URL
+    its frames' vlmeta do, when opened); its sealed (encrypted) blob is refused here."""
     if _is_remote(path):
         return False
     marker = foreign_layout(path)
