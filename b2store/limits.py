@@ -68,13 +68,18 @@ class Limits:
         Dimensions of a b2nd array. Default 16 (B2ND_MAX_DIM, what the format can store).
     max_tree_members
         Entries of a ``.b2z`` zip's central directory, and arrays plus groups of any tree
-        (what listing a tree allocates). Default 1,000,000. The bytes of a ``.b2z``'s members
+        (what listing a tree allocates). Default 1,000,000. The bytes of a ``.b2z``'s frames
         need no limit of their own: they are stored, not compressed, and lie inside the file.
     max_tree_depth
         Levels of groups above a tree's array or group (the parts of a ``.b2z`` member's
         name, the directories of a ``.b2d``). Default 128: zarr's and xarray's walks of a
         group recurse once a level, and so do Python 3.11's ``os.walk`` (10,000 levels
         raised ``RecursionError``).
+    max_member_nbytes
+        Bytes of a tree member that is read whole into memory rather than in place: a
+        deflated ``.b2z`` member (xarray-blosc2 deflates its ``dataset.json``), inflated at
+        most this far whatever its header says, and a manifest file of a directory. Default
+        8 MiB (a manifest of a few thousand variables is tens of kB).
     """
 
     max_chunk_nbytes: int = 1 << 30
@@ -86,6 +91,7 @@ class Limits:
     max_ndim: int = 16
     max_tree_members: int = 1_000_000
     max_tree_depth: int = 128
+    max_member_nbytes: int = 8 << 20
 
     def __post_init__(self):
         for f in dataclasses.fields(self):

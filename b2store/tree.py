@@ -10,7 +10,8 @@ The layouts (python-blosc2's ``DictStore``/``TreeStore``):
   group's attributes (``/grp/lon`` is ``grp/lon.b2nd``);
 - a **.b2z** zip of the same members, stored uncompressed so that each member is a frame
   that can be read where it lies: its data starts after the local header
-  (``header offset + 30 + name length + extra length``);
+  (``header offset + 30 + name length + extra length``); members that are no frames (another
+  writer's manifest) may be deflated, and are read whole by :meth:`Tree.read_file`;
 - a single frame (file or sparse-frame directory): one array named after the file.
 
 Listing reads directory entries or the zip's central directory, never array data.
@@ -35,7 +36,7 @@ from .frame import remote
 from .frame.header import FrameHeader
 from .frame.sniff import FRAME_PREFIX_LENGTH, NotBlosc2Error, looks_like_directory
 from .limits import LimitError, Limits, resolve
-from .zipdir import member_data_offset, zip_members
+from .zipdir import STORED, member_data_offset, read_member, zip_members
 
 __all__ = ["open_tree", "Tree", "ArrayRef", "open_frame", "is_url"]
 
@@ -359,6 +360,8 @@ class Tree:
         # group path -> (urlpath, offset, length) of its __vlmeta__ frame, or None
         self._groups: dict[str, tuple | None] = {"/": None}
         self._attrs: dict[str, Mapping] | None = None
+        # Files that are no Blosc2 frames (another writer's manifest): path -> zip member
+        self._other: dict[str, Any] = {}
         files = self._files
         if not files.exists():
             raise FileNotFoundError(f"no tree at {urlpath}")
@@ -461,6 +464,7 @@ class Tree:
                     self._list_embedded(self._files.join(sub), 0, None)
                 elif not name.startswith(".") and not name.endswith(_BLOSC2_SUFFIXES):
                     foreign = True
+                    self._other[sub] = None
         return foreign
 
     def _list_zip(self) -> bool:
@@ -475,7 +479,14 @@ class Tree:
                 if dirname:
                     self._add_group(prefix)
                 foreign = foreign or bool(base) and not base.startswith(".")
+                self._other[name] = member
                 continue
+            if member.method != STORED:
+                raise FormatError(
+                    f"zip member {name!r} compression",
+                    "stored (0): a frame is read where it lies; unzip it and open the directory",
+                    f"deflated ({member.method})",
+                )
             offset = member_data_offset(self._files, member)
             if name.endswith(ARRAY_EXT):
                 path = prefix + "/" + base[: -len(ARRAY_EXT)]
@@ -545,6 +556,24 @@ class Tree:
     def arrays(self) -> dict[str, ArrayRef]:
         """Array path (``"/temp"``, ``"/grp/lon"``) -> a reference that opens it."""
         return dict(sorted(self._arrays.items()))
+
+    def files(self) -> list[str]:
+        """The tree's files that are no Blosc2 frames (another writer's ``dataset.json``),
+        as posix paths relative to its root, hidden ones left out."""
+        return sorted(self._other)
+
+    def read_file(self, name: str) -> bytes:
+        """The bytes of one of :meth:`files`, read whole into memory: at most
+        ``limits.max_member_nbytes`` (a deflated ``.b2z`` member is inflated no further,
+        whatever its header says)."""
+        if name not in self._other:
+            raise KeyError(f"no file {name!r} besides the frames of {self.urlpath}")
+        member = self._other[name]
+        if member is not None:
+            return read_member(self._files, member, self.limits)
+        size = self._files.size(name)
+        resolve(self.limits).check("max_member_nbytes", size, f"{name} bytes")
+        return self._files.read(name, 0, size)
 
 
 def _check_frame_head(head: bytes, size: int, urlpath: str) -> None:

@@ -1,22 +1,31 @@
-"""The central directory of a ``.b2z`` zip: its members (stored, never compressed, each a span
-of its own inside the file) and where each member's bytes start, read by a few byte ranges.
+"""The central directory of a ``.b2z`` zip: its members (each a span of its own inside the
+file) and where each member's bytes start, read by a few byte ranges; and the bytes of a
+small member read whole (:func:`read_member`).
+
+A frame is read where it lies, so it must be stored. Other members may be deflated too
+(xarray-blosc2 deflates its ``dataset.json``): they are listed, and inflated only when read,
+in memory and at most ``Limits.max_member_nbytes`` whatever their header says.
 
 Everything a hostile zip could ask for is checked against the file before it is used: the
 end record is read whole, the entry count is bounded by ``Limits.max_tree_members`` and by
 the directory's size, members may not overlap each other or the directory (the classic zip
-bomb), compressed or encrypted members and names leaving the tree are refused.
+bomb), members compressed otherwise than deflated, encrypted ones and names leaving the tree
+are refused.
 """
 
 from __future__ import annotations
 
 import struct
+import zlib
 from dataclasses import dataclass
 from typing import Protocol
 
 from .errors import FormatError
 from .limits import Limits, resolve
 
-__all__ = ["zip_members", "member_data_offset"]
+__all__ = ["zip_members", "member_data_offset", "read_member", "STORED", "DEFLATED"]
+
+STORED, DEFLATED = 0, 8  # the zip compression methods a .b2z member may have
 
 
 class ZipFile(Protocol):
@@ -43,6 +52,13 @@ class _Member:
     # The name's length in the central directory: the local header's is the same, so the
     # header and the name are read in one request.
     name_len: int = 0
+    method: int = STORED
+    csize: int = -1  # the bytes the member takes in the file (``size`` when stored)
+    crc: int | None = None
+
+    @property
+    def stored_size(self) -> int:
+        return self.size if self.csize < 0 else self.csize
 
 
 def _safe_member_name(name: str) -> str:
@@ -110,7 +126,8 @@ def zip_members(files: ZipFile, limits: Limits | None = None) -> list[_Member]:
                 "zip central directory", "a whole entry", "truncated", cd_offset + pos
             )
         fields = _CENTRAL.unpack_from(cd, pos)
-        sig, flags, method, csize, usize = fields[0], fields[3], fields[4], fields[8], fields[9]
+        sig, flags, method, crc = fields[0], fields[3], fields[4], fields[7]
+        csize, usize = fields[8], fields[9]
         name_len, extra_len, comment_len, header_offset = (
             fields[10],
             fields[11],
@@ -141,18 +158,21 @@ def zip_members(files: ZipFile, limits: Limits | None = None) -> list[_Member]:
             continue  # a directory entry
         if flags & 0x1:
             raise FormatError(f"zip member {name!r}", "not encrypted", "encrypted")
-        if method != 0:
+        if method not in (STORED, DEFLATED):
             raise FormatError(
                 f"zip member {name!r} compression",
-                "stored (0): a .b2z is read in place; unzip it and open the directory",
+                "stored (0), or deflated (8) for a small member that is no frame: a .b2z is"
+                " read in place; unzip it and open the directory",
                 method,
             )
-        if csize != usize:
+        if method == STORED and csize != usize:
             raise FormatError(f"zip member {name!r} size", f"{usize} (stored)", csize)
-        members.append(_Member(_safe_member_name(name), header_offset, usize, name_len))
+        members.append(
+            _Member(_safe_member_name(name), header_offset, usize, name_len, method, csize, crc)
+        )
     # Members may not overlap each other or the central directory (the classic zip bomb).
     spans = sorted(
-        (m.header_offset, m.header_offset + _LOCAL.size + m.size, m.name) for m in members
+        (m.header_offset, m.header_offset + _LOCAL.size + m.stored_size, m.name) for m in members
     )
     last_end = 0
     for begin, end, name in spans:
@@ -198,3 +218,63 @@ def member_data_offset(files: ZipFile, member: _Member) -> int:
     if name.decode("utf-8", "replace") != member.name and name.decode("cp437") != member.name:
         raise FormatError(f"zip member {member.name!r}", "the same name in its local header", name)
     return member.header_offset + _LOCAL.size + name_len + extra_len
+
+
+_PIECE = 1 << 16  # compressed bytes read (one request over HTTP) per step of inflating
+
+
+def read_member(files: ZipFile, member: _Member, limits: Limits | None = None) -> bytes:
+    """The bytes of a small member, read whole: stored ones as they lie, deflated ones
+    inflated in memory. Either is at most ``limits.max_member_nbytes``: the size the central
+    directory states is checked first, and inflating stops one byte past the smaller of it
+    and the limit, so a member whose header lies (a zip bomb) never inflates further."""
+    limit = resolve(limits).max_member_nbytes
+    field = f"zip member {member.name!r} bytes"
+    resolve(limits).check("max_member_nbytes", member.size, field, member.header_offset)
+    start = member_data_offset(files, member)
+    if member.method == STORED:
+        data = files.read("", start, member.size)
+    else:
+        data = _inflate(files, member, start, min(member.size, limit))
+    if member.crc is not None and zlib.crc32(data) != member.crc:
+        raise FormatError(
+            f"zip member {member.name!r} CRC-32", hex(member.crc), hex(zlib.crc32(data)), start
+        )
+    return data
+
+
+def _inflate(files: ZipFile, member: _Member, start: int, budget: int) -> bytes:
+    """Inflate the member's raw deflate stream, never producing more than ``budget + 1``
+    bytes (zlib's ``max_length`` caps each call; what is left waits in its input tail)."""
+    inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+    out = bytearray()
+    pos, csize = 0, member.stored_size
+    try:
+        while pos < csize and not inflater.eof:
+            data = files.read("", start + pos, min(_PIECE, csize - pos))
+            pos += len(data)
+            while data and not inflater.eof:
+                # budget + 1 - len(out) >= 1 here: a max_length of 0 would mean no limit.
+                out += inflater.decompress(data, budget + 1 - len(out))
+                if len(out) > budget:
+                    raise FormatError(
+                        f"zip member {member.name!r} inflated size",
+                        f"the {member.size} bytes its central directory states",
+                        f"more than {budget}",
+                        start,
+                    )
+                data = inflater.unconsumed_tail
+    except zlib.error as exc:
+        raise FormatError(
+            f"zip member {member.name!r} deflate stream", "valid deflate data", str(exc), start
+        ) from None
+    if not inflater.eof:
+        raise FormatError(
+            f"zip member {member.name!r} deflate stream",
+            f"its end within {csize} compressed bytes",
+            "truncated",
+            start,
+        )
+    if len(out) != member.size:
+        raise FormatError(f"zip member {member.name!r} inflated size", member.size, len(out), start)
+    return bytes(out)

@@ -198,6 +198,17 @@ def _tree_zip(tmp_path) -> str:
     return str(path)
 
 
+def _tree_zip_deflated(tmp_path) -> str:
+    import zipfile
+
+    frame = b2store.asarray(np.arange(4)).schunk.to_cframe()
+    path = tmp_path / "m.b2z"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("a.b2nd", frame, compress_type=zipfile.ZIP_STORED)
+        z.writestr("dataset.json", b"{}" * 5000, compress_type=zipfile.ZIP_DEFLATED)
+    return str(path)
+
+
 def _compressible_vlmeta() -> bytes:
     # Stored small, decoded large: the decoded size is what max_vlmeta_nbytes must bound, and
     # the chunk limit must not be the one named (it was: issue 19, item 17).
@@ -217,6 +228,7 @@ WALK = [
     ("max_ndim", lambda p: b2store.asarray(np.zeros((2, 2, 2))).schunk.to_cframe(), None, 1),
     ("max_tree_members", _tree_dir, "tree", 2),
     ("max_tree_members", _tree_zip, "tree", 2),
+    ("max_member_nbytes", _tree_zip_deflated, "tree", 100),
 ]  # fmt: skip
 
 
@@ -231,6 +243,8 @@ def test_each_limit_error_names_the_limit_that_lets_the_input_through(tmp_path, 
             tree = b2store.open_tree(data, limits=limits)
             for ref in tree.arrays().values():
                 ref.open()[...]
+            for name in tree.files():
+                tree.read_file(name)
             return
         with b2store.open(data, limits=limits) as obj:
             if use is not None:

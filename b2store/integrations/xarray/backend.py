@@ -34,7 +34,14 @@ from xarray.backends.common import (
 from ... import _files
 from ...errors import FormatError
 from ...limits import Limits, resolve
-from .foreign import foreign_layout, foreign_vlmeta, refuse_foreign
+from .blosc2_layout import refuse_shards, xb2_tree_dataset
+from .foreign import (
+    SEALED_MARKER,
+    ForeignLayoutError,
+    foreign_layout,
+    foreign_vlmeta,
+    owner_engine_installed,
+)
 from .groups import _ancestor_sizes, _frame_dataset, _group_dataset, _open_tree
 
 __all__ = ["B2ndBackendEntrypoint"]
@@ -157,9 +164,15 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
             path = os.fspath(filename_or_obj)
             if not isinstance(path, str):
                 return False
-            # Another writer's layout (xarray-blosc2's) is left to the engine that reads it.
-            if not _is_remote(path) and (foreign_layout(path) or _foreign_frame(path)):
-                return False
+            # xarray-blosc2's layout is claimed only where its own engine is not installed:
+            # xarray asks engines in alphabetical order, b2nd before blosc2, and the engine
+            # of the writer reads its files first (its sealed blob is for it alone).
+            if not _is_remote(path):
+                marker = foreign_layout(path)
+                if marker == SEALED_MARKER:
+                    return False
+                if marker or _foreign_frame(path):
+                    return not owner_engine_installed()
             if os.path.splitext(path.rstrip("/"))[1].lower() in EXTENSIONS:
                 return True
             return _classify(path) is not None
@@ -194,9 +207,10 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
         resolve(limits)  # a TypeError before anything is opened
         _check_variable_name(variable_name)
         path = _path_of(filename_or_obj)
-        if not _is_remote(path):
-            refuse_foreign(path)
-        kind = _classify(path) or _kind_by_suffix(path)
+        xb2 = _xb2_layout(path)  # its markers are a directory's or a zip's: a tree
+        if xb2:
+            refuse_shards(path)
+        kind = "tree" if xb2 else _classify(path) or _kind_by_suffix(path)
         if kind == "frame":
             if group not in (None, "", "/"):
                 raise ValueError(f"a single frame has no groups; group={group!r}")
@@ -206,10 +220,19 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
         _no_variable_name(variable_name, path)
         tree = _open_tree(path, storage_options, limits)
         node = _group_path(group)
+        if xb2:
+            return _xb2_dataset(tree, path, node, _lock_of(lock), decoders)
         if node not in tree.groups():
             raise KeyError(f"no group {node!r} in {path}; groups: {sorted(tree.groups())}")
         sizes = _ancestor_sizes(tree, node)
-        return _group_dataset(tree, path, node, _lock_of(lock), decoders, sizes)
+        try:
+            return _group_dataset(tree, path, node, _lock_of(lock), decoders, sizes)
+        except ForeignLayoutError:
+            # Frames in xarray-blosc2's layout without its manifest or coordinate files (or
+            # behind a URL, where the files are not sniffed).
+            if node != "/":
+                raise
+            return _xb2_dataset(tree, path, node, _lock_of(lock), decoders)
 
     def open_groups_as_dict(
         self,
@@ -240,9 +263,10 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
         resolve(limits)  # a TypeError before anything is opened
         _check_variable_name(variable_name)
         path = _path_of(filename_or_obj)
-        if not _is_remote(path):
-            refuse_foreign(path)
-        kind = _classify(path) or _kind_by_suffix(path)
+        xb2 = _xb2_layout(path)  # its markers are a directory's or a zip's: a tree
+        if xb2:
+            refuse_shards(path)
+        kind = "tree" if xb2 else _classify(path) or _kind_by_suffix(path)
         if kind == "frame":
             frame = _frame_dataset(
                 path, storage_options, _lock_of(lock), decoders, limits, variable_name
@@ -251,6 +275,8 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
         _no_variable_name(variable_name, path)
         tree = _open_tree(path, storage_options, limits)
         root = _group_path(group)
+        if xb2:
+            return {"/": _xb2_dataset(tree, path, root, _lock_of(lock), decoders)}
         out, sizes = {}, {}
         for node in sorted(tree.groups()):
             if node == root or node.startswith(root.rstrip("/") + "/"):
@@ -259,7 +285,14 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
                 sizes[node] = dict(sizes.get(posixpath.dirname(node.rstrip("/")) or "/", {}))
                 if node == root:
                     sizes[node] = {}
-                out[rel] = _group_dataset(tree, path, node, _lock_of(lock), decoders, sizes[node])
+                try:
+                    out[rel] = _group_dataset(
+                        tree, path, node, _lock_of(lock), decoders, sizes[node]
+                    )
+                except ForeignLayoutError:
+                    if node != "/" or len(tree.groups()) > 1:
+                        raise
+                    return {"/": _xb2_dataset(tree, path, root, _lock_of(lock), decoders)}
         if not out:
             raise KeyError(f"no group {root!r} in {path}")
         return out
@@ -267,6 +300,23 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
     def open_datatree(self, filename_or_obj, **kwargs):
         groups = self.open_groups_as_dict(filename_or_obj, **kwargs)
         return datatree_from_dict_with_io_cleanup(groups)
+
+
+def _xb2_layout(path: str) -> bool:
+    """Whether a local ``path`` is in xarray-blosc2's layout (its files say so; behind a URL
+    its frames' vlmeta do, when opened); its sealed (encrypted) blob is refused here."""
+    if _is_remote(path):
+        return False
+    marker = foreign_layout(path)
+    if marker == SEALED_MARKER:
+        raise ForeignLayoutError(path, marker)
+    return marker is not None
+
+
+def _xb2_dataset(tree, path: str, node: str, lock, decoders) -> Dataset:
+    if node != "/":
+        raise KeyError(f"no group {node!r} in {path}: a dataset in xarray-blosc2's layout has none")
+    return xb2_tree_dataset(tree, path, lock, decoders)
 
 
 def _path_of(filename_or_obj) -> str:

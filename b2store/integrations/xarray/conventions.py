@@ -42,6 +42,7 @@ FORMAT_VERSION = 1
 DTYPE_KEY = "original_dtype"
 STRINGDTYPE = "StringDType"
 WHOLE_BYTES = "|S1"
+MIRRORS_KEY = "xb2"  # in _xarray: the vlmeta keys written for xarray-blosc2's reader
 # Keys that are bookkeeping, never attributes: ours, and python-blosc2's stores'.
 # ``_zarr_fill_value`` is the fill value a Zarr client gave B2ndStore (not a CF attribute).
 _STRUCTURAL = frozenset(
@@ -81,7 +82,8 @@ def restore_attrs(
     attributes only (no bookkeeping keys to skip)."""
     attrs = {}
     b2o = "b2o" in vlmeta or "_b2o_user_vlmeta" in vlmeta
-    items = [(k, vlmeta[k]) for k in vlmeta if raw or not is_structural(k, b2o)]
+    mirrors = () if raw else mirror_keys(vlmeta)
+    items = [(k, vlmeta[k]) for k in vlmeta if raw or not (is_structural(k, b2o) or k in mirrors)]
     if isinstance(long, Mapping):
         items += [(str(k), v) for k, v in long.items()]
     for key, value in items:
@@ -96,6 +98,28 @@ def restore_attrs(
                 pass  # a tag we cannot honour leaves the plain value
         attrs[key] = value
     return attrs
+
+
+def mirror_keys(vlmeta: Mapping) -> frozenset:
+    """The vlmeta keys ``to_b2nd`` wrote for xarray-blosc2's reader (``dims``, a lone
+    frame's ``var``), listed under ``_xarray``'s ``xb2``: copies of what b2store keeps in
+    ``_ARRAY_DIMENSIONS`` and ``_xarray``, never attributes."""
+    keys = xarray_meta(vlmeta).get(MIRRORS_KEY)
+    return (
+        frozenset(k for k in keys if isinstance(k, str)) if isinstance(keys, list) else frozenset()
+    )
+
+
+def xb2_mirrors(dims, name: str | None, attrs: Mapping, coord: bool = False) -> dict:
+    """What xarray-blosc2's reader needs to name a variable's dimensions (and a lone frame's
+    variable, and to tell a tree's coordinate), where no attribute of that name is in the
+    way."""
+    out: dict = {"dims": [str(d) for d in dims]}
+    if name is not None:
+        out["var"] = str(name)
+    if coord:
+        out["is_coord"] = True
+    return {k: v for k, v in out.items() if k not in attrs}
 
 
 def named_dims(vlmeta: Mapping, ndim: int) -> tuple[str, ...] | None:

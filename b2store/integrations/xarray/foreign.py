@@ -1,17 +1,15 @@
-"""Layouts of Blosc2 files that other xarray writers make and the ``b2nd`` engine does not
-read: recognised so that the engine declines them in ``guess_can_open`` (xarray then asks the
-engine that owns them) and refuses them when ``engine="b2nd"`` is forced, rather than serve
-their bookkeeping as if it were the data.
+"""How the ``b2nd`` engine recognises Blosc2 files that xarray-blosc2 (its ``blosc2`` engine)
+wrote, so that it reads them by that writer's conventions (:mod:`.blosc2_layout`, with its
+packings in :mod:`.packings`) rather than serve its bookkeeping as data.
 
-xarray-blosc2 (its own ``blosc2`` engine) writes a Dataset as a directory, or a ``.b2z`` zip
-of one, holding one ``.b2nd`` per variable: dimensions in a vlmeta key ``dims`` (not
-``_ARRAY_DIMENSIONS``), the variable's name in ``var``, coordinates as ``_coord_<name>.b2nd``
-frames marked ``is_coord``, attributes packed in a JSON string ``attrs``, the Dataset's in a
-``dataset.json`` manifest, and, with its ``geogrid`` preset or ``lossy=``, values quantised to
-int16 (row-differenced for geogrid) that only its reader decodes. Opened as plain frames,
-that is ``dim_0`` dimensions, coordinates as data variables, a JSON string for attributes and
-raw int16 where the data were floats. Its encrypted datasets are a sealed blob
-(``B2ENCBLB\\x02``), not a zip. The markers, any of which names the layout:
+xarray-blosc2 writes a Dataset as a directory, or a ``.b2z`` zip of one, holding one
+``.b2nd`` per variable: dimensions in a vlmeta key ``dims`` (not ``_ARRAY_DIMENSIONS``), the
+variable's name in ``var``, coordinates as ``_coord_<name>.b2nd`` frames marked
+``is_coord``, attributes packed in a JSON string ``attrs``, the Dataset's in a
+``dataset.json`` manifest (deflated in a ``.b2z``), and, with its ``geogrid`` preset or
+``lossy=``, values quantised to integers. Its encrypted datasets are a sealed blob
+(``B2ENCBLB\\x02``), not a zip: refused (:class:`ForeignLayoutError`). The markers, any of
+which names the layout:
 
 - a ``dataset.json`` at the root of a directory, or as a member of a zip, anywhere in it;
 - a ``_coord_<name>.b2nd`` beside the frames of a directory or zip that is no python-blosc2
@@ -19,6 +17,10 @@ raw int16 where the data were floats. Its encrypted datasets are a sealed blob
 - a frame whose vlmeta has a list ``dims`` and a ``var`` or ``is_coord`` key, and neither
   ``_ARRAY_DIMENSIONS`` nor ``_xarray`` (checked when the frame is opened);
 - a file that starts with the sealed blob's magic.
+
+``guess_can_open`` claims the layout only where xarray-blosc2's engine is not installed
+(:func:`owner_engine_installed`): xarray asks ``b2nd`` before ``blosc2``, and the writer's
+engine reads its own files first when it is there.
 """
 
 from __future__ import annotations
@@ -32,18 +34,29 @@ from pathlib import Path
 from ...errors import UnsupportedError
 from .conventions import DIMENSION_KEY, XARRAY_KEY
 
-__all__ = ["ForeignLayoutError", "foreign_layout", "foreign_vlmeta", "refuse_foreign"]
+__all__ = [
+    "ForeignLayoutError",
+    "SEALED_MARKER",
+    "foreign_layout",
+    "foreign_vlmeta",
+    "owner_engine_installed",
+]
 
 MANIFEST = "dataset.json"
 COORD_PREFIX = "_coord_"
 SEALED_MAGIC = b"B2ENCBLB\x02"
+SEALED_MARKER = "an xarray-blosc2 sealed (encrypted) dataset blob"
 _ZIP_MAGIC = b"PK\x03\x04"
-_OWNER = "xarray-blosc2's engine reads it: xr.open_dataset(path, engine='blosc2')"
+_OWNER = (
+    "xarray-blosc2 reads it: xarray_blosc2.open(path, key=...) for a sealed blob, "
+    "xr.open_dataset(path, engine='blosc2') otherwise"
+)
 
 
 class ForeignLayoutError(UnsupportedError):
-    """A Blosc2 dataset laid out by another writer (xarray-blosc2), which the ``b2nd`` engine
-    does not decode; the message names the layout, the marker and the engine that reads it."""
+    """A Blosc2 dataset laid out by another writer (xarray-blosc2) that the ``b2nd`` engine
+    does not decode (its sealed blob, a group of it); the message names the layout, the
+    marker and the engine that reads it."""
 
     def __init__(self, path: str, marker: str):
         self.feature = "xarray-blosc2 layout"
@@ -52,8 +65,7 @@ class ForeignLayoutError(UnsupportedError):
         NotImplementedError.__init__(
             self,
             f"{path} is in xarray-blosc2's layout ({marker}), which the b2nd engine does not "
-            "decode (it would serve that layout's bookkeeping and packed values as data); "
-            f"{_OWNER}",
+            f"decode there; {_OWNER}",
         )
 
     def __reduce__(self):
@@ -86,7 +98,7 @@ def foreign_layout(path: str) -> str | None:
         with open(p, "rb") as fh:
             head = fh.read(len(SEALED_MAGIC))
         if head == SEALED_MAGIC:
-            return "an xarray-blosc2 sealed (encrypted) dataset blob"
+            return SEALED_MARKER
         if head[:4] != _ZIP_MAGIC:
             return None
         directory = _central_directory(p)
@@ -144,9 +156,9 @@ def _foreign_names(names: list[str], where: str) -> str | None:
     return None
 
 
-def refuse_foreign(path: str, marker: str | None = None) -> None:
-    """Raise :class:`ForeignLayoutError` if ``path`` (or ``marker``, found by the caller)
-    says xarray-blosc2's layout."""
-    marker = marker or foreign_layout(path)
-    if marker:
-        raise ForeignLayoutError(path, marker)
+def owner_engine_installed() -> bool:
+    """Whether xarray-blosc2's ``blosc2`` engine is installed (then ``guess_can_open``
+    leaves its layout to it)."""
+    from xarray.backends import list_engines
+
+    return "blosc2" in list_engines()

@@ -7,6 +7,7 @@ that a group opened alone names them as the DataTree does (:func:`_ancestor_size
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import PurePosixPath
 
 from xarray import Dataset, conventions
 
@@ -86,9 +87,11 @@ def _frame_dataset(
         with arr:
             return _schunk_dataset(arr, decoders)
     try:
-        marker = foreign_vlmeta(arr.vlmeta)
-        if marker:
-            raise ForeignLayoutError(path, marker)
+        if foreign_vlmeta(arr.vlmeta):
+            from .blosc2_layout import xb2_frame_dataset
+
+            stem = variable_name or PurePosixPath(path.rstrip("/")).stem
+            return xb2_frame_dataset(arr, recipe, stem, lock, decoders)
         info = xarray_meta(arr.vlmeta)
         name = frame_variable_name(info, variable_name)
         var, manager = _lazy_variable(recipe, arr, lock)

@@ -33,10 +33,12 @@ from .conventions import (
     DIMENSION_KEY,
     DTYPE_KEY,
     FORMAT_VERSION,
+    MIRRORS_KEY,
     STRINGDTYPE,
     WHOLE_BYTES,
     XARRAY_KEY,
     is_stringdtype,
+    xb2_mirrors,
 )
 from .encoding import (
     CF_KEYS,
@@ -361,12 +363,16 @@ def _write_tree(groups: dict, encodings: dict, root: Path, nthreads, bar) -> Non
     for gpath, ds in groups.items():
         gdir = root.joinpath(*[p for p in gpath.split("/") if p])
         gdir.mkdir(parents=True, exist_ok=True)
-        variables, attrs, storage, _, sd_names = _encode_group(ds, encodings.get(gpath) or {})
+        variables, attrs, storage, coords, sd_names = _encode_group(
+            ds, encodings.get(gpath) or {}
+        )
         gattrs, gtypes = plain_attrs(attrs, f"group {gpath!r}")
         _write_attrs_frame(gdir / VLMETA_NAME, gattrs, gtypes)
         for name, var in variables.items():
             extra = {DTYPE_KEY: STRINGDTYPE} if name in sd_names else {}
-            _write_variable(var, gdir / f"{name}.b2nd", storage[name], True, nthreads, extra, bar)
+            _write_variable(
+                var, gdir / f"{name}.b2nd", storage[name], True, nthreads, extra, bar, name in coords
+            )
 
 
 def _write_embed(path: Path) -> None:
@@ -398,8 +404,11 @@ def _with_info(attrs: dict, info: dict) -> dict:
     return vlmeta
 
 
-def _write_variable(var, path: Path, storage: dict, contiguous: bool, nthreads, extra, bar) -> None:
-    """One variable as one b2nd frame, its chunks computed and encoded in C order."""
+def _write_variable(
+    var, path: Path, storage: dict, contiguous: bool, nthreads, extra, bar, coord=False
+) -> None:
+    """One variable as one b2nd frame, its chunks computed and encoded in C order; ``coord``
+    when it is one of a tree's coordinates."""
     var = _fixed_width(var, extra.get("name", Path(path).stem))  # a tree's member: name.b2nd
     if var.dtype == WHOLE_BYTES:
         extra = {**extra, DTYPE_KEY: WHOLE_BYTES}
@@ -417,9 +426,15 @@ def _write_variable(var, path: Path, storage: dict, contiguous: bool, nthreads, 
         splitmode=storage.get("splitmode", "auto"),
     )
     attrs, types = plain_attrs(var.attrs, f"variable {path.stem!r}")
+    # xarray-blosc2's reader names dimensions from ``dims`` (a lone frame's variable from
+    # ``var``) and tells coordinates by ``is_coord``: copies of what _ARRAY_DIMENSIONS and
+    # _xarray say, listed in _xarray so that b2store's readers skip them.
+    mirrors = xb2_mirrors(var.dims, extra.get("name"), attrs, coord)
+    info = {**extra, "attr_types": types, MIRRORS_KEY: sorted(mirrors)}
     vlmeta = {
         DIMENSION_KEY: [str(d) for d in var.dims],
-        **_with_info(attrs, {**extra, "attr_types": types}),
+        **mirrors,
+        **_with_info(attrs, info),
     }
     size = math.prod(shape)
     schunk = SChunk.create(

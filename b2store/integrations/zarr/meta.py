@@ -43,6 +43,7 @@ FILL_KEY = "_zarr_fill_value"
 DIMS_KEY = "_ARRAY_DIMENSIONS"
 #: The b2nd xarray engine's bookkeeping (see the xarray backend): names, types, embedded coords.
 XARRAY_KEY = "_xarray"
+MIRRORS_KEY = "xb2"  # in _xarray: the vlmeta keys written for xarray-blosc2 (see xarray/)
 CF_FILL = "_FillValue"
 
 
@@ -125,6 +126,10 @@ def _attribute_vlmeta(vlmeta: Mapping, dtype: np.dtype | None) -> dict:
     info = out.pop(XARRAY_KEY, None)
     if isinstance(info, Mapping) and isinstance(info.get("long_attrs"), Mapping):
         out.update({str(k): v for k, v in info["long_attrs"].items()})
+    if isinstance(info, Mapping) and isinstance(info.get(MIRRORS_KEY), list):
+        # Keys to_b2nd writes for xarray-blosc2's reader (``dims``, ``var``): not attributes.
+        for key in info[MIRRORS_KEY]:
+            out.pop(key, None)
     if dtype is not None and CF_FILL in out:
         out[CF_FILL] = zarr_fill_attr(out[CF_FILL], dtype)
     return out
