@@ -370,9 +370,9 @@ def _write_tree(groups: dict, encodings: dict, root: Path, nthreads, bar) -> Non
         _write_attrs_frame(gdir / VLMETA_NAME, gattrs, gtypes)
         for name, var in variables.items():
             extra = {DTYPE_KEY: STRINGDTYPE} if name in sd_names else {}
-            _write_variable(
-                var, gdir / f"{name}.b2nd", storage[name], True, nthreads, extra, bar, name in coords
-            )
+            path = gdir / f"{name}.b2nd"
+            coord = name in coords
+            _write_variable(var, path, storage[name], True, nthreads, extra, bar, coord)
 
 
 def _write_embed(path: Path) -> None:
