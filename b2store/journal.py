@@ -29,6 +29,7 @@ import os
 from pathlib import Path
 
 from . import _files
+from .errors import UnsupportedError
 from .frame.header import FrameHeader
 from .frame.layout import LOCK_TIMEOUT, _WriteLock
 
@@ -189,6 +190,11 @@ class TreeCommit:
         """Hold ``schunk``'s writer lock until the commit ends, and its next change's commit
         back (one change per frame: its header is written by :meth:`commit`)."""
         backend = schunk._backend
+        if not hasattr(backend, "hold_commit"):
+            raise UnsupportedError(
+                f"{schunk.urlpath}: only contiguous frames of a tree are committed together "
+                "(this one is a sparse frame)"
+            )
         self._stack.enter_context(schunk.changing())
         old = backend._committed_head()
         self._lengths.append((schunk.urlpath, FrameHeader.from_bytes(old).frame_len))

@@ -35,6 +35,7 @@ import xarray as xr
 from ... import _files, _progress, journal
 from ...api import open as open_array
 from ...constants import SpecialValue
+from ...errors import B2StoreError
 from ...frame.mappings import raw_value
 from ...frame.writer import special_offset
 from ...nd.chunks import encode_chunk_array
@@ -43,7 +44,12 @@ from ...nd.meta import B2ndMeta
 from .conventions import XARRAY_KEY
 from .encoding import STORAGE_KEYS
 
-__all__ = ["write_into", "resolve_mode"]
+__all__ = ["write_into", "resolve_mode", "write_region", "ConcurrentWriteError"]
+
+
+class ConcurrentWriteError(B2StoreError, RuntimeError):
+    """Another writer changed a stored array between the planning of a write and its start."""
+
 
 #: The CF encoding of a stored variable that values written into it are encoded with.
 VALUE_KEYS = (
@@ -228,7 +234,8 @@ def _plan(ds, stored: xr.Dataset, mode, append_dim, region, encoding, single: bo
             else:
                 start.append(region[dim].start if dim in region else 0)
                 shape.append(sizes[dim])
-        out.into[name] = (var, tuple(start), tuple(shape))
+        was = tuple(sizes[d] for d in var.dims)
+        out.into[name] = (var, tuple(start), tuple(shape), was)
     if attrs and any(
         k not in stored.attrs or not _same(stored.attrs[k], v) for k, v in attrs.items()
     ):
@@ -381,12 +388,18 @@ def _same(a, b) -> bool:
 # --- writing into frames -------------------------------------------------------------------
 
 
-def write_region(arr, var: xr.Variable, start, shape, nthreads, bar, vlmeta=None) -> None:
+def write_region(arr, var: xr.Variable, start, shape, was, nthreads, bar, vlmeta=None) -> None:
     """Write ``var`` (encoded, in the frame's dimension order) at ``start`` of the frame
     ``arr``, resized to ``shape``; ``vlmeta`` (raw values) replaces the frame's, in the same
     commit. The chunks the values touch are encoded one at a time and stored as they come;
-    a chunk they cover in part is decoded first. Called with the frame's writer lock held."""
+    a chunk they cover in part is decoded first. Called with the frame's writer lock held;
+    ``was`` is the shape the write was planned on (another writer may have changed it)."""
     arr._reload_meta()
+    if tuple(arr.shape) != tuple(was):
+        raise ConcurrentWriteError(
+            f"{arr.schunk.urlpath}: another writer changed the array from {tuple(was)} to "
+            f"{tuple(arr.shape)} while this write was prepared; nothing was written"
+        )
     dtype, chunks, blocks = arr.dtype, arr.chunks, arr.blocks
     if var.dtype != dtype and not np.can_cast(var.dtype, dtype, "same_kind"):
         raise ValueError(
@@ -496,7 +509,7 @@ def _into_frame(ds, path: Path, mode, append_dim, region, encoding, nthreads, ba
         with arr.schunk.changing():
             info = dict(arr.vlmeta.get(XARRAY_KEY) or {})
             coords = {k: dict(v) for k, v in (info.get("coords") or {}).items()}
-            for cname, (var, start, shape) in plan.into.items():
+            for cname, (var, start, shape, _) in plan.into.items():
                 if cname == name:
                     continue
                 data = np.asarray(coords[cname]["data"])
@@ -517,8 +530,8 @@ def _into_frame(ds, path: Path, mode, append_dim, region, encoding, nthreads, ba
             if coords:
                 raw[XARRAY_KEY] = raw_value({**info, "coords": coords})
             if name in plan.into:
-                var, start, shape = plan.into[name]
-                write_region(arr, var, start, shape, nthreads, bar, vlmeta=raw)
+                var, start, shape, was = plan.into[name]
+                write_region(arr, var, start, shape, was, nthreads, bar, vlmeta=raw)
             elif coords:
                 arr.vlmeta[XARRAY_KEY] = {**info, "coords": coords}
     finally:
@@ -532,24 +545,26 @@ def _into_tree(ds, root: Path, mode, append_dim, region, encoding, nthreads, bar
     _files.sweep(root.parent, root.name)
     held, work = _files.make_temp_dir(root.parent, root.name)
     try:
-        # (open while writing: a variable rewritten whole reads its stored values)
-        with _open_stored(root) as stored, contextlib.ExitStack() as arrays:
+        # Planned under the tree's commit lock (two appenders never plan on the same sizes);
+        # the arrays opened (and the stored Dataset, which a variable rewritten whole reads)
+        # close after the commit's locks go.
+        with contextlib.ExitStack() as arrays, journal.TreeCommit(root) as tx:
+            stored = arrays.enter_context(_open_stored(root))
             plan = _plan(ds, stored, mode, append_dim, region, encoding, single=False)
-            with journal.TreeCommit(root) as tx:  # (its locks go before the arrays close)
-                for name, (var, start, shape) in plan.into.items():
-                    arr = open_array(os.fspath(root / f"{name}.b2nd"), mode="a")
-                    arrays.callback(arr.close)
-                    with tx.frame(arr.schunk):
-                        write_region(arr, var, start, shape, nthreads, bar)
-                for name, (var, storage) in plan.new.items():
-                    built = work / f"{name}.b2nd"
-                    _write_variable(var, built, storage, True, nthreads, {}, bar)
-                    tx.add_file(built, f"{name}.b2nd")
-                if plan.attrs is not None:
-                    attrs, types = plain_attrs(plan.attrs, "group '/'")
-                    _write_attrs_frame(work / VLMETA_NAME, attrs, types)
-                    tx.add_file(work / VLMETA_NAME, VLMETA_NAME)
-                tx.commit()
+            for name, (var, start, shape, was) in plan.into.items():
+                arr = open_array(os.fspath(root / f"{name}.b2nd"), mode="a")
+                arrays.callback(arr.close)
+                with tx.frame(arr.schunk):
+                    write_region(arr, var, start, shape, was, nthreads, bar)
+            for name, (var, storage) in plan.new.items():
+                built = work / f"{name}.b2nd"
+                _write_variable(var, built, storage, True, nthreads, {}, bar)
+                tx.add_file(built, f"{name}.b2nd")
+            if plan.attrs is not None:
+                attrs, types = plain_attrs(plan.attrs, "group '/'")
+                _write_attrs_frame(work / VLMETA_NAME, attrs, types)
+                tx.add_file(work / VLMETA_NAME, VLMETA_NAME)
+            tx.commit()
     finally:
         # A journal still there (its writes failed) names files built here: they stay for
         # the next reader or writer to finish the commit with.
