@@ -34,13 +34,10 @@ import xarray as xr
 
 from ... import _files, _progress, journal
 from ...api import open as open_array
-from ...constants import SpecialValue
 from ...errors import B2StoreError
 from ...frame.mappings import raw_value
-from ...frame.writer import special_offset
 from ...nd.chunks import encode_chunk_array
-from ...nd.geometry import chunk_grid, chunk_nitems
-from ...nd.meta import B2ndMeta
+from ...nd.geometry import chunk_grid
 from .conventions import XARRAY_KEY
 from .encoding import STORAGE_KEYS
 
@@ -409,16 +406,8 @@ def write_region(arr, var: xr.Variable, start, shape, was, nthreads, bar, vlmeta
     old_shape, shape = tuple(arr.shape), tuple(shape)
     if any(s < o for s, o in zip(shape, old_shape)):
         raise ValueError(f"a write into a frame never shrinks it: {old_shape} -> {shape}")
-    if any(c == 0 for c in chunks) and shape != old_shape:
-        raise ValueError("an array created with a zero-sized chunk dimension cannot grow")
     old_grid, grid = chunk_grid(old_shape, chunks), chunk_grid(shape, chunks)
     had = math.prod(old_shape) > 0
-    zero = special_offset(SpecialValue.ZERO)
-    entries = []
-    if math.prod(shape):
-        for coords in np.ndindex(*grid) if grid else [()]:
-            inside = had and all(c < g for c, g in zip(coords, old_grid))
-            entries.append(int(arr.schunk.offsets[_c_index(coords, old_grid)]) if inside else zero)
     touched = [
         range(s // c, -(-(s + n) // c)) if n else range(0)
         for s, n, c in zip(start, var.shape, chunks)
@@ -454,21 +443,10 @@ def write_region(arr, var: xr.Variable, start, shape, was, nthreads, bar, vlmeta
                     ),
                 )
 
-    metalayers = dict(arr.schunk.header.metalayers)
-    if "b2nd" not in metalayers:
-        raise ValueError("writing into a legacy caterva array is not supported")
-    meta = B2ndMeta(shape=shape, chunkshape=chunks, blockshape=blocks, dtype=arr._meta.dtype)
-    metalayers["b2nd"] = meta.to_bytes()
-    chunksize = chunk_nitems(chunks, blocks) * dtype.itemsize
-    arr.schunk.reindex(
-        entries,
-        len(entries) * chunksize,
-        metalayers,
-        pieces(),
-        chunksize=chunksize,
-        vlmeta=vlmeta,
-    )
-    arr._meta = meta
+    # B2ndArray's resize, with the new chunks and vlmeta in its one commit (the chunks the
+    # values cover are not re-encoded by the resize first)
+    covered = {_c_index(coords, grid) for coords in todo}
+    arr._resize_locked(shape, pieces(), covered, vlmeta=vlmeta)
 
 
 def _spans(coords, start, n, shape, chunks):
