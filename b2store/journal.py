@@ -171,7 +171,7 @@ class TreeCommit:
     def __enter__(self) -> TreeCommit:
         self._stack.enter_context(self._lock.hold())
         _roll(self.root)  # a killed writer's commit first: this one starts from its after
-        _files.sweep(self.root, JOURNAL_NAME)  # and a journal it was writing goes
+        _files.sweep(self.root, JOURNAL_NAME[1:])  # and a journal it was writing goes
         return self
 
     def __exit__(self, *exc) -> None:
