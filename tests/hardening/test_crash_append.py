@@ -196,3 +196,23 @@ def test_a_stale_journal_is_undone(tmp_path, monkeypatch):
         assert ds.sizes["time"] == 2 and int(ds.b[0]) == 7
         assert "v1" not in ds and ds.attrs["k"] == 0
     assert leftovers(path) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["t.b2d"]
+
+
+def test_a_reader_that_cannot_finish_the_commit_says_so(tmp_path, monkeypatch):
+    path = tmp_path / "t.b2d"
+    steps.create(str(path), "b2d")
+    with monkeypatch.context() as m:
+        _fail_after(m, 1)
+        with pytest.raises(Boom):
+            steps.step(str(path), "b2d", 1)
+
+    def read_only(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(args[0]))
+
+    with monkeypatch.context() as m:  # (root ignores a directory's modes: the lock refused)
+        m.setattr(journal._files, "open_lock", read_only)
+        with pytest.raises(PermissionError, match="interrupted commit"):
+            xr.open_dataset(path, engine="b2nd")
+        with pytest.raises(PermissionError, match="open it once with write access"):
+            b2store.open(str(path / "a.b2nd"))
+    assert steps.state(str(path), "b2d") == 1  # with write access: finished

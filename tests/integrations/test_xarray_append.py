@@ -355,3 +355,18 @@ def test_wider_strings_rewrite_the_variable_in_a_tree(tmp_path, dtype):
     to_b2nd(ds, single)
     with pytest.raises(ValueError, match="Mismatched dtypes for variable temperature"):
         to_b2nd(ds_to_append, single, append_dim="time")
+
+
+def test_an_append_to_a_frame_python_blosc2_wrote(tmp_path):
+    # python-blosc2 writes, b2store appends (the engine's names: data, dim_0, dim_1),
+    # python-blosc2 reads the frame grown, its first chunks as it wrote them
+    path = tmp_path / "p.b2nd"
+    first = np.arange(12.0).reshape(4, 3)
+    blosc2.asarray(first, urlpath=str(path), mode="w", chunks=(3, 3), blocks=(1, 3))
+    more = xr.Dataset({"data": (("dim_0", "dim_1"), np.full((5, 3), -1.0))})
+    to_b2nd(more, path, append_dim="dim_0")
+    theirs = blosc2.open(str(path))
+    assert theirs.chunks == (3, 3) and theirs.blocks == (1, 3)
+    np.testing.assert_array_equal(theirs[...], np.concatenate([first, more.data.values]))
+    with xr.open_dataset(path, engine="b2nd") as got:
+        np.testing.assert_array_equal(got.data.values, theirs[...])
