@@ -370,3 +370,13 @@ def test_an_append_to_a_frame_python_blosc2_wrote(tmp_path):
     np.testing.assert_array_equal(theirs[...], np.concatenate([first, more.data.values]))
     with xr.open_dataset(path, engine="b2nd") as got:
         np.testing.assert_array_equal(got.data.values, theirs[...])
+
+
+@pytest.mark.parametrize("name", ["t.b2nd", "t.b2d"])
+def test_the_datasets_attributes_are_updated(tmp_path, name):
+    path = tmp_path / name
+    to_b2nd(day(0, 2, True).assign_attrs(n=np.int16(3)), path)
+    to_b2nd(day(2, 1, True).assign_attrs(n=np.int16(4), m="new"), path, append_dim="time")
+    with xr.open_dataset(path, engine="b2nd") as got:
+        assert got.attrs == {"title": "days", "n": 4, "m": "new"}
+        assert type(got.attrs["n"]) is np.int16

@@ -480,7 +480,7 @@ def _into_frame(ds, path: Path, mode, append_dim, region, encoding, nthreads, ba
     with _open_stored(path) as stored:
         name = next(iter(stored.data_vars), None)
         plan = _plan(ds, stored, mode, append_dim, region, encoding, single=True)
-    from .writer import MAX_EMBEDDED_COORD_BYTES
+    from .writer import MAX_EMBEDDED_COORD_BYTES, plain_attrs
 
     arr = open_array(os.fspath(path), mode="a")
     try:
@@ -504,14 +504,18 @@ def _into_frame(ds, path: Path, mode, append_dim, region, encoding, nthreads, ba
                     f"the coordinates of {name!r} would hold more than "
                     f"{MAX_EMBEDDED_COORD_BYTES} bytes; write the dataset to a .b2d or .b2z tree"
                 )
-            raw = dict(arr.schunk._raw_vlmeta)
             if coords:
-                raw[XARRAY_KEY] = raw_value({**info, "coords": coords})
+                info["coords"] = coords
+            if plan.attrs is not None:  # the Dataset's attributes, updated as a tree's are
+                info["attrs"], info["dataset_attr_types"] = plain_attrs(plan.attrs, "the dataset")
+            raw = dict(arr.schunk._raw_vlmeta)
+            if coords or plan.attrs is not None:
+                raw[XARRAY_KEY] = raw_value(info)
             if name in plan.into:
                 var, start, shape, was = plan.into[name]
                 write_region(arr, var, start, shape, was, nthreads, bar, vlmeta=raw)
-            elif coords:
-                arr.vlmeta[XARRAY_KEY] = {**info, "coords": coords}
+            elif coords or plan.attrs is not None:
+                arr.vlmeta[XARRAY_KEY] = info
     finally:
         arr.close()
 
