@@ -380,3 +380,18 @@ def test_the_datasets_attributes_are_updated(tmp_path, name):
     with xr.open_dataset(path, engine="b2nd") as got:
         assert got.attrs == {"title": "days", "n": 4, "m": "new"}
         assert type(got.attrs["n"]) is np.int16
+
+
+@pytest.mark.parametrize("name", ["t.b2nd", "t.b2d"])
+def test_an_append_along_an_inner_dimension(tmp_path, name):
+    # New chunks go between the stored ones in C order: the index is reordered, in one commit
+    path = tmp_path / name
+    rng = np.random.default_rng(1)
+    a = xr.Dataset({"v": (("y", "x"), rng.random((5, 7)))}, {"x": np.arange(7)})
+    b = xr.Dataset({"v": (("y", "x"), rng.random((5, 4)))}, {"x": np.arange(7, 11)})
+    to_b2nd(a, path, encoding={"v": {"chunks": (2, 3)}})
+    to_b2nd(b.chunk({"x": 3}), path, append_dim="x")
+    with xr.open_dataset(path, engine="b2nd") as got:
+        xr.testing.assert_identical(got.load(), xr.concat([a, b], "x"))
+    key = "" if name.endswith(".b2nd") else "/v"
+    np.testing.assert_array_equal(frames(path)[key], xr.concat([a, b], "x").v.values)
