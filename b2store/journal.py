@@ -11,14 +11,16 @@ point. The header writes and renames follow, and the journal goes.
 
 Killed before the journal lands, the tree is as before (bytes past each frame's end are
 never read and the next writer's commit cuts them). Killed after, b2store's next reader or
-writer of the tree (:func:`recover`, which :class:`b2store.tree.Tree` calls) rolls it
-forward: it writes the new headers again and makes the renames, which is idempotent, then
-removes the journal. A frame whose header is neither its old nor its new one (another writer
-changed that frame since, through a path that ignores the journal) makes the journal stale:
-the frames already at their new header go back to their old one and the journal goes, so
-the tree is as before. python-blosc2 ignores the journal: between the journal's landing and
-its removal (the few header writes of a live writer, or until b2store next opens a tree
-whose writer was killed there) it may see some frames before and some after.
+writer of the tree (:func:`recover`, which :class:`b2store.tree.Tree`, ``b2store.open`` of a
+frame in it and ``to_b2nd`` call) rolls it forward: it makes the renames and writes the new
+headers again, which is idempotent, then removes the journal. A file a rename replaces is
+first linked beside its new version and kept until the journal goes. A frame whose header is
+neither its old nor its new one (another writer changed that frame since, through a path
+that ignores the journal: python-blosc2) makes the journal stale: it is undone (headers
+written back, new files removed, replaced ones put back), so the tree is as before with that
+writer's change. python-blosc2 ignores the journal: between the journal's landing and its
+removal (the few header writes of a live writer, or until b2store next opens a tree whose
+writer was killed there) it may see some frames before and some after.
 """
 
 from __future__ import annotations
