@@ -15,7 +15,9 @@ What is atomic, per layout:
 - a ``.b2d`` tree: every frame's change is written but for its header, and one journal
   commits them all (:mod:`b2store.journal`);
 - a ``.b2z`` zip: members cannot grow in place, so the zip is unpacked beside, appended to as
-  a ``.b2d``, zipped again and renamed over the old one: it costs a copy of the whole zip.
+  a ``.b2d``, zipped again and renamed over the old one: it costs twice the zip's size in
+  writes, however small the append (a day, 133 kB, appended to a year of 180 x 360 float32
+  stored in 47.6 MB: 95.4 MB written, against 0.13 MB for a ``.b2d`` or ``.b2nd``).
 """
 
 from __future__ import annotations
