@@ -3,6 +3,9 @@ super-chunk."""
 
 from __future__ import annotations
 
+import os
+
+from . import journal
 from .frame.schunk import SChunk
 from .limits import Limits, resolve
 from .nd.array import B2ndArray
@@ -54,6 +57,13 @@ def open(
             "b2store.asarray/zeros/... create new arrays"
         )
     limits = resolve(limits)
+    if not offset and not storage_options and isinstance(urlpath, (str, os.PathLike)):
+        local = os.fspath(urlpath)
+        parent = os.path.dirname(os.path.abspath(local))
+        if "://" not in local and journal.pending(parent):
+            # a frame of a tree whose writer was killed mid-commit: finish the commit first,
+            # or this frame could be read (or changed) as it was before while others are after
+            journal.recover(parent)
     schunk = SChunk.open(
         urlpath, mode=mode, offset=offset, storage_options=storage_options, limits=limits
     )

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _files
+from . import _files, journal
 from .errors import FormatError
 from .frame import remote
 from .frame.header import FrameHeader
@@ -370,6 +370,8 @@ class Tree:
                 self.kind = "frame"
                 self._single_frame()
             else:
+                if not files.remote and journal.pending(files.root):
+                    journal.recover(files.root)  # a writer killed mid-commit: finish it
                 is_store = self.urlpath.endswith(".b2d") or files.exists(EMBED_NAME)
                 self.kind = "b2d" if is_store else "dir"
                 foreign = self._list_directory()

@@ -71,6 +71,7 @@ class ContiguousFrame(Backend):
         self._lock = None
         self._sync = sync_mode() if writable else "none"
         self._dirty = False  # written and not synced ("close" mode)
+        self._held = None
         if writable:
             if isinstance(source, MemorySource):
                 self._buf = bytearray(source.read(0, source.size))
@@ -245,6 +246,16 @@ class ContiguousFrame(Backend):
 
     def _commit(self, new: FrameHeader, full_header: bool) -> None:
         data = new.to_bytes()
+        if self._held is not None:
+            # Held back (see :meth:`hold_commit`): everything else is written (and synced,
+            # under the "commit" setting); the caller writes these bytes, with other frames'
+            # under its journal.
+            if self._wfd >= 0 and self._sync == "commit":
+                os.fsync(self._wfd)
+            self._held.append((data if full_header else data[:HEADER_FIXED_LEN], new.frame_len))
+            self._end = new.frame_len
+            self._dirty = self._sync == "close"
+            return
         syncing = self._wfd >= 0 and self._sync == "commit"
         if syncing:
             # The new bytes reach the disk before the header that names them: the kernel may
@@ -266,6 +277,8 @@ class ContiguousFrame(Backend):
         so the old trailer is first parked at the end (b2store finds a trailer from the
         frame's end), then the new one goes in place, then the new length is committed. A
         crash at any point leaves a frame that b2store reads whole."""
+        if self._held is not None:
+            raise ValueError(f"{self.name}: an empty frame's commit takes two writes: none held")
         old_len = self._trailer_len(header.header_len)
         old_trailer = self.read(self._frame_len - old_len, old_len)
         at = self._end
@@ -283,6 +296,20 @@ class ContiguousFrame(Backend):
         # The trailer's own length sits in its last bytes (see frame/trailer.py).
         tail = self.read(self._frame_len - TRAILER_TAIL_LEN, TRAILER_TAIL_LEN)
         return trailer_span(tail, self._frame_len, header_len)[1]
+
+    @contextlib.contextmanager
+    def hold_commit(self):
+        """Within: a change is written whole (chunks, index, trailer, synced) but its commit,
+        the header write, is held back: the list yielded receives ``(header bytes, frame
+        length)`` of each, for the caller to write (:mod:`b2store.journal` commits several
+        frames at once that way). Only for a change made on a file, under the writer lock."""
+        if self._buf is not None or self._lock is None:
+            raise ValueError(f"{self.name}: only a local file frame's commit can be held back")
+        self._held = []
+        try:
+            yield self._held
+        finally:
+            self._held = None
 
     def rewrite_header(self, data: bytes) -> None:
         self._write(0, data)

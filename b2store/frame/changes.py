@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 import numpy as np
@@ -136,23 +136,27 @@ class Changes:
         entries,
         nbytes: int,
         metalayers: dict[str, bytes] | None = None,
-        replace: Mapping[int, bytes] | None = None,
+        replace: Mapping[int, bytes] | Iterable[tuple[int, bytes]] | None = None,
         chunksize: int | None = None,
+        vlmeta: dict[str, bytes] | None = None,
     ) -> None:
         """Publish a new chunk order at once: ``entries`` are existing index entries (or
-        special offsets), ``replace`` new chunks for some positions, ``metalayers`` same-size
-        replacements (b2nd resize uses this). ``chunksize`` is the size of every chunk when
-        the caller knows it: a frame that held no chunk has none (-1), and special entries
-        mean nothing without one."""
+        special offsets), ``replace`` new chunks for some positions (a mapping, or pairs
+        ``(position, chunk)`` stored one by one as they come: an appender holds one chunk at
+        a time), ``metalayers`` same-size replacements (b2nd resize uses this), ``vlmeta``
+        new raw vlmeta in the same step. ``chunksize`` is the size of every chunk when the
+        caller knows it: a frame that held no chunk has none (-1), and special entries mean
+        nothing without one."""
         with self._changing():
-            entries = np.asarray(entries, np.int64)
+            entries = np.array(entries, np.int64)
             if chunksize is None or chunksize <= 0:
                 chunksize = self.chunksize
-            for i, chunk in (replace or {}).items():
+            pairs = replace.items() if isinstance(replace, Mapping) else (replace or ())
+            for i, chunk in pairs:
                 entries[i] = self._store(_checked(chunk)[0], chunksize, pending=entries)
             chunksize = chunksize if len(entries) else -1
             old = [int(e) for e in self.offsets]
-            self._publish(entries, nbytes, chunksize, metalayers=metalayers)
+            self._publish(entries, nbytes, chunksize, vlmeta=vlmeta, metalayers=metalayers)
             self._forget(old)
 
     def update_chunk(self, i: int, chunk) -> int:

@@ -13,7 +13,7 @@ from ..errors import FormatError
 from ..limits import LimitError
 from .vlmeta_codec import count_objects, objects_at_most, pack_value, unpack_value
 
-__all__ = ["VLMetaView", "MetaView"]
+__all__ = ["VLMetaView", "MetaView", "raw_value"]
 
 
 class VLMetaView(MutableMapping):
@@ -40,13 +40,7 @@ class VLMetaView(MutableMapping):
 
     def update(self, other=(), /, **kwargs) -> None:
         """Set several values in one published change (one new trailer, not one each)."""
-        new = {
-            # python-blosc2 stores each value compressed with its defaults for typesize 1.
-            name: encode_chunk(
-                pack_value(value), typesize=1, codec=Codec.ZSTD, clevel=5, filters=[Filter.SHUFFLE]
-            )
-            for name, value in dict(other, **kwargs).items()
-        }
+        new = {name: raw_value(value) for name, value in dict(other, **kwargs).items()}
         # Read the other values under the writer lock: another writer may have published
         # some since this handle looked, and they must not be lost.
         with self._schunk._changing():
@@ -69,6 +63,14 @@ class VLMetaView(MutableMapping):
 
     def __repr__(self) -> str:
         return repr(dict(self))
+
+
+def raw_value(value) -> bytes:
+    """A vlmeta value as stored: msgpack, compressed as python-blosc2 compresses each value
+    (its defaults for typesize 1)."""
+    return encode_chunk(
+        pack_value(value), typesize=1, codec=Codec.ZSTD, clevel=5, filters=[Filter.SHUFFLE]
+    )
 
 
 def check_vlmeta_totals(schunk, st) -> None:

@@ -6,6 +6,7 @@ touches: the block starts of a chunk say where each block's streams are.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -436,13 +437,18 @@ class B2ndArray:
             self._reload_meta()
             self._resize_locked(newshape)
 
-    def _resize_locked(self, newshape) -> None:
-        """The body of :meth:`resize`, with the writer lock held."""
+    def _resize_locked(self, newshape, chunks=(), covered=(), vlmeta=None) -> None:
+        """The body of :meth:`resize`, with the writer lock held; also the resize of a write
+        that grows the array (``to_b2nd``'s appends): ``chunks`` are pairs ``(n, chunk)``
+        of new chunks at positions ``n`` of the new chunk grid (all of ``covered``), stored
+        one by one as they come, and ``vlmeta`` (raw values) replaces the frame's, all in
+        the one commit of the resize."""
         newshape = tuple(int(n) for n in newshape)
         if len(newshape) != self.ndim or any(n < 0 for n in newshape):
             raise ValueError(f"a new shape of {self.ndim} non-negative dimensions, not {newshape}")
-        if any(c == 0 for c in self.chunks):
+        if any(c == 0 for c in self.chunks) and newshape != self.shape:
             raise ValueError("an array created with a zero-sized chunk dimension cannot grow")
+        covered = set(covered)
         old_grid = chunk_grid(self.shape, self.chunks)
         new_grid = chunk_grid(newshape, self.chunks)
         zero = special_offset(SpecialValue.ZERO)
@@ -459,7 +465,7 @@ class B2ndArray:
                 had = [
                     min(c, max(0, n - i * c)) for i, c, n in zip(coords, self.chunks, self.shape)
                 ]
-                if keep != had:
+                if keep != had and k not in covered:
                     # Zero what leaves the array, or a later growth would bring it back.
                     replace[k] = self._cleared_chunk(old_index, keep)
         meta = B2ndMeta(
@@ -474,7 +480,8 @@ class B2ndArray:
             raise ValueError("resizing a legacy caterva array is not supported")
         # The chunk size is the b2nd geometry's: an array resized from an empty shape had none.
         chunksize = chunk_nitems(self.chunks, self.blocks) * self.dtype.itemsize
-        self.schunk.reindex(entries, nbytes, metalayers, replace, chunksize=chunksize)
+        pairs = itertools.chain(replace.items(), chunks)  # (the chunks as they come)
+        self.schunk.reindex(entries, nbytes, metalayers, pairs, chunksize=chunksize, vlmeta=vlmeta)
         self._meta = meta
 
     def _whole_chunk(self, nchunk: int) -> np.ndarray:

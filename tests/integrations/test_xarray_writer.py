@@ -245,8 +245,10 @@ def test_modes_and_bad_input(tmp_path):
         to_b2nd(ds, path, mode="w-")
     to_b2nd(ds * 2, path, mode="w")  # replaces
     np.testing.assert_array_equal(xr.open_dataset(path, engine="b2nd").a.values, [2, 4])
-    with pytest.raises(ValueError, match="mode"):
-        to_b2nd(ds, path, mode="a")
+    with pytest.raises(ValueError, match="mode must be"):
+        to_b2nd(ds, path, mode="append")
+    to_b2nd(ds * 3, path, mode="a")  # writes over the stored values, as to_zarr(mode="a")
+    np.testing.assert_array_equal(xr.open_dataset(path, engine="b2nd").a.values, [3, 6])
     with pytest.raises(ValueError, match="unexpected encoding"):
         to_b2nd(ds, tmp_path / "b.b2nd", encoding={"a": {"compressor": "zstd"}})
     with pytest.raises(ValueError, match="not in the dataset"):

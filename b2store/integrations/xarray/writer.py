@@ -29,6 +29,7 @@ from ...nd.chunks import cparams_for, encode_array_chunk
 from ...nd.geometry import array_to_chunk, chunk_grid, chunk_nitems, chunk_region
 from ...nd.meta import B2ndMeta
 from ...nd.shapes import default_chunks_blocks
+from .append import resolve_mode, write_into
 from .conventions import (
     DIMENSION_KEY,
     DTYPE_KEY,
@@ -65,7 +66,9 @@ def to_b2nd(
     path,
     *,
     encoding: Mapping | None = None,
-    mode: str = "w",
+    mode: str | None = None,
+    append_dim: str | None = None,
+    region: Mapping | str | None = None,
     layout: str | None = None,
     contiguous: bool = True,
     nthreads: int | None = None,
@@ -91,8 +94,25 @@ def to_b2nd(
         chunks, then python-blosc2's defaults. A key that cannot be stored, given here or in
         a variable's ``.encoding``, raises a ValueError (other backends' storage keys in
         ``.encoding`` are ignored): see :mod:`.encoding`.
-    mode : {"w", "w-"}
-        ``"w"`` replaces what is at ``path``; ``"w-"`` (or ``"x"``) refuses to.
+    mode : {"w", "w-", "a", "a-", "r+"}, optional
+        As ``to_zarr``: ``"w"`` replaces what is at ``path``; ``"w-"`` (or ``"x"``) refuses
+        to; ``"a"`` writes into the Dataset stored there (created if absent): variables it
+        holds are overwritten (or, along ``append_dim``, appended to), others added;
+        ``"a-"`` is ``"a"`` leaving stored variables without ``append_dim`` as they are;
+        ``"r+"`` writes into stored variables only (``region``). By default ``"a"`` with
+        ``append_dim``, ``"r+"`` with ``region``, else ``"w"``. Values written into stored
+        variables are encoded with what is stored (CF encoding such as ``dtype``,
+        ``scale_factor``, ``_FillValue`` and the ``units`` of times; chunks, blocks, codec):
+        ``encoding`` for them is refused. Only the chunks the new values touch are written;
+        a ``.b2nd`` frame commits in one step, a ``.b2d`` tree in one journal, a ``.b2z`` is
+        rebuilt beside and renamed (a copy of the whole zip). See
+        :mod:`b2store.integrations.xarray.append` and ``docs/workflows/append.md``.
+    append_dim : str, optional
+        The stored dimension the Dataset's values are appended along (mode ``"a"``).
+    region : dict or "auto", optional
+        ``{dim: slice}``, where in the stored variables the Dataset's values go (its
+        variables must each span one of these dimensions; index coordinates are not
+        written), or ``"auto"``: found from the coordinates' values.
     layout : {"frame", "b2d", "b2z"}, optional
         By default from the suffix of ``path``; without one, a single frame for a Dataset
         with one data variable, else a ``.b2d`` tree.
@@ -125,10 +145,25 @@ def to_b2nd(
     >>> xr.open_dataset(p, engine="b2nd").t.sel(x=20).values
     array([1., 4.])
     """
-    if mode not in ("w", "w-", "x"):
-        raise ValueError(f"mode must be 'w' (replace) or 'w-' (create new), not {mode!r}")
+    mode = resolve_mode(mode, append_dim, region)
     path = os.fspath(path)
-    if mode != "w" and os.path.lexists(path):
+    if mode in ("a", "a-", "r+") and os.path.exists(path):
+        write_into(
+            obj,
+            path,
+            mode=mode,
+            append_dim=append_dim,
+            region=region,
+            encoding=encoding,
+            nthreads=nthreads,
+            progress=progress,
+        )
+        return path
+    if mode == "r+":
+        raise FileNotFoundError(f"{path}: nothing to write into (mode='r+')")
+    if region is not None:
+        raise FileNotFoundError(f"{path}: nothing to write a region into")
+    if mode not in ("w", "a", "a-") and os.path.lexists(path):
         raise FileExistsError(f"{path} exists (mode={mode!r})")
     if isinstance(obj, xr.DataArray):
         name = obj.name if obj.name is not None else "__xarray_dataarray_variable__"
@@ -488,7 +523,11 @@ def _chunks_of(var: xr.Variable, meta: B2ndMeta, cparams: dict, nthreads, bar):
 def _zip_tree(tree: Path, zpath: Path) -> Path:
     """A ``.b2z``: the tree's files stored uncompressed, largest first, ``embed.b2e`` last
     (as python-blosc2 writes it), so that every member is a frame readable in place."""
-    files = [p for p in tree.rglob("*") if p.is_file() and p.name != EMBED_NAME]
+    files = [
+        p
+        for p in tree.rglob("*")
+        if p.is_file() and p.name != EMBED_NAME and not p.name.startswith(".")  # (locks)
+    ]
     files.sort(key=lambda p: (-p.stat().st_size, p.as_posix()))
     with zipfile.ZipFile(zpath, "w", zipfile.ZIP_STORED) as zf:
         for p in [*files, tree / EMBED_NAME]:
