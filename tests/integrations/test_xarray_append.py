@@ -395,3 +395,27 @@ def test_an_append_along_an_inner_dimension(tmp_path, name):
         xr.testing.assert_identical(got.load(), xr.concat([a, b], "x"))
     key = "" if name.endswith(".b2nd") else "/v"
     np.testing.assert_array_equal(frames(path)[key], xr.concat([a, b], "x").v.values)
+
+
+def test_a_variable_added_by_an_append_is_written_as_to_b2nd_writes_it(tmp_path):
+    # A new variable goes through to_b2nd's own writer: a StringDType reads back as the
+    # first write's would (as xarray's Zarr engine gives it), and a new coordinate is marked
+    # for xarray-blosc2's reader as the first write marks its coordinates.
+    blosc2 = pytest.importorskip("blosc2")
+    path = tmp_path / "t.b2d"
+    ds = day(0, 3)
+    to_b2nd(ds, path)
+    names = np.array(["ab", "cde", "f"], dtype=np.dtypes.StringDType())
+    extra = xr.Dataset({"label": ("time", names)}, {"station": ("x", np.arange(5.0) * 2)})
+    to_b2nd(extra, path, mode="a")
+    reference = tmp_path / "ref.b2d"
+    to_b2nd(xr.merge([ds, extra]), reference)
+    with (
+        xr.open_dataset(path, engine="b2nd") as got,
+        xr.open_dataset(reference, engine="b2nd") as ref,
+    ):
+        xr.testing.assert_identical(got.load(), ref.load())
+        assert got.label.dtype == ref.label.dtype
+    # (each array held: python-blosc2's vlmeta needs its array alive)
+    added, first = (blosc2.open(str(p / "station.b2nd")) for p in (path, reference))
+    assert added.vlmeta["is_coord"] == first.vlmeta["is_coord"]
