@@ -27,6 +27,22 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # zarr's unstabl
 LAYOUTS = (".b2nd", ".b2d", ".b2z")
 
 
+def _decoded_stringdtype():
+    """What xarray's own CF decoder makes of a StringDType variable read with that dtype in
+    its encoding, which the engine's decoding is: StringDType where xarray keeps it (2026.9),
+    object where it converts it "for backwards compatibility" (2026.2, the oldest release
+    b2store admits). (zarr's engine there hands back StringDType arrays under an object
+    variable: loaded, they show StringDType; the values are the same.)"""
+    if SD is None:
+        return None
+    var = xr.Variable("t", np.array(["a"], dtype=SD()), encoding={"dtype": SD()})
+    return xr.conventions.decode_cf_variable("x", var).dtype
+
+
+DECODED_SD = _decoded_stringdtype()
+KEEPS_SD = DECODED_SD is not None and DECODED_SD.kind == "T"
+
+
 def _b2nd(ds, tmp_path, suffix=".b2d", **kwargs):
     path = b2store.to_b2nd(ds, tmp_path / ("s" + suffix), **kwargs)
     with xr.open_dataset(path, engine="b2nd") as out:
@@ -38,6 +54,17 @@ def _zarr(ds, tmp_path):
     ds.to_zarr(path, consolidated=False, mode="w")
     with xr.open_dataset(path, engine="zarr", consolidated=False) as out:
         return out.load()
+
+
+def _zarr_if_it_writes(ds, tmp_path):
+    """:func:`_zarr`, or None where zarr cannot store the Dataset: zarr 3.1 refuses a
+    StringDType with an ``na_object`` ("Zarr data type resolution ... failed")."""
+    try:
+        return _zarr(ds, tmp_path)
+    except ValueError as exc:
+        if "data type resolution" not in str(exc):
+            raise
+        return None
 
 
 def _blosc2_values(path, name="x"):
@@ -81,12 +108,17 @@ def test_stringdtype_variables_read_back_as_xarrays_zarr_engine_gives(
     dtype = SD() if na_object is None else SD(na_object=na_object[0])
     ds = xr.Dataset({"x": ("t", np.array(values, dtype=dtype))})
     width = max(len(v or "") for v in values)
-    ref = _zarr(ds, tmp_path)
+    ref = _zarr_if_it_writes(ds, tmp_path)
     got, path = _b2nd(ds, tmp_path, suffix)
     want = ["" if v is None else v for v in values]
-    assert got.x.values.tolist() == ref.x.values.tolist() == want
-    # StringDType() comes back as one, as from Zarr; with an na_object, fixed-width strings
-    assert got.x.dtype == ref.x.dtype == (SD() if na_object is None else np.dtype(f"<U{width}"))
+    assert got.x.values.tolist() == want
+    # StringDType() comes back as xarray decodes it (as one, as from Zarr, where xarray
+    # keeps it); with an na_object, fixed-width strings
+    assert got.x.dtype == (DECODED_SD if na_object is None else np.dtype(f"<U{width}"))
+    if ref is not None:
+        assert ref.x.values.tolist() == want
+        if KEEPS_SD or na_object is not None:
+            assert got.x.dtype == ref.x.dtype
     np.testing.assert_array_equal(_blosc2_values(path), np.array(want, dtype=f"<U{width}"))
 
 
@@ -97,7 +129,9 @@ def test_stringdtype_nan_missing_values_are_empty_strings_not_a_word(tmp_path, n
     na_object as the word 'nan' or '<NA>' (their null test is ``== None``); b2nd writes the
     empty string they write for every other missing value."""
     ds = xr.Dataset({"x": ("t", np.array(["ab", na_object], dtype=SD(na_object=na_object)))})
-    assert _zarr(ds, tmp_path).x.values.tolist() == ["ab", word]
+    ref = _zarr_if_it_writes(ds, tmp_path)
+    if ref is not None:
+        assert ref.x.values.tolist() == ["ab", word]
     got, _ = _b2nd(ds, tmp_path)
     assert got.x.values.tolist() == ["ab", ""]
 
@@ -118,7 +152,7 @@ def test_stringdtype_variables_and_coordinates_as_xarrays_zarr_v3_test_has_them(
     got, _ = _b2nd(ds, tmp_path, suffix)
     xr.testing.assert_identical(got, ds)
     for name in ds.variables:
-        assert got[name].dtype == SD(), name
+        assert got[name].dtype == DECODED_SD, name
     assert got.sel(dim="bb").data.item() == "bb"
 
 
@@ -127,11 +161,14 @@ def test_stringdtype_variables_and_coordinates_as_xarrays_zarr_v3_test_has_them(
 def test_empty_stringdtype_variables_stay_strings(tmp_path, suffix):
     """xarray's encoder types an empty object array as float64; an empty StringDType says
     it holds strings: read back as Zarr gives them (StringDType, else ``<U1``)."""
-    for dtype, want in [(SD(), SD()), (SD(na_object=None), np.dtype("<U1"))]:
+    for dtype, want in [(SD(), DECODED_SD), (SD(na_object=None), np.dtype("<U1"))]:
         ds = xr.Dataset({"x": ("t", np.array([], dtype=dtype))})
         got, _ = _b2nd(ds, tmp_path, suffix)
-        assert got.x.dtype == _zarr(ds, tmp_path).x.dtype == want
+        assert got.x.dtype == want
         assert got.x.shape == (0,)
+        ref = _zarr_if_it_writes(ds, tmp_path)
+        if ref is not None and (KEEPS_SD or want.kind != "O"):
+            assert got.x.dtype == ref.x.dtype
 
 
 @needs_sd
@@ -139,21 +176,24 @@ def test_stringdtype_reads_through_dask_and_writes_again(tmp_path):
     ds = xr.Dataset({"x": ("t", np.array(["ab", "😀", "c"], dtype=SD()))})
     path = b2store.to_b2nd(ds, tmp_path / "s.b2d")
     with xr.open_dataset(path, engine="b2nd", chunks={"t": 2}) as lazy:
-        assert hasattr(lazy.x.data, "dask") and lazy.x.dtype == SD()
+        assert hasattr(lazy.x.data, "dask") and lazy.x.dtype == DECODED_SD
         assert lazy.x.compute().values.tolist() == ["ab", "😀", "c"]
         # what crosses to a dask worker: the recipe, and the conversion with it
         copy = pickle.loads(pickle.dumps(lazy))
-        assert copy.x.dtype == SD() and copy.x[::-1].values.tolist()[0] == "c"
+        assert copy.x.dtype == DECODED_SD and copy.x[::-1].values.tolist()[0] == "c"
         again, _ = _b2nd(lazy, tmp_path, ".b2z")  # its encoding dtype is no obstacle
     xr.testing.assert_identical(again, ds)
-    assert again.x.dtype == SD()
+    # where xarray decodes StringDType as object, the lazy Dataset written again holds object
+    # strings, which read back fixed-width as any object strings do
+    assert again.x.dtype == (SD() if KEEPS_SD else np.dtype("<U2"))
 
 
 @needs_sd
 def test_stringdtype_opened_from_zarr_is_written_by_to_b2nd(tmp_path):
     ds = xr.Dataset({"x": ("t", np.array(["ab", "cdef"], dtype=SD()))})
     ref = _zarr(ds, tmp_path)
-    assert ref.x.encoding["dtype"] == SD()
+    if KEEPS_SD:
+        assert ref.x.encoding["dtype"] == SD()
     got, _ = _b2nd(ref, tmp_path, ".b2nd")
     xr.testing.assert_identical(got, ds)
 
@@ -284,7 +324,9 @@ def test_stringdtype_with_nulls_goes_through_the_store_as_xarray_writes_it(tmp_p
     ds = xr.Dataset({"x": ("t", np.array(["ab", None, "c"], dtype=SD(na_object=None)))})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ref = _zarr(ds, tmp_path)
+        ref = _zarr_if_it_writes(ds, tmp_path)
+    if ref is None:
+        pytest.skip("this zarr release refuses a StringDType with an na_object itself")
     got, path = _through_store(ds, tmp_path)
     assert got.x.values.tolist() == ref.x.values.tolist() == ["ab", "", "c"]
     np.testing.assert_array_equal(blosc2.open(str(path / "x.b2nd"))[:], ["ab", "", "c"])

@@ -330,8 +330,10 @@ def _plain(value, where: str):
 
 
 def _fixed_width(var: xr.Variable, name) -> xr.Variable:
-    """Object-dtype strings as fixed-width items (b2nd holds fixed-size items only)."""
-    if var.dtype != object:
+    """Object-dtype strings as fixed-width items (b2nd holds fixed-size items only); so too
+    a StringDType the encoders left (xarray 2026.2 declares a lazily read StringDType
+    variable object while its chunks compute as StringDType)."""
+    if var.dtype != object and var.dtype.kind != "T":
         return var
     if hasattr(var.data, "dask"):
         # the width is only known once every item is: say so, as xarray's writers do
@@ -344,6 +346,8 @@ def _fixed_width(var: xr.Variable, name) -> xr.Variable:
             stacklevel=2,
         )
     values = np.asarray(var.values)
+    if values.dtype.kind == "T":
+        values = values.astype(object)  # NumPy keeps a StringDType through astype(str)
     flat = values.ravel().tolist()
     if all(isinstance(v, str) for v in flat):
         data = values.astype(str) if values.size else values.astype("U1")
