@@ -209,6 +209,14 @@ def _tree_zip_deflated(tmp_path) -> str:
     return str(path)
 
 
+def _deep_tree_dir(tmp_path) -> str:
+    root = tmp_path / "deep.b2d"
+    leaf = root.joinpath(*"abcdef")  # six group levels
+    leaf.mkdir(parents=True)
+    b2store.asarray(np.arange(4), str(leaf / "x.b2nd"))
+    return str(root)
+
+
 def _compressible_vlmeta() -> bytes:
     # Stored small, decoded large: the decoded size is what max_vlmeta_nbytes must bound, and
     # the chunk limit must not be the one named (it was: issue 19, item 17).
@@ -229,6 +237,7 @@ WALK = [
     ("max_tree_members", _tree_dir, "tree", 2),
     ("max_tree_members", _tree_zip, "tree", 2),
     ("max_member_nbytes", _tree_zip_deflated, "tree", 100),
+    ("max_tree_depth", _deep_tree_dir, "tree", 3),
 ]  # fmt: skip
 
 
