@@ -41,26 +41,13 @@ from ...frame.mappings import raw_value
 from ...nd.chunks import encode_chunk_array
 from ...nd.geometry import chunk_grid
 from .conventions import XARRAY_KEY
-from .encoding import STORAGE_KEYS
+from .encoding import STORAGE_KEYS, VALUE_KEYS
 
 __all__ = ["write_into", "resolve_mode", "write_region", "ConcurrentWriteError"]
 
 
 class ConcurrentWriteError(B2StoreError, RuntimeError):
     """Another writer changed a stored array between the planning of a write and its start."""
-
-
-#: The CF encoding of a stored variable that values written into it are encoded with.
-VALUE_KEYS = (
-    "dtype",
-    "_FillValue",
-    "missing_value",
-    "scale_factor",
-    "add_offset",
-    "units",
-    "calendar",
-    "_Unsigned",
-)
 
 
 def resolve_mode(mode, append_dim, region) -> str:

@@ -34,6 +34,7 @@ from ...chunk.params import ChunkParams, codec_name, splitmode_name
 __all__ = [
     "STORAGE_KEYS",
     "CF_KEYS",
+    "VALUE_KEYS",
     "FOREIGN_KEYS",
     "split_encoding",
     "finish_encoding",
@@ -46,19 +47,24 @@ __all__ = [
 STORAGE_KEYS = frozenset(
     {"codec", "clevel", "filters", "filters_meta", "splitmode", "chunks", "blocks"}
 )
+#: The CF keys that say how values are stored (masking, packing, times, ``_Unsigned``): those
+#: of a stored variable are the ones values appended or written into it are encoded with.
+VALUE_KEYS = (
+    "dtype",
+    "_FillValue",
+    "missing_value",
+    "scale_factor",
+    "add_offset",
+    "units",
+    "calendar",
+    "_Unsigned",
+)
 #: Per-variable encoding keys handed to xarray's CF encoder, which stores them as attributes:
-#: masking, packing, times, CF ``_Unsigned``, and the CF linkage ``decode_coords="all"``,
-#: rioxarray and cf_xarray keep in ``.encoding`` (``grid_mapping``, ``bounds``, ...).
+#: the value keys, and the CF linkage ``decode_coords="all"``, rioxarray and cf_xarray keep in
+#: ``.encoding`` (``coordinates``, ``grid_mapping``, ``bounds``, ...).
 CF_KEYS = frozenset(
     {
-        "dtype",
-        "_FillValue",
-        "missing_value",
-        "scale_factor",
-        "add_offset",
-        "units",
-        "calendar",
-        "_Unsigned",
+        *VALUE_KEYS,
         "coordinates",
         *CF_RELATED_DATA,
     }
