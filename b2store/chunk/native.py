@@ -41,6 +41,7 @@ __all__ = [
     "cpu_count",
     "encode",
     "executor",
+    "threads_for",
     "default_nthreads",
     "set_nthreads",
 ]
@@ -274,6 +275,23 @@ def _scratch():
     return scratch
 
 
+# Bytes of a chunk each thread must have before another thread is worth its handoff (30-40 us
+# on a 2-core machine, more than LZ4 takes to decode 256 kB). Decoding with two threads, a 16 kB
+# chunk took 11x as long as with one and a 256 kB one 1.9x (Zstd 0.94x); 1 MB chunks took
+# 0.72-0.77x. Encoding is slower, and how much slower is the codec's: LZ4 and BloscLZ gain from
+# 512 kB (two threads: 0.46x the speed at 64 kB, 1.27x at 512 kB), the others from 64 kB
+# (Zstd 1.66x at 64 kB). bench/bench_threads.py measures it.
+THREAD_BYTES = 512 << 10
+ENCODE_THREAD_BYTES = {Codec.BLOSCLZ: 256 << 10, Codec.LZ4: 256 << 10}
+SLOW_ENCODE_THREAD_BYTES = 32 << 10
+
+
+def threads_for(nbytes: int, nthreads: int | None, per_thread: int | None = None) -> int:
+    """How many of ``nthreads`` threads (None: one) work on ``nbytes`` of a chunk, each
+    given ``per_thread`` bytes at least (None: :data:`THREAD_BYTES`)."""
+    return max(1, min(nthreads or 1, nbytes // (per_thread or THREAD_BYTES)))
+
+
 def _share(run, nthreads: int) -> int:
     """Run ``run()`` in ``nthreads`` threads (this one included); the worst status."""
     if nthreads <= 1:
@@ -373,7 +391,7 @@ def decode(decoder, blocks, dest: np.ndarray, dest_base: int, first=None, nthrea
             first,
         )
 
-    nthreads = max(1, min(nthreads, len(blocks)))
+    nthreads = min(threads_for(len(blocks) * h.effective_blocksize, nthreads), len(blocks))
     return _share(run, nthreads) == 0 and not failed[0]
 
 
@@ -408,7 +426,7 @@ def quick_decode(buf, out, nthreads: int | None, max_nbytes: int) -> np.ndarray 
         dest = out
     else:
         return None
-    nthreads = max(1, min(nthreads or 1, plan.nblocks, cpu_count()))
+    nthreads = min(threads_for(plan.nbytes, nthreads), plan.nblocks, cpu_count())
     if _share(lambda: plan.run(dest, _scratch()), nthreads):
         return None
     return dest
@@ -475,7 +493,8 @@ def encode(job, dictionary, nthreads: int, zstd_levels, prefix: int) -> Encoded 
         level = zstd_levels.get(clevel, 0) if job.codec == Codec.ZSTD else 0
     steps = _encode_steps(tuple(job.pipeline.steps), job.pipeline.typesize)
     bs, nstreams, nblocks = job.blocksize, job.nstreams, job.nblocks
-    nthreads = max(1, min(nthreads, nblocks))
+    per_thread = ENCODE_THREAD_BYTES.get(job.codec, SLOW_ENCODE_THREAD_BYTES)
+    nthreads = min(threads_for(nblocks * bs, nthreads, per_thread), nblocks)
     room = bs + 5 * nstreams  # the most one block takes
     # One thread writes each block right after the last (slot 0: nothing to pack after);
     # threads finish blocks out of order, so each gets a slot of its own.
