@@ -160,7 +160,18 @@ def special_chunk(nitems: int, typesize: int, special, value: bytes | None = Non
     return schunk.get_chunk(0)
 
 
-@pytest.mark.parametrize("value", [np.float64(2.5), np.int32(-7), np.uint8(9), np.complex128(1j)])
+@pytest.mark.parametrize(
+    "value",
+    [
+        np.float64(2.5),
+        np.int32(-7),
+        np.int16(-300),
+        np.uint8(9),
+        np.complex128(1j),
+        np.void(b"abc"),  # 3 bytes: filled by doubling copies, not as one integer
+    ],
+    ids=repr,
+)
 def test_special_value_chunks(value):
     chunk = special_chunk(1000, value.itemsize, blosc2.SpecialValue.VALUE, value.tobytes())
     info = b2store.chunk_info(chunk)

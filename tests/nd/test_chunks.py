@@ -73,6 +73,44 @@ def test_constant_chunks_are_special():
     np.testing.assert_array_equal(decode_chunk_array(edge, (4, 4), (2, 2), "<f8")[3], 0)
 
 
+@pytest.mark.parametrize(
+    ("dtype", "value"),
+    [
+        ("i1", -3),
+        ("<i2", 300),
+        ("<f4", np.nan),
+        ("<f8", 2.5),
+        ("<U2", "ab"),  # 8 bytes, UCS4
+        ("<c16", 1 - 2j),
+        ([("a", "u1"), ("b", "<i2")], (1, -2)),  # 3 bytes: compared as repeating bytes
+    ],
+    ids=str,
+)
+def test_one_value_is_special_whatever_the_item_size(dtype, value):
+    dtype = np.dtype(dtype)
+    params = cparams_for(dtype, (8, 8))
+    x = np.empty((16, 16), dtype)
+    x[...] = np.array(value, dtype)
+    chunk = encode_chunk_array(x, (16, 16), (8, 8), params, dtype=dtype)
+    assert ChunkDecoder(chunk).special and len(chunk) <= 32 + dtype.itemsize
+    got = decode_chunk_array(chunk, (16, 16), (8, 8), dtype)
+    assert got.tobytes() == x.tobytes()
+    # One item in the middle differs, by a byte the first and last items do not show.
+    y = x.copy()
+    y.view(np.uint8).reshape(16, 16, -1)[7, 9, -1] ^= 1
+    other = encode_chunk_array(y, (16, 16), (8, 8), params, dtype=dtype)
+    assert not ChunkDecoder(other).special
+    assert decode_chunk_array(other, (16, 16), (8, 8), dtype).tobytes() == y.tobytes()
+
+
+def test_zero_and_negative_zero_are_two_values():
+    x = np.zeros((4, 4))
+    x[2, 1] = -0.0
+    chunk = encode_chunk_array(x, (4, 4), (2, 2), cparams_for(x.dtype, (2, 2)))
+    assert not ChunkDecoder(chunk).special
+    assert decode_chunk_array(chunk, (4, 4), (2, 2), "<f8").tobytes() == x.tobytes()
+
+
 def test_subarray_dtype_and_0d():
     dtype = np.dtype(("<i4", (2,)))
     x = np.arange(24, dtype="<i4").reshape(4, 3, 2)
