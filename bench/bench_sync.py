@@ -1,10 +1,13 @@
 """Writes to disk under each sync setting of b2store against python-blosc2 (which never syncs).
 
-Two cases, each timed in rounds that rotate the contenders (medians, same run):
+Three cases, each timed in rounds that rotate the contenders (medians, same run):
 
 - a whole-array write: ``asarray(x, path)`` of a 64 MiB float32 field;
 - a job of small changes: 20 writes of one row into an open array (one commit each, each
-  re-encoding the 8 MiB chunk it falls in).
+  re-encoding the 8 MiB chunk it falls in);
+- the same job writing one constant row 16 times: the two chunks it falls in soon hold one
+  value, stored as special chunks (no data, only the value), decoded and found constant again
+  at each write.
 
 b2store's settings (``b2store.set_sync``): ``commit`` syncs each change before it returns (the
 default), ``close`` syncs once at close, ``none`` never syncs, as python-blosc2. Run from the
@@ -43,12 +46,13 @@ def _whole(x: np.ndarray, where: str, nthreads: int) -> dict:
     return funcs
 
 
-def _small_changes(x: np.ndarray, where: str, rows: int) -> dict:
-    # Values like the data's (a constant row would soon make whole chunks constant, which
-    # both libraries store as special chunks without compressing anything).
-    new_rows = x[:rows] + np.float32(0.5)
-    ours_paths = {m: os.path.join(where, f"edit_{m}.b2nd") for m in MODES}
-    theirs_path = os.path.join(where, "edit_theirs.b2nd")
+def _small_changes(x: np.ndarray, where: str, rows: int, constant: bool = False) -> dict:
+    # Values like the data's, unless ``constant``: a constant row soon makes whole chunks
+    # constant, which both libraries store as special chunks without compressing anything.
+    new_rows = np.full_like(x[:rows], 1.0) if constant else x[:rows] + np.float32(0.5)
+    name = "constant" if constant else "edit"
+    ours_paths = {m: os.path.join(where, f"{name}_{m}.b2nd") for m in MODES}
+    theirs_path = os.path.join(where, f"{name}_theirs.b2nd")
     for path in ours_paths.values():
         b2store.asarray(x, path, mode="w", chunks=(8, 512, 512)).close()
     blosc2.asarray(x, urlpath=theirs_path, mode="w", chunks=(8, 512, 512))
@@ -90,6 +94,10 @@ def main() -> None:
                 f"20 row writes (20 commits), {nthreads} thread(s)": (
                     _small_changes(x, where, 20),
                     20 * x[0].nbytes,
+                ),
+                f"16 constant-row writes (16 commits), {nthreads} thread(s)": (
+                    _small_changes(x, where, 16, constant=True),
+                    16 * x[0].nbytes,
                 ),
             }
             for name, (funcs, nbytes) in cases.items():
