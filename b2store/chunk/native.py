@@ -278,11 +278,11 @@ def _scratch():
 # Bytes of a chunk each thread must have before another thread is worth its handoff (30-40 us
 # on a 2-core machine, more than LZ4 takes to decode 256 kB). Decoding with two threads, a 16 kB
 # chunk took 11x as long as with one and a 256 kB one 1.9x (Zstd 0.94x); 1 MB chunks took
-# 0.72-0.77x. Encoding is slower, and how much slower is the codec's: LZ4 and BloscLZ gain from
-# 512 kB (two threads: 0.46x the speed at 64 kB, 1.27x at 512 kB), the others from 64 kB
-# (Zstd 1.66x at 64 kB). bench/bench_threads.py measures it.
+# 0.72-0.77x. Encoding is slower, LZ4 the least: two threads encoded 64 kB of LZ4 at 0.46x one
+# thread's speed and 512 kB at 1.27x; BloscLZ, LZ4HC, zlib and Zstd gain from 64 kB (1.14x,
+# 1.47x, 1.60x, 1.57x). bench/bench_threads.py measures LZ4 and Zstd.
 THREAD_BYTES = 512 << 10
-ENCODE_THREAD_BYTES = {Codec.BLOSCLZ: 256 << 10, Codec.LZ4: 256 << 10}
+ENCODE_THREAD_BYTES = {Codec.LZ4: 256 << 10}
 SLOW_ENCODE_THREAD_BYTES = 32 << 10
 
 
