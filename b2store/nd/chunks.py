@@ -54,6 +54,7 @@ from ..chunk.encoder import encode_chunk, special_chunk
 from ..chunk.header import ChunkHeader
 from ..chunk.params import ChunkParams, parse_writable_codec
 from ..chunk.partial import decode_blocks, plan_blocks
+from ..chunk.repeat import repeats_one_item
 from ..constants import Filter, SpecialValue
 from ..errors import FormatError
 from .geometry import (
@@ -116,24 +117,13 @@ def cparams_for(
 # --- encoding -----------------------------------------------------------------------------
 
 
-# Items of these sizes are compared as unsigned integers (bit for bit, NaNs included): 20x
-# faster than comparing them as rows of bytes (8 MiB of float32: 0.6 ms against 13.7 ms).
-_UINTS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
-
-
 def _constant_chunk(buf: np.ndarray, dtype: np.dtype, blocksize: int) -> bytes | None:
     """A special chunk for a chunk whose items are all one value, else None."""
     raw = buf.view(np.uint8).reshape(-1)
-    size = dtype.itemsize
-    items = raw.reshape(-1, size)
+    items = raw.reshape(-1, dtype.itemsize)
     if not len(items) or (items[-1] != items[0]).any():
         return None  # most chunks show it at their last item: no pass over them all
-    uint = _UINTS.get(size)
-    if uint is not None:
-        same = raw.view(uint)
-        if not (same == same[0]).all():
-            return None
-    elif not np.array_equal(raw[size:], raw[:-size]):  # the bytes repeat with the item's period
+    if not repeats_one_item(raw, dtype.itemsize):
         return None
     if not items[0].any():
         return special_chunk(SpecialValue.ZERO, buf.nbytes, dtype.itemsize, blocksize=blocksize)
