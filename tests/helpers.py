@@ -153,3 +153,12 @@ def ref_bytedelta_decode(buf: np.ndarray, es: int, buggy: bool = False) -> np.nd
     else:
         out = np.cumsum(chans, axis=1)
     return np.concatenate([(out % 256).astype(np.uint8).reshape(-1), buf[n * es :]])
+
+
+# Where to_b2nd writes, by layout: a file name and the options that choose the layout.
+WRITE_LAYOUTS = {
+    "frame": ("t.b2nd", {}),
+    "sparse": ("t.b2nd", {"contiguous": False}),
+    "b2d": ("t.b2d", {}),
+    "b2z": ("t.b2z", {}),
+}

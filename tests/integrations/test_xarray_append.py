@@ -15,16 +15,11 @@ xr = pytest.importorskip("xarray")
 blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 checks what b2store writes")
 da = pytest.importorskip("dask.array")
 
+from helpers import WRITE_LAYOUTS as LAYOUTS  # noqa: E402
+
 import b2store  # noqa: E402
 from b2store import journal  # noqa: E402
 from b2store.integrations.xarray.writer import to_b2nd  # noqa: E402
-
-LAYOUTS = {
-    "frame": ("t.b2nd", {}),
-    "sparse": ("t.b2nd", {"contiguous": False}),
-    "b2d": ("t.b2d", {}),
-    "b2z": ("t.b2z", {}),
-}
 
 
 def day(k: int, n: int = 2, single: bool = False) -> xr.Dataset:

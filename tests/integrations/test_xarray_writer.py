@@ -12,14 +12,10 @@ xr = pytest.importorskip("xarray")
 blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 checks what b2store writes")
 da = pytest.importorskip("dask.array")
 
+from helpers import WRITE_LAYOUTS as LAYOUTS  # noqa: E402
+
 from b2store.integrations.xarray.writer import to_b2nd  # noqa: E402
 
-LAYOUTS = {
-    "frame": ("t.b2nd", {}),
-    "sparse": ("t.b2nd", {"contiguous": False}),
-    "b2d": ("t.b2d", {}),
-    "b2z": ("t.b2z", {}),
-}
 DTYPES = ["i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8", "c8", "c16", "?", "U3", "S2"]
 
 
