@@ -121,16 +121,22 @@ def _fail_after(monkeypatch, n: int) -> None:
     monkeypatch.setattr(journal, "_write_head", write_head)
 
 
-@pytest.mark.parametrize("n", [0, 1, 2])
-def test_a_commit_stopped_after_its_journal_is_finished_by_the_next_reader(
-    tmp_path, monkeypatch, n
-):
+def _stopped_commit(tmp_path: Path, monkeypatch, n: int) -> Path:
+    """A .b2d whose first append stopped after ``n`` header writes (its journal left)."""
     path = tmp_path / "t.b2d"
     steps.create(str(path), "b2d")
     with monkeypatch.context() as m:
         _fail_after(m, n)
         with pytest.raises(Boom):
             steps.step(str(path), "b2d", 1)
+    return path
+
+
+@pytest.mark.parametrize("n", [0, 1, 2])
+def test_a_commit_stopped_after_its_journal_is_finished_by_the_next_reader(
+    tmp_path, monkeypatch, n
+):
+    path = _stopped_commit(tmp_path, monkeypatch, n)
     assert journal.pending(path)
     # python-blosc2 ignores the journal: it sees frames whose header was written (after)
     # beside frames whose header was not (before); here "a" is one or the other
@@ -167,12 +173,7 @@ def test_a_commit_stopped_before_its_journal_leaves_the_dataset_before(tmp_path,
 
 
 def test_b2store_opening_a_member_finishes_the_commit(tmp_path, monkeypatch):
-    path = tmp_path / "t.b2d"
-    steps.create(str(path), "b2d")
-    with monkeypatch.context() as m:
-        _fail_after(m, 1)
-        with pytest.raises(Boom):
-            steps.step(str(path), "b2d", 1)
+    path = _stopped_commit(tmp_path, monkeypatch, 1)
     with b2store.open(str(path / "b.b2nd")) as b:  # a frame whose header was not written
         assert b.shape == (4,)
     assert not journal.pending(path) and steps.state(str(path), "b2d") == 1
@@ -182,12 +183,7 @@ def test_a_stale_journal_is_undone(tmp_path, monkeypatch):
     # Another writer (python-blosc2, which ignores the journal) changed a frame the journal
     # names while it was pending: the journal no longer applies, and all it did is undone:
     # the headers it wrote, the new files it put in place, the files it replaced.
-    path = tmp_path / "t.b2d"
-    steps.create(str(path), "b2d")
-    with monkeypatch.context() as m:
-        _fail_after(m, 1)  # the renames are made, then the first header
-        with pytest.raises(Boom):
-            steps.step(str(path), "b2d", 1)
+    path = _stopped_commit(tmp_path, monkeypatch, 1)  # the renames made, then one header
     b = blosc2.open(str(path / "b.b2nd"), mode="a")  # still before
     b[0] = 7
     del b
@@ -199,12 +195,7 @@ def test_a_stale_journal_is_undone(tmp_path, monkeypatch):
 
 
 def test_a_reader_that_cannot_finish_the_commit_says_so(tmp_path, monkeypatch):
-    path = tmp_path / "t.b2d"
-    steps.create(str(path), "b2d")
-    with monkeypatch.context() as m:
-        _fail_after(m, 1)
-        with pytest.raises(Boom):
-            steps.step(str(path), "b2d", 1)
+    path = _stopped_commit(tmp_path, monkeypatch, 1)
 
     def read_only(*args, **kwargs):
         raise PermissionError(13, "Permission denied", str(args[0]))
