@@ -9,11 +9,28 @@ import numpy as np
 
 from ..chunk import partial
 from ..chunk.decoder import ChunkDecoder, as_uint8
-from ..constants import MAX_BUFFERSIZE, MIN_HEADER_LENGTH
+from ..constants import MAX_BUFFERSIZE, MIN_HEADER_LENGTH, SpecialValue
 from ..errors import FormatError
 from .changes import State
 
-__all__ = ["BlockReads"]
+__all__ = ["BlockReads", "check_value_item"]
+
+
+def check_value_item(header, typesize: int, i: int) -> None:
+    """A chunk of one repeated value (special VALUE) in a frame of ``typesize``-byte items
+    holds one item: a value of another size would be repeated across the items' bounds (a
+    3-byte value filling a frame of float32), garbage served as data. Frames of typesize 1
+    hold bytes or items too wide for the header (b2nd's), which the array checks."""
+    if typesize > 1 and header.special == SpecialValue.VALUE:
+        size = header.cbytes - header.header_size
+        if size != typesize:
+            raise FormatError(
+                f"chunk {i} cbytes",
+                f"32 + the frame's typesize {typesize} for a repeated-value chunk",
+                header.cbytes,
+                12,
+            )
+
 
 # Block layouts (a chunk's parsed block starts) kept per frame for repeated small reads.
 _LAYOUTS_KEPT = 256
@@ -110,6 +127,7 @@ class BlockReads:
         read, prefix, plan = self._plan(st, i, blocks)
         if plan is None:  # special, memcpyed or VL blocks: decoded whole
             decoder = ChunkDecoder(prefix)
+            check_value_item(decoder.header, st.header.typesize, i)
             if decoder.header.nbytes != len(dest):
                 raise FormatError(f"chunk {i} nbytes", str(len(dest)), decoder.header.nbytes)
             if decoder.special and blocksize:

@@ -27,6 +27,7 @@ from ..chunk.encoder import (
     resolve_splitmode,
     special_chunk,
 )
+from ..chunk.header import ChunkHeader
 from ..chunk.params import ChunkParams
 from ..constants import (
     EXTENDED_HEADER_LENGTH,
@@ -47,7 +48,7 @@ from .backends import (
     open_backend,
     read_header,
 )
-from .block_reads import BlockReads
+from .block_reads import BlockReads, check_value_item
 from .changes import Changes, State
 from .header import FrameHeader
 from .mappings import MetaView, VLMetaView
@@ -64,6 +65,10 @@ class FrameClosedError(B2StoreError, ValueError):
 def _special_kind(offset: int) -> int:
     # A special offset has its top bit set and the special value in the top byte's low bits.
     return (offset >> 56) & 0x7F
+
+
+# The longest a special VALUE chunk is: its header and one item of a typesize up to 255.
+_VALUE_CHUNK_MAX = 32 + 255
 
 
 class SChunk(Changes, BlockReads):
@@ -500,7 +505,10 @@ class SChunk(Changes, BlockReads):
         entry = int(st.offsets[i])
         if entry < 0:
             return self._special(i, entry, st)
-        return self._backend.read_chunk(entry, st.header, f"offsets[{i}]")
+        chunk = self._backend.read_chunk(entry, st.header, f"offsets[{i}]")
+        if len(chunk) <= _VALUE_CHUNK_MAX:
+            check_value_item(ChunkHeader.from_bytes(chunk), st.header.typesize, i)
+        return chunk
 
     def chunk_span(self, i: int) -> tuple[str, int, int] | None:
         """Where chunk ``i``'s bytes are stored: (file path or URL, byte offset, length), or

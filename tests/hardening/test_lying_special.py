@@ -247,3 +247,28 @@ def test_python_blosc2_schunk_special_chunks_still_read(tmp_path, special, value
     assert got.size == 300
     if value is not None:
         np.testing.assert_array_equal(got, np.full(300, value))
+
+
+@pytest.mark.parametrize("layout", [{}, {"contiguous": False}], ids=["contiguous", "sparse"])
+@pytest.mark.parametrize("key", [slice(None), slice(9, 11), 9], ids=["whole", "part", "item"])
+def test_a_repeated_value_of_another_size_than_the_items_is_refused(tmp_path, layout, key):
+    # A 3-byte value in a frame of float32: repeated, it would cut across the items.
+    from b2store.chunk.encoder import special_chunk
+
+    path = tmp_path / "a.b2nd"
+    with b2store.asarray(
+        np.arange(48, dtype="<f4"), path, chunks=(24,), blocks=(8,), **layout
+    ) as a:
+        a.schunk.update_chunk(0, special_chunk(SpecialValue.VALUE, 96, 3, b"abc", blocksize=32))
+    with b2store.open(path) as b:
+        with pytest.raises(FormatError, match=r"chunk 0 cbytes.*typesize 4.*found 35"):
+            b[key]
+        np.testing.assert_array_equal(b[30:32], [30, 31])  # the other chunk still reads
+    # One item of the frame's size is a repeated value as python-blosc2 writes it.
+    with b2store.open(path, mode="a") as a:
+        a.schunk.update_chunk(
+            0, special_chunk(SpecialValue.VALUE, 96, 4, b"\0\0\x80?", blocksize=32)
+        )
+    with b2store.open(path) as b:
+        want = np.concatenate([np.ones(24, "<f4"), np.arange(24, 48, dtype="<f4")])
+        np.testing.assert_array_equal(b[key], want[key])
