@@ -20,7 +20,7 @@ def check_value_item(header, typesize: int, i: int) -> None:
     """A chunk of one repeated value (special VALUE) in a frame of ``typesize``-byte items
     holds one item: a value of another size would be repeated across the items' bounds (a
     3-byte value filling a frame of float32), garbage served as data. Frames of typesize 1
-    hold bytes or items too wide for the header (b2nd's), which the array checks."""
+    hold bytes or items too wide for the header (b2nd's): their value is not checked here."""
     if typesize > 1 and header.special == SpecialValue.VALUE:
         size = header.cbytes - header.header_size
         if size != typesize:
