@@ -15,7 +15,6 @@ from cpython.buffer cimport PyBUF_STRIDES, PyBUF_WRITABLE, PyBuffer_Release, PyO
 from libc.stdint cimport int64_t, uint8_t
 from libc.string cimport memcpy
 
-DEF MAX_DIMS = 16
 
 
 cdef int _dims(object values, Py_ssize_t* into, Py_ssize_t nd, str name) except -1:
@@ -41,22 +40,12 @@ def scatter_blocks(const uint8_t[::1] buf, Py_ssize_t base, const int64_t[::1] b
 
 cdef int _scatter(const uint8_t[::1] buf, Py_ssize_t base, const int64_t[::1] blocks,
                   chunkshape, blockshape, lo, hi, Py_buffer* out) except -1:
-    cdef Py_ssize_t nd = len(chunkshape), d, k, n, j, rem, itemsize, block_bytes, nblocks = 1
-    cdef Py_ssize_t run, last, src_off, dst_off, count
+    cdef Py_ssize_t nd = len(chunkshape), d, k, n, itemsize, block_bytes, nblocks = 1
     cdef Py_ssize_t C[MAX_DIMS]
     cdef Py_ssize_t B[MAX_DIMS]
     cdef Py_ssize_t L[MAX_DIMS]
     cdef Py_ssize_t H[MAX_DIMS]
-    cdef Py_ssize_t NB[MAX_DIMS]
     cdef Py_ssize_t OS[MAX_DIMS]
-    cdef Py_ssize_t BS[MAX_DIMS]
-    cdef Py_ssize_t A[MAX_DIMS]
-    cdef Py_ssize_t Z[MAX_DIMS]
-    cdef Py_ssize_t O[MAX_DIMS]
-    cdef Py_ssize_t I[MAX_DIMS]
-    cdef const uint8_t* block
-    cdef uint8_t* dst = <uint8_t*>out.buf
-    cdef bint skip
     if nd > MAX_DIMS:
         raise ValueError(f"at most {MAX_DIMS} dimensions, not {nd}")
     _dims(chunkshape, C, nd, "chunkshape")
@@ -73,11 +62,8 @@ cdef int _scatter(const uint8_t[::1] buf, Py_ssize_t base, const int64_t[::1] bl
         if out.shape[d] != H[d] - L[d]:
             raise ValueError(f"out has {out.shape[d]} items along {d}, not {H[d] - L[d]}")
         OS[d] = out.strides[d]
-        NB[d] = (C[d] + B[d] - 1) // B[d]
-        nblocks *= NB[d]
+        nblocks *= (C[d] + B[d] - 1) // B[d]
         block_bytes *= B[d]
-    for d in range(nd - 1, -1, -1):
-        BS[d] = itemsize if d == nd - 1 else BS[d + 1] * B[d + 1]
     n = blocks.shape[0]
     for k in range(n):
         if not base <= blocks[k] < nblocks or (blocks[k] - base + 1) * block_bytes > buf.shape[0]:
@@ -85,48 +71,71 @@ cdef int _scatter(const uint8_t[::1] buf, Py_ssize_t base, const int64_t[::1] bl
     if n == 0:
         return 0
     if nd == 0:
-        memcpy(dst, &buf[(blocks[0] - base) * block_bytes], itemsize)
+        memcpy(out.buf, &buf[(blocks[0] - base) * block_bytes], itemsize)
         return 0
-    last = nd - 1
     with nogil:
-        for k in range(n):
-            j = blocks[k]
-            rem = j
-            skip = False
-            for d in range(last, -1, -1):
-                O[d] = (rem % NB[d]) * B[d]  # the block's origin in the chunk
-                rem = rem // NB[d]
-                A[d] = L[d] if L[d] > O[d] else O[d]
-                Z[d] = H[d] if H[d] < O[d] + B[d] else O[d] + B[d]
-                if A[d] >= Z[d]:
-                    skip = True
-            if skip:
-                continue
-            block = &buf[(j - base) * block_bytes]
-            count = Z[last] - A[last]
-            run = count * itemsize
-            for d in range(nd):
-                I[d] = A[d]
-            while True:
-                src_off = 0
-                dst_off = 0
-                for d in range(nd):
-                    src_off += (I[d] - O[d]) * BS[d]
-                    dst_off += (I[d] - L[d]) * OS[d]
-                if OS[last] == itemsize:
-                    memcpy(dst + dst_off, block + src_off, run)
-                else:
-                    for rem in range(count):
-                        memcpy(dst + dst_off + rem * OS[last], block + src_off + rem * itemsize,
-                               itemsize)
-                # The next row piece: an odometer over every dimension but the last.
-                d = last - 1
-                while d >= 0:
-                    I[d] += 1
-                    if I[d] < Z[d]:
-                        break
-                    I[d] = A[d]
-                    d -= 1
-                if d < 0:
-                    break
+        place_blocks(&buf[0], base, &blocks[0], n, nd, C, B, L, H, <uint8_t*>out.buf, OS, itemsize)
     return 0
+
+
+cdef void place_blocks(const uint8_t* buf, Py_ssize_t base, const int64_t* blocks, Py_ssize_t n,
+                       Py_ssize_t nd, const Py_ssize_t* C, const Py_ssize_t* B,
+                       const Py_ssize_t* L, const Py_ssize_t* H, uint8_t* dst,
+                       const Py_ssize_t* OS, Py_ssize_t itemsize) noexcept nogil:
+    """The copy itself, every argument already checked (see the header of ``_nd.pxd``);
+    ``blocks`` NULL: the ``n`` first blocks, in order."""
+    cdef Py_ssize_t d, k, j, rem, block_bytes = itemsize, run, last = nd - 1
+    cdef Py_ssize_t src_off, dst_off, count
+    cdef Py_ssize_t NB[MAX_DIMS]
+    cdef Py_ssize_t BS[MAX_DIMS]
+    cdef Py_ssize_t A[MAX_DIMS]
+    cdef Py_ssize_t Z[MAX_DIMS]
+    cdef Py_ssize_t O[MAX_DIMS]
+    cdef Py_ssize_t I[MAX_DIMS]
+    cdef const uint8_t* block
+    cdef bint skip
+    for d in range(nd):
+        NB[d] = (C[d] + B[d] - 1) // B[d]
+        block_bytes *= B[d]
+    for d in range(nd - 1, -1, -1):
+        BS[d] = itemsize if d == nd - 1 else BS[d + 1] * B[d + 1]
+    for k in range(n):
+        j = blocks[k] if blocks != NULL else k
+        rem = j
+        skip = False
+        for d in range(last, -1, -1):
+            O[d] = (rem % NB[d]) * B[d]  # the block's origin in the chunk
+            rem = rem // NB[d]
+            A[d] = L[d] if L[d] > O[d] else O[d]
+            Z[d] = H[d] if H[d] < O[d] + B[d] else O[d] + B[d]
+            if A[d] >= Z[d]:
+                skip = True
+        if skip:
+            continue
+        block = buf + (j - base) * block_bytes
+        count = Z[last] - A[last]
+        run = count * itemsize
+        for d in range(nd):
+            I[d] = A[d]
+        while True:
+            src_off = 0
+            dst_off = 0
+            for d in range(nd):
+                src_off += (I[d] - O[d]) * BS[d]
+                dst_off += (I[d] - L[d]) * OS[d]
+            if OS[last] == itemsize:
+                memcpy(dst + dst_off, block + src_off, run)
+            else:
+                for rem in range(count):
+                    memcpy(dst + dst_off + rem * OS[last], block + src_off + rem * itemsize,
+                           itemsize)
+            # The next row piece: an odometer over every dimension but the last.
+            d = last - 1
+            while d >= 0:
+                I[d] += 1
+                if I[d] < Z[d]:
+                    break
+                I[d] = A[d]
+                d -= 1
+            if d < 0:
+                break

@@ -81,17 +81,6 @@ cdef class Plan:
     what is wrong. Threads running :meth:`run` on one plan split its blocks.
     """
 
-    cdef const uint8_t[::1] _src
-    cdef Job J
-    cdef int64_t* table
-    cdef int64_t counter
-    cdef int32_t failed
-    cdef bint needs_scratch
-    cdef bint raw
-    cdef readonly bint ok
-    cdef readonly Py_ssize_t nbytes
-    cdef readonly Py_ssize_t nblocks
-
     def __cinit__(self, const uint8_t[::1] src):
         self._src = src
         self.ok = self._plan(src.shape[0]) == 0
@@ -229,19 +218,25 @@ cdef class Plan:
     def run(self, uint8_t[::1] dest, Scratch scratch not None):
         """Decode blocks into ``dest`` (``nbytes`` long) until none are left; 0 or -1.
         A plan decodes once: its blocks are shared out to whichever threads run it."""
+        if not self.ok or dest.shape[0] != self.nbytes:
+            return -1
+        return self.decode_to(&dest[0], scratch)
+
+    cdef int decode_to(self, uint8_t* dest, Scratch scratch):
+        """:meth:`run` into ``nbytes`` bytes at ``dest``."""
         cdef Job J = self.J
         cdef uint8_t* work = NULL
         cdef uint8_t* spare = NULL
         cdef uint8_t* tmp = NULL
         cdef void* dctx = NULL
         cdef int rc
-        if not self.ok or dest.shape[0] != self.nbytes:
+        if not self.ok:
             return -1
         if self.raw:
             with nogil:
-                _copy_blocks(&J, &dest[0], self.nblocks, &self.counter)
+                _copy_blocks(&J, dest, self.nblocks, &self.counter)
             return 0
-        J.dest, J.dest_base, J.dest_len = &dest[0], 0, dest.shape[0]
+        J.dest, J.dest_base, J.dest_len = dest, 0, self.nbytes
         if self.needs_scratch:
             if scratch.reserve(J.blocksize, 0):
                 return -1

@@ -52,6 +52,7 @@ from .block_reads import BlockReads, check_value_item
 from .changes import Changes, State
 from .header import FrameHeader
 from .mappings import MetaView, VLMetaView
+from .runs import RunReads
 from .sources import FileSource, MemorySource, local_path
 from .trailer import MIN_TRAILER_LEN, TRAILER_TAIL_LEN, read_trailer, trailer_span
 
@@ -71,7 +72,7 @@ def _special_kind(offset: int) -> int:
 _VALUE_CHUNK_MAX = 32 + 255
 
 
-class SChunk(Changes, BlockReads):
+class SChunk(Changes, BlockReads, RunReads):
     """The chunks of a Blosc2 frame (contiguous or sparse).
 
     Use :meth:`open` (or :func:`b2store.open`) to read one. ``meta`` maps the fixed
@@ -87,6 +88,7 @@ class SChunk(Changes, BlockReads):
         self.limits = resolve(limits)
         self._refresh_lock = threading.Lock()
         self._layouts: tuple[State | None, dict] = (None, {})
+        self._bounds: tuple[State | None, np.ndarray | None] = (None, None)
         # Set by a layer above that keeps an invariant over the chunks (a b2nd array: as
         # many chunks as its shape needs, all of one size); checked before each publish.
         self.layout_guard = None

@@ -15,7 +15,7 @@ from ..constants import MAX_TYPESIZE, SpecialValue
 from ..errors import FormatError
 from ..frame.schunk import READ_TRIES, SChunk
 from ..frame.writer import special_offset
-from . import fancy
+from . import fancy, runs
 from .carriers import check_holds_data
 from .chunks import (
     SMALL_CHUNK_BYTES,
@@ -27,7 +27,7 @@ from .chunks import (
 )
 from .geometry import blocks_touched, chunk_grid, chunk_nitems
 from .indexing import chunks_touched as _chunks_touched
-from .indexing import normalize
+from .indexing import normalize, split_whole
 from .meta import B2ndMeta
 
 __all__ = ["B2ndArray"]
@@ -291,11 +291,25 @@ class B2ndArray:
         of two. A state a writer has since replaced may fail to read (a sparse frame's old
         chunk file discarded); the whole read is then done again from the newer one."""
         schunk = self.schunk
+        # Small chunks a read takes whole are read a run of neighbours at a time and decoded
+        # in one compiled call per run (nd/runs.py); the others one by one.
+        in_runs = (
+            len(scratch) < SMALL_CHUNK_BYTES
+            and self.dtype.subdtype is None
+            and self.ndim > 0
+            and runs.available()
+        )
         for _ in range(READ_TRIES):
             st = schunk.committed()
             try:
                 grid = chunk_grid(self.shape, self.chunks)
-                for coords, parts in _chunks_touched(dims, self.chunks):
+                if in_runs:
+                    whole, others = split_whole(dims, self.chunks, self.shape)
+                    if whole is not None:
+                        self._read_runs(whole, grid, out, scratch, st)
+                else:
+                    others = _chunks_touched(dims, self.chunks)
+                for coords, parts in others:
                     self._read_chunk(_c_index(coords, grid), parts, out, scratch, st)
                 return
             except FormatError:
@@ -304,6 +318,21 @@ class B2ndArray:
         raise FormatError(
             "frame", "a committed state that stays readable", "writers kept replacing it"
         )
+
+    def _read_runs(self, whole, grid, out: np.ndarray, scratch: np.ndarray, state) -> None:
+        """The chunks ``whole`` (from :func:`split_whole`) into ``out``: in runs, then each
+        one the runs left, one by one."""
+        coords, origins, extents = whole
+        nchunks = np.ravel_multi_index(tuple(coords.T), grid).astype(np.int64, copy=False)
+        left = runs.read_runs(
+            self.schunk, state, nchunks, origins, extents, self.chunks, self.blocks, out, scratch
+        )
+        for k in left.tolist():
+            parts = [
+                (range(e), range(o, o + e))
+                for o, e in zip(origins[k].tolist(), extents[k].tolist())
+            ]
+            self._read_chunk(int(nchunks[k]), parts, out, scratch, state)
 
     def _read_fancy(self, plan: fancy.FancyPlan) -> np.ndarray:
         """An index-array key read piece by piece: of each chunk its points fall in, the

@@ -8,7 +8,8 @@ adds an axis, and a bool scalar (``True``, ``np.True_``, a 0-d bool array) adds 
 length 1 or 0 with NumPy's rules for where it goes. Keys with integer arrays, boolean
 masks or lists (NumPy's advanced indexing) are planned by :mod:`b2store.nd.fancy`, which
 builds on this one; anything NumPy itself refuses (a float, a string) is an ``IndexError``
-as in NumPy. :func:`chunks_touched` splits the ascending ranges by chunk.
+as in NumPy. :func:`chunks_touched` splits the ascending ranges by chunk, and
+:func:`split_whole` also tells the chunks a read takes whole from the others.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import operator
 
 import numpy as np
 
-__all__ = ["chunks_touched", "normalize"]
+__all__ = ["chunks_touched", "normalize", "split_whole"]
 
 
 def _bool_scalar(k) -> bool:
@@ -116,6 +117,49 @@ def chunks_touched(dims, chunks):
         per_dim.append(entries)
     for combo in itertools.product(*per_dim):
         yield tuple(k for k, _ in combo), [sub for _, sub in combo]
+
+
+def split_whole(dims, chunks, shape):
+    """The chunks a selection touches, split into those it takes whole and the rest.
+
+    Returns ``(whole, rest)``. ``whole`` is None (no chunk is taken whole) or three int64
+    arrays with a row per chunk taken whole: its coordinates in the chunk grid, where it goes
+    in the output, and how many items it has along each dimension (fewer at the array's
+    end). ``rest`` yields ``(coords, parts)`` for the others, as :func:`chunks_touched`
+    does."""
+    whole, cut = [], []
+    for r, c, n in zip(dims, chunks, shape):
+        if len(r) == 0:
+            return None, iter(())
+        w, x = [], []
+        for k in range(r[0] // c, r[-1] // c + 1):
+            local, pos = _subrange(r, k * c, (k + 1) * c)
+            if len(local):
+                entry = (k, (local, pos))
+                is_whole = local.step == 1 and local.start == 0 and len(local) == min(c, n - k * c)
+                (w if is_whole else x).append(entry)
+        whole.append(w)
+        cut.append(x)
+    rest = _cut_combinations(whole, cut)
+    if not all(whole):
+        return None, rest
+    # Per dimension, (grid coordinate, output start, items) of each whole chunk; one row per
+    # combination of them, in C order.
+    columns = [np.array([(k, pos.start, len(pos)) for k, (_, pos) in w], np.int64) for w in whole]
+    picks = np.indices([len(col) for col in columns]).reshape(len(columns), -1)
+    table = np.stack([col[p] for col, p in zip(columns, picks)], axis=1)
+    return tuple(np.ascontiguousarray(table[:, :, j]) for j in range(3)), rest
+
+
+def _cut_combinations(whole, cut):
+    """Every combination of chunks with at least one dimension cut, each once: the first
+    cut dimension is ``d``, those before it whole, those after it either."""
+    for d in range(len(whole)):
+        if not cut[d]:
+            continue
+        after = [sorted(w + x, key=lambda e: e[0]) for w, x in zip(whole[d + 1 :], cut[d + 1 :])]
+        for combo in itertools.product(*whole[:d], cut[d], *after):
+            yield tuple(k for k, _ in combo), [sub for _, sub in combo]
 
 
 def _subrange(r: range, lo: int, hi: int):

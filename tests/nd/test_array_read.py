@@ -13,6 +13,7 @@ from b2store.chunk.decoder import ChunkDecoder
 from b2store.errors import FormatError
 from b2store.nd import array as nd_array
 from b2store.nd import chunks as nd_chunks
+from b2store.nd import runs as nd_runs
 
 blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 writes the arrays read here")
 
@@ -138,7 +139,7 @@ def test_sparse_frames_index_like_contiguous(tmp_path):
 
 class Counter:
     """Blocks decoded one by one (by the C block loop straight from their bytes, or by a
-    ChunkDecoder), and chunks decoded whole."""
+    ChunkDecoder), and chunks decoded whole (alone, or in a run)."""
 
     def __init__(self, monkeypatch):
         self.blocks = 0
@@ -175,6 +176,14 @@ class Counter:
             self.whole += done
             return done
 
+        one_run = nd_runs._run
+
+        def run(*a, **k):  # small chunks read whole, a run of them in one C call
+            placed = one_run(*a, **k)
+            self.whole += placed
+            return placed
+
+        monkeypatch.setattr(nd_runs, "_run", run)
         monkeypatch.setattr(nd_chunks, "decode_small_chunk", small_chunk)
         monkeypatch.setattr(nd_array, "decode_small_chunk", small_chunk)
         monkeypatch.setattr(ChunkDecoder, "decode_block", decode_block)

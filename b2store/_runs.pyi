@@ -1,0 +1,21 @@
+"""Typed stub of the many-chunk decode and placement (b2store/_runs.pyx)."""
+
+from collections.abc import Buffer, Sequence
+
+import numpy as np
+
+from b2store._blocks import Scratch
+
+def decode_run(
+    data: Buffer,
+    starts: Buffer,
+    ends: Buffer,
+    origins: Buffer,
+    extents: Buffer,
+    chunkshape: Sequence[int],
+    blockshape: Sequence[int],
+    out: np.ndarray,
+    chunk: Buffer,
+    scratch: Scratch,
+    done: Buffer,
+) -> int: ...

@@ -1,0 +1,83 @@
+"""Reading many chunks of a contiguous frame with few reads: chunks that lie one after another
+in the frame are read together, a run of up to a few MB at a time.
+
+A whole-array read of small chunks took two reads per chunk (its header, then its bytes);
+with 20 kB chunks, those reads and the Python around them cost as much as decoding. A run's
+bounds come from the frame's index alone: a chunk's bytes end at most where the next stored
+chunk starts (or the chunks section ends), so one read of a run holds every chunk in it
+whole, whatever its size, without reading any header first. The decoder checks each chunk's
+own size against what the run holds for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from .changes import State
+
+__all__ = ["RunReads"]
+
+# The most bytes one read of a run takes (a longer chunk is a run of its own).
+RUN_BYTES = 4 << 20
+
+
+class RunReads:
+    """The many-chunk reads of :class:`~b2store.frame.schunk.SChunk` (a mixin: it uses the
+    reading half's ``_backend`` and ``_bounds``)."""
+
+    def stored_runs(
+        self, nchunks: np.ndarray, state: State, max_bytes: int = RUN_BYTES
+    ) -> Iterator[tuple[bytes, np.ndarray, np.ndarray, np.ndarray]]:
+        """Chunks ``nchunks`` (an int64 array of chunk numbers) of committed state
+        ``state``, read a run of neighbours at a time: yields ``(data, which, starts, ends)``,
+        one read each, where chunk ``nchunks[which[k]]`` is stored from ``data[starts[k]]``
+        and ends at most at ``data[ends[k]]``. Chunks that are not stored in a contiguous
+        frame's chunks section (special chunks, bad offsets, sparse frames) are not
+        yielded: the caller reads those one by one, which reports what is wrong."""
+        self._check_open()
+        if not self._backend.contiguous or not len(nchunks):
+            return
+        offsets = state.offsets
+        section = state.header.cbytes
+        entries = offsets[nchunks]
+        which = np.flatnonzero((entries >= 0) & (entries < section))
+        stored = self._stored_starts(state)
+        # Where each chunk's bytes end at the latest: the next stored chunk's start. A chunk
+        # with more room than one run (a large chunk, or bytes no chunk names after it) is
+        # left to the caller, which reads its size first.
+        ends = stored[np.searchsorted(stored, entries[which], side="right")]
+        small = ends - entries[which] <= max_bytes
+        which, ends = which[small], ends[small]
+        if not len(which):
+            return
+        entries = entries[which]
+        order = np.argsort(entries, kind="stable")
+        which, entries, ends = which[order], entries[order], ends[order]
+        # Sorted by start, the ends are sorted too. A run breaks where a chunk does not start
+        # where the previous one ends (or at the same place: chunks may share their bytes).
+        breaks = np.flatnonzero((entries[1:] != ends[:-1]) & (entries[1:] != entries[:-1])) + 1
+        base = state.header.header_len
+        for lo, hi in zip([0, *breaks.tolist()], [*breaks.tolist(), len(entries)]):
+            while lo < hi:
+                # As many chunks as fit in max_bytes (at least one).
+                limit = entries[lo] + max_bytes
+                stop = lo + max(1, int(np.searchsorted(ends[lo:hi], limit, side="right")))
+                first, last = int(entries[lo]), int(ends[stop - 1])
+                data = self._backend.read(base + first, last - first)
+                yield data, which[lo:stop], entries[lo:stop] - first, ends[lo:stop] - first
+                lo = stop
+
+    def _stored_starts(self, state: State) -> np.ndarray:
+        """The distinct starts of the chunks stored in ``state``'s chunks section, sorted,
+        then the section's end; kept per state."""
+        kept = self._bounds
+        if kept[0] is state:
+            return kept[1]
+        offsets = state.offsets
+        section = state.header.cbytes
+        starts = np.unique(offsets[(offsets >= 0) & (offsets < section)])
+        starts = np.append(starts, np.int64(section))
+        self._bounds = (state, starts)
+        return starts

@@ -1,0 +1,243 @@
+"""Whole small chunks read a run at a time (nd/runs.py, frame/runs.py, _runs.pyx): the same
+items as one chunk at a time, few reads, and every chunk the C loop does not take (special,
+damaged, sharing its bytes, not all in the read) read the general way."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import b2store
+from b2store.chunk import native
+from b2store.chunk.header import ChunkHeader
+from b2store.constants import SpecialValue
+from b2store.errors import FormatError
+from b2store.frame import runs as frame_runs
+from b2store.frame import sources
+from b2store.nd import runs as nd_runs
+
+pytestmark = pytest.mark.skipif(not nd_runs.available(), reason="the extensions are not built")
+
+
+@pytest.fixture
+def runs_done(monkeypatch):
+    """How many chunks the C loop placed, read by read."""
+    placed = []
+    one_run = nd_runs._run
+
+    def run(*a, **k):
+        n = one_run(*a, **k)
+        placed.append(n)
+        return n
+
+    monkeypatch.setattr(nd_runs, "_run", run)
+    return placed
+
+
+def _grid_data(shape, dtype="<i4"):
+    return np.arange(np.prod(shape), dtype=dtype).reshape(shape) * 7 % 1009
+
+
+@pytest.mark.parametrize("nthreads", [1, 2])
+@pytest.mark.parametrize(
+    "shape,chunks,blocks",
+    [
+        ((1000,), (64,), (16,)),
+        ((95, 70), (10, 20), (10, 20)),  # blocks are the chunks
+        ((95, 70), (10, 20), (4, 7)),  # padded blocks, edge chunks
+        ((9, 17, 23), (4, 5, 6), (2, 5, 3)),
+        ((5, 6, 7, 8), (2, 3, 4, 5), (1, 2, 4, 2)),
+    ],
+)
+def test_whole_reads_of_small_chunks_match_numpy(
+    tmp_path, runs_done, nthreads, shape, chunks, blocks
+):
+    data = _grid_data(shape)
+    arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=chunks, blocks=blocks)
+    native.set_nthreads(nthreads)
+    try:
+        np.testing.assert_array_equal(arr[...], data)
+        nchunks = arr.schunk.nchunks
+        assert sum(runs_done) == nchunks
+        # A selection cutting the edges: the inner chunks in runs, the others one by one.
+        key = tuple(slice(1, n - 1) for n in shape)
+        np.testing.assert_array_equal(arr[key], data[key])
+        key = tuple(slice(None, None, 2) for _ in shape)
+        np.testing.assert_array_equal(arr[key], data[key])
+    finally:
+        native.set_nthreads(None)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_any_selection_reads_what_numpy_does(tmp_path, data):
+    ndim = data.draw(st.integers(1, 3))
+    shape = tuple(data.draw(st.integers(1, 12)) for _ in range(ndim))
+    chunks = tuple(data.draw(st.integers(1, n)) for n in shape)
+    blocks = tuple(data.draw(st.integers(1, c)) for c in chunks)
+    values = _grid_data(shape, "<f8")
+    path = tmp_path / f"h{abs(hash((shape, chunks, blocks)))}.b2nd"
+    arr = b2store.asarray(values, path, chunks=chunks, blocks=blocks, mode="w")
+    key = []
+    for n in shape:
+        lo = data.draw(st.integers(0, n - 1))
+        hi = data.draw(st.integers(lo + 1, n))
+        key.append(slice(lo, hi, data.draw(st.sampled_from([1, 1, 2]))))
+    key = tuple(key)
+    np.testing.assert_array_equal(arr[key], values[key])
+
+
+def test_a_whole_read_takes_a_read_per_run_not_two_per_chunk(tmp_path, monkeypatch):
+    data = _grid_data((400, 300))
+    b2store.asarray(data, tmp_path / "a.b2nd", chunks=(20, 30), blocks=(10, 30)).close()
+    arr = b2store.open(tmp_path / "a.b2nd")
+    reads = []
+    plain = sources.FileSource.read
+
+    def read(self, offset, size):
+        reads.append(size)
+        return plain(self, offset, size)
+
+    monkeypatch.setattr(sources.FileSource, "read", read)
+    np.testing.assert_array_equal(arr[:], data)
+    assert arr.schunk.nchunks == 200
+    # One read of the chunks (about 100 kB), not 400.
+    assert len(reads) == 1 and reads[0] < arr.schunk.cbytes
+    reads.clear()
+    monkeypatch.setattr(frame_runs, "RUN_BYTES", 8 << 10)
+    monkeypatch.setattr(frame_runs.RunReads.stored_runs, "__defaults__", (8 << 10,))
+    np.testing.assert_array_equal(arr[:], data)
+    assert 1 < len(reads) < 40 and max(reads) <= 8 << 10
+
+
+def test_special_chunks_among_stored_ones(tmp_path, runs_done):
+    data = _grid_data((60, 40)).astype("<f8")
+    data[20:40] = 0  # two rows of chunks of zeros: special chunks, no bytes stored
+    data[40:60, :20] = 2.5  # one repeated value
+    arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=(20, 20), blocks=(10, 20))
+    offsets = arr.schunk.committed().offsets
+    assert (offsets < 0).sum() >= 2
+    np.testing.assert_array_equal(arr[:], data)
+    # The repeated value is stored as a 40-byte special chunk: it too is read alone.
+    headers = [ChunkHeader.from_bytes(arr.schunk.get_chunk(i)) for i in range(len(offsets))]
+    special = [h.special != SpecialValue.NOT_SPECIAL for h in headers]
+    assert sum(special) == 3 and (offsets < 0).sum() == 2
+    assert sum(runs_done) == len(offsets) - 3
+
+
+def test_a_damaged_chunk_in_a_run_is_reported_by_name(tmp_path):
+    data = np.random.default_rng(0).normal(size=(60, 60))
+    path = tmp_path / "a.b2nd"
+    arr = b2store.asarray(data, path, chunks=(20, 20), blocks=(10, 20))
+    assert arr.schunk.nchunks == 9
+    _name, at, cbytes = arr.schunk.chunk_span(4)
+    arr.close()
+    raw = bytearray(path.read_bytes())
+    raw[at + cbytes - 8 : at + cbytes] = b"\xff" * 8  # the end of its last stream
+    path.write_bytes(bytes(raw))
+    arr = b2store.open(path)
+    with pytest.raises(FormatError, match="chunk 4|stream|block"):
+        arr[:]
+    # The chunks around it read.
+    np.testing.assert_array_equal(arr[:20], data[:20])
+
+
+def test_chunks_that_share_their_bytes(tmp_path, runs_done):
+    data = _grid_data((40, 30))
+    arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=(10, 30), blocks=(5, 30))
+    schunk = arr.schunk
+    state = schunk.committed()
+    offsets = state.offsets.copy()
+    offsets[2] = offsets[0]  # chunk 2 names chunk 0's bytes, as a frame may
+    schunk._state = state._replace(offsets=offsets)
+    expected = data.copy()
+    expected[20:30] = data[0:10]
+    np.testing.assert_array_equal(arr[:], expected)
+    assert sum(runs_done) == 4
+
+
+def test_a_chunk_with_more_room_than_a_run_is_read_alone(tmp_path, monkeypatch, runs_done):
+    data = _grid_data((40, 30))
+    arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=(10, 30), blocks=(5, 30))
+    state = arr.schunk.committed()
+    sizes = np.diff(np.append(np.sort(state.offsets), state.header.cbytes))
+    monkeypatch.setattr(frame_runs.RunReads.stored_runs, "__defaults__", (int(sizes.min()) - 1,))
+    np.testing.assert_array_equal(arr[:], data)
+    assert sum(runs_done) == 0  # every chunk read the general way
+
+
+def test_stored_runs_names_only_chunks_of_the_chunks_section(tmp_path):
+    data = _grid_data((40, 30))
+    arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=(10, 30), blocks=(5, 30))
+    schunk = arr.schunk
+    state = schunk.committed()
+    offsets = state.offsets.copy()
+    offsets[1] = state.header.cbytes + 5  # past the chunks section
+    offsets[3] = -(1 << 62)  # not a chunk's offset, nor a special one's
+    state = state._replace(offsets=offsets)
+    got = list(schunk.stored_runs(np.arange(4, dtype=np.int64), state))
+    named = sorted(int(i) for _, which, _, _ in got for i in which)
+    assert named == [0, 2]
+    with pytest.raises(FormatError, match="offsets"):
+        schunk._state = state
+        arr[:]
+
+
+def test_a_sparse_frame_reads_each_chunk_alone(tmp_path, runs_done):
+    data = _grid_data((40, 30))
+    arr = b2store.asarray(
+        data, tmp_path / "s.b2nd", chunks=(10, 30), blocks=(5, 30), contiguous=False
+    )
+    assert not arr.schunk.contiguous
+    np.testing.assert_array_equal(arr[:], data)
+    assert sum(runs_done) == 0
+
+
+def test_memory_frames_read_in_runs(runs_done):
+    data = _grid_data((40, 30))
+    arr = b2store.asarray(data, None, chunks=(10, 30), blocks=(5, 30))
+    np.testing.assert_array_equal(arr[:], data)
+    assert sum(runs_done) == 4
+
+
+@pytest.mark.parametrize(
+    "change,match",
+    [
+        (dict(ends=np.array([10**9], np.int64)), "bytes"),
+        (dict(origins=np.array([[35, 0]], np.int64)), "items"),
+        (dict(extents=np.array([[11, 30]], np.int64)), "items"),
+        (dict(chunk=np.empty(10, np.uint8)), "padded chunk"),
+        (dict(done=np.zeros(2, np.uint8)), "differ in length"),
+        (dict(chunkshape=(10, 30, 1)), "dimensions|blocks"),
+    ],
+)
+def test_decode_run_checks_its_arguments_first(change, match):
+    from b2store import _runs
+
+    data = _grid_data((40, 30))
+    arr = b2store.asarray(data, None, chunks=(10, 30), blocks=(5, 30))
+    chunk0 = arr.schunk.get_chunk(0)
+    out = np.zeros((40, 30), data.dtype)
+    args = dict(
+        data=chunk0,
+        starts=np.array([0], np.int64),
+        ends=np.array([len(chunk0)], np.int64),
+        origins=np.array([[30, 0]], np.int64),
+        extents=np.array([[10, 30]], np.int64),
+        chunkshape=(10, 30),
+        blockshape=(5, 30),
+        out=out,
+        chunk=np.empty(1200, np.uint8),
+        scratch=native._scratch(),
+        done=np.zeros(1, np.uint8),
+    )
+    assert _runs.decode_run(**args) == 1
+    np.testing.assert_array_equal(out[30:], data[:10])
+    out[:] = 0
+    with pytest.raises(ValueError, match=match):
+        _runs.decode_run(**{**args, **change})
+    assert not out.any()
