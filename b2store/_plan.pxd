@@ -13,6 +13,9 @@ cdef class Plan:
     cdef int32_t failed
     cdef bint needs_scratch
     cdef bint raw
+    cdef bint partial
+    cdef const int64_t[::1] _blocks
+    cdef const int64_t[::1] _ends
     cdef readonly bint ok
     cdef readonly Py_ssize_t nbytes
     cdef readonly Py_ssize_t nblocks

@@ -52,6 +52,11 @@ DEF DELTA_FLAG = 0x08
 DEF MAX_BLOCKSIZE = 536866816
 
 
+cdef inline bint start_ok(int64_t start, int64_t end, Py_ssize_t cbytes) noexcept nogil:
+    """A block's bytes ``[start, end)`` inside the chunk (and not empty)."""
+    return start < end <= cbytes
+
+
 cdef void _copy_blocks(const Job* J, uint8_t* dest, Py_ssize_t n, int64_t* counter) noexcept nogil:
     """A raw chunk's items, block by block (threads sharing ``counter``)."""
     cdef Py_ssize_t i, size
@@ -76,13 +81,24 @@ cdef class Plan:
     split. Decoding it takes no Python per block or per
     stream, and one call per thread.
 
+    ``Plan(src, blocks, ends)`` walks and decodes only ``blocks`` (ascending), each block's
+    streams checked to lie before its ``ends`` entry: the other blocks' bytes in ``src`` are
+    never looked at, so a partial read need not have them (nor zeros in their place).
+
     ``Plan(src)`` leaves ``ok`` false for any other chunk, or for one that breaks the
     format anywhere: :class:`~b2store.chunk.decoder.ChunkDecoder` then decodes it or names
     what is wrong. Threads running :meth:`run` on one plan split its blocks.
     """
 
-    def __cinit__(self, const uint8_t[::1] src):
+    def __cinit__(self, const uint8_t[::1] src, const int64_t[::1] blocks=None,
+                  const int64_t[::1] ends=None):
         self._src = src
+        if blocks is not None:
+            # Only these blocks (ascending, each once), each read no further than its end:
+            # the other blocks' bytes need not be in ``src`` (a partial read).
+            if ends is None or blocks.shape[0] == 0:
+                return
+            self._blocks, self._ends, self.partial = blocks, ends, True
         self.ok = self._plan(src.shape[0]) == 0
 
     def __dealloc__(self):
@@ -102,7 +118,7 @@ cdef class Plan:
         nbytes, bs, cbytes = read_i32(p + 4), read_i32(p + 8), read_i32(p + 12)
         fmt = flags >> 5
         if 1 <= version <= LAST_BLOSC1_VERSION and flags & EXTENDED != EXTENDED:
-            return self._plan_blosc1(buflen)
+            return -1 if self.partial else self._plan_blosc1(buflen)
         # The checks of ChunkHeader._check and ChunkDecoder._read_layout, for this kind only.
         if (buflen < HEADER or not 4 <= version <= 6 or flags & EXTENDED != EXTENDED
                 or p[30] != 0 or p[31] != 0 or ts == 0 or nbytes <= 0 or bs <= 0
@@ -111,7 +127,7 @@ cdef class Plan:
             return -1
         if flags & MEMCPYED:
             # Stored raw: the items follow the header, exactly nbytes of them.
-            if cbytes != nbytes + HEADER:
+            if cbytes != nbytes + HEADER or self.partial:
                 return -1
             self.raw = True
             self.J.src, self.J.srclen = p, cbytes
@@ -190,6 +206,8 @@ cdef class Plan:
         # (and would make the table below a huge allocation for a small hostile chunk).
         if starts_end > cbytes or nb * nstreams > cbytes // 4:
             return -1
+        if self.partial and self._ends.shape[0] != nb:
+            return -1
         self.table = <int64_t*>malloc(nb * (3 + 2 * nstreams) * sizeof(int64_t))
         if self.table == NULL:
             return -1
@@ -201,9 +219,22 @@ cdef class Plan:
             bstarts[j] = start
             bstarts[nb + j] = cbytes
             bstarts[2 * nb + j] = j
-        with nogil:
-            rc = _walk(p, cbytes, bstarts, nb, bstarts + 2 * nb, nb, bstarts + nb, nbytes, bs,
-                       nstreams, <int>fmt, self.table, 2 * nstreams)
+        if self.partial:
+            for j in range(nb):
+                if not start_ok(bstarts[j], self._ends[j], cbytes):
+                    return -1
+                bstarts[nb + j] = self._ends[j]
+            for j in range(1, self._blocks.shape[0]):
+                if self._blocks[j] <= self._blocks[j - 1]:
+                    return -1
+            with nogil:
+                rc = _walk(p, cbytes, bstarts, nb, &self._blocks[0], self._blocks.shape[0],
+                           bstarts + nb, nbytes, bs, nstreams, <int>fmt, self.table,
+                           2 * nstreams)
+        else:
+            with nogil:
+                rc = _walk(p, cbytes, bstarts, nb, bstarts + 2 * nb, nb, bstarts + nb, nbytes,
+                           bs, nstreams, <int>fmt, self.table, 2 * nstreams)
         if rc:
             return -1
         self.J.src, self.J.srclen = p, cbytes
@@ -230,6 +261,8 @@ cdef class Plan:
         cdef uint8_t* tmp = NULL
         cdef void* dctx = NULL
         cdef int rc
+        cdef const int64_t* which = NULL
+        cdef Py_ssize_t n = self.nblocks
         if not self.ok:
             return -1
         if self.raw:
@@ -249,7 +282,8 @@ cdef class Plan:
             J.zng = scratch.inflater()
             if J.zng == NULL and natives().zlib_uncompress2 == NULL:
                 return -1
+        if self.partial:
+            which, n = &self._blocks[0], self._blocks.shape[0]
         with nogil:
-            rc = _run_blocks(&J, NULL, self.nblocks, &self.counter, &self.failed, work, spare,
-                             tmp, dctx)
+            rc = _run_blocks(&J, which, n, &self.counter, &self.failed, work, spare, tmp, dctx)
         return -1 if rc or self.failed else 0

@@ -99,3 +99,60 @@ cdef Py_ssize_t _decode_run(const uint8_t[::1] data, const int64_t[::1] starts,
         done[k] = 1
         placed += 1
     return placed
+
+
+def decode_part(const uint8_t[::1] src, const int64_t[::1] blocks, const int64_t[::1] ends,
+                chunkshape, blockshape, lo, hi, out, uint8_t[::1] chunk,
+                Scratch scratch not None):
+    """Decode ``blocks`` (ascending) of the chunk whose header, block starts and those
+    blocks' bytes (each up to its ``ends`` entry) are in place in ``src``, into ``chunk``
+    (the padded chunk's bytes), and copy their part in ``[lo, hi)`` to ``out`` (that
+    region's own array, any strides). False, ``out`` untouched, for a chunk the C loop does
+    not take: the caller decodes it the general way."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(out, &view, PyBUF_STRIDES | PyBUF_WRITABLE)
+    try:
+        return _decode_part(src, blocks, ends, chunkshape, blockshape, lo, hi, &view, chunk,
+                            scratch)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef bint _decode_part(const uint8_t[::1] src, const int64_t[::1] blocks,
+                       const int64_t[::1] ends, chunkshape, blockshape, lo, hi,
+                       Py_buffer* out, uint8_t[::1] chunk, Scratch scratch) except -1:
+    cdef Py_ssize_t nd = len(chunkshape), n = blocks.shape[0], d, k, padded, nblocks = 1
+    cdef Py_ssize_t itemsize = out.itemsize
+    cdef Py_ssize_t C[MAX_DIMS]
+    cdef Py_ssize_t B[MAX_DIMS]
+    cdef Py_ssize_t L[MAX_DIMS]
+    cdef Py_ssize_t H[MAX_DIMS]
+    cdef Py_ssize_t OS[MAX_DIMS]
+    cdef Plan plan
+    if (not 0 < nd <= MAX_DIMS or len(blockshape) != nd or len(lo) != nd or len(hi) != nd
+            or out.ndim != nd):
+        raise ValueError(f"a part of a {nd}-d chunk into a {out.ndim}-d array")
+    padded = itemsize
+    for d in range(nd):
+        C[d], B[d], L[d], H[d] = chunkshape[d], blockshape[d], lo[d], hi[d]
+        if C[d] <= 0 or B[d] <= 0 or not 0 <= L[d] < H[d] <= C[d]:
+            raise ValueError(f"dimension {d}: region [{L[d]}, {H[d]}) of a chunk of {C[d]}")
+        if out.shape[d] != H[d] - L[d]:
+            raise ValueError(f"out has {out.shape[d]} items along {d}, not {H[d] - L[d]}")
+        nblocks *= (C[d] + B[d] - 1) // B[d]
+        padded *= (C[d] + B[d] - 1) // B[d] * B[d]
+        OS[d] = out.strides[d]
+    if chunk.shape[0] != padded:
+        raise ValueError(f"chunk holds {chunk.shape[0]} bytes, a padded chunk {padded}")
+    for k in range(n):
+        if not 0 <= blocks[k] < nblocks:
+            raise ValueError(f"block {blocks[k]} of {nblocks}")
+    if n == 0:
+        return True
+    plan = Plan(src, blocks, ends)
+    if not plan.ok or plan.nbytes != padded or plan.decode_to(&chunk[0], scratch):
+        return False
+    with nogil:
+        place_blocks(&chunk[0], 0, &blocks[0], n, nd, C, B, L, H, <uint8_t*>out.buf, OS,
+                     itemsize)
+    return True

@@ -11,7 +11,7 @@ contiguous ``.b2nd`` with its default cparams (zstd, clevel 5, shuffle) and chun
 * load: ``xr.open_dataset(p, engine="b2nd").load()`` against ``blosc2.open(p)[:]``;
 * load (dask): ``xr.open_dataset(p, engine="b2nd", chunks={}).load()`` (dask's threaded
   scheduler, one task per b2nd chunk) against python-blosc2 with its default threads;
-* isel: ``xr.open_dataset(p, engine="b2nd")["field"].isel(time=k).values`` against
+* isel: ``xr.open_dataset(p, engine="b2nd")["data"].isel(time=k).values`` against
   ``blosc2.open(p)[k]``: one time step, a few blocks of one chunk.
 
 python-blosc2 runs with one thread (``blosc2.set_nthreads(1)``; the headline ratio, same
@@ -62,7 +62,7 @@ def main() -> None:
         arr.vlmeta["_ARRAY_DIMENSIONS"] = ["time", "lat", "lon"]
         del arr
         check = xr.open_dataset(path, engine="b2nd")
-        np.testing.assert_array_equal(check.field.values, data)  # also warms the page cache
+        np.testing.assert_array_equal(check["data"].values, data)  # also warms the page cache
         check.close()
         k = shape[0] // 2 + 3
 
@@ -76,7 +76,7 @@ def main() -> None:
 
         def b2_isel():
             with xr.open_dataset(path, engine="b2nd") as ds:
-                return ds["field"].isel(time=k).values
+                return ds["data"].isel(time=k).values
 
         def threads(n, f):
             def run():

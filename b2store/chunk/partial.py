@@ -367,6 +367,9 @@ def decode_blocks(plan: BlockPlan, prefix, pieces: Sequence, out) -> np.ndarray:
 # What one more range costs (a read, a walk and a decode from Python: about 25 us) buys
 # about this many bytes of copying from the page cache.
 _DIRECT_GAP = 128 << 10
+# Where a range costs only its read (SChunk.chunk_part: the walk and decode are one C call
+# for all of them), blocks this close are still read as one.
+PART_GAP = 8 << 10
 
 
 class _Piece:

@@ -381,6 +381,17 @@ class B2ndArray:
             source = source(None)
             if decode_small_chunk(source, self.chunks, self.blocks, scratch, out[dst]):
                 return
+        elif (
+            state is not None
+            and self.dtype.subdtype is None
+            and runs.available()
+            and all(local.step == 1 for local, _ in parts)
+            and runs.read_part(
+                self.schunk, state, nchunk, [local for local, _ in parts], self.chunks,
+                self.blocks, out[dst], scratch,
+            )  # fmt: skip
+        ):
+            return  # a few blocks of the chunk, read and decoded in one call
         decode_selection(
             source,
             self.chunks,

@@ -261,6 +261,7 @@ def decode_selection(
         # part of the output: decode straight there, no scratch, no copy.
         _decode_blocks(source, region, chunkshape, blockshape, dtype, direct, label)
         return
+    wanted = None
     if dtype.subdtype is None and all(r.step == 1 for r in ranges):
         if len(scratch) < SMALL_CHUNK_BYTES:
             # A small chunk, whole or most of it: one C pass, one scatter (the general path's
@@ -272,11 +273,13 @@ def decode_selection(
                     source = source(None)
                 if decode_small_chunk(source, chunkshape, blockshape, scratch, out, wanted, region):
                     return
-        elif _decode_in_groups(
-            source, region, ranges, chunkshape, blockshape, dtype, scratch, out, label
-        ):
-            return
-    wanted = _decode_blocks(source, region, chunkshape, blockshape, dtype, scratch, label)
+        else:
+            wanted = blocks_touched(region, chunkshape, blockshape) if chunkshape else [0]
+            if _decode_in_groups(
+                source, wanted, ranges, chunkshape, blockshape, dtype, scratch, out, label
+            ):
+                return
+    wanted = _decode_blocks(source, region, chunkshape, blockshape, dtype, scratch, label, wanted)
     if dtype.subdtype is None and all(r.step == 1 for r in ranges):
         copy_blocks(wanted, ranges, chunkshape, blockshape, dtype, scratch, out)
         return
@@ -322,10 +325,12 @@ def _check_nbytes(nbytes: int, buf: np.ndarray, label: str) -> None:
 
 
 def _decode_blocks(
-    source, region, chunkshape, blockshape, dtype, buf: np.ndarray, label
+    source, region, chunkshape, blockshape, dtype, buf: np.ndarray, label, wanted=None
 ) -> list[int]:
-    """Decode into ``buf`` at least the blocks ``region`` touches; returns them."""
-    wanted = blocks_touched(region, chunkshape, blockshape) if chunkshape else [0]
+    """Decode into ``buf`` at least the blocks ``region`` touches (``wanted``, where the
+    caller has them); returns them."""
+    if wanted is None:
+        wanted = blocks_touched(region, chunkshape, blockshape) if chunkshape else [0]
     nblocks = math.prod(blocks_per_chunk(chunkshape, blockshape))
     few = len(wanted) * 2 <= nblocks
     if few and hasattr(source, "decode_blocks"):
@@ -398,14 +403,14 @@ def _all_blocks(chunkshape, blockshape) -> np.ndarray:
 
 
 def _decode_in_groups(
-    source, region, ranges, chunkshape, blockshape, dtype, scratch, out, label
+    source, wanted, ranges, chunkshape, blockshape, dtype, scratch, out, label
 ) -> bool:
     """Most of a chunk whose items do not lie in the output as they lie in the chunk: decode
     it a group of blocks at a time into the start of ``scratch`` with the C block loop, and
     copy each group to ``out`` while it is still in cache (instead of the whole chunk out to
     memory and back). False when this is not the way (few blocks, or a chunk the C loop does
-    not take as the array's blocks); nothing has been read then."""
-    wanted = blocks_touched(region, chunkshape, blockshape) if chunkshape else [0]
+    not take as the array's blocks); nothing has been read then. ``wanted``: the blocks
+    the selection touches."""
     nblocks = math.prod(blocks_per_chunk(chunkshape, blockshape))
     block_bytes = math.prod(blockshape) * dtype.itemsize
     group = max(1, _GROUP_BYTES // max(block_bytes, 1))

@@ -1,6 +1,11 @@
-"""The whole small chunks of a read, decoded a run at a time: one read of neighbouring
+"""The chunks of a read decoded with one compiled call each, or one per run of them.
+
+The whole small chunks of a read are decoded a run at a time: one read of neighbouring
 chunks' bytes (:meth:`~b2store.frame.schunk.SChunk.stored_runs`) and one compiled call
-(:func:`b2store._runs.decode_run`) that decodes each and copies it to its place.
+(:func:`b2store._runs.decode_run`) that decodes each and copies it to its place. Of a chunk
+a read cuts, the few blocks it needs are read into their places in a buffer kept per thread
+(:meth:`~b2store.frame.schunk.SChunk.chunk_part`), then walked, decoded and copied out in one
+call (:func:`b2store._runs.decode_part`).
 
 A whole-array read of 400 chunks of 100x100 int16 spent about 10 us of Python per chunk
 (two reads, a plan, a scatter, the checks between them), as long as the decoding itself.
@@ -11,18 +16,22 @@ returned to be read one by one as before, which also reports what is wrong with 
 
 from __future__ import annotations
 
+import math
+import threading
+
 import numpy as np
 
 from ..chunk import native
 from ..frame.changes import State
 from ..frame.schunk import SChunk
+from .geometry import blocks_per_chunk, blocks_touched
 
 try:
     from .. import _runs
 except ImportError:  # pragma: no cover - a build without the extensions
     _runs = None
 
-__all__ = ["available", "read_runs"]
+__all__ = ["available", "read_part", "read_runs"]
 
 # Chunks per thread at the least: a thread's handoff (30-40 us) costs more than a few
 # small chunks' decoding.
@@ -86,3 +95,44 @@ def _share_run(args, chunkshape, blockshape, out, scratch, flags, threads: int) 
     _run(args, chunkshape, blockshape, out, scratch, flags, cuts[0], cuts[1])
     for job in jobs:
         job.result()
+
+
+# Each thread's buffer for the stored bytes of a cut chunk (its prefix and the blocks read):
+# a fresh one per chunk cost page faults; one per array would be shared by dask's threads.
+# Chunks stored in more bytes take the general path, so that no thread keeps more.
+_local = threading.local()
+_ROOM_MAX = 32 << 20
+
+
+def read_part(
+    schunk: SChunk,
+    state: State,
+    nchunk: int,
+    ranges,
+    chunkshape,
+    blockshape,
+    out: np.ndarray,
+    scratch: np.ndarray,
+) -> bool:
+    """The part ``ranges`` (step-1 ranges inside the chunk) of chunk ``nchunk`` into
+    ``out`` (that part's own array), when it needs at most half the chunk's blocks: only
+    their bytes are read, and they are walked, decoded and copied in one call. False when
+    this is not the way (more blocks, a chunk the C loop does not take): nothing is
+    written to ``out`` then."""
+    region = [(r.start, r.stop) for r in ranges]
+    wanted = blocks_touched(region, chunkshape, blockshape)
+    if 2 * len(wanted) > math.prod(blocks_per_chunk(chunkshape, blockshape)):
+        return False
+    room = getattr(_local, "room", None)
+    if room is None:
+        room = np.empty(0, np.uint8)
+    got = schunk.chunk_part(nchunk, wanted, room, state=state, max_cbytes=_ROOM_MAX)
+    if got is None:
+        return False
+    buf, ends = got
+    if buf.base is not room:
+        _local.room = buf.base if buf.base is not None else buf
+    return _runs.decode_part(
+        buf, np.asarray(wanted, np.int64), ends, chunkshape, blockshape,
+        [lo for lo, _ in region], [hi for _, hi in region], out, scratch, native._scratch(),
+    )  # fmt: skip

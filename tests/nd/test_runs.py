@@ -241,3 +241,180 @@ def test_decode_run_checks_its_arguments_first(change, match):
     with pytest.raises(ValueError, match=match):
         _runs.decode_run(**{**args, **change})
     assert not out.any()
+
+
+# --- a few blocks of a cut chunk (SChunk.chunk_part, _runs.decode_part) -------------------
+
+
+def _smooth(shape):
+    """Values that differ everywhere and still compress (random ones are stored raw, and a
+    raw chunk has no blocks to read apart)."""
+    return np.arange(np.prod(shape), dtype="<f8").reshape(shape) * 0.25
+
+
+@pytest.fixture
+def parts_done(monkeypatch):
+    """Per cut chunk the part path decoded: how many blocks."""
+    placed = []
+    kernels = nd_runs._runs
+
+    class Counting:
+        decode_run = staticmethod(kernels.decode_run)
+
+        @staticmethod
+        def decode_part(src, blocks, *a, **k):
+            done = kernels.decode_part(src, blocks, *a, **k)
+            placed.append(len(blocks) if done else 0)
+            return done
+
+    monkeypatch.setattr(nd_runs, "_runs", Counting)
+    return placed
+
+
+@pytest.mark.parametrize(
+    "shape,chunks,blocks,key",
+    [
+        ((1000,), (100,), (10,), (slice(95, 312),)),
+        ((60, 70), (20, 35), (5, 7), (slice(18, 23), slice(30, 41))),
+        ((64, 64, 32), (32, 32, 32), (8, 8, 8), (slice(20, 40), slice(28, 35), slice(3, 9))),
+        ((8, 9, 10, 11), (4, 6, 5, 11), (2, 3, 5, 4), (slice(3, 5), 4, slice(None), slice(2, 9))),
+    ],
+)
+def test_boxes_across_chunks_decode_only_their_blocks(
+    tmp_path, parts_done, shape, chunks, blocks, key
+):
+    data = _smooth(shape)
+    arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=chunks, blocks=blocks)
+    np.testing.assert_array_equal(arr[key], data[key])
+    assert parts_done and all(parts_done)  # every cut chunk took the part path
+    # Each chunk decoded only the blocks the box touches in it, at most half of them.
+    per_chunk = np.prod([-(-c // b) for c, b in zip(chunks, blocks)])
+    assert max(parts_done) * 2 <= per_chunk
+
+
+def test_boxes_read_right_in_any_order_from_one_kept_buffer(tmp_path, parts_done):
+    # The kept buffer is not cleared between chunks: each chunk's blocks must be read from
+    # its own bytes, never from what an earlier chunk left there.
+    rng = np.random.default_rng(4)
+    data = _smooth((90, 90))
+    arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=(30, 30), blocks=(5, 5))
+    for _ in range(40):
+        lo = rng.integers(0, 80, 2)
+        hi = lo + rng.integers(1, 12, 2)
+        key = (slice(lo[0], hi[0]), slice(lo[1], hi[1]))
+        np.testing.assert_array_equal(arr[key], data[key])
+    assert sum(parts_done) > 40
+
+
+def test_boxes_from_threads_sharing_an_array(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(5)
+    data = _smooth((120, 120))
+    arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=(40, 40), blocks=(8, 8))
+    keys = [(slice(a, a + 15), slice(b, b + 9)) for a, b in rng.integers(0, 100, (200, 2)).tolist()]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda k: arr[k], keys))
+    for k, g in zip(keys, got):
+        np.testing.assert_array_equal(g, data[k])
+
+
+@pytest.mark.parametrize(
+    "cparams",
+    [
+        dict(filters=["shuffle", "delta"], filters_meta=[0, 0]),  # DELTA: block 0 first
+        dict(codec="lz4", filters=[], filters_meta=[]),
+        dict(codec="zlib"),
+    ],
+    ids=["delta", "lz4-nofilter", "zlib"],
+)
+def test_boxes_of_other_pipelines(tmp_path, cparams):
+    data = (np.arange(60 * 70) % 97).reshape(60, 70).astype("<i8")
+    arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=(20, 35), blocks=(5, 7), **cparams)
+    key = (slice(18, 23), slice(30, 41))
+    np.testing.assert_array_equal(arr[key], data[key])
+
+
+def test_a_dictionary_chunk_takes_the_general_path(tmp_path, parts_done):
+    blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 writes the dictionary chunks")
+    data = (np.arange(64 * 64) % 251).reshape(64, 64).astype("<f8")
+    path = tmp_path / "d.b2nd"
+    cparams = {"codec": blosc2.Codec.ZSTD, "use_dict": True}
+    blosc2.asarray(
+        data, urlpath=str(path), mode="w", chunks=(32, 32), blocks=(8, 8), cparams=cparams
+    )
+    arr = b2store.open(path)
+    assert arr.schunk.nchunks == 4
+    key = (slice(30, 34), slice(30, 34))
+    np.testing.assert_array_equal(arr[key], data[key])
+
+
+def test_a_stream_past_its_block_is_refused_or_read_as_before(tmp_path, parts_done):
+    # Block 1's first stream made to claim more bytes than its block holds: the bytes after
+    # it (block 2's) are not read by a part read, so it must not be served from them.
+    data = _smooth((40, 80))
+    path = tmp_path / "a.b2nd"
+    arr = b2store.asarray(data, path, chunks=(40, 40), blocks=(10, 40), filters=[], filters_meta=[])
+    _name, at, _cbytes = arr.schunk.chunk_span(0)
+    arr.close()
+    raw = bytearray(path.read_bytes())
+    assert not raw[at + 2] & 0x02  # not stored raw: it has blocks to read apart
+    bstart1 = int.from_bytes(raw[at + 32 + 4 : at + 32 + 8], "little")
+    bstart2 = int.from_bytes(raw[at + 32 + 8 : at + 32 + 12], "little")
+    csize = int.from_bytes(raw[at + bstart1 : at + bstart1 + 4], "little", signed=True)
+    assert 0 < csize < bstart2 - bstart1
+    raw[at + bstart1 : at + bstart1 + 4] = (bstart2 - bstart1).to_bytes(4, "little")
+    path.write_bytes(bytes(raw))
+    arr = b2store.open(path)
+    key = (slice(12, 14), slice(30, 50))  # block 1 of chunks 0 and 1
+    try:
+        part = arr[key]
+    except FormatError as exc:
+        assert "block" in str(exc) or "stream" in str(exc) or "chunk" in str(exc)
+    else:
+        # Served: then exactly what the general path gives.
+        np.testing.assert_array_equal(
+            part[:, :10], arr.schunk.decompress_chunk(0).view("<f8").reshape(40, 40)[12:14, 30:]
+        )
+    assert parts_done[0] == 0  # chunk 0 (read first) refused by the part path
+
+
+def test_decode_part_checks_its_arguments_first():
+    from b2store import _runs
+
+    data = _grid_data((20, 30))
+    arr = b2store.asarray(data, None, chunks=(20, 30), blocks=(5, 30))
+    chunk0 = np.frombuffer(arr.schunk.get_chunk(0), np.uint8)
+    layout_ends = np.full(4, len(chunk0), np.int64)
+    out = np.zeros((5, 30), data.dtype)
+    args = (chunk0, np.array([1], np.int64), layout_ends, (20, 30), (5, 30), [5, 0], [10, 30], out)
+    with pytest.raises(ValueError, match="block 4 of 4"):
+        _runs.decode_part(
+            chunk0, np.array([4], np.int64), *args[2:], np.empty(2400, np.uint8), native._scratch()
+        )
+    with pytest.raises(ValueError, match="out has"):
+        _runs.decode_part(*args[:7], np.zeros((4, 30)), np.empty(2400, np.uint8), native._scratch())
+    with pytest.raises(ValueError, match="region"):
+        _runs.decode_part(
+            *args[:5],
+            [5, 0],
+            [25, 30],
+            np.zeros((20, 30)),
+            np.empty(2400, np.uint8),
+            native._scratch(),
+        )
+    assert not out.any()
+    assert _runs.decode_part(*args, np.empty(2400, np.uint8), native._scratch())
+    np.testing.assert_array_equal(out, data[5:10])
+    # Ends that cut the block short: not decoded (False), nothing written.
+    out[:] = 0
+    short = np.zeros(4, np.int64) + 40
+    assert not _runs.decode_part(
+        chunk0,
+        np.array([1], np.int64),
+        short,
+        *args[3:],
+        np.empty(2400, np.uint8),
+        native._scratch(),
+    )
+    assert not out.any()
