@@ -11,6 +11,7 @@ def decode_run(
     starts: Buffer,
     ends: Buffer,
     origins: Buffer,
+    lows: Buffer,
     extents: Buffer,
     chunkshape: Sequence[int],
     blockshape: Sequence[int],
@@ -19,3 +20,15 @@ def decode_run(
     scratch: Scratch,
     done: Buffer,
 ) -> int: ...
+def decode_part(
+    src: Buffer,
+    blocks: Buffer,
+    ends: Buffer,
+    chunkshape: Sequence[int],
+    blockshape: Sequence[int],
+    lo: Sequence[int],
+    hi: Sequence[int],
+    out: np.ndarray,
+    chunk: Buffer,
+    scratch: Scratch,
+) -> bool: ...

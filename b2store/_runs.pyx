@@ -1,11 +1,12 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # cython: initializedcheck=False, nonecheck=False
-"""Whole small b2nd chunks decoded and placed in their array, many in one call.
+"""b2nd chunks decoded and placed in their array in C: many small ones in one call
+(:func:`decode_run`), or a few blocks of one (:func:`decode_part`).
 
 A whole-array read of small chunks (100x100 int16, 20 kB) spent more time in the Python
 around each chunk (its read, its plan, its scatter: about 10 us) than python-blosc2 spent on
 the chunk. Here the frame hands over one read of neighbouring chunks' bytes, and each chunk
-is checked, decoded (:class:`~b2store._plan.Plan`) and copied to its place in C.
+is checked, decoded (:class:`~b2store._plan.Plan`) and its selected part copied to its place.
 
 A chunk this loop does not take (not of Plan's common kind, damaged, its bytes not all in
 the read) is left undone and the caller reads it the general way, which decodes it or says
@@ -25,17 +26,17 @@ DEF MIN_HEADER = 16
 
 
 def decode_run(const uint8_t[::1] data, const int64_t[::1] starts, const int64_t[::1] ends,
-               const int64_t[:, ::1] origins, const int64_t[:, ::1] extents,
-               chunkshape, blockshape, out, uint8_t[::1] chunk, Scratch scratch not None,
-               uint8_t[::1] done):
+               const int64_t[:, ::1] origins, const int64_t[:, ::1] lows,
+               const int64_t[:, ::1] extents, chunkshape, blockshape, out,
+               uint8_t[::1] chunk, Scratch scratch not None, uint8_t[::1] done):
     """Decode chunk ``k`` (its stored bytes from ``data[starts[k]]``, within
     ``data[:ends[k]]``) into ``chunk`` (the padded chunk's bytes) and copy its items
-    ``[0, extents[k])`` to ``out`` at ``origins[k]``; set ``done[k]`` for each chunk placed.
-    Returns how many were."""
+    ``[lows[k], lows[k] + extents[k])`` to ``out`` at ``origins[k]``; set ``done[k]`` for
+    each chunk placed. Returns how many were."""
     cdef Py_buffer view
     PyObject_GetBuffer(out, &view, PyBUF_STRIDES | PyBUF_WRITABLE)
     try:
-        return _decode_run(data, starts, ends, origins, extents, chunkshape, blockshape,
+        return _decode_run(data, starts, ends, origins, lows, extents, chunkshape, blockshape,
                            &view, chunk, scratch, done)
     finally:
         PyBuffer_Release(&view)
@@ -43,9 +44,9 @@ def decode_run(const uint8_t[::1] data, const int64_t[::1] starts, const int64_t
 
 cdef Py_ssize_t _decode_run(const uint8_t[::1] data, const int64_t[::1] starts,
                             const int64_t[::1] ends, const int64_t[:, ::1] origins,
-                            const int64_t[:, ::1] extents, chunkshape, blockshape,
-                            Py_buffer* out, uint8_t[::1] chunk, Scratch scratch,
-                            uint8_t[::1] done) except -1:
+                            const int64_t[:, ::1] lows, const int64_t[:, ::1] extents,
+                            chunkshape, blockshape, Py_buffer* out, uint8_t[::1] chunk,
+                            Scratch scratch, uint8_t[::1] done) except -1:
     cdef Py_ssize_t nd = len(chunkshape), n = starts.shape[0], d, k, cbytes, avail, placed = 0
     cdef Py_ssize_t itemsize = out.itemsize, padded, nblocks = 1
     cdef Py_ssize_t C[MAX_DIMS]
@@ -58,13 +59,14 @@ cdef Py_ssize_t _decode_run(const uint8_t[::1] data, const int64_t[::1] starts,
     if not 0 < nd <= MAX_DIMS or len(blockshape) != nd or out.ndim != nd:
         raise ValueError(f"a run of {nd}-d chunks of {len(blockshape)}-d blocks into a "
                          f"{out.ndim}-d array")
-    if ends.shape[0] != n or origins.shape[0] != n or extents.shape[0] != n or done.shape[0] != n:
-        raise ValueError("starts, ends, origins, extents and done differ in length")
-    if origins.shape[1] != nd or extents.shape[1] != nd:
-        raise ValueError(f"origins and extents are not of {nd} dimensions")
+    if (ends.shape[0] != n or origins.shape[0] != n or lows.shape[0] != n
+            or extents.shape[0] != n or done.shape[0] != n):
+        raise ValueError("starts, ends, origins, lows, extents and done differ in length")
+    if origins.shape[1] != nd or lows.shape[1] != nd or extents.shape[1] != nd:
+        raise ValueError(f"origins, lows and extents are not of {nd} dimensions")
     padded = itemsize
     for d in range(nd):
-        C[d], B[d], L[d] = chunkshape[d], blockshape[d], 0
+        C[d], B[d] = chunkshape[d], blockshape[d]
         if C[d] <= 0 or B[d] <= 0:
             raise ValueError(f"chunk {C[d]} and block {B[d]} along dimension {d}")
         nblocks *= (C[d] + B[d] - 1) // B[d]
@@ -76,10 +78,11 @@ cdef Py_ssize_t _decode_run(const uint8_t[::1] data, const int64_t[::1] starts,
         if not 0 <= starts[k] < ends[k] <= data.shape[0]:
             raise ValueError(f"chunk {k}: bytes {starts[k]}..{ends[k]} of {data.shape[0]}")
         for d in range(nd):
-            if (not 0 < extents[k, d] <= C[d] or origins[k, d] < 0
-                    or origins[k, d] + extents[k, d] > out.shape[d]):
-                raise ValueError(f"chunk {k}: items {origins[k, d]}+{extents[k, d]} along "
-                                 f"dimension {d} of {out.shape[d]}")
+            if (not 0 < extents[k, d] <= C[d] - lows[k, d] or lows[k, d] < 0
+                    or origins[k, d] < 0 or origins[k, d] + extents[k, d] > out.shape[d]):
+                raise ValueError(f"chunk {k}: items {lows[k, d]}+{extents[k, d]} of "
+                                 f"{C[d]} to {origins[k, d]} along dimension {d} of "
+                                 f"{out.shape[d]}")
     for k in range(n):
         avail = ends[k] - starts[k]
         if avail < MIN_HEADER:
@@ -92,7 +95,8 @@ cdef Py_ssize_t _decode_run(const uint8_t[::1] data, const int64_t[::1] starts,
             continue
         dst = <uint8_t*>out.buf
         for d in range(nd):
-            H[d] = extents[k, d]
+            L[d] = lows[k, d]
+            H[d] = lows[k, d] + extents[k, d]
             dst += origins[k, d] * OS[d]
         with nogil:
             place_blocks(&chunk[0], 0, NULL, nblocks, nd, C, B, L, H, dst, OS, itemsize)

@@ -304,7 +304,7 @@ class B2ndArray:
             try:
                 grid = chunk_grid(self.shape, self.chunks)
                 if in_runs:
-                    whole, others = split_whole(dims, self.chunks, self.shape)
+                    whole, others = split_whole(dims, self.chunks, self.blocks, self.shape)
                     if whole is not None:
                         self._read_runs(whole, grid, out, scratch, st)
                 else:
@@ -320,17 +320,18 @@ class B2ndArray:
         )
 
     def _read_runs(self, whole, grid, out: np.ndarray, scratch: np.ndarray, state) -> None:
-        """The chunks ``whole`` (from :func:`split_whole`) into ``out``: in runs, then each
-        one the runs left, one by one."""
-        coords, origins, extents = whole
+        """The chunks ``whole`` (from :func:`split_whole`: decoded whole) into ``out``: in
+        runs, then each one the runs left, one by one."""
+        coords, origins, lows, extents = whole
         nchunks = np.ravel_multi_index(tuple(coords.T), grid).astype(np.int64, copy=False)
         left = runs.read_runs(
-            self.schunk, state, nchunks, origins, extents, self.chunks, self.blocks, out, scratch
-        )
+            self.schunk, state, nchunks, origins, lows, extents, self.chunks, self.blocks, out,
+            scratch,
+        )  # fmt: skip
         for k in left.tolist():
             parts = [
-                (range(e), range(o, o + e))
-                for o, e in zip(origins[k].tolist(), extents[k].tolist())
+                (range(lo, lo + e), range(o, o + e))
+                for o, lo, e in zip(origins[k].tolist(), lows[k].tolist(), extents[k].tolist())
             ]
             self._read_chunk(int(nchunks[k]), parts, out, scratch, state)
 
@@ -387,8 +388,14 @@ class B2ndArray:
             and runs.available()
             and all(local.step == 1 for local, _ in parts)
             and runs.read_part(
-                self.schunk, state, nchunk, [local for local, _ in parts], self.chunks,
-                self.blocks, out[dst], scratch,
+                self.schunk,
+                state,
+                nchunk,
+                [local for local, _ in parts],
+                self.chunks,
+                self.blocks,
+                out[dst],
+                scratch,
             )  # fmt: skip
         ):
             return  # a few blocks of the chunk, read and decoded in one call

@@ -119,47 +119,77 @@ def chunks_touched(dims, chunks):
         yield tuple(k for k, _ in combo), [sub for _, sub in combo]
 
 
-def split_whole(dims, chunks, shape):
-    """The chunks a selection touches, split into those it takes whole and the rest.
+def split_whole(dims, chunks, blocks, shape):
+    """The chunks a selection touches, split into those a read decodes whole and the rest.
 
-    Returns ``(whole, rest)``. ``whole`` is None (no chunk is taken whole) or three int64
-    arrays with a row per chunk taken whole: its coordinates in the chunk grid, where it goes
-    in the output, and how many items it has along each dimension (fewer at the array's
-    end). ``rest`` yields ``(coords, parts)`` for the others, as :func:`chunks_touched`
-    does."""
-    whole, cut = [], []
-    for r, c, n in zip(dims, chunks, shape):
+    A chunk is decoded whole where the selection takes a step-1 range of it along every
+    dimension, and all of it (up to the array's end) or more than half of its blocks (then
+    reading the blocks apart costs more than decoding them all).
+
+    Returns ``(whole, rest)``. ``whole`` is None (no such chunk) or four int64 arrays with a
+    row per chunk decoded whole: its coordinates in the chunk grid, where its part goes in the
+    output, where that part starts in the chunk, and how many items it has along each
+    dimension. ``rest`` yields ``(coords, parts)`` for the others, as
+    :func:`chunks_touched` does."""
+    runnable, cut = [], []
+    per_chunk = 1
+    for r, c, b, n in zip(dims, chunks, blocks, shape):
         if len(r) == 0:
             return None, iter(())
+        per_chunk *= -(-c // b)
         w, x = [], []
         for k in range(r[0] // c, r[-1] // c + 1):
             local, pos = _subrange(r, k * c, (k + 1) * c)
             if len(local):
-                entry = (k, (local, pos))
-                is_whole = local.step == 1 and local.start == 0 and len(local) == min(c, n - k * c)
-                (w if is_whole else x).append(entry)
-        whole.append(w)
+                # (whether it is all of the chunk that is inside the array)
+                whole = local.start == 0 and len(local) == min(c, n - k * c)
+                (w if local.step == 1 else x).append((k, (local, pos), whole))
+        runnable.append(w)
         cut.append(x)
-    rest = _cut_combinations(whole, cut)
-    if not all(whole):
+    rest = _cut_combinations(runnable, cut)
+    if not all(runnable):
         return None, rest
-    # Per dimension, (grid coordinate, output start, items) of each whole chunk; one row per
-    # combination of them, in C order.
-    columns = [np.array([(k, pos.start, len(pos)) for k, (_, pos) in w], np.int64) for w in whole]
+    # Per dimension, (grid coordinate, output start, start in the chunk, items, blocks
+    # touched, whole) of each step-1 part; one row per combination of them, in C order.
+    columns = [
+        np.array(
+            [
+                (k, pos.start, loc.start, len(loc), (loc.stop - 1) // b - loc.start // b + 1, w)
+                for k, (loc, pos), w in entries
+            ],
+            np.int64,
+        )
+        for entries, b in zip(runnable, blocks)
+    ]
     picks = np.indices([len(col) for col in columns]).reshape(len(columns), -1)
     table = np.stack([col[p] for col, p in zip(columns, picks)], axis=1)
-    return tuple(np.ascontiguousarray(table[:, :, j]) for j in range(3)), rest
+    most = (2 * table[:, :, 4].prod(axis=1) > per_chunk) | table[:, :, 5].all(axis=1)
+    if not most.all():
+        # The few-block parts join the rest.
+        rest = itertools.chain(rest, _rows(table[~most]))
+        table = table[most]
+        if not len(table):
+            return None, rest
+    return tuple(np.ascontiguousarray(table[:, :, j]) for j in range(4)), rest
+
+
+def _rows(table):
+    """``(coords, parts)`` of the chunks in ``table`` (rows as :func:`split_whole` builds)."""
+    for row in table.tolist():
+        coords = tuple(k for k, *_ in row)
+        yield coords, [(range(lo, lo + n), range(at, at + n)) for _, at, lo, n, _, _ in row]
 
 
 def _cut_combinations(whole, cut):
-    """Every combination of chunks with at least one dimension cut, each once: the first
-    cut dimension is ``d``, those before it whole, those after it either."""
+    """Every combination of chunks with at least one dimension cut (not a step-1 range),
+    each once: the first cut dimension is ``d``, those before it not cut, those after it
+    either."""
     for d in range(len(whole)):
         if not cut[d]:
             continue
         after = [sorted(w + x, key=lambda e: e[0]) for w, x in zip(whole[d + 1 :], cut[d + 1 :])]
         for combo in itertools.product(*whole[:d], cut[d], *after):
-            yield tuple(k for k, _ in combo), [sub for _, sub in combo]
+            yield tuple(e[0] for e in combo), [e[1] for e in combo]
 
 
 def _subrange(r: range, lo: int, hi: int):

@@ -48,19 +48,21 @@ def read_runs(
     state: State,
     nchunks: np.ndarray,
     origins: np.ndarray,
+    lows: np.ndarray,
     extents: np.ndarray,
     chunkshape,
     blockshape,
     out: np.ndarray,
     scratch: np.ndarray,
 ) -> np.ndarray:
-    """Decode chunks ``nchunks`` of ``state`` and put items ``[0, extents[k])`` of chunk
-    ``k`` in ``out`` at ``origins[k]``; ``scratch`` holds one padded chunk. Returns the
-    positions in ``nchunks`` of the chunks not done, for the caller to read one by one."""
+    """Decode chunks ``nchunks`` of ``state`` and put items ``[lows[k], lows[k] +
+    extents[k])`` of chunk ``k`` in ``out`` at ``origins[k]``; ``scratch`` holds one padded
+    chunk. Returns the positions in ``nchunks`` of the chunks not done, for the caller to
+    read one by one."""
     done = np.zeros(len(nchunks), np.uint8)
     nthreads = native.default_nthreads()
     for data, which, starts, ends in schunk.stored_runs(nchunks, state):
-        args = (data, starts, ends, origins[which], extents[which])
+        args = (data, starts, ends, origins[which], lows[which], extents[which])
         flags = np.zeros(len(which), np.uint8)
         threads = min(
             native.threads_for(len(which) * len(scratch), nthreads),
@@ -75,9 +77,9 @@ def read_runs(
 
 
 def _run(args, chunkshape, blockshape, out, chunk, flags, lo: int, hi: int) -> int:
-    data, starts, ends, origins, extents = args
+    data, starts, ends, origins, lows, extents = args
     return _runs.decode_run(
-        data, starts[lo:hi], ends[lo:hi], origins[lo:hi], extents[lo:hi],
+        data, starts[lo:hi], ends[lo:hi], origins[lo:hi], lows[lo:hi], extents[lo:hi],
         chunkshape, blockshape, out, chunk, native._scratch(), flags[lo:hi],
     )  # fmt: skip
 

@@ -210,6 +210,8 @@ def test_memory_frames_read_in_runs(runs_done):
         (dict(ends=np.array([10**9], np.int64)), "bytes"),
         (dict(origins=np.array([[35, 0]], np.int64)), "items"),
         (dict(extents=np.array([[11, 30]], np.int64)), "items"),
+        (dict(lows=np.array([[1, 0]], np.int64)), "items"),
+        (dict(lows=np.array([[-1, 0]], np.int64)), "items"),
         (dict(chunk=np.empty(10, np.uint8)), "padded chunk"),
         (dict(done=np.zeros(2, np.uint8)), "differ in length"),
         (dict(chunkshape=(10, 30, 1)), "dimensions|blocks"),
@@ -227,6 +229,7 @@ def test_decode_run_checks_its_arguments_first(change, match):
         starts=np.array([0], np.int64),
         ends=np.array([len(chunk0)], np.int64),
         origins=np.array([[30, 0]], np.int64),
+        lows=np.array([[0, 0]], np.int64),
         extents=np.array([[10, 30]], np.int64),
         chunkshape=(10, 30),
         blockshape=(5, 30),
@@ -418,3 +421,17 @@ def test_decode_part_checks_its_arguments_first():
         native._scratch(),
     )
     assert not out.any()
+
+
+def test_chunks_cut_at_the_edges_of_a_read_are_decoded_in_runs(tmp_path, runs_done, parts_done):
+    data = _grid_data((95, 70))
+    arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=(10, 20), blocks=(5, 20))
+    key = (slice(1, 94), slice(3, 69))
+    np.testing.assert_array_equal(arr[key], data[key])
+    # Every chunk touches both of its blocks but the last row's (rows 90..94 of 90..95: one
+    # block of two, left to the part path).
+    assert sum(runs_done) == 9 * 4 and sum(parts_done) == 4
+    key = (slice(1, 94, 2), slice(3, 69))  # a step: not in runs
+    runs_done.clear()
+    np.testing.assert_array_equal(arr[key], data[key])
+    assert sum(runs_done) == 0
