@@ -13,6 +13,8 @@ import os
 import threading
 from collections.abc import Callable
 
+import numpy as np
+
 from .. import _files
 from .._sync import sync_mode
 from ..constants import MIN_HEADER_LENGTH
@@ -100,6 +102,20 @@ class ContiguousFrame(Backend):
             return bytes(self._buf[offset : offset + size])
         return self._source.read(offset, size)
 
+    def read_into(self, offset: int, out: np.ndarray) -> None:
+        """:meth:`read` into ``out`` (a writable uint8 array)."""
+        size = len(out)
+        if offset < 0 or offset + size > self._frame_len:
+            raise FormatError(
+                "frame",
+                f"bytes {offset}..{offset + size} inside the frame",
+                f"a frame of {self._frame_len} bytes",
+            )
+        if self._buf is not None:
+            out[:] = np.frombuffer(self._buf, np.uint8, size, offset)
+        else:
+            self._source.read_into(offset, out)
+
     def index_at(self, header: FrameHeader) -> int:
         return header.header_len + header.cbytes
 
@@ -109,18 +125,7 @@ class ContiguousFrame(Backend):
         if not header.header_len <= base < chunks_end:
             raise FormatError(field, f"an offset in [0, cbytes={header.cbytes})", entry)
         limit = chunks_end - base
-
-        def read(offset: int, size: int) -> bytes:
-            if offset + size > limit:
-                raise FormatError(
-                    "chunk",
-                    f"bytes {offset}..{offset + size} inside the chunks section",
-                    f"{limit} bytes left",
-                    base,
-                )
-            return self.read(base + offset, size)
-
-        return read, limit
+        return _ChunkBytes(self, base, limit), limit
 
     def chunk_span(
         self, entry: int, header: FrameHeader, field: str = "chunk offset"
@@ -343,6 +348,33 @@ class ContiguousFrame(Backend):
         if self._buf is not None:
             return _reopen_memory(bytes(self._buf[: self._frame_len]), writable)
         return ContiguousFrame(self._source, self._frame_len, writable=writable)
+
+
+class _ChunkBytes:
+    """``read(offset, size)`` of one chunk's bytes in a contiguous frame, none past the
+    chunks section; ``read.into(offset, out)`` fills ``out`` without a copy."""
+
+    __slots__ = ("frame", "base", "limit")
+
+    def __init__(self, frame: ContiguousFrame, base: int, limit: int):
+        self.frame, self.base, self.limit = frame, base, limit
+
+    def _check(self, offset: int, size: int) -> None:
+        if offset + size > self.limit:
+            raise FormatError(
+                "chunk",
+                f"bytes {offset}..{offset + size} inside the chunks section",
+                f"{self.limit} bytes left",
+                self.base,
+            )
+
+    def __call__(self, offset: int, size: int) -> bytes:
+        self._check(offset, size)
+        return self.frame.read(self.base + offset, size)
+
+    def into(self, offset: int, out: np.ndarray) -> None:
+        self._check(offset, len(out))
+        self.frame.read_into(self.base + offset, out)
 
 
 def _reopen_memory(data: bytes, writable: bool) -> ContiguousFrame:

@@ -104,8 +104,12 @@ class BlockReads:
             room = np.empty(cbytes, np.uint8)
         buf = room[:cbytes]
         buf[: layout.prefix_length] = np.frombuffer(layout.prefix, np.uint8, layout.prefix_length)
+        into = getattr(read, "into", None)
         for start, stop, _ in layout.groups(blocks, partial.PART_GAP):
-            buf[start:stop] = partial.checked_piece(read(start, stop - start), start, stop)
+            if into is not None:
+                into(start, buf[start:stop])  # (a contiguous frame: no copy)
+            else:
+                buf[start:stop] = partial.checked_piece(read(start, stop - start), start, stop)
         return buf, layout.ends
 
     def get_chunk_blocks(self, i: int, blocks, *, state: State | None = None) -> bytes | np.ndarray:

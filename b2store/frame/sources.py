@@ -13,6 +13,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from .. import _files
 from ..errors import FormatError
 from . import remote
@@ -45,6 +47,10 @@ class ByteSource:
 
     def read(self, offset: int, size: int) -> bytes:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def read_into(self, offset: int, out: np.ndarray) -> None:
+        """Fill ``out`` (a writable uint8 array) with the bytes from ``offset``."""
+        out[:] = np.frombuffer(self.read(offset, len(out)), np.uint8)
 
     @property
     def size(self) -> int:  # pragma: no cover - interface
@@ -128,6 +134,18 @@ class FileSource(ByteSource):
         if len(data) != size:
             raise FormatError("frame", f"{size} bytes at {offset}", f"{len(data)} (truncated file)")
         return data
+
+    def read_into(self, offset: int, out: np.ndarray) -> None:
+        # As read, into ``out``: no bytes object, no copy (a few blocks of a chunk read apart).
+        size = len(out)
+        if offset + size > self._size >= 0 and offset >= 0:
+            with self._lock:
+                self._size = os.fstat(self._descriptor()).st_size - self.offset
+        self._check(offset, size, self._size)
+        with self._lock:
+            got = os.preadv(self._descriptor(), [out], self.offset + offset)
+        if got != size:
+            raise FormatError("frame", f"{size} bytes at {offset}", f"{got} (truncated file)")
 
     @property
     def size(self) -> int:

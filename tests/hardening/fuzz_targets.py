@@ -120,6 +120,8 @@ def exercise_array(a) -> None:
         a[(0,) * a.ndim]
         a[tuple(n - 1 for n in a.shape)]
         a[tuple(slice(0, 3) for _ in a.shape)]
+    # A small box across the first chunks' corner: a few blocks of each (the part path).
+    a[tuple(slice(max(0, c - 2), min(n, c + 2)) for n, c in zip(a.shape, a.chunks))]
     exercise_schunk(a.schunk)
 
 

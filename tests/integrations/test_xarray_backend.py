@@ -53,9 +53,24 @@ def reads(monkeypatch):
         counts["indices"].append(i)
         return decode_blocks(self, i, *args, **kwargs)
 
+    chunk_part, stored_runs = SChunk.chunk_part, SChunk.stored_runs
+
+    def counting_part(self, i, *args, **kwargs):  # a few blocks of a cut chunk
+        counts["chunks"] += 1
+        counts["indices"].append(i)
+        return chunk_part(self, i, *args, **kwargs)
+
+    def counting_runs(self, nchunks, *args, **kwargs):  # neighbouring chunks, one read each run
+        for data, which, starts, ends in stored_runs(self, nchunks, *args, **kwargs):
+            counts["chunks"] += len(which)
+            counts["indices"].extend(int(i) for i in nchunks[which])
+            yield data, which, starts, ends
+
     monkeypatch.setattr(SChunk, "get_chunk", counting_chunk)
     monkeypatch.setattr(SChunk, "get_chunk_blocks", counting_blocks)
     monkeypatch.setattr(SChunk, "decode_blocks", counting_decode)
+    monkeypatch.setattr(SChunk, "chunk_part", counting_part)
+    monkeypatch.setattr(SChunk, "stored_runs", counting_runs)
     return counts
 
 

@@ -435,3 +435,28 @@ def test_chunks_cut_at_the_edges_of_a_read_are_decoded_in_runs(tmp_path, runs_do
     runs_done.clear()
     np.testing.assert_array_equal(arr[key], data[key])
     assert sum(runs_done) == 0
+
+
+@pytest.mark.parametrize("where", ["file", "memory", "sparse"])
+def test_boxes_read_alike_from_every_layout(tmp_path, parts_done, where):
+    data = _smooth((60, 70))
+    path = None if where == "memory" else tmp_path / "a.b2nd"
+    arr = b2store.asarray(data, path, chunks=(20, 35), blocks=(5, 7), contiguous=where != "sparse")
+    key = (slice(18, 23), slice(30, 41))
+    np.testing.assert_array_equal(arr[key], data[key])
+    assert len(parts_done) == 4 and all(parts_done)
+
+
+def test_read_into_reports_a_file_cut_short_under_it(tmp_path):
+    path = tmp_path / "f.bin"
+    path.write_bytes(bytes(range(256)) * 4)
+    source = sources.FileSource(path)
+    out = np.zeros(100, np.uint8)
+    source.read_into(10, out)
+    assert out.tobytes() == (bytes(range(256)) * 4)[10:110]
+    with open(path, "r+b") as fh:
+        fh.truncate(50)  # after its size was taken
+    with pytest.raises(FormatError, match="frame"):
+        source.read_into(10, out)
+    with pytest.raises(FormatError, match="frame"):
+        source.read_into(-1, out)
