@@ -137,6 +137,8 @@ class FileSource(ByteSource):
 
     def read_into(self, offset: int, out: np.ndarray) -> None:
         # As read, into ``out``: no bytes object, no copy (a few blocks of a chunk read apart).
+        if not hasattr(os, "preadv"):  # pragma: no cover - platforms without it (older macOS)
+            return super().read_into(offset, out)
         size = len(out)
         if offset + size > self._size >= 0 and offset >= 0:
             with self._lock:

@@ -460,3 +460,13 @@ def test_read_into_reports_a_file_cut_short_under_it(tmp_path):
         source.read_into(10, out)
     with pytest.raises(FormatError, match="frame"):
         source.read_into(-1, out)
+
+
+def test_read_into_without_preadv_reads_the_same(tmp_path, monkeypatch):
+    path = tmp_path / "f.bin"
+    path.write_bytes(bytes(range(256)) * 4)
+    source = sources.FileSource(path)
+    monkeypatch.delattr(sources.os, "preadv")
+    out = np.zeros(100, np.uint8)
+    source.read_into(10, out)
+    assert out.tobytes() == (bytes(range(256)) * 4)[10:110]
