@@ -112,7 +112,8 @@ def decode_part(const uint8_t[::1] src, const int64_t[::1] blocks, const int64_t
     blocks' bytes (each up to its ``ends`` entry) are in place in ``src``, into ``chunk``
     (the padded chunk's bytes), and copy their part in ``[lo, hi)`` to ``out`` (that
     region's own array, any strides). False, ``out`` untouched, for a chunk the C loop does
-    not take: the caller decodes it the general way."""
+    not take (its Blosc blocks not the array's blocks among them): the caller decodes it the
+    general way."""
     cdef Py_buffer view
     PyObject_GetBuffer(out, &view, PyBUF_STRIDES | PyBUF_WRITABLE)
     try:
@@ -154,7 +155,9 @@ cdef bint _decode_part(const uint8_t[::1] src, const int64_t[::1] blocks,
     if n == 0:
         return True
     plan = Plan(src, blocks, ends)
-    if not plan.ok or plan.nbytes != padded or plan.decode_to(&chunk[0], scratch):
+    # Its Blosc blocks must be the array's blocks: block numbers would name other bytes.
+    if (not plan.ok or plan.nbytes != padded or plan.J.blocksize != padded // nblocks
+            or plan.decode_to(&chunk[0], scratch)):
         return False
     with nogil:
         place_blocks(&chunk[0], 0, &blocks[0], n, nd, C, B, L, H, <uint8_t*>out.buf, OS,

@@ -75,7 +75,9 @@ class BlockReads:
         except IndexError as exc:
             raise _fewer_blocks(i, exc) from None
 
-    def chunk_part(self, i: int, blocks, room: np.ndarray, *, state: State, max_cbytes: int):
+    def chunk_part(
+        self, i: int, blocks, room: np.ndarray, *, blocksize: int, state: State, max_cbytes: int
+    ):
         """Chunk ``i``'s header and block starts, and the bytes of ``blocks`` (ascending),
         read into their places in ``room`` (a uint8 buffer, replaced by a larger one when it
         is too short); the other bytes of ``room`` are left as they were, not zeroed.
@@ -83,18 +85,26 @@ class BlockReads:
         Returns ``(buffer, ends)``: the ``cbytes``-long buffer and each block's end (see
         :class:`~b2store._plan.Plan`, which reads no block's bytes past it); or None when the
         chunk has no block starts to go by or a dictionary (special, memcpyed, VL blocks),
-        or is stored in more than ``max_cbytes``: read it the general way."""
+        its Blosc blocks are not ``blocksize`` bytes (block numbers then mean other bytes),
+        or it is stored in more than ``max_cbytes``: read it the general way."""
         return self._reading(
-            i, lambda st, i: self._chunk_part(st, i, blocks, room, max_cbytes), state
+            i, lambda st, i: self._chunk_part(st, i, blocks, room, blocksize, max_cbytes), state
         )
 
-    def _chunk_part(self, st: State, i: int, blocks, room: np.ndarray, max_cbytes: int):
+    def _chunk_part(
+        self, st: State, i: int, blocks, room: np.ndarray, blocksize: int, max_cbytes: int
+    ):
         entry = int(st.offsets[i])
         if entry < 0:
             return None
         read, limit = self._backend.chunk_reader(entry, st.header, f"offsets[{i}]")
         layout = self._layout(st, i, read, limit)
-        if layout is None or layout.dict_range is not None or layout.header.cbytes > max_cbytes:
+        if (
+            layout is None
+            or layout.dict_range is not None
+            or layout.header.effective_blocksize != blocksize
+            or layout.header.cbytes > max_cbytes
+        ):
             return None
         nblocks = len(layout.bstarts)
         if len(blocks) and not 0 <= blocks[0] <= blocks[-1] < nblocks:

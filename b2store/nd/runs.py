@@ -128,7 +128,10 @@ def read_part(
     room = getattr(_local, "room", None)
     if room is None:
         room = np.empty(0, np.uint8)
-    got = schunk.chunk_part(nchunk, wanted, room, state=state, max_cbytes=_ROOM_MAX)
+    block_bytes = math.prod(blockshape) * out.itemsize
+    got = schunk.chunk_part(
+        nchunk, wanted, room, blocksize=block_bytes, state=state, max_cbytes=_ROOM_MAX
+    )
     if got is None:
         return False
     buf, ends = got

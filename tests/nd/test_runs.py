@@ -470,3 +470,26 @@ def test_read_into_without_preadv_reads_the_same(tmp_path, monkeypatch):
     out = np.zeros(100, np.uint8)
     source.read_into(10, out)
     assert out.tobytes() == (bytes(range(256)) * 4)[10:110]
+
+
+def test_chunks_whose_blosc_blocks_are_not_the_arrays_blocks(tmp_path, parts_done):
+    # Blosc blocks of two array blocks each: block numbers of the array name other bytes
+    # there, so a part read must not decode "its" blocks; the chunk is decoded whole.
+    from b2store.chunk.decoder import chunk_info
+    from b2store.nd.chunks import cparams_for, encode_array_chunk
+    from b2store.nd.geometry import array_to_chunk
+
+    x = _smooth((80, 60)).astype("<f4")
+    path = tmp_path / "a.b2nd"
+    arr = b2store.asarray(x, path, chunks=(40, 30), blocks=(8, 6))
+    params = cparams_for(x.dtype, (8, 6)).replace(blocksize=2 * 8 * 6 * 4)
+    for i, (r, c) in enumerate([(0, 0), (0, 1), (1, 0), (1, 1)]):
+        part = x[r * 40 : (r + 1) * 40, c * 30 : (c + 1) * 30]
+        chunk = encode_array_chunk(array_to_chunk(part, (40, 30), (8, 6)), x.dtype, params)
+        arr.schunk.update_chunk(i, chunk)
+    arr.close()
+    arr = b2store.open(path)
+    assert chunk_info(arr.schunk.get_chunk(0)).blocksize == 2 * 8 * 6 * 4
+    for key in [(slice(35, 45), slice(25, 35)), (slice(0, 8), slice(24, 36)), ...]:
+        np.testing.assert_array_equal(arr[key], x[key])
+    assert not any(parts_done)
