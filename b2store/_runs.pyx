@@ -25,6 +25,26 @@ DEF CBYTES_AT = 12  # where a chunk header keeps the chunk's stored size
 DEF MIN_HEADER = 16
 
 
+cdef Py_ssize_t _geometry(chunkshape, blockshape, Py_buffer* out, uint8_t[::1] chunk,
+                          Py_ssize_t* C, Py_ssize_t* B, Py_ssize_t* OS) except -1:
+    """Check the chunk and block shapes against ``out`` and ``chunk`` (one padded chunk's
+    bytes) and fill ``C``, ``B`` and ``OS`` (``out``'s byte strides); the blocks a chunk has."""
+    cdef Py_ssize_t nd = len(chunkshape), d, padded = out.itemsize, nblocks = 1
+    if not 0 < nd <= MAX_DIMS or len(blockshape) != nd or out.ndim != nd:
+        raise ValueError(f"{nd}-d chunks of {len(blockshape)}-d blocks into a "
+                         f"{out.ndim}-d array")
+    for d in range(nd):
+        C[d], B[d] = chunkshape[d], blockshape[d]
+        if C[d] <= 0 or B[d] <= 0:
+            raise ValueError(f"chunk {C[d]} and block {B[d]} along dimension {d}")
+        nblocks *= (C[d] + B[d] - 1) // B[d]
+        padded *= (C[d] + B[d] - 1) // B[d] * B[d]
+        OS[d] = out.strides[d]
+    if chunk.shape[0] != padded:
+        raise ValueError(f"chunk holds {chunk.shape[0]} bytes, a padded chunk {padded}")
+    return nblocks
+
+
 def decode_run(const uint8_t[::1] data, const int64_t[::1] starts, const int64_t[::1] ends,
                const int64_t[:, ::1] origins, const int64_t[:, ::1] lows,
                const int64_t[:, ::1] extents, chunkshape, blockshape, out,
@@ -48,7 +68,7 @@ cdef Py_ssize_t _decode_run(const uint8_t[::1] data, const int64_t[::1] starts,
                             chunkshape, blockshape, Py_buffer* out, uint8_t[::1] chunk,
                             Scratch scratch, uint8_t[::1] done) except -1:
     cdef Py_ssize_t nd = len(chunkshape), n = starts.shape[0], d, k, cbytes, avail, placed = 0
-    cdef Py_ssize_t itemsize = out.itemsize, padded, nblocks = 1
+    cdef Py_ssize_t nblocks, padded
     cdef Py_ssize_t C[MAX_DIMS]
     cdef Py_ssize_t B[MAX_DIMS]
     cdef Py_ssize_t L[MAX_DIMS]
@@ -56,24 +76,13 @@ cdef Py_ssize_t _decode_run(const uint8_t[::1] data, const int64_t[::1] starts,
     cdef Py_ssize_t OS[MAX_DIMS]
     cdef uint8_t* dst
     cdef Plan plan
-    if not 0 < nd <= MAX_DIMS or len(blockshape) != nd or out.ndim != nd:
-        raise ValueError(f"a run of {nd}-d chunks of {len(blockshape)}-d blocks into a "
-                         f"{out.ndim}-d array")
+    nblocks = _geometry(chunkshape, blockshape, out, chunk, C, B, OS)
+    padded = chunk.shape[0]
     if (ends.shape[0] != n or origins.shape[0] != n or lows.shape[0] != n
             or extents.shape[0] != n or done.shape[0] != n):
         raise ValueError("starts, ends, origins, lows, extents and done differ in length")
     if origins.shape[1] != nd or lows.shape[1] != nd or extents.shape[1] != nd:
         raise ValueError(f"origins, lows and extents are not of {nd} dimensions")
-    padded = itemsize
-    for d in range(nd):
-        C[d], B[d] = chunkshape[d], blockshape[d]
-        if C[d] <= 0 or B[d] <= 0:
-            raise ValueError(f"chunk {C[d]} and block {B[d]} along dimension {d}")
-        nblocks *= (C[d] + B[d] - 1) // B[d]
-        padded *= (C[d] + B[d] - 1) // B[d] * B[d]
-        OS[d] = out.strides[d]
-    if chunk.shape[0] != padded:
-        raise ValueError(f"chunk holds {chunk.shape[0]} bytes, a padded chunk {padded}")
     for k in range(n):
         if not 0 <= starts[k] < ends[k] <= data.shape[0]:
             raise ValueError(f"chunk {k}: bytes {starts[k]}..{ends[k]} of {data.shape[0]}")
@@ -99,7 +108,7 @@ cdef Py_ssize_t _decode_run(const uint8_t[::1] data, const int64_t[::1] starts,
             H[d] = lows[k, d] + extents[k, d]
             dst += origins[k, d] * OS[d]
         with nogil:
-            place_blocks(&chunk[0], 0, NULL, nblocks, nd, C, B, L, H, dst, OS, itemsize)
+            place_blocks(&chunk[0], 0, NULL, nblocks, nd, C, B, L, H, dst, OS, out.itemsize)
         done[k] = 1
         placed += 1
     return placed
@@ -126,29 +135,23 @@ def decode_part(const uint8_t[::1] src, const int64_t[::1] blocks, const int64_t
 cdef bint _decode_part(const uint8_t[::1] src, const int64_t[::1] blocks,
                        const int64_t[::1] ends, chunkshape, blockshape, lo, hi,
                        Py_buffer* out, uint8_t[::1] chunk, Scratch scratch) except -1:
-    cdef Py_ssize_t nd = len(chunkshape), n = blocks.shape[0], d, k, padded, nblocks = 1
-    cdef Py_ssize_t itemsize = out.itemsize
+    cdef Py_ssize_t nd = len(chunkshape), n = blocks.shape[0], d, k, padded, nblocks
     cdef Py_ssize_t C[MAX_DIMS]
     cdef Py_ssize_t B[MAX_DIMS]
     cdef Py_ssize_t L[MAX_DIMS]
     cdef Py_ssize_t H[MAX_DIMS]
     cdef Py_ssize_t OS[MAX_DIMS]
     cdef Plan plan
-    if (not 0 < nd <= MAX_DIMS or len(blockshape) != nd or len(lo) != nd or len(hi) != nd
-            or out.ndim != nd):
-        raise ValueError(f"a part of a {nd}-d chunk into a {out.ndim}-d array")
-    padded = itemsize
+    nblocks = _geometry(chunkshape, blockshape, out, chunk, C, B, OS)
+    padded = chunk.shape[0]
+    if len(lo) != nd or len(hi) != nd:
+        raise ValueError(f"a region of {len(lo)} and {len(hi)} dimensions in a {nd}-d chunk")
     for d in range(nd):
-        C[d], B[d], L[d], H[d] = chunkshape[d], blockshape[d], lo[d], hi[d]
-        if C[d] <= 0 or B[d] <= 0 or not 0 <= L[d] < H[d] <= C[d]:
+        L[d], H[d] = lo[d], hi[d]
+        if not 0 <= L[d] < H[d] <= C[d]:
             raise ValueError(f"dimension {d}: region [{L[d]}, {H[d]}) of a chunk of {C[d]}")
         if out.shape[d] != H[d] - L[d]:
             raise ValueError(f"out has {out.shape[d]} items along {d}, not {H[d] - L[d]}")
-        nblocks *= (C[d] + B[d] - 1) // B[d]
-        padded *= (C[d] + B[d] - 1) // B[d] * B[d]
-        OS[d] = out.strides[d]
-    if chunk.shape[0] != padded:
-        raise ValueError(f"chunk holds {chunk.shape[0]} bytes, a padded chunk {padded}")
     for k in range(n):
         if not 0 <= blocks[k] < nblocks:
             raise ValueError(f"block {blocks[k]} of {nblocks}")
@@ -161,5 +164,5 @@ cdef bint _decode_part(const uint8_t[::1] src, const int64_t[::1] blocks,
         return False
     with nogil:
         place_blocks(&chunk[0], 0, &blocks[0], n, nd, C, B, L, H, <uint8_t*>out.buf, OS,
-                     itemsize)
+                     out.itemsize)
     return True

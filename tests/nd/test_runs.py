@@ -396,13 +396,15 @@ def test_decode_part_checks_its_arguments_first():
             chunk0, np.array([4], np.int64), *args[2:], np.empty(2400, np.uint8), native._scratch()
         )
     with pytest.raises(ValueError, match="out has"):
-        _runs.decode_part(*args[:7], np.zeros((4, 30)), np.empty(2400, np.uint8), native._scratch())
+        _runs.decode_part(
+            *args[:7], np.zeros((4, 30), data.dtype), np.empty(2400, np.uint8), native._scratch()
+        )
     with pytest.raises(ValueError, match="region"):
         _runs.decode_part(
             *args[:5],
             [5, 0],
             [25, 30],
-            np.zeros((20, 30)),
+            np.zeros((20, 30), data.dtype),
             np.empty(2400, np.uint8),
             native._scratch(),
         )
