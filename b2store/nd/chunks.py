@@ -332,11 +332,11 @@ def _decode_blocks(
     if wanted is None:
         wanted = blocks_touched(region, chunkshape, blockshape) if chunkshape else [0]
     nblocks = math.prod(blocks_per_chunk(chunkshape, blockshape))
-    block_bytes = math.prod(blockshape) * dtype.itemsize
     few = len(wanted) * 2 <= nblocks
     if few and hasattr(source, "decode_blocks"):
         # A source that decodes blocks itself plans and reads once, straight into ``buf``.
-        if source.decode_blocks(sorted(set(wanted)), buf, blocksize=block_bytes) is not None:
+        blocksize = math.prod(blockshape) * dtype.itemsize
+        if source.decode_blocks(sorted(set(wanted)), buf, blocksize=blocksize) is not None:
             return wanted
         source = source(None)
     if callable(source):
@@ -347,15 +347,14 @@ def _decode_blocks(
     chunk = as_uint8(chunk, name="chunk")
     try:
         plan = plan_blocks(chunk, wanted) if len(wanted) < nblocks else None
-    except IndexError as exc:
-        header = ChunkHeader.from_bytes(chunk)
-        if header.vl_blocks or header.effective_blocksize == block_bytes:
-            # The chunk has fewer blocks than the array's geometry says.
-            raise FormatError(
-                f"{label} nblocks", f"block {max(wanted)} of {nblocks}", str(exc)
-            ) from None
-        plan = None  # Blosc blocks that are not the array's: the numbers mean other bytes
-    if plan is not None and plan.header.effective_blocksize == block_bytes:
+    except IndexError as exc:  # the chunk has fewer blocks than the array's geometry says
+        raise FormatError(
+            f"{label} nblocks", f"block {max(wanted)} of {nblocks}", str(exc)
+        ) from None
+    if (
+        plan is not None
+        and plan.header.effective_blocksize == math.prod(blockshape) * dtype.itemsize
+    ):
         _check_nbytes(plan.header.nbytes, buf, label)
         pieces = [chunk[start:stop] for start, stop in plan.ranges]
         # Only the prefix as the prefix: the rest of ``chunk`` is not copied again.
