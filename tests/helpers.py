@@ -162,3 +162,23 @@ WRITE_LAYOUTS = {
     "b2d": ("t.b2d", {}),
     "b2z": ("t.b2z", {}),
 }
+
+
+def other_blosc_blocks(x: np.ndarray, path, chunks, blocks, factor: int):
+    """A b2nd array of ``x`` at ``path`` whose every chunk is encoded with Blosc blocks of
+    ``factor`` array blocks' bytes (valid Blosc, which python-blosc2 never writes but other
+    writers may): the array's block numbers name other bytes in such chunks."""
+    import b2store
+    from b2store.nd.chunks import cparams_for, encode_array_chunk
+    from b2store.nd.geometry import array_to_chunk, chunk_grid
+
+    arr = b2store.asarray(x, path, chunks=chunks, blocks=blocks)
+    params = cparams_for(x.dtype, blocks).replace(
+        blocksize=factor * int(np.prod(blocks)) * x.dtype.itemsize
+    )
+    for n, coords in enumerate(np.ndindex(*chunk_grid(x.shape, chunks))):
+        part = x[tuple(slice(c * s, (c + 1) * s) for c, s in zip(coords, chunks))]
+        chunk = encode_array_chunk(array_to_chunk(part, chunks, blocks), x.dtype, params)
+        arr.schunk.update_chunk(n, chunk)
+    arr.close()
+    return b2store.open(path)

@@ -332,11 +332,11 @@ def _decode_blocks(
     if wanted is None:
         wanted = blocks_touched(region, chunkshape, blockshape) if chunkshape else [0]
     nblocks = math.prod(blocks_per_chunk(chunkshape, blockshape))
+    block_bytes = math.prod(blockshape) * dtype.itemsize
     few = len(wanted) * 2 <= nblocks
     if few and hasattr(source, "decode_blocks"):
         # A source that decodes blocks itself plans and reads once, straight into ``buf``.
-        blocksize = math.prod(blockshape) * dtype.itemsize
-        if source.decode_blocks(sorted(set(wanted)), buf, blocksize=blocksize) is not None:
+        if source.decode_blocks(sorted(set(wanted)), buf, blocksize=block_bytes) is not None:
             return wanted
         source = source(None)
     if callable(source):
@@ -347,14 +347,15 @@ def _decode_blocks(
     chunk = as_uint8(chunk, name="chunk")
     try:
         plan = plan_blocks(chunk, wanted) if len(wanted) < nblocks else None
-    except IndexError as exc:  # the chunk has fewer blocks than the array's geometry says
-        raise FormatError(
-            f"{label} nblocks", f"block {max(wanted)} of {nblocks}", str(exc)
-        ) from None
-    if (
-        plan is not None
-        and plan.header.effective_blocksize == math.prod(blockshape) * dtype.itemsize
-    ):
+    except IndexError as exc:
+        header = ChunkHeader.from_bytes(chunk)
+        if header.vl_blocks or header.effective_blocksize == block_bytes:
+            # The chunk has fewer blocks than the array's geometry says.
+            raise FormatError(
+                f"{label} nblocks", f"block {max(wanted)} of {nblocks}", str(exc)
+            ) from None
+        plan = None  # Blosc blocks that are not the array's: their numbers name other bytes
+    if plan is not None and plan.header.effective_blocksize == block_bytes:
         _check_nbytes(plan.header.nbytes, buf, label)
         pieces = [chunk[start:stop] for start, stop in plan.ranges]
         # Only the prefix as the prefix: the rest of ``chunk`` is not copied again.
@@ -363,8 +364,20 @@ def _decode_blocks(
     # Special, memcpyed or VL-block chunks, all blocks wanted, or Blosc blocks that are not
     # the array's blocks: decode it whole (the items are in block order all the same), in
     # one C pass where the chunk is of the common kind.
-    _check_nbytes(ChunkHeader.from_bytes(chunk).nbytes, buf, label)
-    decode_chunk(chunk, out=buf, nthreads=native.default_nthreads(), max_nbytes=len(buf))
+    header = ChunkHeader.from_bytes(chunk)
+    _check_nbytes(header.nbytes, buf, label)
+    try:
+        decode_chunk(chunk, out=buf, nthreads=native.default_nthreads(), max_nbytes=len(buf))
+    except FormatError as exc:
+        if header.special or header.vl_blocks or header.effective_blocksize == block_bytes:
+            raise
+        # Other blocks than the array's are valid Blosc, but a damaged chunk often shows
+        # first as its block size (fewer, larger blocks): name both.
+        raise FormatError(
+            f"{label} blocksize",
+            f"{block_bytes} bytes (the array's blocks), or a chunk of other blocks that decodes",
+            f"{header.effective_blocksize} bytes in a chunk that does not ({exc})",
+        ) from exc
     return wanted
 
 

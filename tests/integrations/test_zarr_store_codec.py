@@ -8,10 +8,13 @@ import threading
 import numpy as np
 import pytest
 
+import b2store
+
 zarr = pytest.importorskip("zarr")
 numcodecs = pytest.importorskip("numcodecs")
 blosc2 = pytest.importorskip("blosc2")
 
+from helpers import other_blosc_blocks  # noqa: E402
 from zarr.abc.store import RangeByteRequest, Store  # noqa: E402
 from zarr.storage import MemoryStore, WrapperStore  # noqa: E402
 
@@ -70,15 +73,15 @@ class CountingStore(WrapperStore):
                 self.decoded.append((key, None if blocks is None else list(blocks)))
         return done
 
-    def b2nd_decode_into_sync(self, key, blocks, out):
+    def b2nd_decode_into_sync(self, key, blocks, out, blocksize=None):
         direct = getattr(self._store, "b2nd_decode_into_sync", None)
         # False: "no such chunk here, go through get" (a wrapped store that has no shortcut).
-        done = False if direct is None else direct(key, blocks, out)
+        done = False if direct is None else direct(key, blocks, out, blocksize)
         return self._decoded(key, blocks, done)
 
-    async def b2nd_decode_into(self, key, blocks, out):
+    async def b2nd_decode_into(self, key, blocks, out, blocksize=None):
         direct = getattr(self._store, "b2nd_decode_into", None)
-        done = False if direct is None else await direct(key, blocks, out)
+        done = False if direct is None else await direct(key, blocks, out, blocksize)
         return self._decoded(key, blocks, done)
 
 
@@ -180,6 +183,48 @@ def test_partial_decode_through_b2ndstore_decodes_only_touched_blocks(tmp_path, 
     store.decoded.clear()
     np.testing.assert_array_equal(z[:100, 100:], data[:100, 100:])
     assert store.decoded == [("c/0/1", None)] and store.requests == []
+
+
+@pytest.mark.parametrize("factor", [2, 5])
+@pytest.mark.parametrize("through", ["B2ndStore", "a copy of its chunks"])
+def test_chunks_of_other_blosc_blocks_read_equal(tmp_path, factor, through):
+    # Chunks whose Blosc blocks are several array blocks each (valid Blosc that other
+    # writers may write): the codec's block numbers name other bytes there, or none, so a
+    # partial decode of them must decode the chunk whole, by the store's direct decode
+    # and by byte ranges alike. (It returned the spare buffer's bytes, or said "fewer".)
+    x = np.arange(80 * 60, dtype="<f4").reshape(80, 60) + 1
+    arr = other_blosc_blocks(x, tmp_path / "a.b2nd", (40, 30), (8, 6), factor)
+    if through == "B2ndStore":
+        store = CountingStore(B2ndStore(tmp_path / "a.b2nd"))
+    else:
+        store = CountingStore(MemoryStore())
+        _zarr_over_blosc2(arr, store)
+    z = zarr.open_array(store, mode="r")
+    store = z.store  # (zarr opens a read-only copy of the wrapper, with lists of its own)
+    for key in [
+        (slice(35, 45), slice(25, 35)),
+        (slice(0, 8), slice(24, 36)),
+        (slice(9, 10), slice(7, 8)),
+        (slice(17, 18), slice(13, 14)),
+    ]:
+        np.testing.assert_array_equal(z[key], x[key])
+    assert store.decoded or store.requests  # read through the path named
+
+
+def test_a_chunk_of_fewer_blocks_read_by_ranges_is_a_format_error():
+    # A chunk of the array's block size but fewer blocks than its shape needs (a lying
+    # nbytes): the ranged plan must not index past its block starts (IndexError before).
+    x = np.arange(80 * 60, dtype="<f4").reshape(80, 60)
+    arr = blosc2.asarray(x, chunks=(40, 30), blocks=(8, 6))
+    store = MemoryStore()
+    z = _zarr_over_blosc2(arr, store)
+    short = blosc2.compress2(
+        np.ascontiguousarray(x[:8, :6]).tobytes() * 3, typesize=4, blocksize=8 * 6 * 4
+    )
+    proto = zarr.core.buffer.default_buffer_prototype()
+    zarr.core.sync.sync(store.set("c/0/0", proto.buffer.from_bytes(short)))
+    with pytest.raises(b2store.FormatError, match="nbytes"):
+        z[35:40, 25:30]
 
 
 def test_special_chunks_decode_without_payload():

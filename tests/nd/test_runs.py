@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import other_blosc_blocks
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -474,30 +475,42 @@ def test_read_into_without_preadv_reads_the_same(tmp_path, monkeypatch):
     assert out.tobytes() == (bytes(range(256)) * 4)[10:110]
 
 
-def test_chunks_whose_blosc_blocks_are_not_the_arrays_blocks(tmp_path, parts_done):
-    # Blosc blocks of two array blocks each: block numbers of the array name other bytes
-    # there, so a part read must not decode "its" blocks: it leaves the chunk to the
-    # general path.
+@pytest.mark.parametrize("factor", [2, 5])
+def test_chunks_whose_blosc_blocks_are_not_the_arrays_blocks(tmp_path, parts_done, factor):
+    # Blosc blocks of several array blocks each: the array's block numbers name other bytes
+    # there (or none: block 24 of a chunk of 5), so no read may decode "its" blocks by
+    # number. Whole reads take the runs; boxes, the part path's refusal and the general
+    # path's whole-chunk decode; all equal NumPy.
     from b2store.chunk.decoder import chunk_info
-    from b2store.nd.chunks import cparams_for, encode_array_chunk
-    from b2store.nd.geometry import array_to_chunk
 
     x = _smooth((80, 60)).astype("<f4")
-    path = tmp_path / "a.b2nd"
-    arr = b2store.asarray(x, path, chunks=(40, 30), blocks=(8, 6))
-    params = cparams_for(x.dtype, (8, 6)).replace(blocksize=2 * 8 * 6 * 4)
-    for i, (r, c) in enumerate([(0, 0), (0, 1), (1, 0), (1, 1)]):
-        part = x[r * 40 : (r + 1) * 40, c * 30 : (c + 1) * 30]
-        chunk = encode_array_chunk(array_to_chunk(part, (40, 30), (8, 6)), x.dtype, params)
-        arr.schunk.update_chunk(i, chunk)
-    arr.close()
-    arr = b2store.open(path)
-    assert chunk_info(arr.schunk.get_chunk(0)).blocksize == 2 * 8 * 6 * 4
+    arr = other_blosc_blocks(x, tmp_path / "a.b2nd", (40, 30), (8, 6), factor)
+    assert chunk_info(arr.schunk.get_chunk(0)).blocksize == factor * 8 * 6 * 4
     np.testing.assert_array_equal(arr[...], x)  # in runs: decoded whole
-    for key in [(slice(35, 45), slice(25, 35)), (slice(0, 8), slice(24, 36))]:
-        try:
-            got = arr[key]
-        except FormatError:
-            continue  # the general few-block path's refusal of such chunks (not new)
-        np.testing.assert_array_equal(got, x[key])
+    keys = [
+        (slice(35, 45), slice(25, 35)),  # four chunks' corners: blocks 24 and others
+        (slice(0, 8), slice(24, 36)),
+        (9, 7),  # one item, in the fast path of one chunk
+        (slice(17, 18), slice(13, 14)),
+        (slice(79, 80), slice(0, 60, 7)),
+    ]
+    for key in keys:
+        np.testing.assert_array_equal(arr[key], x[key])
     assert not any(parts_done)
+
+
+def test_a_chunk_of_other_blosc_blocks_that_does_not_decode_names_both(tmp_path):
+    # The general path decodes a chunk of other Blosc blocks whole; when that fails, the
+    # error names the block size as well as what broke (a damaged chunk often shows first
+    # as fewer, larger blocks: tests/hardening's cframe-fewer-blocks finding).
+    x = _smooth((80, 60)).astype("<f4")
+    arr = other_blosc_blocks(x, tmp_path / "a.b2nd", (40, 30), (8, 6), 5)
+    chunk = bytearray(arr.schunk.get_chunk(3))
+    header = ChunkHeader.from_bytes(bytes(chunk))
+    first = int.from_bytes(chunk[header.header_size : header.header_size + 4], "little")
+    chunk[first + 4 : first + 12] = b"\xff" * 8  # block 0's stream, past its size
+    arr.close()
+    arr = b2store.open(tmp_path / "a.b2nd", mode="a")
+    arr.schunk.update_chunk(3, bytes(chunk))
+    with pytest.raises(FormatError, match=r"chunk 3 blocksize: expected 192 bytes .*960"):
+        arr[41:43, 31:33]

@@ -256,7 +256,8 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
             # A B2ndStore decodes its stored chunk in place: no bytes copied through a
             # Buffer, one call instead of one per range request and one to decode.
             out = _spare_buffer(self._nbytes(chunk_spec, dtype))
-            done = yield ("direct", sorted(set(wanted)) if few else None, out)
+            block_bytes = math.prod(blocks) * dtype.itemsize
+            done = yield ("direct", sorted(set(wanted)) if few else None, out, block_bytes)
             if done is None:
                 return None
             if done:
@@ -273,7 +274,7 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         (head,) = yield ("get", [RangeByteRequest(0, EXTENDED_HEADER_LENGTH)])
         if head is None:
             return None
-        buf, ranges = _block_ranges(head.to_bytes())
+        buf, ranges = _block_ranges(head.to_bytes(), math.prod(blocks) * dtype.itemsize)
         if ranges is None:
             return (yield from self._whole_plan(selection, chunk_spec))
         starts = yield ("get", [RangeByteRequest(start, end) for start, end in ranges])
@@ -384,9 +385,11 @@ def _selection_bounds(selection, shape) -> list[tuple[int, int]] | None:
     return bounds
 
 
-def _block_ranges(head: bytes):
+def _block_ranges(head: bytes, blocksize: int):
     """From a chunk's first bytes: a zeroed buffer of its size with the header in place, and
-    the range holding the block starts (and dictionary size), or None to read it whole."""
+    the range holding the block starts (and dictionary size), or None to read it whole (also
+    when its Blosc blocks are not the array's ``blocksize`` bytes: the array's block numbers
+    would name other bytes)."""
     if len(head) < MIN_HEADER_LENGTH:
         return None, None
     if head[1 : 1 + len(FRAME_MAGIC)] == FRAME_MAGIC:
@@ -398,6 +401,8 @@ def _block_ranges(head: bytes):
     buf[: len(head)] = np.frombuffer(head, np.uint8)
     header = ChunkHeader.from_bytes(buf)
     if header.special or header.memcpyed or header.vl_blocks or not header.nbytes:
+        return None, None
+    if header.effective_blocksize != blocksize:
         return None, None
     start = header.header_size
     end = start + 4 * header.nblocks + (4 if header.use_dict else 0)
@@ -415,6 +420,8 @@ def _stream_ranges(buf: np.ndarray, blocks) -> list[tuple[int, int]] | None:
     starts_at = header.header_size
     starts_end = starts_at + 4 * header.nblocks
     bstarts = buf[starts_at:starts_end].view("<i4").astype(np.int64)
+    if any(j >= header.nblocks for j in blocks):
+        return None  # fewer blocks than the array's: the whole-chunk decoder names it
     data_start = starts_end
     ranges = []
     if header.use_dict:

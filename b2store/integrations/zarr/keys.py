@@ -94,7 +94,7 @@ class StoreKeys(StoreNodes):
         schunk, n = found
         return schunk.get_chunk(n)
 
-    def _decode_into(self, key: str, blocks, out: np.ndarray) -> bool | None:
+    def _decode_into(self, key: str, blocks, out: np.ndarray, blocksize=None) -> bool | None:
         parsed = self._parse_key(key)
         if parsed is None or parsed[1] != "chunk":
             return False
@@ -107,16 +107,17 @@ class StoreKeys(StoreNodes):
         schunk, n = found
         if schunk.header.nbytes and schunk._chunk_nbytes(n) != out.nbytes:
             return False  # not the chunk the codec expects: let it name the field
-        if blocks is None:
-            chunk = schunk.get_chunk(n)
-            found = ChunkHeader.from_bytes(chunk).nbytes
-            if found != out.nbytes:
-                # The frame's chunksize fits the array but this chunk's header does not: the
-                # chunk lies, as b2store.open reports it (not a wrong-sized `out`).
-                raise FormatError(f"chunk {key} nbytes", str(out.nbytes), found, 4)
-            decode_chunk(chunk, out=out, max_nbytes=schunk.limits.max_chunk_nbytes)
-        else:
-            schunk.decode_blocks(n, blocks, out)
+        if blocks is not None:
+            # None: Blosc blocks that are not the array's (their numbers name other bytes).
+            if schunk.decode_blocks(n, blocks, out, blocksize=blocksize) is not None:
+                return True
+        chunk = schunk.get_chunk(n)
+        found = ChunkHeader.from_bytes(chunk).nbytes
+        if found != out.nbytes:
+            # The frame's chunksize fits the array but this chunk's header does not: the
+            # chunk lies, as b2store.open reports it (not a wrong-sized `out`).
+            raise FormatError(f"chunk {key} nbytes", str(out.nbytes), found, 4)
+        decode_chunk(chunk, out=out, max_nbytes=schunk.limits.max_chunk_nbytes)
         return True
 
     def _get_range_of(self, key: str, byte_range: ByteRequest) -> bytes | None:

@@ -262,24 +262,31 @@ class B2ndStore(StoreKeys, Store):
             partial(self.get_sync, key, prototype=prototype, byte_range=byte_range)
         )
 
-    def b2nd_decode_into_sync(self, key: str, blocks, out: np.ndarray) -> bool | None:
+    def b2nd_decode_into_sync(
+        self, key: str, blocks, out: np.ndarray, blocksize: int | None = None
+    ) -> bool | None:
         """The ``b2nd`` codec's shortcut past byte ranges: decode at least ``blocks`` (None:
         all) of the stored chunk at ``key`` straight into ``out`` (the decoded chunk's flat
-        bytes), reading only what they need. Returns True when done, None for a missing
-        chunk (the fill value), False when the codec must go through :meth:`get` (a key
-        that is no stored b2nd chunk, a transcoding writer's)."""
+        bytes), reading only what they need. ``blocks`` are the array's blocks, each
+        ``blocksize`` bytes of ``out``; a chunk whose Blosc blocks are of another size (their
+        numbers then name other bytes), or a call without ``blocksize``, is decoded whole.
+        Returns True when done, None for a missing chunk (the fill value), False when the
+        codec must go through :meth:`get` (a key that is no stored b2nd chunk, a transcoding
+        writer's)."""
         self._ensure_open_sync()
-        return self._decode_into(key, blocks, out)
+        return self._decode_into(key, blocks if blocksize else None, out, blocksize)
 
-    async def b2nd_decode_into(self, key: str, blocks, out: np.ndarray) -> bool | None:
+    async def b2nd_decode_into(
+        self, key: str, blocks, out: np.ndarray, blocksize: int | None = None
+    ) -> bool | None:
         """:meth:`b2nd_decode_into_sync` for the async pipeline, in one worker thread."""
         if not self._is_open:
             await self._open()
         if _one_worker() and not is_url(self.path):
             # zarr asked for one worker thread: a hop to it and back buys no parallelism and
             # costs a thread switch per chunk; a local chunk is decoded here instead.
-            return self.b2nd_decode_into_sync(key, blocks, out)
-        return await asyncio.to_thread(self.b2nd_decode_into_sync, key, blocks, out)
+            return self.b2nd_decode_into_sync(key, blocks, out, blocksize)
+        return await asyncio.to_thread(self.b2nd_decode_into_sync, key, blocks, out, blocksize)
 
     async def get_partial_values(
         self,
