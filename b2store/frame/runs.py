@@ -39,35 +39,12 @@ class RunReads:
         self._check_open()
         if not self._backend.contiguous or not len(nchunks):
             return
-        offsets = state.offsets
-        section = state.header.cbytes
-        entries = offsets[nchunks]
-        which = np.flatnonzero((entries >= 0) & (entries < section))
-        stored = self._stored_starts(state)
-        # Where each chunk's bytes end at the latest: the next stored chunk's start. A chunk
-        # with more room than one run (a large chunk, or bytes no chunk names after it) is
-        # left to the caller, which reads its size first.
-        ends = stored[np.searchsorted(stored, entries[which], side="right")]
-        small = ends - entries[which] <= max_bytes
-        which, ends = which[small], ends[small]
-        if not len(which):
-            return
-        entries = entries[which]
-        order = np.argsort(entries, kind="stable")
-        which, entries, ends = which[order], entries[order], ends[order]
-        # Sorted by start, the ends are sorted too. A run breaks where a chunk does not start
-        # where the previous one ends (or at the same place: chunks may share their bytes).
-        breaks = np.flatnonzero((entries[1:] != ends[:-1]) & (entries[1:] != entries[:-1])) + 1
+        plan = plan_runs if len(nchunks) > FEW_CHUNKS else plan_few_runs
         base = state.header.header_len
-        for lo, hi in zip([0, *breaks.tolist()], [*breaks.tolist(), len(entries)]):
-            while lo < hi:
-                # As many chunks as fit in max_bytes (at least one).
-                limit = entries[lo] + max_bytes
-                stop = lo + max(1, int(np.searchsorted(ends[lo:hi], limit, side="right")))
-                first, last = int(entries[lo]), int(ends[stop - 1])
-                data = self._backend.read(base + first, last - first)
-                yield data, which[lo:stop], entries[lo:stop] - first, ends[lo:stop] - first
-                lo = stop
+        for first, last, which, starts, ends in plan(
+            state.offsets[nchunks], self._stored_starts(state), state.header.cbytes, max_bytes
+        ):
+            yield self._backend.read(base + first, last - first), which, starts, ends
 
     def _stored_starts(self, state: State) -> np.ndarray:
         """The distinct starts of the chunks stored in ``state``'s chunks section, sorted,
@@ -81,3 +58,69 @@ class RunReads:
         starts = np.append(starts, np.int64(section))
         self._bounds = (state, starts)
         return starts
+
+
+# Up to this many chunks, runs are planned in Python lists: NumPy's twenty small operations
+# cost about 35 us, more than decoding a few 20 kB chunks.
+FEW_CHUNKS = 64
+
+
+def plan_runs(entries: np.ndarray, stored: np.ndarray, section: int, max_bytes: int):
+    """The runs of :meth:`RunReads.stored_runs`: ``(first, last, which, starts, ends)`` per
+    read of the chunks section's bytes ``[first, last)``, for chunks at section offsets
+    ``entries`` (``stored``: the distinct stored starts, sorted, then ``section``, the
+    section's length)."""
+    which = np.flatnonzero((entries >= 0) & (entries < section))
+    # Where each chunk's bytes end at the latest: the next stored chunk's start. A chunk
+    # with more room than one run (a large chunk, or bytes no chunk names after it) is
+    # left to the caller, which reads its size first.
+    ends = stored[np.searchsorted(stored, entries[which], side="right")]
+    small = ends - entries[which] <= max_bytes
+    which, ends = which[small], ends[small]
+    if not len(which):
+        return
+    entries = entries[which]
+    order = np.argsort(entries, kind="stable")
+    which, entries, ends = which[order], entries[order], ends[order]
+    # Sorted by start, the ends are sorted too. A run breaks where a chunk does not start
+    # where the previous one ends (or at the same place: chunks may share their bytes).
+    breaks = np.flatnonzero((entries[1:] != ends[:-1]) & (entries[1:] != entries[:-1])) + 1
+    for lo, hi in zip([0, *breaks.tolist()], [*breaks.tolist(), len(entries)]):
+        while lo < hi:
+            # As many chunks as fit in max_bytes (at least one).
+            limit = entries[lo] + max_bytes
+            stop = lo + max(1, int(np.searchsorted(ends[lo:hi], limit, side="right")))
+            first, last = int(entries[lo]), int(ends[stop - 1])
+            yield first, last, which[lo:stop], entries[lo:stop] - first, ends[lo:stop] - first
+            lo = stop
+
+
+def plan_few_runs(entries: np.ndarray, stored: np.ndarray, section: int, max_bytes: int):
+    """:func:`plan_runs` for a few chunks, the same runs from a loop over them."""
+    kept = [(e, k) for k, e in enumerate(entries.tolist()) if 0 <= e < section]
+    if not kept:
+        return
+    bounds = stored[np.searchsorted(stored, [e for e, _ in kept], side="right")].tolist()
+    rows = sorted((e, k, end) for (e, k), end in zip(kept, bounds) if end - e <= max_bytes)
+    run: list[tuple[int, int, int]] = []
+    for row in rows:
+        if run:
+            e, last = row[0], run[-1]
+            first = run[0][0]
+            if (e != last[2] and e != last[0]) or row[2] > first + max_bytes:
+                yield _run_of(run)
+                run = []
+        run.append(row)
+    if run:
+        yield _run_of(run)
+
+
+def _run_of(run):
+    first, last = run[0][0], run[-1][2]
+    return (
+        first,
+        last,
+        np.array([k for _, k, _ in run], np.int64),
+        np.array([e - first for e, _, _ in run], np.int64),
+        np.array([end - first for _, _, end in run], np.int64),
+    )

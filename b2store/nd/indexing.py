@@ -15,6 +15,7 @@ as in NumPy. :func:`chunks_touched` splits the ascending ranges by chunk, and
 from __future__ import annotations
 
 import itertools
+import math
 import operator
 
 import numpy as np
@@ -149,6 +150,8 @@ def split_whole(dims, chunks, blocks, shape):
     rest = _cut_combinations(runnable, cut)
     if not all(runnable):
         return None, rest
+    if math.prod(len(w) for w in runnable) <= _FEW_COMBINATIONS:
+        return _split_few(runnable, blocks, per_chunk, rest)
     # Per dimension, (grid coordinate, output start, start in the chunk, items, blocks
     # touched, whole) of each step-1 part; one row per combination of them, in C order.
     columns = [
@@ -171,6 +174,48 @@ def split_whole(dims, chunks, blocks, shape):
         if not len(table):
             return None, rest
     return tuple(np.ascontiguousarray(table[:, :, j]) for j in range(4)), rest
+
+
+# Up to this many step-1 combinations, split_whole goes through them in Python: NumPy's
+# table of them cost about 40 us, ten times the loop's, for the 4 chunks of a small box.
+_FEW_COMBINATIONS = 32
+
+
+def _split_few(runnable, blocks, per_chunk: int, rest):
+    """:func:`split_whole`'s step-1 combinations, one by one (few of them)."""
+    rows, touched, whole = [], [], []
+    for entries, b in zip(runnable, blocks):
+        rows.append([(k, pos.start, loc.start, len(loc)) for k, (loc, pos), _ in entries])
+        touched.append([(loc.stop - 1) // b - loc.start // b + 1 for _, (loc, _), _ in entries])
+        whole.append([w for _, _, w in entries])
+    picks = itertools.product(*(range(len(entries)) for entries in runnable))
+    if 2 * math.prod(min(t) for t in touched) > per_chunk or all(all(w) for w in whole):
+        decoded = list(itertools.product(*rows))  # all of them whole
+    elif 2 * math.prod(max(t) for t in touched) <= per_chunk and not all(map(any, whole)):
+        return None, itertools.chain(rest, [_few(runnable, pick) for pick in picks])  # none
+    else:
+        decoded, few = [], []
+        for pick in picks:
+            if 2 * math.prod(t[i] for t, i in zip(touched, pick)) > per_chunk or all(
+                w[i] for w, i in zip(whole, pick)
+            ):
+                decoded.append(tuple(r[i] for r, i in zip(rows, pick)))
+            else:
+                few.append(_few(runnable, pick))
+        if few:
+            rest = itertools.chain(rest, few)
+    if not decoded:
+        return None, rest
+    # (One flat list to NumPy: a nested one took three times as long.)
+    flat = [v for combo in decoded for row in combo for v in row]
+    table = np.array(flat, np.int64).reshape(len(decoded), len(rows), 4)
+    return tuple(np.ascontiguousarray(table[:, :, j]) for j in range(4)), rest
+
+
+def _few(runnable, pick):
+    """``(coords, parts)`` of the combination ``pick`` of :func:`split_whole`'s entries."""
+    combo = [entries[i] for entries, i in zip(runnable, pick)]
+    return tuple(k for k, _, _ in combo), [part for _, part, _ in combo]
 
 
 def _rows(table):

@@ -92,6 +92,58 @@ def test_any_selection_reads_what_numpy_does(tmp_path, data):
     np.testing.assert_array_equal(arr[key], values[key])
 
 
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_few_chunk_planners_agree_with_the_numpy_ones(data):
+    # split_whole and stored_runs plan a few chunks in Python lists and many with NumPy
+    # (one costs 35 us less on a small box): both plan the same, down to the order.
+    from b2store.nd.indexing import normalize
+    from b2store.nd.indexing import split_whole as split
+
+    ndim = data.draw(st.integers(1, 3))
+    shape = tuple(data.draw(st.integers(1, 14)) for _ in range(ndim))
+    chunks = tuple(data.draw(st.integers(1, n)) for n in shape)
+    blocks = tuple(data.draw(st.integers(1, c)) for c in chunks)
+    key = []
+    for n in shape:
+        lo = data.draw(st.integers(0, n - 1))
+        hi = data.draw(st.integers(lo + 1, n))
+        key.append(slice(lo, hi, data.draw(st.sampled_from([1, 1, 1, 2]))))
+    dims = normalize(tuple(key), shape)[0]
+    few = split(dims, chunks, blocks, shape)
+    import b2store.nd.indexing as indexing
+
+    kept = indexing._FEW_COMBINATIONS
+    indexing._FEW_COMBINATIONS = 0
+    try:
+        many = split(dims, chunks, blocks, shape)
+    finally:
+        indexing._FEW_COMBINATIONS = kept
+    assert (few[0] is None) == (many[0] is None)
+    if few[0] is not None:
+        for a, b in zip(few[0], many[0]):
+            np.testing.assert_array_equal(a, b)
+    assert list(few[1]) == list(many[1])
+
+    # Runs: chunks at random offsets of a section, some special, some sharing bytes.
+    section = data.draw(st.integers(1, 5000))
+    entries = np.array(
+        data.draw(st.lists(st.integers(-3, section + 2), min_size=1, max_size=40)), np.int64
+    )
+    inside = entries[(entries >= 0) & (entries < section)]
+    stored = np.append(np.unique(inside), np.int64(section))
+    max_bytes = data.draw(st.integers(1, 3000))
+    planned = [
+        list(frame_runs.plan_runs(entries, stored, section, max_bytes)),
+        list(frame_runs.plan_few_runs(entries, stored, section, max_bytes)),
+    ]
+    assert len(planned[0]) == len(planned[1])
+    for a, b in zip(*planned):
+        assert a[:2] == b[:2]
+        for x, y in zip(a[2:], b[2:]):
+            np.testing.assert_array_equal(x, y)
+
+
 def test_a_whole_read_takes_a_read_per_run_not_two_per_chunk(tmp_path, monkeypatch):
     data = _grid_data((400, 300))
     b2store.asarray(data, tmp_path / "a.b2nd", chunks=(20, 30), blocks=(10, 30)).close()
