@@ -46,28 +46,32 @@ cdef Py_ssize_t _geometry(chunkshape, blockshape, Py_buffer* out, uint8_t[::1] c
 
 
 def decode_run(const uint8_t[::1] data, const int64_t[::1] starts, const int64_t[::1] ends,
-               const int64_t[:, ::1] origins, const int64_t[:, ::1] lows,
-               const int64_t[:, ::1] extents, chunkshape, blockshape, out,
-               uint8_t[::1] chunk, Scratch scratch not None, uint8_t[::1] done):
-    """Decode chunk ``k`` (its stored bytes from ``data[starts[k]]``, within
+               const int64_t[::1] which, const int64_t[:, ::1] origins,
+               const int64_t[:, ::1] lows, const int64_t[:, ::1] extents, chunkshape,
+               blockshape, out, uint8_t[::1] chunk, Scratch scratch not None,
+               uint8_t[::1] done):
+    """Decode chunk ``k`` of the run (its stored bytes from ``data[starts[k]]``, within
     ``data[:ends[k]]``) into ``chunk`` (the padded chunk's bytes) and copy its items
-    ``[lows[k], lows[k] + extents[k])`` to ``out`` at ``origins[k]``; set ``done[k]`` for
-    each chunk placed. Returns how many were."""
+    ``[lows[j], lows[j] + extents[j])`` to ``out`` at ``origins[j]``, where ``j`` is
+    ``which[k]`` (the read's rows: a run takes some of them); set ``done[j]`` for each chunk
+    placed. Returns how many were."""
     cdef Py_buffer view
     PyObject_GetBuffer(out, &view, PyBUF_STRIDES | PyBUF_WRITABLE)
     try:
-        return _decode_run(data, starts, ends, origins, lows, extents, chunkshape, blockshape,
-                           &view, chunk, scratch, done)
+        return _decode_run(data, starts, ends, which, origins, lows, extents, chunkshape,
+                           blockshape, &view, chunk, scratch, done)
     finally:
         PyBuffer_Release(&view)
 
 
 cdef Py_ssize_t _decode_run(const uint8_t[::1] data, const int64_t[::1] starts,
-                            const int64_t[::1] ends, const int64_t[:, ::1] origins,
-                            const int64_t[:, ::1] lows, const int64_t[:, ::1] extents,
-                            chunkshape, blockshape, Py_buffer* out, uint8_t[::1] chunk,
-                            Scratch scratch, uint8_t[::1] done) except -1:
-    cdef Py_ssize_t nd = len(chunkshape), n = starts.shape[0], d, k, cbytes, avail, placed = 0
+                            const int64_t[::1] ends, const int64_t[::1] which,
+                            const int64_t[:, ::1] origins, const int64_t[:, ::1] lows,
+                            const int64_t[:, ::1] extents, chunkshape, blockshape,
+                            Py_buffer* out, uint8_t[::1] chunk, Scratch scratch,
+                            uint8_t[::1] done) except -1:
+    cdef Py_ssize_t nd = len(chunkshape), n = starts.shape[0], m = origins.shape[0]
+    cdef Py_ssize_t d, k, j, cbytes, avail, placed = 0
     cdef Py_ssize_t nblocks, padded
     cdef Py_ssize_t C[MAX_DIMS]
     cdef Py_ssize_t B[MAX_DIMS]
@@ -78,19 +82,23 @@ cdef Py_ssize_t _decode_run(const uint8_t[::1] data, const int64_t[::1] starts,
     cdef Plan plan
     nblocks = _geometry(chunkshape, blockshape, out, chunk, C, B, OS)
     padded = chunk.shape[0]
-    if (ends.shape[0] != n or origins.shape[0] != n or lows.shape[0] != n
-            or extents.shape[0] != n or done.shape[0] != n):
-        raise ValueError("starts, ends, origins, lows, extents and done differ in length")
+    if ends.shape[0] != n or which.shape[0] != n:
+        raise ValueError("starts, ends and which differ in length")
+    if lows.shape[0] != m or extents.shape[0] != m or done.shape[0] != m:
+        raise ValueError("origins, lows, extents and done differ in length")
     if origins.shape[1] != nd or lows.shape[1] != nd or extents.shape[1] != nd:
         raise ValueError(f"origins, lows and extents are not of {nd} dimensions")
     for k in range(n):
         if not 0 <= starts[k] < ends[k] <= data.shape[0]:
             raise ValueError(f"chunk {k}: bytes {starts[k]}..{ends[k]} of {data.shape[0]}")
+        j = which[k]
+        if not 0 <= j < m:
+            raise ValueError(f"chunk {k}: row {j} of {m}")
         for d in range(nd):
-            if (not 0 < extents[k, d] <= C[d] - lows[k, d] or lows[k, d] < 0
-                    or origins[k, d] < 0 or origins[k, d] + extents[k, d] > out.shape[d]):
-                raise ValueError(f"chunk {k}: items {lows[k, d]}+{extents[k, d]} of "
-                                 f"{C[d]} to {origins[k, d]} along dimension {d} of "
+            if (not 0 < extents[j, d] <= C[d] - lows[j, d] or lows[j, d] < 0
+                    or origins[j, d] < 0 or origins[j, d] + extents[j, d] > out.shape[d]):
+                raise ValueError(f"chunk {k}: items {lows[j, d]}+{extents[j, d]} of "
+                                 f"{C[d]} to {origins[j, d]} along dimension {d} of "
                                  f"{out.shape[d]}")
     for k in range(n):
         avail = ends[k] - starts[k]
@@ -102,14 +110,15 @@ cdef Py_ssize_t _decode_run(const uint8_t[::1] data, const int64_t[::1] starts,
         plan = Plan(data[starts[k]:starts[k] + cbytes])
         if not plan.ok or plan.nbytes != padded or plan.decode_to(&chunk[0], scratch):
             continue
+        j = which[k]
         dst = <uint8_t*>out.buf
         for d in range(nd):
-            L[d] = lows[k, d]
-            H[d] = lows[k, d] + extents[k, d]
-            dst += origins[k, d] * OS[d]
+            L[d] = lows[j, d]
+            H[d] = lows[j, d] + extents[j, d]
+            dst += origins[j, d] * OS[d]
         with nogil:
             place_blocks(&chunk[0], 0, NULL, nblocks, nd, C, B, L, H, dst, OS, out.itemsize)
-        done[k] = 1
+        done[j] = 1
         placed += 1
     return placed
 

@@ -102,19 +102,21 @@ class ContiguousFrame(Backend):
             return bytes(self._buf[offset : offset + size])
         return self._source.read(offset, size)
 
-    def read_into(self, offset: int, out: np.ndarray) -> None:
-        """:meth:`read` into ``out`` (a writable uint8 array)."""
-        size = len(out)
-        if offset < 0 or offset + size > self._frame_len:
-            raise FormatError(
-                "frame",
-                f"bytes {offset}..{offset + size} inside the frame",
-                f"a frame of {self._frame_len} bytes",
-            )
+    def read_pieces_into(self, pieces) -> None:
+        """:meth:`read` into each ``out`` (a writable uint8 array) of ``pieces``, pairs of
+        ``(offset, out)`` in ascending offsets."""
+        for offset, out in pieces:
+            if offset < 0 or offset + len(out) > self._frame_len:
+                raise FormatError(
+                    "frame",
+                    f"bytes {offset}..{offset + len(out)} inside the frame",
+                    f"a frame of {self._frame_len} bytes",
+                )
         if self._buf is not None:
-            out[:] = np.frombuffer(self._buf, np.uint8, size, offset)
+            for offset, out in pieces:
+                out[:] = np.frombuffer(self._buf, np.uint8, len(out), offset)
         else:
-            self._source.read_into(offset, out)
+            self._source.read_pieces_into(pieces)
 
     def index_at(self, header: FrameHeader) -> int:
         return header.header_len + header.cbytes
@@ -352,7 +354,8 @@ class ContiguousFrame(Backend):
 
 class _ChunkBytes:
     """``read(offset, size)`` of one chunk's bytes in a contiguous frame, none past the
-    chunks section; ``read.into(offset, out)`` fills ``out`` without a copy."""
+    chunks section; ``read.pieces_into([(offset, out), ...])`` fills each ``out`` without a
+    copy."""
 
     __slots__ = ("frame", "base", "limit")
 
@@ -372,9 +375,12 @@ class _ChunkBytes:
         self._check(offset, size)
         return self.frame.read(self.base + offset, size)
 
-    def into(self, offset: int, out: np.ndarray) -> None:
-        self._check(offset, len(out))
-        self.frame.read_into(self.base + offset, out)
+    def pieces_into(self, pieces) -> None:
+        """Each ``out`` of ``pieces`` (``(offset, out)``, ascending) filled from ``offset``."""
+        base = self.base
+        for offset, out in pieces:
+            self._check(offset, len(out))
+        self.frame.read_pieces_into([(base + offset, out) for offset, out in pieces])
 
 
 def _reopen_memory(data: bytes, writable: bool) -> ContiguousFrame:

@@ -114,11 +114,12 @@ class BlockReads:
             room = np.empty(cbytes, np.uint8)
         buf = room[:cbytes]
         buf[: layout.prefix_length] = np.frombuffer(layout.prefix, np.uint8, layout.prefix_length)
-        into = getattr(read, "into", None)
-        for start, stop, _ in layout.groups(blocks, partial.PART_GAP):
-            if into is not None:
-                into(start, buf[start:stop])  # (a contiguous frame: no copy)
-            else:
+        groups = layout.groups(blocks, partial.PART_GAP)
+        pieces_into = getattr(read, "pieces_into", None)
+        if pieces_into is not None:  # (a contiguous frame: no copy)
+            pieces_into([(start, buf[start:stop]) for start, stop, _ in groups])
+        else:
+            for start, stop, _ in groups:
                 buf[start:stop] = partial.checked_piece(read(start, stop - start), start, stop)
         return buf, layout.ends
 

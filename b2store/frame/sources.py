@@ -48,9 +48,11 @@ class ByteSource:
     def read(self, offset: int, size: int) -> bytes:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def read_into(self, offset: int, out: np.ndarray) -> None:
-        """Fill ``out`` (a writable uint8 array) with the bytes from ``offset``."""
-        out[:] = np.frombuffer(self.read(offset, len(out)), np.uint8)
+    def read_pieces_into(self, pieces) -> None:
+        """Fill each ``out`` of ``pieces`` (``(offset, out)`` pairs, ascending offsets; ``out``
+        a writable uint8 array) with the bytes from its ``offset``."""
+        for offset, out in pieces:
+            out[:] = np.frombuffer(self.read(offset, len(out)), np.uint8)
 
     @property
     def size(self) -> int:  # pragma: no cover - interface
@@ -135,19 +137,29 @@ class FileSource(ByteSource):
             raise FormatError("frame", f"{size} bytes at {offset}", f"{len(data)} (truncated file)")
         return data
 
-    def read_into(self, offset: int, out: np.ndarray) -> None:
-        # As read, into ``out``: no bytes object, no copy (a few blocks of a chunk read apart).
+    def read_pieces_into(self, pieces) -> None:
+        # As read, into each ``out``: no bytes object, no copy (the few blocks of a cut
+        # chunk); one size check and one hold of the lock for all of them.
         if not hasattr(os, "preadv"):  # pragma: no cover - platforms without it (older macOS)
-            return super().read_into(offset, out)
-        size = len(out)
-        if offset + size > self._size >= 0 and offset >= 0:
+            return super().read_pieces_into(pieces)
+        if not pieces:
+            return
+        last, tail = pieces[-1]
+        end = last + len(tail)
+        if end > self._size >= 0:
             with self._lock:
                 self._size = os.fstat(self._descriptor()).st_size - self.offset
-        self._check(offset, size, self._size)
+        for offset, out in pieces:
+            self._check(offset, len(out), self._size)
+        base = self.offset
         with self._lock:
-            got = os.preadv(self._descriptor(), [out], self.offset + offset)
-        if got != size:
-            raise FormatError("frame", f"{size} bytes at {offset}", f"{got} (truncated file)")
+            fd = self._descriptor()
+            for offset, out in pieces:
+                got = os.preadv(fd, [out], base + offset)
+                if got != len(out):
+                    raise FormatError(
+                        "frame", f"{len(out)} bytes at {offset}", f"{got} (truncated file)"
+                    )
 
     @property
     def size(self) -> int:

@@ -62,39 +62,37 @@ def read_runs(
     done = np.zeros(len(nchunks), np.uint8)
     nthreads = native.default_nthreads()
     for data, which, starts, ends in schunk.stored_runs(nchunks, state):
-        args = (data, starts, ends, origins[which], lows[which], extents[which])
-        flags = np.zeros(len(which), np.uint8)
+        args = (data, starts, ends, which, origins, lows, extents)
         threads = min(
             native.threads_for(len(which) * len(scratch), nthreads),
             len(which) // _CHUNKS_PER_THREAD or 1,
         )
         if threads <= 1:
-            _run(args, chunkshape, blockshape, out, scratch, flags, 0, len(which))
+            _run(args, chunkshape, blockshape, out, scratch, done, 0, len(which))
         else:
-            _share_run(args, chunkshape, blockshape, out, scratch, flags, threads)
-        done[which] = flags
+            _share_run(args, chunkshape, blockshape, out, scratch, done, threads)
     return np.flatnonzero(done == 0)
 
 
-def _run(args, chunkshape, blockshape, out, chunk, flags, lo: int, hi: int) -> int:
-    data, starts, ends, origins, lows, extents = args
+def _run(args, chunkshape, blockshape, out, chunk, done, lo: int, hi: int) -> int:
+    data, starts, ends, which, origins, lows, extents = args
     return _runs.decode_run(
-        data, starts[lo:hi], ends[lo:hi], origins[lo:hi], lows[lo:hi], extents[lo:hi],
-        chunkshape, blockshape, out, chunk, native._scratch(), flags[lo:hi],
+        data, starts[lo:hi], ends[lo:hi], which[lo:hi], origins, lows, extents,
+        chunkshape, blockshape, out, chunk, native._scratch(), done,
     )  # fmt: skip
 
 
-def _share_run(args, chunkshape, blockshape, out, scratch, flags, threads: int) -> None:
+def _share_run(args, chunkshape, blockshape, out, scratch, done, threads: int) -> None:
     """The run's chunks cut in ``threads`` parts, each decoded by its own thread into its
-    own padded chunk (they write to different parts of ``out``)."""
-    n = len(flags)
+    own padded chunk (they write to different parts of ``out`` and of ``done``)."""
+    n = len(args[1])
     cuts = [n * t // threads for t in range(threads + 1)]
     pool = native.executor(threads - 1)
     jobs = [
-        pool.submit(_run, args, chunkshape, blockshape, out, np.empty_like(scratch), flags, lo, hi)
+        pool.submit(_run, args, chunkshape, blockshape, out, np.empty_like(scratch), done, lo, hi)
         for lo, hi in zip(cuts[1:-1], cuts[2:])
     ]
-    _run(args, chunkshape, blockshape, out, scratch, flags, cuts[0], cuts[1])
+    _run(args, chunkshape, blockshape, out, scratch, done, cuts[0], cuts[1])
     for job in jobs:
         job.result()
 

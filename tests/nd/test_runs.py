@@ -267,6 +267,9 @@ def test_memory_frames_read_in_runs(runs_done):
         (dict(lows=np.array([[-1, 0]], np.int64)), "items"),
         (dict(chunk=np.empty(10, np.uint8)), "padded chunk"),
         (dict(done=np.zeros(2, np.uint8)), "differ in length"),
+        (dict(which=np.array([0, 0], np.int64)), "differ in length"),
+        (dict(which=np.array([1], np.int64)), "row 1 of 1"),
+        (dict(which=np.array([-1], np.int64)), "row -1 of 1"),
         (dict(chunkshape=(10, 30, 1)), "dimensions|blocks"),
     ],
 )
@@ -281,6 +284,7 @@ def test_decode_run_checks_its_arguments_first(change, match):
         data=chunk0,
         starts=np.array([0], np.int64),
         ends=np.array([len(chunk0)], np.int64),
+        which=np.array([0], np.int64),
         origins=np.array([[30, 0]], np.int64),
         lows=np.array([[0, 0]], np.int64),
         extents=np.array([[10, 30]], np.int64),
@@ -502,29 +506,31 @@ def test_boxes_read_alike_from_every_layout(tmp_path, parts_done, where):
     assert len(parts_done) == 4 and all(parts_done)
 
 
-def test_read_into_reports_a_file_cut_short_under_it(tmp_path):
+def test_read_pieces_into_reports_a_file_cut_short_under_it(tmp_path):
     path = tmp_path / "f.bin"
     path.write_bytes(bytes(range(256)) * 4)
     source = sources.FileSource(path)
-    out = np.zeros(100, np.uint8)
-    source.read_into(10, out)
-    assert out.tobytes() == (bytes(range(256)) * 4)[10:110]
+    out = np.zeros(300, np.uint8)
+    source.read_pieces_into([(10, out[:100]), (500, out[100:])])
+    assert out.tobytes() == (bytes(range(256)) * 4)[10:110] + (bytes(range(256)) * 4)[500:700]
     with open(path, "r+b") as fh:
         fh.truncate(50)  # after its size was taken
+    with pytest.raises(FormatError, match="frame: expected 100 bytes at 10, found 40"):
+        source.read_pieces_into([(10, out[:100])])
     with pytest.raises(FormatError, match="frame"):
-        source.read_into(10, out)
+        source.read_pieces_into([(-1, out[:100])])
     with pytest.raises(FormatError, match="frame"):
-        source.read_into(-1, out)
+        source.read_pieces_into([(0, out[:10]), (40, out[:100])])
 
 
-def test_read_into_without_preadv_reads_the_same(tmp_path, monkeypatch):
+def test_read_pieces_into_without_preadv_reads_the_same(tmp_path, monkeypatch):
     path = tmp_path / "f.bin"
     path.write_bytes(bytes(range(256)) * 4)
     source = sources.FileSource(path)
     monkeypatch.delattr(sources.os, "preadv")
-    out = np.zeros(100, np.uint8)
-    source.read_into(10, out)
-    assert out.tobytes() == (bytes(range(256)) * 4)[10:110]
+    out = np.zeros(300, np.uint8)
+    source.read_pieces_into([(10, out[:100]), (500, out[100:])])
+    assert out.tobytes() == (bytes(range(256)) * 4)[10:110] + (bytes(range(256)) * 4)[500:700]
 
 
 @pytest.mark.parametrize("factor", [2, 5])
