@@ -10,6 +10,7 @@ def decode_run(
     data: Buffer,
     starts: Buffer,
     ends: Buffer,
+    which: Buffer,
     origins: Buffer,
     lows: Buffer,
     extents: Buffer,
