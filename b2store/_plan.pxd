@@ -14,6 +14,8 @@ cdef class Plan:
     cdef bint needs_scratch
     cdef bint raw
     cdef bint partial
+    cdef readonly bint delta
+    cdef bint first_done
     cdef const int64_t[::1] _blocks
     cdef const int64_t[::1] _ends
     cdef readonly bint ok
@@ -25,4 +27,5 @@ cdef class Plan:
     cdef int _walk_blocks(self, Py_ssize_t hsize, Py_ssize_t nbytes, Py_ssize_t bs,
                           Py_ssize_t cbytes, Py_ssize_t ts, Py_ssize_t nstreams,
                           Py_ssize_t fmt) except -2
+    cdef int _first(self, uint8_t* dest, Scratch scratch)
     cdef int decode_to(self, uint8_t* dest, Scratch scratch)

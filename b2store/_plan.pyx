@@ -18,6 +18,7 @@ from b2store._blocks cimport (
     BITSHUFFLE,
     BYTEDELTA,
     BYTEDELTA_BUGGY,
+    DELTA,
     F_BLOSCLZ,
     F_LZ4,
     F_ZLIB,
@@ -75,7 +76,8 @@ cdef void _copy_blocks(const Job* J, uint8_t* dest, Py_ssize_t n, int64_t* count
 cdef class Plan:
     """A chunk of the common kind checked and walked in C: a Blosc2 header of version 4-6
     with no dictionary, special value or VL blocks; BloscLZ, LZ4, zlib or Zstd; shuffle,
-    bit-shuffle and bytedelta as its only filters (truncations have nothing to undo); or
+    bit-shuffle, bytedelta and DELTA as its only filters (truncations have nothing to undo;
+    DELTA's block 0 is decoded first, see :meth:`first`); or
     stored raw (memcpyed); or a Blosc1 chunk (version 1-2, a 16-byte header, as numcodecs
     writes) of those codecs and filters whose header alone says whether its blocks are
     split. Decoding it takes no Python per block or per
@@ -83,7 +85,8 @@ cdef class Plan:
 
     ``Plan(src, blocks, ends)`` walks and decodes only ``blocks`` (ascending), each block's
     streams checked to lie before its ``ends`` entry: the other blocks' bytes in ``src`` are
-    never looked at, so a partial read need not have them (nor zeros in their place).
+    never looked at, so a partial read need not have them (nor zeros in their place). A
+    chunk with DELTA is not taken so: its blocks need block 0, which the caller did not read.
 
     ``Plan(src)`` leaves ``ok`` false for any other chunk, or for one that breaks the
     format anywhere: :class:`~b2store.chunk.decoder.ChunkDecoder` then decodes it or names
@@ -142,12 +145,17 @@ cdef class Plan:
         self.J.nsteps = 0
         for k in range(5, -1, -1):  # the slots are undone last first
             fid = p[16 + k]
-            # DELTA is left out: it needs block 0 decoded before the others.
             if (fid == SHUFFLE or fid == BITSHUFFLE or fid == BYTEDELTA
-                    or fid == BYTEDELTA_BUGGY):
+                    or fid == BYTEDELTA_BUGGY or fid == DELTA):
                 self.J.fids[self.J.nsteps] = <int>fid
                 self.J.metas[self.J.nsteps] = p[24 + k]
                 self.J.nsteps += 1
+                # DELTA codes every block against block 0 decoded: a partial read would
+                # need block 0 too, which its caller did not read.
+                if fid == DELTA:
+                    if self.partial:
+                        return -1
+                    self.delta = True
             elif not (fid == 0 or fid == TRUNC_PREC or fid == INT_TRUNC):
                 return -1
         if bs > nbytes:
@@ -246,15 +254,39 @@ cdef class Plan:
         self.nbytes, self.nblocks = nbytes, nb
         return 0
 
+    def first(self, uint8_t[::1] dest, Scratch scratch not None):
+        """Decode block 0 alone into ``dest`` (``nbytes`` long); 0 or -1. A chunk with
+        DELTA needs it before threads share its other blocks (:meth:`run` refuses to
+        start without it), as each of them is decoded against it."""
+        if not self.ok or dest.shape[0] != self.nbytes:
+            return -1
+        return self._first(&dest[0], scratch)
+
     def run(self, uint8_t[::1] dest, Scratch scratch not None):
         """Decode blocks into ``dest`` (``nbytes`` long) until none are left; 0 or -1.
         A plan decodes once: its blocks are shared out to whichever threads run it."""
-        if not self.ok or dest.shape[0] != self.nbytes:
+        if not self.ok or dest.shape[0] != self.nbytes or (self.delta and not self.first_done):
             return -1
         return self.decode_to(&dest[0], scratch)
 
+    cdef int _first(self, uint8_t* dest, Scratch scratch):
+        cdef int64_t counter = 0
+        cdef Py_ssize_t nblocks = self.nblocks
+        if not self.delta or self.first_done or self.raw or self.partial:
+            return -1
+        self.nblocks = 1  # (decode_to runs blocks 0 to nblocks - 1)
+        try:
+            if self.decode_to(dest, scratch):
+                return -1
+        finally:
+            self.nblocks = nblocks
+        self.first_done = True
+        self.counter = 1
+        return 0
+
     cdef int decode_to(self, uint8_t* dest, Scratch scratch):
-        """:meth:`run` into ``nbytes`` bytes at ``dest``."""
+        """:meth:`run` into ``nbytes`` bytes at ``dest``; for one thread alone (a chunk with
+        DELTA decodes its block 0 first here, unless :meth:`first` did)."""
         cdef Job J = self.J
         cdef uint8_t* work = NULL
         cdef uint8_t* spare = NULL
@@ -284,6 +316,11 @@ cdef class Plan:
                 return -1
         if self.partial:
             which, n = &self._blocks[0], self._blocks.shape[0]
+        if self.delta and n > 1:
+            if not self.first_done and self._first(dest, scratch):
+                return -1
+            # The other blocks are XORed with block 0 as decoded, at the start of ``dest``.
+            J.first, J.first_len = dest, J.blocksize
         with nogil:
             rc = _run_blocks(&J, which, n, &self.counter, &self.failed, work, spare, tmp, dctx)
         return -1 if rc or self.failed else 0

@@ -397,7 +397,7 @@ def decode(decoder, blocks, dest: np.ndarray, dest_base: int, first=None, nthrea
 
 def quick_decode(buf, out, nthreads: int | None, max_nbytes: int) -> np.ndarray | None:
     """Decode a chunk of the common kind (``_plan.Plan``: no dictionary, special value or
-    VL blocks, shuffle, bit-shuffle or bytedelta only) checked, walked and inflated in C with
+    VL blocks, shuffle, bit-shuffle, bytedelta or DELTA only) checked, walked and inflated in C with
     no Python per block; None for any other chunk, a chunk with anything wrong, one past
     ``max_nbytes``, or an ``out`` that is not a writable contiguous 1-d uint8 array: the
     caller's :class:`~b2store.chunk.decoder.ChunkDecoder` then decodes it or says why not.
@@ -427,6 +427,10 @@ def quick_decode(buf, out, nthreads: int | None, max_nbytes: int) -> np.ndarray 
     else:
         return None
     nthreads = min(threads_for(plan.nbytes, nthreads), plan.nblocks, cpu_count())
+    # DELTA codes every block against block 0: decoded here first, before threads share
+    # the others (a thread handing off its first block would race them).
+    if plan.delta and plan.first(dest, _scratch()):
+        return None
     if _share(lambda: plan.run(dest, _scratch()), nthreads):
         return None
     return dest

@@ -35,7 +35,8 @@ def _walk(dtype, n):
 @pytest.mark.parametrize(
     "filters",
     [("shuffle",), ("bitshuffle",), (), ("shuffle", "shuffle"), ("shuffle", "bytedelta"),
-     ("bitshuffle", "bytedelta"), ("bytedelta",)],
+     ("bitshuffle", "bytedelta"), ("bytedelta",), ("delta", "shuffle"), ("shuffle", "delta"),
+     ("delta",), ("delta", "bitshuffle")],
 )  # fmt: skip
 @pytest.mark.parametrize("dtype", ["<f8", "<i4", "<u2", "u1", "<c16"])
 def test_common_chunks_take_the_quick_path(codec, filters, dtype):
@@ -65,10 +66,35 @@ def test_flawed_bytedelta_takes_the_quick_path(dtype):
         assert got == data.tobytes() == blosc2.decompress2(chunk)
 
 
+@pytest.mark.usefixtures("native_on")
+def test_delta_chunks_decode_block_0_before_threads_share_the_others():
+    # Every DELTA block is XORed with block 0 decoded: Plan.run refuses to start until
+    # Plan.first has decoded it (threads sharing the blocks would race it), decode_to does
+    # it first for one thread, and a partial plan (block 0 not read) is not taken.
+    data = _walk("<i4", 400_001)
+    chunk = _chunk(data, "lz4", ("delta", "shuffle"), blocksize=16384)
+    plan = _plan.Plan(chunk)
+    assert plan.ok and plan.delta and plan.nblocks == 98
+    dest = np.zeros(data.nbytes, np.uint8)
+    scratch = native._scratch()
+    assert plan.run(dest, scratch) == -1 and not dest.any()
+    assert plan.first(dest, scratch) == 0
+    assert dest[:16384].tobytes() == data.tobytes()[:16384] and not dest[16384:].any()
+    assert plan.first(dest, scratch) == -1  # once
+    assert plan.run(dest, scratch) == 0
+    assert dest.tobytes() == data.tobytes()
+    assert not _plan.Plan(_chunk(data, "lz4", ("shuffle",))).delta
+    blocks = np.array([0, 3], np.int64)
+    ends = np.full(98, len(chunk), np.int64)
+    assert not _plan.Plan(chunk, blocks, ends).ok
+    assert native.threads_for(data.nbytes, 2) == 2
+    for _ in range(40):  # two threads, again and again: no race with block 0
+        assert b2store.decode_chunk(chunk, nthreads=2).tobytes() == data.tobytes()
+
+
 def test_other_chunks_are_left_to_the_general_decoder():
     data = _walk("<i4", 50_000)
     others = {
-        "delta": _chunk(data, "lz4", ("delta", "shuffle")),
         "dictionary": _chunk(data, "zstd", ("shuffle",), use_dict=True),
         "zeros": _chunk(np.zeros(50_000, "<i4"), "lz4"),
     }

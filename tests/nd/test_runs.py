@@ -250,6 +250,18 @@ def test_a_sparse_frame_reads_each_chunk_alone(tmp_path, runs_done):
     assert sum(runs_done) == 0
 
 
+@pytest.mark.parametrize("filters", [["delta", "shuffle"], ["shuffle", "delta"]])
+def test_delta_chunks_are_read_in_runs(tmp_path, runs_done, filters):
+    # The C loop decodes a DELTA chunk's block 0 before its others (each is XORed with it).
+    data = _grid_data((60, 50), "<i8")
+    arr = b2store.asarray(
+        data, tmp_path / "a.b2nd", chunks=(20, 25), blocks=(4, 25), filters=filters,
+        filters_meta=[0, 0],
+    )  # fmt: skip
+    np.testing.assert_array_equal(arr[...], data)
+    assert sum(runs_done) == arr.schunk.nchunks == 6
+
+
 def test_memory_frames_read_in_runs(runs_done):
     data = _grid_data((40, 30))
     arr = b2store.asarray(data, None, chunks=(10, 30), blocks=(5, 30))
