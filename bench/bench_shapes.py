@@ -5,7 +5,8 @@
 where b2store lost the most when they were first measured:
 
 * chunks of 32 KB, 256 KB and 2 MB of float32, int16, uint8 and float64 (a random walk),
-  with zstd+shuffle, lz4+shuffle+bytedelta, blosclz+bitshuffle and lz4+shuffle: decode and
+  with zstd+shuffle, lz4+shuffle+bytedelta, blosclz+bitshuffle, lz4+shuffle and
+  lz4+delta+shuffle in blocks of 32 KB: decode and
   encode with one thread in both libraries (``b2store.decode_chunk``/``encode_chunk`` against
   ``blosc2.decompress2``/``compress2``);
 * arrays written by python-blosc2 and read by both (``open(p)[...]``) with each library's
@@ -37,11 +38,14 @@ import b2store
 
 CHUNK_BYTES = (32 << 10, 256 << 10, 2 << 20)
 DTYPES = ("float32", "int16", "uint8", "float64")
+# (codec, filters, blocksize: 0 for each library's own choice, the same for both)
 PIPELINES = {
-    "zstd shuffle": ("zstd", ["shuffle"]),
-    "lz4 shuffle+bytedelta": ("lz4", ["shuffle", "bytedelta"]),
-    "blosclz bitshuffle": ("blosclz", ["bitshuffle"]),
-    "lz4 shuffle": ("lz4", ["shuffle"]),
+    "zstd shuffle": ("zstd", ["shuffle"], 0),
+    "lz4 shuffle+bytedelta": ("lz4", ["shuffle", "bytedelta"], 0),
+    "blosclz bitshuffle": ("blosclz", ["bitshuffle"], 0),
+    "lz4 shuffle": ("lz4", ["shuffle"], 0),
+    # DELTA codes every block against the first: blocks of 32 KB make several of them.
+    "lz4 delta+shuffle, 32 KB blocks": ("lz4", ["delta", "shuffle"], 32 << 10),
 }
 ARRAYS = [
     ((4096, 4096), "float32", (256, 256), None, "zstd"),
@@ -65,10 +69,11 @@ def chunks(repeat: int, quick: bool) -> list[dict]:
     for nbytes in CHUNK_BYTES[:1] if quick else CHUNK_BYTES:
         for dtype in DTYPES:
             data = walk(dtype, nbytes // np.dtype(dtype).itemsize, rng)
-            for name, (codec, filters) in PIPELINES.items():
+            for name, (codec, filters, blocksize) in PIPELINES.items():
                 ids = [blosc2.Filter[f.upper()] for f in filters]
                 kw = dict(typesize=data.itemsize, codec=blosc2.Codec[codec.upper()], clevel=5,
-                          filters=ids, nthreads=1)  # fmt: skip
+                          filters=ids, filters_meta=[0] * len(ids), blocksize=blocksize,
+                          nthreads=1)  # fmt: skip
                 c = blosc2.compress2(data, **kw)
                 assert b2store.decode_chunk(c).tobytes() == data.tobytes()
                 # Enough rounds for a median of small times, as few for the large ones.
@@ -79,8 +84,9 @@ def chunks(repeat: int, quick: bool) -> list[dict]:
                     nbytes, rounds,
                 )  # fmt: skip
                 enc = run_case(
-                    {"b2store": lambda d=data, co=codec, f=filters: b2store.encode_chunk(
-                        d, codec=co, clevel=5, filters=f, nthreads=1),
+                    {"b2store": lambda d=data, co=codec, f=filters, b=blocksize or None: (
+                        b2store.encode_chunk(d, codec=co, clevel=5, filters=f, blocksize=b,
+                                             nthreads=1)),
                      "blosc2": lambda d=data, kw=kw: blosc2.compress2(d, **kw)},
                     nbytes, rounds,
                 )  # fmt: skip
