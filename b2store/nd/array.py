@@ -294,7 +294,7 @@ class B2ndArray:
         # Small chunks a read takes whole are read a run of neighbours at a time and decoded
         # in one compiled call per run (nd/runs.py); the others one by one.
         in_runs = (
-            len(scratch) < SMALL_CHUNK_BYTES
+            len(scratch) <= runs.MAX_CHUNK_BYTES
             and self.dtype.subdtype is None
             and self.ndim > 0
             and runs.available()

@@ -262,6 +262,18 @@ def test_delta_chunks_are_read_in_runs(tmp_path, runs_done, filters):
     assert sum(runs_done) == arr.schunk.nchunks == 6
 
 
+def test_chunks_of_2_mib_are_read_in_runs_and_larger_ones_by_groups(tmp_path, runs_done):
+    # nd_runs.MAX_CHUNK_BYTES: 64^3 float64 chunks read faster decoded whole in runs.
+    data = np.arange(128 * 64 * 64, dtype="<f8").reshape(128, 64, 64) * 0.5
+    arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=(64, 64, 64), blocks=(16, 16, 16))
+    np.testing.assert_array_equal(arr[...], data)
+    assert sum(runs_done) == 2
+    runs_done.clear()
+    arr = b2store.asarray(data, tmp_path / "b.b2nd", chunks=(65, 64, 64), blocks=(16, 16, 16))
+    np.testing.assert_array_equal(arr[...], data)
+    assert sum(runs_done) == 0
+
+
 def test_memory_frames_read_in_runs(runs_done):
     data = _grid_data((40, 30))
     arr = b2store.asarray(data, None, chunks=(10, 30), blocks=(5, 30))
