@@ -1,6 +1,7 @@
-"""Zarr through B2ndStore against python-blosc2 on the same .b2nd file, and against a Zarr
-LocalStore copy of the same data: a whole 256 MB read, and one small selection inside a chunk
-(time and bytes read). Medians over interleaved rounds; one decoding thread everywhere, then
+"""Zarr through B2ndStore against python-blosc2 on the same .b2nd file, against b2store's own
+reader of it (``b2store.open(p)[...]``: what the store's path through zarr costs), and against
+a Zarr LocalStore copy of the same data: a whole 256 MB read, and one small selection inside a
+chunk (time and bytes read). Medians over interleaved rounds; one decoding thread everywhere, then
 the whole read again with each library's default threads.
 
     python bench/bench_zarr_store.py [--quick] [--repeat N] [--json PATH]
@@ -52,10 +53,13 @@ def main() -> None:
     import zarr
     from zarr.storage import LocalStore, WrapperStore
 
+    import b2store
+    from b2store.chunk import native
     from b2store.integrations.zarr.store import B2ndStore
 
     default_threads = blosc2.nthreads
     blosc2.set_nthreads(1)
+    native.set_nthreads(1)
     zarr.config.set({"async.concurrency": 1, "threading.max_workers": 1})
     n = 2048 if args.quick else 8192  # 8192 x 4096 float64 = 256 MB
     y, x = np.mgrid[0:n, 0:4096].astype(np.float32) / 4096.0
@@ -82,8 +86,16 @@ def main() -> None:
     zb_count = zarr.open_array(Counting(B2ndStore(path)))
     zl_count = zarr.open_array(Counting(LocalStore(tmp / "copy.zarr", read_only=True)))
     b2 = blosc2.open(str(path))
+    own = b2store.open(path)
 
-    whole = _timed({"b2store zarr": lambda: zb[...], "python-blosc2": lambda: b2[...]}, repeat)
+    whole = _timed(
+        {
+            "b2store zarr": lambda: zb[...],
+            "python-blosc2": lambda: b2[...],
+            "b2store open": lambda: own[...],
+        },
+        repeat,
+    )
     whole_cpu = dict(_CPU)
     sel = (slice(700, 702), slice(1500, 1510))  # inside one chunk, one or two blocks
     small = _timed(
@@ -98,6 +110,7 @@ def main() -> None:
     # The same whole read with every library's default threads: zarr runs chunk decodes in
     # its thread pool (b2store's decoder releases the GIL), python-blosc2 its block threads.
     blosc2.set_nthreads(default_threads)
+    native.set_nthreads(None)
     zarr.config.set({"async.concurrency": 10, "threading.max_workers": None})
     zb_default = zarr.open_array(B2ndStore(path))
     whole_nt = _timed(
@@ -117,6 +130,7 @@ def main() -> None:
         "blocks": list(blocks),
         "whole_read_s": whole,
         "whole_read_ratio_vs_blosc2": whole["python-blosc2"] / whole["b2store zarr"],
+        "whole_read_ratio_vs_b2store_open": whole["b2store open"] / whole["b2store zarr"],
         "whole_read_cpu_s": whole_cpu,
         "whole_read_cpu_ratio_vs_blosc2": whole_cpu["python-blosc2"] / whole_cpu["b2store zarr"],
         "whole_read_default_threads_s": whole_nt,
