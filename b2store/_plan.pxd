@@ -29,3 +29,4 @@ cdef class Plan:
                           Py_ssize_t fmt) except -2
     cdef int _first(self, uint8_t* dest, Scratch scratch)
     cdef int decode_to(self, uint8_t* dest, Scratch scratch)
+    cdef int _decode(self, uint8_t* dest, Scratch scratch, Py_ssize_t n)

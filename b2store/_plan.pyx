@@ -270,23 +270,24 @@ cdef class Plan:
         return self.decode_to(&dest[0], scratch)
 
     cdef int _first(self, uint8_t* dest, Scratch scratch):
-        cdef int64_t counter = 0
-        cdef Py_ssize_t nblocks = self.nblocks
         if not self.delta or self.first_done or self.raw or self.partial:
             return -1
-        self.nblocks = 1  # (decode_to runs blocks 0 to nblocks - 1)
-        try:
-            if self.decode_to(dest, scratch):
-                return -1
-        finally:
-            self.nblocks = nblocks
+        if self._decode(dest, scratch, 1):
+            return -1
         self.first_done = True
-        self.counter = 1
+        self.counter = 1  # (the others start at block 1)
         return 0
 
     cdef int decode_to(self, uint8_t* dest, Scratch scratch):
         """:meth:`run` into ``nbytes`` bytes at ``dest``; for one thread alone (a chunk with
         DELTA decodes its block 0 first here, unless :meth:`first` did)."""
+        if self.delta and self.nblocks > 1 and not self.first_done:
+            if self._first(dest, scratch):
+                return -1
+        return self._decode(dest, scratch, self.nblocks)
+
+    cdef int _decode(self, uint8_t* dest, Scratch scratch, Py_ssize_t n):
+        """Blocks ``0..n-1`` (or the partial plan's) still left into ``dest``."""
         cdef Job J = self.J
         cdef uint8_t* work = NULL
         cdef uint8_t* spare = NULL
@@ -294,7 +295,6 @@ cdef class Plan:
         cdef void* dctx = NULL
         cdef int rc
         cdef const int64_t* which = NULL
-        cdef Py_ssize_t n = self.nblocks
         if not self.ok:
             return -1
         if self.raw:
@@ -316,9 +316,7 @@ cdef class Plan:
                 return -1
         if self.partial:
             which, n = &self._blocks[0], self._blocks.shape[0]
-        if self.delta and n > 1:
-            if not self.first_done and self._first(dest, scratch):
-                return -1
+        if self.first_done:
             # The other blocks are XORed with block 0 as decoded, at the start of ``dest``.
             J.first, J.first_len = dest, J.blocksize
         with nogil:
