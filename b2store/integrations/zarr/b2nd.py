@@ -250,13 +250,15 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         blocks = self._blocks(chunk_spec, dtype)
         region = _selection_bounds(selection, chunk_spec.shape)
         nblocks = math.prod(blocks_per_chunk(chunk_spec.shape, blocks))
+        # The size of each block ``wanted`` numbers: a chunk whose Blosc blocks are of
+        # another size is decoded whole (its block numbers name other bytes).
+        block_bytes = math.prod(blocks) * dtype.itemsize
         wanted = None if region is None else blocks_touched(region, chunk_spec.shape, blocks)
         few = wanted is not None and len(wanted) * 2 <= nblocks
         if direct:
             # A B2ndStore decodes its stored chunk in place: no bytes copied through a
             # Buffer, one call instead of one per range request and one to decode.
             out = _spare_buffer(self._nbytes(chunk_spec, dtype))
-            block_bytes = math.prod(blocks) * dtype.itemsize
             done = yield ("direct", sorted(set(wanted)) if few else None, out, block_bytes)
             if done is None:
                 return None
@@ -274,7 +276,7 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         (head,) = yield ("get", [RangeByteRequest(0, EXTENDED_HEADER_LENGTH)])
         if head is None:
             return None
-        buf, ranges = _block_ranges(head.to_bytes(), math.prod(blocks) * dtype.itemsize)
+        buf, ranges = _block_ranges(head.to_bytes(), block_bytes)
         if ranges is None:
             return (yield from self._whole_plan(selection, chunk_spec))
         starts = yield ("get", [RangeByteRequest(start, end) for start, end in ranges])

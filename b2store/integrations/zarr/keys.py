@@ -94,7 +94,9 @@ class StoreKeys(StoreNodes):
         schunk, n = found
         return schunk.get_chunk(n)
 
-    def _decode_into(self, key: str, blocks, out: np.ndarray, blocksize=None) -> bool | None:
+    def _decode_into(
+        self, key: str, blocks, out: np.ndarray, blocksize: int | None = None
+    ) -> bool | None:
         parsed = self._parse_key(key)
         if parsed is None or parsed[1] != "chunk":
             return False
