@@ -16,6 +16,7 @@ before any chunk is decoded.
 
 from cpython.buffer cimport PyBUF_STRIDES, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport int64_t, uint8_t
+from libc.stdlib cimport free, malloc, qsort
 
 from b2store._blocks cimport Scratch, read_i32
 from b2store._nd cimport MAX_DIMS, place_blocks
@@ -23,6 +24,40 @@ from b2store._plan cimport Plan
 
 DEF CBYTES_AT = 12  # where a chunk header keeps the chunk's stored size
 DEF MIN_HEADER = 16
+DEF HEADER = 32  # a Blosc2 chunk's header; its block starts follow
+# Blocks of a cut chunk closer than this are read in one go (as chunk/partial.PART_GAP).
+DEF PART_GAP = 8192
+
+cdef extern from *:
+    """
+    #include <errno.h>
+    #ifdef _WIN32
+    /* No pread: every chunk is left to the caller, which reads it through Python. */
+    static Py_ssize_t b2s_pread(int fd, void *buf, Py_ssize_t n, long long at) { return -1; }
+    #else
+    #include <unistd.h>
+    /* All of [at, at + n) of the file, or fewer bytes where it ends; -1 on an error. */
+    static Py_ssize_t b2s_pread(int fd, void *buf, Py_ssize_t n, long long at) {
+        Py_ssize_t got = 0;
+        while (got < n) {
+            ssize_t r = pread(fd, (char *)buf + got, (size_t)(n - got), (off_t)(at + got));
+            if (r < 0) {
+                if (errno == EINTR) continue;
+                return -1;
+            }
+            if (r == 0) break;
+            got += r;
+        }
+        return got;
+    }
+    #endif
+    static int b2s_cmp_i64(const void *a, const void *b) {
+        long long x = *(const long long *)a, y = *(const long long *)b;
+        return (x > y) - (x < y);
+    }
+    """
+    Py_ssize_t b2s_pread(int fd, void* buf, Py_ssize_t n, long long at) nogil
+    int b2s_cmp_i64(const void* a, const void* b) noexcept nogil
 
 
 cdef Py_ssize_t _geometry(chunkshape, blockshape, Py_buffer* out, uint8_t[::1] chunk,
@@ -43,6 +78,29 @@ cdef Py_ssize_t _geometry(chunkshape, blockshape, Py_buffer* out, uint8_t[::1] c
     if chunk.shape[0] != padded:
         raise ValueError(f"chunk holds {chunk.shape[0]} bytes, a padded chunk {padded}")
     return nblocks
+
+
+cdef int _check_rows(Py_ssize_t nd, const int64_t[::1] which, const int64_t[:, ::1] origins,
+                     const int64_t[:, ::1] lows, const int64_t[:, ::1] extents,
+                     uint8_t[::1] done, const Py_ssize_t* C, Py_buffer* out) except -1:
+    """Check that each chunk's row ``which[k]`` is one of the read's, and that its items
+    ``[lows, lows + extents)`` lie in a chunk and land inside ``out`` at ``origins``."""
+    cdef Py_ssize_t n = which.shape[0], m = origins.shape[0], k, j, d
+    if lows.shape[0] != m or extents.shape[0] != m or done.shape[0] != m:
+        raise ValueError("origins, lows, extents and done differ in length")
+    if origins.shape[1] != nd or lows.shape[1] != nd or extents.shape[1] != nd:
+        raise ValueError(f"origins, lows and extents are not of {nd} dimensions")
+    for k in range(n):
+        j = which[k]
+        if not 0 <= j < m:
+            raise ValueError(f"chunk {k}: row {j} of {m}")
+        for d in range(nd):
+            if (not 0 < extents[j, d] <= C[d] - lows[j, d] or lows[j, d] < 0
+                    or origins[j, d] < 0 or origins[j, d] + extents[j, d] > out.shape[d]):
+                raise ValueError(f"chunk {k}: items {lows[j, d]}+{extents[j, d]} of "
+                                 f"{C[d]} to {origins[j, d]} along dimension {d} of "
+                                 f"{out.shape[d]}")
+    return 0
 
 
 def decode_run(const uint8_t[::1] data, const int64_t[::1] starts, const int64_t[::1] ends,
@@ -70,7 +128,7 @@ cdef Py_ssize_t _decode_run(const uint8_t[::1] data, const int64_t[::1] starts,
                             const int64_t[:, ::1] extents, chunkshape, blockshape,
                             Py_buffer* out, uint8_t[::1] chunk, Scratch scratch,
                             uint8_t[::1] done) except -1:
-    cdef Py_ssize_t nd = len(chunkshape), n = starts.shape[0], m = origins.shape[0]
+    cdef Py_ssize_t nd = len(chunkshape), n = starts.shape[0]
     cdef Py_ssize_t d, k, j, cbytes, avail, placed = 0
     cdef Py_ssize_t nblocks, padded
     cdef Py_ssize_t C[MAX_DIMS]
@@ -84,22 +142,10 @@ cdef Py_ssize_t _decode_run(const uint8_t[::1] data, const int64_t[::1] starts,
     padded = chunk.shape[0]
     if ends.shape[0] != n or which.shape[0] != n:
         raise ValueError("starts, ends and which differ in length")
-    if lows.shape[0] != m or extents.shape[0] != m or done.shape[0] != m:
-        raise ValueError("origins, lows, extents and done differ in length")
-    if origins.shape[1] != nd or lows.shape[1] != nd or extents.shape[1] != nd:
-        raise ValueError(f"origins, lows and extents are not of {nd} dimensions")
     for k in range(n):
         if not 0 <= starts[k] < ends[k] <= data.shape[0]:
             raise ValueError(f"chunk {k}: bytes {starts[k]}..{ends[k]} of {data.shape[0]}")
-        j = which[k]
-        if not 0 <= j < m:
-            raise ValueError(f"chunk {k}: row {j} of {m}")
-        for d in range(nd):
-            if (not 0 < extents[j, d] <= C[d] - lows[j, d] or lows[j, d] < 0
-                    or origins[j, d] < 0 or origins[j, d] + extents[j, d] > out.shape[d]):
-                raise ValueError(f"chunk {k}: items {lows[j, d]}+{extents[j, d]} of "
-                                 f"{C[d]} to {origins[j, d]} along dimension {d} of "
-                                 f"{out.shape[d]}")
+    _check_rows(nd, which, origins, lows, extents, done, C, out)
     for k in range(n):
         avail = ends[k] - starts[k]
         if avail < MIN_HEADER:
@@ -174,4 +220,171 @@ cdef bint _decode_part(const uint8_t[::1] src, const int64_t[::1] blocks,
     with nogil:
         place_blocks(&chunk[0], 0, &blocks[0], n, nd, C, B, L, H, <uint8_t*>out.buf, OS,
                      out.itemsize)
+    return True
+
+
+def read_parts(int fd, const int64_t[::1] positions, const int64_t[::1] limits,
+               const int64_t[::1] which, const int64_t[:, ::1] origins,
+               const int64_t[:, ::1] lows, const int64_t[:, ::1] extents, chunkshape,
+               blockshape, out, uint8_t[::1] room, uint8_t[::1] chunk,
+               Scratch scratch not None, uint8_t[::1] done):
+    """Of each chunk ``k`` stored in the file ``fd`` at ``positions[k]`` (-1: not stored
+    there), in at most ``limits[k]`` bytes, read the header, the block starts and the
+    blocks that items ``[lows[j], lows[j] + extents[j])`` need (``j`` is ``which[k]``) into
+    ``room``, decode those blocks into ``chunk`` (the padded chunk's bytes) and copy the
+    items to ``out`` at ``origins[j]``; set ``done[j]`` for each chunk placed. Returns how
+    many were.
+
+    A chunk stored in more bytes than ``room`` has, of another kind than Plan's partial
+    one, of other blocks than the array's, cut short or damaged is left undone: the caller
+    reads it through Python, which decodes it or names what is wrong."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(out, &view, PyBUF_STRIDES | PyBUF_WRITABLE)
+    try:
+        return _read_parts(fd, positions, limits, which, origins, lows, extents, chunkshape,
+                           blockshape, &view, room, chunk, scratch, done)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef Py_ssize_t _read_parts(int fd, const int64_t[::1] positions, const int64_t[::1] limits,
+                            const int64_t[::1] which, const int64_t[:, ::1] origins,
+                            const int64_t[:, ::1] lows, const int64_t[:, ::1] extents,
+                            chunkshape, blockshape, Py_buffer* out, uint8_t[::1] room,
+                            uint8_t[::1] chunk, Scratch scratch, uint8_t[::1] done) except -1:
+    cdef Py_ssize_t nd = len(chunkshape), n = positions.shape[0], d, k, placed = 0
+    cdef Py_ssize_t nblocks
+    cdef Py_ssize_t C[MAX_DIMS]
+    cdef Py_ssize_t B[MAX_DIMS]
+    cdef Py_ssize_t OS[MAX_DIMS]
+    cdef int64_t* work
+    nblocks = _geometry(chunkshape, blockshape, out, chunk, C, B, OS)
+    if limits.shape[0] != n or which.shape[0] != n:
+        raise ValueError("positions, limits and which differ in length")
+    for k in range(n):
+        if positions[k] < -1 or limits[k] < 0:
+            raise ValueError(f"chunk {k}: {limits[k]} bytes at {positions[k]}")
+    _check_rows(nd, which, origins, lows, extents, done, C, out)
+    # Per chunk: its wanted blocks, every block's end, the sorted starts, the pieces read.
+    work = <int64_t*>malloc(5 * nblocks * sizeof(int64_t))
+    if work == NULL:
+        raise MemoryError()
+    try:
+        for k in range(n):
+            if positions[k] >= 0 and _read_part(
+                    fd, positions[k], limits[k], which[k], origins, lows, extents, nd, C, B, OS,
+                    nblocks, out, room, chunk, scratch, work):
+                done[which[k]] = 1
+                placed += 1
+    finally:
+        free(work)
+    return placed
+
+
+cdef bint _read_part(int fd, int64_t position, int64_t limit, Py_ssize_t j,
+                     const int64_t[:, ::1] origins, const int64_t[:, ::1] lows,
+                     const int64_t[:, ::1] extents, Py_ssize_t nd, const Py_ssize_t* C,
+                     const Py_ssize_t* B, const Py_ssize_t* OS, Py_ssize_t nblocks,
+                     Py_buffer* out, uint8_t[::1] room, uint8_t[::1] chunk, Scratch scratch,
+                     int64_t* work) except -1:
+    """:func:`read_parts` of one chunk, the read's row ``j``; whether it was placed."""
+    cdef Py_ssize_t padded = chunk.shape[0], prefix = HEADER + 4 * nblocks, cbytes
+    cdef Py_ssize_t d, i, n, npieces, nsorted, lo, hi, mid
+    cdef Py_ssize_t L[MAX_DIMS]
+    cdef Py_ssize_t H[MAX_DIMS]
+    cdef Py_ssize_t first[MAX_DIMS]
+    cdef Py_ssize_t last[MAX_DIMS]
+    cdef Py_ssize_t at[MAX_DIMS]
+    cdef Py_ssize_t per[MAX_DIMS]
+    cdef int64_t* wanted = work
+    cdef int64_t* ends = work + nblocks
+    cdef int64_t* starts = work + 2 * nblocks
+    cdef int64_t* pieces = work + 3 * nblocks  # (start, stop) pairs
+    cdef int64_t start, stop
+    cdef uint8_t* buf = &room[0] if room.shape[0] else NULL
+    cdef uint8_t* dst
+    cdef Plan plan
+    cdef Py_ssize_t got
+    if prefix > limit or prefix > room.shape[0]:
+        return False
+    with nogil:
+        got = b2s_pread(fd, buf, prefix, position)
+    if got != prefix:
+        return False
+    cbytes = read_i32(buf + CBYTES_AT)
+    # The array's own blocks, stored in no more than the index leaves it and room holds.
+    if (not prefix <= cbytes <= limit or cbytes > room.shape[0]
+            or read_i32(buf + 4) != padded or read_i32(buf + 8) != padded // nblocks
+            or buf[30] != 0 or buf[31] != 0):
+        return False
+    # The blocks the items need, ascending (C order within the chunk).
+    n = 1
+    for d in range(nd):
+        L[d] = lows[j, d]
+        H[d] = lows[j, d] + extents[j, d]
+        first[d], last[d] = L[d] // B[d], (H[d] - 1) // B[d]
+        at[d] = first[d]
+        per[d] = (C[d] + B[d] - 1) // B[d]
+        n *= last[d] - first[d] + 1
+    for i in range(n):
+        start = 0
+        for d in range(nd):
+            start = start * per[d] + at[d]
+        wanted[i] = start
+        d = nd - 1
+        while d >= 0:
+            at[d] += 1
+            if at[d] <= last[d]:
+                break
+            at[d] = first[d]
+            d -= 1
+    # Each block ends where the next larger start is, or at cbytes: Plan walks a block no
+    # further, so it never reads bytes that were not read here. Blocks not wanted are
+    # never walked: their end is cbytes.
+    for i in range(nblocks):
+        start = read_i32(buf + HEADER + 4 * i)
+        if not prefix <= start < cbytes:
+            return False
+        starts[i] = start
+        ends[i] = cbytes
+    qsort(starts, nblocks, sizeof(int64_t), b2s_cmp_i64)
+    npieces = 0
+    for i in range(n):
+        start = read_i32(buf + HEADER + 4 * wanted[i])
+        lo, hi = 0, nblocks  # the first sorted start past ``start``
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if starts[mid] <= start:
+                lo = mid + 1
+            else:
+                hi = mid
+        stop = starts[lo] if lo < nblocks else cbytes
+        ends[wanted[i]] = stop
+        pieces[2 * npieces], pieces[2 * npieces + 1] = start, stop
+        npieces += 1
+    # The pieces in file order, those close together read as one.
+    qsort(pieces, npieces, 2 * sizeof(int64_t), b2s_cmp_i64)
+    with nogil:
+        i = 0
+        while i < npieces:
+            start, stop = pieces[2 * i], pieces[2 * i + 1]
+            i += 1
+            while i < npieces and pieces[2 * i] - stop <= PART_GAP:
+                if pieces[2 * i + 1] > stop:
+                    stop = pieces[2 * i + 1]
+                i += 1
+            got = b2s_pread(fd, buf + start, stop - start, position + start)
+            if got != stop - start:
+                break
+    if got != stop - start:
+        return False
+    plan = Plan(room[:cbytes], <int64_t[:n]>wanted, <int64_t[:nblocks]>ends)
+    if (not plan.ok or plan.nbytes != padded or plan.J.blocksize != padded // nblocks
+            or plan.decode_to(&chunk[0], scratch)):
+        return False
+    dst = <uint8_t*>out.buf
+    for d in range(nd):
+        dst += origins[j, d] * OS[d]
+    with nogil:
+        place_blocks(&chunk[0], 0, wanted, n, nd, C, B, L, H, dst, OS, out.itemsize)
     return True

@@ -121,6 +121,17 @@ class ContiguousFrame(Backend):
     def index_at(self, header: FrameHeader) -> int:
         return header.header_len + header.cbytes
 
+    def duplicate_fd(self) -> int | None:
+        """A duplicate of the descriptor of the file this frame is read from, for the
+        caller to close; None when it is not read from a local file."""
+        if self._buf is not None or not isinstance(self._source, FileSource):
+            return None
+        return self._source.duplicate_fd()
+
+    def file_offset(self) -> int:
+        """Where the frame starts in the file :meth:`duplicate_fd` reads."""
+        return self._source.offset
+
     def chunk_reader(self, entry: int, header: FrameHeader, field: str = "chunk offset"):
         base = header.header_len + entry
         chunks_end = header.header_len + header.cbytes

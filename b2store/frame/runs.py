@@ -46,6 +46,32 @@ class RunReads:
         ):
             yield self._backend.read(base + first, last - first), which, starts, ends
 
+    def file_positions(self, nchunks: np.ndarray, state: State):
+        """Where chunks ``nchunks`` of committed state ``state`` lie in the frame's file,
+        for a compiled reader of the file itself: ``(fd, positions, limits)``, chunk
+        ``nchunks[k]`` stored from byte ``positions[k]`` of the file in at most
+        ``limits[k]`` bytes (to the next stored chunk's start), or at position -1 when it
+        is not stored in the chunks section (special, a bad offset). ``fd`` is a duplicate
+        of the frame's descriptor, for the caller to close: the frame may close its own
+        meanwhile. None when the frame is not a local file (a sparse frame, in memory,
+        remote): read the chunks through Python then."""
+        self._check_open()
+        backend = self._backend
+        if not backend.contiguous or not len(nchunks):
+            return None
+        fd = backend.duplicate_fd()
+        if fd is None:
+            return None
+        entries = state.offsets[nchunks]
+        stored = self._stored_starts(state)
+        # (stored ends with the section's end: a chunk inside the section has a next start)
+        at = np.minimum(stored.searchsorted(entries, side="right"), len(stored) - 1)
+        inside = (entries >= 0) & (entries < stored[-1])
+        base = backend.file_offset() + state.header.header_len
+        positions = np.where(inside, base + entries, -1)
+        limits = np.where(inside, stored[at] - entries, 0)
+        return fd, positions, limits
+
     def _stored_starts(self, state: State) -> np.ndarray:
         """The distinct starts of the chunks stored in ``state``'s chunks section, sorted,
         then the section's end; kept per state."""

@@ -165,6 +165,12 @@ class FileSource(ByteSource):
     def size(self) -> int:
         return self._size
 
+    def duplicate_fd(self) -> int:
+        """A new descriptor of the same open file, for the caller to read from and close:
+        close() may free this one's number while the caller still reads."""
+        with self._lock:
+            return os.dup(self._descriptor())
+
     def set_size(self, size: int) -> None:
         """The file grew or shrank under a writer of this process: read up to ``size``."""
         self._size = size - self.offset
