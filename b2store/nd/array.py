@@ -27,7 +27,7 @@ from .chunks import (
 )
 from .geometry import blocks_touched, chunk_grid, chunk_nitems
 from .indexing import chunks_touched as _chunks_touched
-from .indexing import normalize, split_whole
+from .indexing import normalize, split_whole, table_parts
 from .meta import B2ndMeta
 
 __all__ = ["B2ndArray"]
@@ -304,9 +304,11 @@ class B2ndArray:
             try:
                 grid = chunk_grid(self.shape, self.chunks)
                 if in_runs:
-                    whole, others = split_whole(dims, self.chunks, self.blocks, self.shape)
+                    whole, few, others = split_whole(dims, self.chunks, self.blocks, self.shape)
                     if whole is not None:
                         self._read_runs(whole, grid, out, scratch, st)
+                    if few is not None:
+                        self._read_parts(few, grid, out, scratch, st)
                 else:
                     others = _chunks_touched(dims, self.chunks)
                 for coords, parts in others:
@@ -334,6 +336,20 @@ class B2ndArray:
                 for o, lo, e in zip(origins[k].tolist(), lows[k].tolist(), extents[k].tolist())
             ]
             self._read_chunk(int(nchunks[k]), parts, out, scratch, state)
+
+    def _read_parts(self, few, grid, out: np.ndarray, scratch: np.ndarray, state) -> None:
+        """The chunks ``few`` (from :func:`split_whole`: a few blocks of each) into ``out``:
+        in one compiled call, then each one it left, one by one."""
+        coords, origins, lows, extents = few
+        nchunks = np.ravel_multi_index(tuple(coords.T), grid).astype(np.int64, copy=False)
+        left = runs.read_parts(
+            self.schunk, state, nchunks, origins, lows, extents, self.chunks, self.blocks, out,
+            scratch,
+        )  # fmt: skip
+        if len(left):
+            rows = tuple(column[left] for column in few)
+            for k, (_, parts) in zip(left.tolist(), table_parts(rows)):
+                self._read_chunk(int(nchunks[k]), parts, out, scratch, state)
 
     def _read_fancy(self, plan: fancy.FancyPlan) -> np.ndarray:
         """An index-array key read piece by piece: of each chunk its points fall in, the

@@ -20,7 +20,7 @@ import operator
 
 import numpy as np
 
-__all__ = ["chunks_touched", "normalize", "split_whole"]
+__all__ = ["chunks_touched", "normalize", "split_whole", "table_parts"]
 
 
 def _bool_scalar(k) -> bool:
@@ -121,22 +121,24 @@ def chunks_touched(dims, chunks):
 
 
 def split_whole(dims, chunks, blocks, shape):
-    """The chunks a selection touches, split into those a read decodes whole and the rest.
+    """The chunks a selection touches, split into those a read decodes whole, those it
+    reads a few blocks of, and the rest.
 
     A chunk is decoded whole where the selection takes a step-1 range of it along every
     dimension, and all of it (up to the array's end) or more than half of its blocks (then
     reading the blocks apart costs more than decoding them all).
 
-    Returns ``(whole, rest)``. ``whole`` is None (no such chunk) or four int64 arrays with a
-    row per chunk decoded whole: its coordinates in the chunk grid, where its part goes in the
-    output, where that part starts in the chunk, and how many items it has along each
-    dimension. ``rest`` yields ``(coords, parts)`` for the others, as
-    :func:`chunks_touched` does."""
+    Returns ``(whole, few, rest)``. ``whole`` is None (no such chunk) or four int64 arrays
+    with a row per chunk decoded whole: its coordinates in the chunk grid, where its part goes
+    in the output, where that part starts in the chunk, and how many items it has along each
+    dimension. ``few`` is the same for the chunks of which a step-1 part of at most half the
+    blocks is read. ``rest`` yields ``(coords, parts)`` for the others (a step other than 1
+    along some dimension), as :func:`chunks_touched` does."""
     runnable, cut = [], []
     per_chunk = 1
     for r, c, b, n in zip(dims, chunks, blocks, shape):
         if len(r) == 0:
-            return None, iter(())
+            return None, None, iter(())
         per_chunk *= -(-c // b)
         w, x = [], []
         for k in range(r[0] // c, r[-1] // c + 1):
@@ -149,7 +151,7 @@ def split_whole(dims, chunks, blocks, shape):
         cut.append(x)
     rest = _cut_combinations(runnable, cut)
     if not all(runnable):
-        return None, rest
+        return None, None, rest
     if math.prod(len(w) for w in runnable) <= _FEW_COMBINATIONS:
         return _split_few(runnable, blocks, per_chunk, rest)
     # Per dimension, (grid coordinate, output start, start in the chunk, items, blocks
@@ -167,13 +169,15 @@ def split_whole(dims, chunks, blocks, shape):
     picks = np.indices([len(col) for col in columns]).reshape(len(columns), -1)
     table = np.stack([col[p] for col, p in zip(columns, picks)], axis=1)
     most = (2 * table[:, :, 4].prod(axis=1) > per_chunk) | table[:, :, 5].all(axis=1)
-    if not most.all():
-        # The few-block parts join the rest.
-        rest = itertools.chain(rest, _rows(table[~most]))
-        table = table[most]
-        if not len(table):
-            return None, rest
-    return tuple(np.ascontiguousarray(table[:, :, j]) for j in range(4)), rest
+    return _columns(table[most]), _columns(table[~most]), rest
+
+
+def _columns(table: np.ndarray):
+    """The four column arrays of ``table`` (rows of per-dimension ``(coordinate, output
+    start, start in the chunk, items, ...)``), or None for no rows."""
+    if not len(table):
+        return None
+    return tuple(np.ascontiguousarray(table[:, :, j]) for j in range(4))
 
 
 # Up to this many step-1 combinations, split_whole goes through them in Python: NumPy's
@@ -190,39 +194,43 @@ def _split_few(runnable, blocks, per_chunk: int, rest):
         whole.append([w for _, _, w in entries])
     picks = itertools.product(*(range(len(entries)) for entries in runnable))
     if 2 * math.prod(min(t) for t in touched) > per_chunk or all(all(w) for w in whole):
-        decoded = list(itertools.product(*rows))  # all of them whole
+        decoded, few = list(itertools.product(*rows)), []  # all of them whole
     elif 2 * math.prod(max(t) for t in touched) <= per_chunk and not all(map(any, whole)):
-        return None, itertools.chain(rest, [_few(runnable, pick) for pick in picks])  # none
+        decoded, few = [], list(itertools.product(*rows))  # none
     else:
         decoded, few = [], []
         for pick in picks:
+            combo = tuple(r[i] for r, i in zip(rows, pick))
             if 2 * math.prod(t[i] for t, i in zip(touched, pick)) > per_chunk or all(
                 w[i] for w, i in zip(whole, pick)
             ):
-                decoded.append(tuple(r[i] for r, i in zip(rows, pick)))
+                decoded.append(combo)
             else:
-                few.append(_few(runnable, pick))
-        if few:
-            rest = itertools.chain(rest, few)
-    if not decoded:
-        return None, rest
+                few.append(combo)
+    return _table(decoded, len(rows)), _table(few, len(rows)), rest
+
+
+def _table(combos, ndim: int):
+    """:func:`_columns` of ``combos`` (per chunk, per dimension ``(coordinate, output start,
+    start in the chunk, items)``)."""
+    if not combos:
+        return None
     # (One flat list to NumPy: a nested one took three times as long.)
-    flat = [v for combo in decoded for row in combo for v in row]
-    table = np.array(flat, np.int64).reshape(len(decoded), len(rows), 4)
-    return tuple(np.ascontiguousarray(table[:, :, j]) for j in range(4)), rest
+    flat = [v for combo in combos for row in combo for v in row]
+    table = np.array(flat, np.int64).reshape(len(combos), ndim, 4)
+    return tuple(np.ascontiguousarray(table[:, :, j]) for j in range(4))
 
 
-def _few(runnable, pick):
-    """``(coords, parts)`` of the combination ``pick`` of :func:`split_whole`'s entries."""
-    combo = [entries[i] for entries, i in zip(runnable, pick)]
-    return tuple(k for k, _, _ in combo), [part for _, part, _ in combo]
-
-
-def _rows(table):
-    """``(coords, parts)`` of the chunks in ``table`` (rows as :func:`split_whole` builds)."""
-    for row in table.tolist():
-        coords = tuple(k for k, *_ in row)
-        yield coords, [(range(lo, lo + n), range(at, at + n)) for _, at, lo, n, _, _ in row]
+def table_parts(columns):
+    """``(coords, parts)`` of each row of ``columns`` (a table of :func:`split_whole`), as
+    :func:`chunks_touched` gives them."""
+    coords, origins, lows, extents = (c.tolist() for c in columns)
+    for k, at in enumerate(coords):
+        parts = [
+            (range(lo, lo + n), range(o, o + n))
+            for o, lo, n in zip(origins[k], lows[k], extents[k])
+        ]
+        yield tuple(at), parts
 
 
 def _cut_combinations(whole, cut):

@@ -17,6 +17,7 @@ returned to be read one by one as before, which also reports what is wrong with 
 from __future__ import annotations
 
 import math
+import os
 import threading
 
 import numpy as np
@@ -31,7 +32,7 @@ try:
 except ImportError:  # pragma: no cover - a build without the extensions
     _runs = None
 
-__all__ = ["available", "read_part", "read_runs"]
+__all__ = ["available", "read_part", "read_parts", "read_runs"]
 
 # Padded chunks up to this size are decoded whole in runs. 64^3 float64 chunks (2 MiB) read
 # whole at 0.83-0.85x python-blosc2 by groups of blocks and at 1.05-1.09x in runs; 4 MiB
@@ -107,6 +108,69 @@ def _share_run(args, chunkshape, blockshape, out, scratch, done, threads: int) -
 # Chunks stored in more bytes take the general path, so that no thread keeps more.
 _local = threading.local()
 _ROOM_MAX = 32 << 20
+
+
+def read_parts(
+    schunk: SChunk,
+    state: State,
+    nchunks: np.ndarray,
+    origins: np.ndarray,
+    lows: np.ndarray,
+    extents: np.ndarray,
+    chunkshape,
+    blockshape,
+    out: np.ndarray,
+    scratch: np.ndarray,
+) -> np.ndarray:
+    """Chunks ``nchunks`` of ``state``, of which a read needs a few blocks: their items
+    ``[lows[k], lows[k] + extents[k])`` into ``out`` at ``origins[k]``, in one compiled call
+    (one per thread) that reads those blocks from the frame's file, decodes them and places
+    them. Returns the positions in ``nchunks`` of the chunks not done (the frame is not a
+    local file, or a chunk is not of the kind the call takes), for the caller to read one by
+    one."""
+    done = np.zeros(len(nchunks), np.uint8)
+    found = schunk.file_positions(nchunks, state)
+    if found is None:
+        return np.arange(len(nchunks))
+    fd, positions, limits = found
+    try:
+        args = (fd, positions, limits, origins, lows, extents, chunkshape, blockshape, out)
+        threads = len(nchunks) // _CHUNKS_PER_THREAD
+        if threads > 1:
+            b = np.asarray(blockshape)
+            blocks = ((lows + extents - 1) // b - lows // b + 1).prod(axis=1).sum()
+            nbytes = int(blocks) * math.prod(blockshape) * out.itemsize
+            threads = min(threads, native.threads_for(nbytes, native.default_nthreads()))
+        if threads <= 1:
+            _parts(args, scratch, done, 0, len(nchunks))
+        else:
+            cuts = [len(nchunks) * t // threads for t in range(threads + 1)]
+            pool = native.executor(threads - 1)
+            jobs = [
+                pool.submit(_parts, args, np.empty_like(scratch), done, lo, hi)
+                for lo, hi in zip(cuts[1:-1], cuts[2:])
+            ]
+            _parts(args, scratch, done, cuts[0], cuts[1])
+            for job in jobs:
+                job.result()
+    finally:
+        os.close(fd)
+    return np.flatnonzero(done == 0)
+
+
+def _parts(args, chunk: np.ndarray, done: np.ndarray, lo: int, hi: int) -> None:
+    """:func:`read_parts` of its chunks ``lo:hi``, in this thread, into ``chunk``."""
+    fd, positions, limits, origins, lows, extents, chunkshape, blockshape, out = args
+    # Room for the largest of them, as far as the index tells (a chunk stored in more than
+    # the kept room allows is left to the caller).
+    need = min(int(limits[lo:hi].max()), _ROOM_MAX)
+    room = getattr(_local, "room", None)
+    if room is None or len(room) < need:
+        room = _local.room = np.empty(need, np.uint8)
+    _runs.read_parts(
+        fd, positions[lo:hi], limits[lo:hi], np.arange(lo, hi, dtype=np.int64), origins, lows,
+        extents, chunkshape, blockshape, out, room, chunk, native._scratch(), done,
+    )  # fmt: skip
 
 
 def read_part(

@@ -18,6 +18,7 @@ from b2store.errors import FormatError
 from b2store.frame import runs as frame_runs
 from b2store.frame import sources
 from b2store.nd import runs as nd_runs
+from b2store.nd.geometry import blocks_touched
 
 pytestmark = pytest.mark.skipif(not nd_runs.available(), reason="the extensions are not built")
 
@@ -119,11 +120,12 @@ def test_few_chunk_planners_agree_with_the_numpy_ones(data):
         many = split(dims, chunks, blocks, shape)
     finally:
         indexing._FEW_COMBINATIONS = kept
-    assert (few[0] is None) == (many[0] is None)
-    if few[0] is not None:
-        for a, b in zip(few[0], many[0]):
-            np.testing.assert_array_equal(a, b)
-    assert list(few[1]) == list(many[1])
+    for k in (0, 1):  # the chunks decoded whole, then those of which a few blocks are read
+        assert (few[k] is None) == (many[k] is None)
+        if few[k] is not None:
+            for a, b in zip(few[k], many[k]):
+                np.testing.assert_array_equal(a, b)
+    assert list(few[2]) == list(many[2])
 
     # Runs: chunks at random offsets of a section, some special, some sharing bytes.
     section = data.draw(st.integers(1, 5000))
@@ -350,6 +352,17 @@ def parts_done(monkeypatch):
             done = kernels.decode_part(src, blocks, *a, **k)
             placed.append(len(blocks) if done else 0)
             return done
+
+        @staticmethod
+        def read_parts(*args):  # many cut chunks read in C: 0 for each it leaves
+            which, lows, extents, chunks, blocks, done = (args[i] for i in (3, 5, 6, 7, 8, 13))
+            before = done.copy()
+            n = kernels.read_parts(*args)
+            for j in which:
+                region = [(lo, lo + e) for lo, e in zip(lows[j], extents[j])]
+                new = done[j] and not before[j]
+                placed.append(len(blocks_touched(region, chunks, blocks)) if new else 0)
+            return n
 
     monkeypatch.setattr(nd_runs, "_runs", Counting)
     return placed
@@ -596,3 +609,151 @@ def test_a_chunk_of_other_blosc_blocks_that_does_not_decode_names_both(tmp_path)
     arr.schunk.update_chunk(3, bytes(chunk))
     with pytest.raises(FormatError, match=r"chunk 3 blocksize: expected 192 bytes .*960"):
         arr[41:43, 31:33]
+
+
+# --- many cut chunks read from the file in one call (_runs.read_parts) ---------------------
+
+
+def _open_fds() -> int:
+    import os
+
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("nthreads", [1, 2])
+def test_a_band_across_many_chunks_is_read_from_the_file_in_c(
+    tmp_path, parts_done, monkeypatch, nthreads
+):
+    # A band one block thick across 8x8 chunks of 2x2x2 blocks (1 MB of blocks in all):
+    # each chunk a few blocks, all read, decoded and placed by read_parts (with two
+    # threads, shared between them), none by the one-chunk part path.
+    import threading
+
+    data = _smooth((128, 128, 16))
+    arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=(16, 16, 16), blocks=(8, 8, 8))
+
+    def one_chunk(*args, **kwargs):
+        raise AssertionError("a chunk read alone")
+
+    threads = set()
+    parts = nd_runs._parts
+
+    def counted(*args, **kwargs):
+        threads.add(threading.get_ident())
+        return parts(*args, **kwargs)
+
+    monkeypatch.setattr(nd_runs, "read_part", one_chunk)
+    monkeypatch.setattr(nd_runs, "_parts", counted)
+    native.set_nthreads(nthreads)
+    try:
+        key = (slice(None), slice(None), slice(5, 7))
+        np.testing.assert_array_equal(arr[key], data[key])
+        assert len(parts_done) == 64 and set(parts_done) == {4}
+        assert len(threads) == nthreads
+        parts_done.clear()
+        key = (slice(3, 125), slice(1, 2), slice(0, 9))  # cut along every dimension
+        np.testing.assert_array_equal(arr[key], data[key])
+        assert len(parts_done) == 8 and all(parts_done)
+    finally:
+        native.set_nthreads(None)
+
+
+def test_read_parts_closes_the_descriptors_it_takes(tmp_path):
+    data = _smooth((60, 70))
+    arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=(20, 35), blocks=(5, 7))
+    key = (slice(18, 23), slice(30, 41))
+    arr[key]
+    before = _open_fds()
+    for _ in range(50):
+        np.testing.assert_array_equal(arr[key], data[key])
+    assert _open_fds() == before
+    arr.close()
+    with pytest.raises(Exception, match="closed"):
+        arr[key]
+
+
+def test_special_chunks_among_cut_ones_take_the_general_path(tmp_path, parts_done):
+    data = _smooth((60, 70))
+    data[:20, :35] = 0  # chunk 0 all zeros: stored as a special chunk
+    arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=(20, 35), blocks=(5, 7))
+    assert arr.schunk.committed().offsets[0] < 0
+    key = (slice(18, 23), slice(30, 41))
+    np.testing.assert_array_equal(arr[key], data[key])
+    # Chunk 0 left by read_parts (no position in the file), then by the part path, which
+    # takes no special chunk either; the three others placed in C.
+    assert parts_done[0] == 0 and all(parts_done[1:4])
+
+
+def test_a_frame_cut_short_under_a_reader_is_reported(tmp_path, parts_done):
+    data = _smooth((60, 70))
+    path = tmp_path / "a.b2nd"
+    arr = b2store.asarray(data, path, chunks=(20, 35), blocks=(5, 7))
+    arr.close()
+    arr = b2store.open(path)
+    _name, at, cbytes = arr.schunk.chunk_span(3)
+    with open(path, "r+b") as fh:
+        fh.truncate(at + cbytes // 2)  # the last chunk's last blocks gone, after opening
+    key = (slice(38, 43), slice(63, 70))  # chunk 3's last blocks: not read in C
+    with pytest.raises(FormatError, match="truncated|chunk|frame"):
+        arr[key]
+    assert parts_done and not any(parts_done)
+
+
+def test_a_chunk_larger_than_the_kept_room_is_read_the_general_way(
+    tmp_path, parts_done, monkeypatch
+):
+    data = _smooth((60, 70))
+    arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=(20, 35), blocks=(5, 7))
+    monkeypatch.setattr(nd_runs, "_ROOM_MAX", 64)
+    monkeypatch.setattr(nd_runs, "_local", type(nd_runs._local)())  # no room kept yet
+    key = (slice(18, 23), slice(30, 41))
+    np.testing.assert_array_equal(arr[key], data[key])
+    assert not any(parts_done)  # neither read_parts nor the part path had the room
+
+
+def test_read_parts_checks_its_arguments_first(tmp_path):
+    from b2store import _runs
+
+    data = _smooth((20, 30))
+    path = tmp_path / "a.b2nd"
+    arr = b2store.asarray(data, path, chunks=(20, 30), blocks=(5, 6))
+    found = arr.schunk.file_positions(np.array([0], np.int64), arr.schunk.committed())
+    fd, positions, limits = found
+    try:
+        rows = np.array([[0, 0]], np.int64)
+        args = dict(
+            fd=fd, positions=positions, limits=limits, which=np.array([0], np.int64),
+            origins=rows, lows=np.array([[5, 6]], np.int64),
+            extents=np.array([[5, 6]], np.int64), chunkshape=(20, 30), blockshape=(5, 6),
+            out=np.zeros((5, 6)), room=np.empty(1 << 16, np.uint8),
+            chunk=np.empty(4800, np.uint8), scratch=native._scratch(),
+            done=np.zeros(1, np.uint8),
+        )  # fmt: skip
+        bad = [
+            (dict(which=np.array([1], np.int64)), "row 1 of 1"),
+            (dict(extents=np.array([[16, 6]], np.int64)), "items 5\\+16 of 20"),
+            (dict(origins=np.array([[1, 0]], np.int64)), "to 1 along dimension 0"),
+            (dict(positions=np.array([-2], np.int64)), "bytes at -2"),
+            (dict(limits=np.array([5, 6], np.int64)), "differ in length"),
+            (dict(done=np.zeros(2, np.uint8)), "differ in length"),
+            (dict(chunk=np.empty(10, np.uint8)), "a padded chunk 4800"),
+        ]
+        for change, match in bad:
+            with pytest.raises(ValueError, match=match):
+                _runs.read_parts(**{**args, **change})
+            assert not args["out"].any() and not args["done"].any()
+        # A room too small for the chunk, a limit short of it, no position: left undone.
+        for change in (
+            dict(room=np.empty(100, np.uint8)),
+            dict(limits=limits // 2),
+            dict(positions=np.array([-1], np.int64)),
+        ):
+            assert _runs.read_parts(**{**args, **change}) == 0
+            assert not args["out"].any() and not args["done"].any()
+        assert _runs.read_parts(**args) == 1
+        np.testing.assert_array_equal(args["out"], data[5:10, 6:12])
+        assert args["done"][0] == 1
+    finally:
+        import os
+
+        os.close(fd)
