@@ -145,8 +145,14 @@ def target_chunk(data: bytes) -> None:
 
 
 def target_cframe(data: bytes) -> None:
-    """A contiguous frame from its bytes: opened, metadata and chunks read."""
-    exercise(b2store.open(data, limits=FUZZ_LIMITS))
+    """A contiguous frame from its bytes, then from a file of them (a box of a local file's
+    chunks is read from the file in C): opened, metadata and chunks read."""
+    path = scratch() / "c.b2nd"
+    path.write_bytes(data)
+    try:
+        exercise(b2store.open(data, limits=FUZZ_LIMITS))
+    finally:
+        exercise(b2store.open(path, limits=FUZZ_LIMITS))
 
 
 def target_sframe(data: bytes) -> None:
