@@ -13,7 +13,8 @@ where b2store lost the most when they were first measured:
   default threads: 4096x4096 float32 in 256x256 chunks, 2000x2000 int16 in 100x100 chunks
   (lz4), 512x512x64 float64 in 64^3 chunks of 16^3 blocks, 20,000,000 uint8 in 1 MB chunks
   (lz4): the whole array, one element, a box of a tenth of each dimension (a few chunks,
-  partly), and the whole array written by ``asarray`` (same chunks and blocks, to a path
+  partly), a layer one item thick along the last dimension (every chunk, partly; not of the
+  1-d array), and the whole array written by ``asarray`` (same chunks and blocks, to a path
   written in the round before).
 
 Every figure is a median over rounds in which the two libraries alternate; ratios are speed
@@ -147,7 +148,9 @@ def _array_cases(x, kw, codec, mine, theirs) -> dict:
     at = tuple(s // 3 for s in x.shape)
     box = tuple(slice(s // 3, s // 3 + max(1, s // 10)) for s in x.shape)
     assert np.array_equal(a[box], b[box])
-    return {
+    # One item thick along the last dimension, across every chunk: a few blocks of each.
+    layer = (slice(None),) * (x.ndim - 1) + (slice(x.shape[-1] // 3, x.shape[-1] // 3 + 1),)
+    cases = {
         "write (asarray)": (
             lambda: b2store.asarray(x, urlpath=mine, mode="w", codec=codec, **kw),
             lambda: blosc2.asarray(x, urlpath=theirs + "2", mode="w", cparams=cparams, **kw),
@@ -156,6 +159,9 @@ def _array_cases(x, kw, codec, mine, theirs) -> dict:
         "one element (held open)": (lambda: a[at], lambda: b[at]),
         "a tenth of each dimension (held open)": (lambda: a[box], lambda: b[box]),
     }
+    if x.ndim > 1:
+        cases["a layer of the last dimension (held open)"] = (lambda: a[layer], lambda: b[layer])
+    return cases
 
 
 def main() -> None:
