@@ -25,6 +25,7 @@ from b2store._plan cimport Plan
 DEF CBYTES_AT = 12  # where a chunk header keeps the chunk's stored size
 DEF MIN_HEADER = 16
 DEF HEADER = 32  # a Blosc2 chunk's header; its block starts follow
+DEF MEMCPYED = 0x02  # a header flag: the items stored raw after the header
 # Blocks of a cut chunk closer than this are read in one go (as chunk/partial.PART_GAP).
 DEF PART_GAP = 8192
 
@@ -312,10 +313,11 @@ cdef bint _read_part(int fd, int64_t position, int64_t limit, Py_ssize_t j,
     if got != prefix:
         return False
     cbytes = read_i32(buf + CBYTES_AT)
-    # The array's own blocks, stored in no more than the index leaves it and room holds.
+    # The array's own blocks, stored in no more than the index leaves it and room holds;
+    # not stored raw (no block starts: the caller decodes it whole).
     if (not prefix <= cbytes <= limit or cbytes > room.shape[0]
             or read_i32(buf + 4) != padded or read_i32(buf + 8) != padded // nblocks
-            or buf[30] != 0 or buf[31] != 0):
+            or buf[2] & MEMCPYED or buf[30] != 0 or buf[31] != 0):
         return False
     # The blocks the items need, ascending (C order within the chunk).
     n = 1

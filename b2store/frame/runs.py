@@ -28,14 +28,20 @@ class RunReads:
     reading half's ``_backend`` and ``_bounds``)."""
 
     def stored_runs(
-        self, nchunks: np.ndarray, state: State, max_bytes: int = RUN_BYTES
+        self,
+        nchunks: np.ndarray,
+        state: State,
+        max_bytes: int = RUN_BYTES,
+        alone: list[int] | None = None,
     ) -> Iterator[tuple[bytes, np.ndarray, np.ndarray, np.ndarray]]:
         """Chunks ``nchunks`` (an int64 array of chunk numbers) of committed state
         ``state``, read a run of neighbours at a time: yields ``(data, which, starts, ends)``,
         one read each, where chunk ``nchunks[which[k]]`` is stored from ``data[starts[k]]``
         and ends at most at ``data[ends[k]]``. Chunks that are not stored in a contiguous
         frame's chunks section (special chunks, bad offsets, sparse frames) are not
-        yielded: the caller reads those one by one, which reports what is wrong."""
+        yielded: the caller reads those one by one, which reports what is wrong. With
+        ``alone`` (a list), a chunk that would be a run by itself is not read but its
+        position in ``nchunks`` appended there (for a reader of the file itself)."""
         self._check_open()
         if not self._backend.contiguous or not len(nchunks):
             return
@@ -44,7 +50,15 @@ class RunReads:
         for first, last, which, starts, ends in plan(
             state.offsets[nchunks], self._stored_starts(state), state.header.cbytes, max_bytes
         ):
-            yield self._backend.read(base + first, last - first), which, starts, ends
+            if alone is not None and len(which) == 1:
+                alone.append(int(which[0]))
+                continue
+            yield (
+                self._backend.read(base + first, last - first),
+                np.asarray(which, np.int64),
+                np.asarray(starts, np.int64),
+                np.asarray(ends, np.int64),
+            )
 
     def file_positions(self, nchunks: np.ndarray, state: State):
         """Where chunks ``nchunks`` of committed state ``state`` lie in the frame's file,
@@ -122,7 +136,8 @@ def plan_runs(entries: np.ndarray, stored: np.ndarray, section: int, max_bytes: 
 
 
 def plan_few_runs(entries: np.ndarray, stored: np.ndarray, section: int, max_bytes: int):
-    """:func:`plan_runs` for a few chunks, the same runs from a loop over them."""
+    """:func:`plan_runs` for a few chunks, the same runs from a loop over them (``which``,
+    ``starts`` and ``ends`` as lists)."""
     kept = [(e, k) for k, e in enumerate(entries.tolist()) if 0 <= e < section]
     if not kept:
         return
@@ -142,11 +157,12 @@ def plan_few_runs(entries: np.ndarray, stored: np.ndarray, section: int, max_byt
 
 
 def _run_of(run):
+    # (lists: the caller makes arrays of the runs it reads, not of those it leaves)
     first, last = run[0][0], run[-1][2]
     return (
         first,
         last,
-        np.array([k for _, k, _ in run], np.int64),
-        np.array([e - first for e, _, _ in run], np.int64),
-        np.array([end - first for _, _, end in run], np.int64),
+        [k for _, k, _ in run],
+        [e - first for e, _, _ in run],
+        [end - first for _, _, end in run],
     )

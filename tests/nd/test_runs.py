@@ -164,7 +164,7 @@ def test_a_whole_read_takes_a_read_per_run_not_two_per_chunk(tmp_path, monkeypat
     assert len(reads) == 1 and reads[0] < arr.schunk.cbytes
     reads.clear()
     monkeypatch.setattr(frame_runs, "RUN_BYTES", 8 << 10)
-    monkeypatch.setattr(frame_runs.RunReads.stored_runs, "__defaults__", (8 << 10,))
+    monkeypatch.setattr(frame_runs.RunReads.stored_runs, "__defaults__", (8 << 10, None))
     np.testing.assert_array_equal(arr[:], data)
     assert 1 < len(reads) < 40 and max(reads) <= 8 << 10
 
@@ -220,7 +220,8 @@ def test_a_chunk_with_more_room_than_a_run_is_read_alone(tmp_path, monkeypatch, 
     arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=(10, 30), blocks=(5, 30))
     state = arr.schunk.committed()
     sizes = np.diff(np.append(np.sort(state.offsets), state.header.cbytes))
-    monkeypatch.setattr(frame_runs.RunReads.stored_runs, "__defaults__", (int(sizes.min()) - 1,))
+    smaller = int(sizes.min()) - 1
+    monkeypatch.setattr(frame_runs.RunReads.stored_runs, "__defaults__", (smaller, None))
     np.testing.assert_array_equal(arr[:], data)
     assert sum(runs_done) == 0  # every chunk read the general way
 
@@ -757,3 +758,32 @@ def test_read_parts_checks_its_arguments_first(tmp_path):
         import os
 
         os.close(fd)
+
+
+@pytest.mark.parametrize(
+    "kind", ["common", "delta", "raw"], ids=["common", "delta-then-runs", "raw-then-runs"]
+)
+def test_chunks_alone_in_the_frame_are_read_in_c_or_else_as_runs(
+    tmp_path, runs_done, parts_done, kind
+):
+    # A column of a 2-d array: no two of its chunks are neighbours in the frame, so each
+    # would be a run of its own; read_parts reads them whole from the file instead. The
+    # chunks it does not take (DELTA, stored raw) are then read as runs, one each.
+    rng = np.random.default_rng(7)
+    noise = rng.integers(0, 256, (90, 60, 8), dtype=np.uint8).view("<u8")[..., 0]
+    data = noise if kind == "raw" else _smooth((90, 60))  # (noise is stored raw)
+    cparams = {"filters": ["shuffle", "delta"], "filters_meta": [0, 0]} if kind == "delta" else {}
+    arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=(10, 20), blocks=(5, 20), **cparams)
+    key = (slice(None), slice(25, 26))
+    np.testing.assert_array_equal(arr[key], data[key])
+    assert all(b2store.chunk_info(arr.schunk.get_chunk(i)).memcpyed == (kind == "raw")
+               for i in range(0, 27, 3))  # fmt: skip
+    if kind == "common":
+        assert parts_done == [2] * 9 and sum(runs_done) == 0
+    else:
+        assert parts_done == [0] * 9 and sum(runs_done) == 9
+    runs_done.clear()
+    parts_done.clear()
+    key = (slice(None), slice(0, 40))  # rows of two neighbours: runs, none alone
+    np.testing.assert_array_equal(arr[key], data[key])
+    assert sum(runs_done) == 18 and not parts_done
