@@ -141,12 +141,20 @@ def split_whole(dims, chunks, blocks, shape):
             return None, None, iter(())
         per_chunk *= -(-c // b)
         w, x = [], []
-        for k in range(r[0] // c, r[-1] // c + 1):
-            local, pos = _subrange(r, k * c, (k + 1) * c)
-            if len(local):
-                # (whether it is all of the chunk that is inside the array)
-                whole = local.start == 0 and len(local) == min(c, n - k * c)
-                (w if local.step == 1 else x).append((k, (local, pos), whole))
+        if r.step == 1:  # (the common case, without _subrange's arithmetic)
+            start, stop = r.start, r.stop
+            for k in range(start // c, (stop - 1) // c + 1):
+                lo, hi = max(start, k * c), min(stop, k * c + c)
+                local = range(lo - k * c, hi - k * c)
+                whole = lo == k * c and hi == min(k * c + c, n)
+                w.append((k, (local, range(lo - start, hi - start)), whole))
+        else:
+            for k in range(r[0] // c, r[-1] // c + 1):
+                local, pos = _subrange(r, k * c, (k + 1) * c)
+                if len(local):
+                    # (whether it is all of the chunk that is inside the array)
+                    whole = local.start == 0 and len(local) == min(c, n - k * c)
+                    (w if local.step == 1 else x).append((k, (local, pos), whole))
         runnable.append(w)
         cut.append(x)
     rest = _cut_combinations(runnable, cut)
