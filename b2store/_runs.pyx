@@ -253,11 +253,14 @@ cdef Py_ssize_t _read_parts(int fd, const int64_t[::1] positions, const int64_t[
                             const int64_t[:, ::1] lows, const int64_t[:, ::1] extents,
                             chunkshape, blockshape, Py_buffer* out, uint8_t[::1] room,
                             uint8_t[::1] chunk, Scratch scratch, uint8_t[::1] done) except -1:
-    cdef Py_ssize_t nd = len(chunkshape), n = positions.shape[0], d, k, placed = 0
+    cdef Py_ssize_t nd = len(chunkshape), n = positions.shape[0], d, j, k, placed = 0
     cdef Py_ssize_t nblocks
     cdef Py_ssize_t C[MAX_DIMS]
     cdef Py_ssize_t B[MAX_DIMS]
     cdef Py_ssize_t OS[MAX_DIMS]
+    cdef Py_ssize_t L[MAX_DIMS]
+    cdef Py_ssize_t H[MAX_DIMS]
+    cdef Py_ssize_t O[MAX_DIMS]
     cdef int64_t* work
     nblocks = _geometry(chunkshape, blockshape, out, chunk, C, B, OS)
     if limits.shape[0] != n or which.shape[0] != n:
@@ -272,27 +275,29 @@ cdef Py_ssize_t _read_parts(int fd, const int64_t[::1] positions, const int64_t[
         raise MemoryError()
     try:
         for k in range(n):
-            if positions[k] >= 0 and _read_part(
-                    fd, positions[k], limits[k], which[k], origins, lows, extents, nd, C, B, OS,
-                    nblocks, out, room, chunk, scratch, work):
-                done[which[k]] = 1
+            if positions[k] < 0:
+                continue
+            j = which[k]
+            for d in range(nd):
+                L[d], H[d], O[d] = lows[j, d], lows[j, d] + extents[j, d], origins[j, d]
+            if _read_part(fd, positions[k], limits[k], L, H, O, nd, C, B, OS, nblocks, out,
+                          room, chunk, scratch, work):
+                done[j] = 1
                 placed += 1
     finally:
         free(work)
     return placed
 
 
-cdef bint _read_part(int fd, int64_t position, int64_t limit, Py_ssize_t j,
-                     const int64_t[:, ::1] origins, const int64_t[:, ::1] lows,
-                     const int64_t[:, ::1] extents, Py_ssize_t nd, const Py_ssize_t* C,
-                     const Py_ssize_t* B, const Py_ssize_t* OS, Py_ssize_t nblocks,
-                     Py_buffer* out, uint8_t[::1] room, uint8_t[::1] chunk, Scratch scratch,
-                     int64_t* work) except -1:
-    """:func:`read_parts` of one chunk, the read's row ``j``; whether it was placed."""
+cdef bint _read_part(int fd, int64_t position, int64_t limit, const Py_ssize_t* L,
+                     const Py_ssize_t* H, const Py_ssize_t* O, Py_ssize_t nd,
+                     const Py_ssize_t* C, const Py_ssize_t* B, const Py_ssize_t* OS,
+                     Py_ssize_t nblocks, Py_buffer* out, uint8_t[::1] room, uint8_t[::1] chunk,
+                     Scratch scratch, int64_t* work) except -1:
+    """One chunk of :func:`read_parts`: its items ``[L, H)`` to ``out`` at ``O`` (all
+    checked by the caller); whether it was placed."""
     cdef Py_ssize_t padded = chunk.shape[0], prefix = HEADER + 4 * nblocks, cbytes
     cdef Py_ssize_t d, i, n, npieces, nsorted, lo, hi, mid
-    cdef Py_ssize_t L[MAX_DIMS]
-    cdef Py_ssize_t H[MAX_DIMS]
     cdef Py_ssize_t first[MAX_DIMS]
     cdef Py_ssize_t last[MAX_DIMS]
     cdef Py_ssize_t at[MAX_DIMS]
@@ -322,8 +327,6 @@ cdef bint _read_part(int fd, int64_t position, int64_t limit, Py_ssize_t j,
     # The blocks the items need, ascending (C order within the chunk).
     n = 1
     for d in range(nd):
-        L[d] = lows[j, d]
-        H[d] = lows[j, d] + extents[j, d]
         first[d], last[d] = L[d] // B[d], (H[d] - 1) // B[d]
         at[d] = first[d]
         per[d] = (C[d] + B[d] - 1) // B[d]
@@ -386,7 +389,112 @@ cdef bint _read_part(int fd, int64_t position, int64_t limit, Py_ssize_t j,
         return False
     dst = <uint8_t*>out.buf
     for d in range(nd):
-        dst += origins[j, d] * OS[d]
+        dst += O[d] * OS[d]
     with nogil:
         place_blocks(&chunk[0], 0, wanted, n, nd, C, B, L, H, dst, OS, out.itemsize)
     return True
+
+
+def read_box(int fd, const int64_t[::1] offsets, const int64_t[::1] stored, int64_t base,
+             lo, hi, shape, chunkshape, blockshape, out, uint8_t[::1] room,
+             uint8_t[::1] chunk, Scratch scratch not None, int64_t[::1] left):
+    """Items ``[lo, hi)`` of an array of ``shape`` into ``out`` (of shape ``hi - lo``),
+    each chunk they touch read from the file ``fd`` as :func:`read_parts` reads it: chunk
+    ``i`` is stored at ``base + offsets[i]``, up to the next of ``stored`` (the distinct
+    starts of the stored chunks, sorted, then the chunks section's end). The chunks are
+    planned here too, with no Python per read but this call.
+
+    Returns how many chunks were left (special ones, any not of Plan's partial kind, ...):
+    their numbers are the first entries of ``left``, which has room for every chunk the box
+    touches. The caller reads those through Python, which decodes them or names what is
+    wrong."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(out, &view, PyBUF_STRIDES | PyBUF_WRITABLE)
+    try:
+        return _read_box(fd, offsets, stored, base, lo, hi, shape, chunkshape, blockshape,
+                         &view, room, chunk, scratch, left)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef Py_ssize_t _read_box(int fd, const int64_t[::1] offsets, const int64_t[::1] stored,
+                          int64_t base, lo, hi, shape, chunkshape, blockshape, Py_buffer* out,
+                          uint8_t[::1] room, uint8_t[::1] chunk, Scratch scratch,
+                          int64_t[::1] left) except -1:
+    cdef Py_ssize_t nd = len(chunkshape), d, k, total = 1, nleft = 0, nblocks, nchunk
+    cdef Py_ssize_t ns = stored.shape[0], a, b, mid, c0
+    cdef int64_t entry, section
+    cdef bint placed
+    cdef Py_ssize_t C[MAX_DIMS]
+    cdef Py_ssize_t B[MAX_DIMS]
+    cdef Py_ssize_t OS[MAX_DIMS]
+    cdef Py_ssize_t LO[MAX_DIMS]
+    cdef Py_ssize_t HI[MAX_DIMS]
+    cdef Py_ssize_t grid[MAX_DIMS]
+    cdef Py_ssize_t first[MAX_DIMS]
+    cdef Py_ssize_t last[MAX_DIMS]
+    cdef Py_ssize_t at[MAX_DIMS]
+    cdef Py_ssize_t L[MAX_DIMS]
+    cdef Py_ssize_t H[MAX_DIMS]
+    cdef Py_ssize_t O[MAX_DIMS]
+    cdef int64_t* work
+    nblocks = _geometry(chunkshape, blockshape, out, chunk, C, B, OS)
+    if len(lo) != nd or len(hi) != nd or len(shape) != nd:
+        raise ValueError(f"a box of {len(lo)} and {len(hi)} dimensions in a {len(shape)}-d "
+                         f"array of {nd}-d chunks")
+    for d in range(nd):
+        LO[d], HI[d] = lo[d], hi[d]
+        grid[d] = (<Py_ssize_t>shape[d] + C[d] - 1) // C[d]
+        if not 0 <= LO[d] < HI[d] <= shape[d]:
+            raise ValueError(f"dimension {d}: items [{LO[d]}, {HI[d]}) of {shape[d]}")
+        if out.shape[d] != HI[d] - LO[d]:
+            raise ValueError(f"out has {out.shape[d]} items along {d}, not {HI[d] - LO[d]}")
+        first[d], last[d] = LO[d] // C[d], (HI[d] - 1) // C[d]
+        at[d] = first[d]
+        total *= last[d] - first[d] + 1
+    if left.shape[0] < total:
+        raise ValueError(f"room for {left.shape[0]} chunks left, of {total}")
+    if ns == 0:
+        raise ValueError("no chunks section end in stored")
+    for k in range(1, ns):
+        if stored[k] <= stored[k - 1]:
+            raise ValueError("stored is not ascending")
+    section = stored[ns - 1]
+    work = <int64_t*>malloc(5 * nblocks * sizeof(int64_t))
+    if work == NULL:
+        raise MemoryError()
+    try:
+        for k in range(total):
+            nchunk = 0
+            for d in range(nd):
+                nchunk = nchunk * grid[d] + at[d]
+                c0 = at[d] * C[d]  # where the chunk starts along d
+                L[d] = (LO[d] if LO[d] > c0 else c0) - c0
+                H[d] = (HI[d] if HI[d] < c0 + C[d] else c0 + C[d]) - c0
+                O[d] = c0 + L[d] - LO[d]
+            entry = offsets[nchunk] if nchunk < offsets.shape[0] else -1
+            placed = False
+            if 0 <= entry < section:
+                a, b = 0, ns  # the first stored start past the chunk's: where it ends at most
+                while a < b:
+                    mid = (a + b) // 2
+                    if stored[mid] <= entry:
+                        a = mid + 1
+                    else:
+                        b = mid
+                if a < ns:
+                    placed = _read_part(fd, base + entry, stored[a] - entry, L, H, O, nd, C,
+                                        B, OS, nblocks, out, room, chunk, scratch, work)
+            if not placed:
+                left[nleft] = nchunk
+                nleft += 1
+            d = nd - 1  # the next chunk in C order
+            while d >= 0:
+                at[d] += 1
+                if at[d] <= last[d]:
+                    break
+                at[d] = first[d]
+                d -= 1
+    finally:
+        free(work)
+    return nleft

@@ -182,3 +182,24 @@ def other_blosc_blocks(x: np.ndarray, path, chunks, blocks, factor: int):
         arr.schunk.update_chunk(n, chunk)
     arr.close()
     return b2store.open(path)
+
+
+def box_chunks(lo, hi, shape, chunks, blocks):
+    """Per chunk a box ``[lo, hi)`` of an array touches, in C order: its number, how many of
+    its blocks the box touches, and whether the box takes all of it (up to the array's end).
+    What a counter of b2store's box reads (``nd.runs.read_box``) counts."""
+    import itertools
+
+    grid = [-(-n // c) for n, c in zip(shape, chunks)]
+    per_dim = []
+    for a, b, c, bs, n in zip(lo, hi, chunks, blocks, shape):
+        entries = []
+        for k in range(a // c, (b - 1) // c + 1):
+            start, stop = max(a, k * c) - k * c, min(b, k * c + c) - k * c
+            whole = start == 0 and stop == min(c, n - k * c)
+            entries.append((k, (stop - 1) // bs - start // bs + 1, whole))
+        per_dim.append(entries)
+    for combo in itertools.product(*per_dim):
+        number = int(np.ravel_multi_index(tuple(k for k, _, _ in combo), grid))
+        touched = int(np.prod([t for _, t, _ in combo]))
+        yield number, touched, all(w for _, _, w in combo)

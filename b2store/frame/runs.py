@@ -69,22 +69,35 @@ class RunReads:
         of the frame's descriptor, for the caller to close: the frame may close its own
         meanwhile. None when the frame is not a local file (a sparse frame, in memory,
         remote): read the chunks through Python then."""
+        if not len(nchunks):
+            return None
+        found = self.file_index(state)
+        if found is None:
+            return None
+        fd, offsets, stored, base = found
+        entries = offsets[nchunks]
+        # (stored ends with the section's end: a chunk inside the section has a next start)
+        at = np.minimum(stored.searchsorted(entries, side="right"), len(stored) - 1)
+        inside = (entries >= 0) & (entries < stored[-1])
+        positions = np.where(inside, base + entries, -1)
+        limits = np.where(inside, stored[at] - entries, 0)
+        return fd, positions, limits
+
+    def file_index(self, state: State):
+        """The index of committed state ``state`` for a compiled reader of the frame's file:
+        ``(fd, offsets, stored, base)``, chunk ``i`` stored from byte ``base + offsets[i]``
+        of the file and ending at most at the next of ``stored`` (the distinct stored
+        starts, sorted, then the chunks section's end); ``fd`` as :meth:`file_positions`
+        gives it. None when the frame is not a local file."""
         self._check_open()
         backend = self._backend
-        if not backend.contiguous or not len(nchunks):
+        if not backend.contiguous:
             return None
         fd = backend.duplicate_fd()
         if fd is None:
             return None
-        entries = state.offsets[nchunks]
-        stored = self._stored_starts(state)
-        # (stored ends with the section's end: a chunk inside the section has a next start)
-        at = np.minimum(stored.searchsorted(entries, side="right"), len(stored) - 1)
-        inside = (entries >= 0) & (entries < stored[-1])
         base = backend.file_offset() + state.header.header_len
-        positions = np.where(inside, base + entries, -1)
-        limits = np.where(inside, stored[at] - entries, 0)
-        return fd, positions, limits
+        return fd, state.offsets, self._stored_starts(state), base
 
     def _stored_starts(self, state: State) -> np.ndarray:
         """The distinct starts of the chunks stored in ``state``'s chunks section, sorted,
@@ -96,8 +109,14 @@ class RunReads:
         section = state.header.cbytes
         starts = np.unique(offsets[(offsets >= 0) & (offsets < section)])
         starts = np.append(starts, np.int64(section))
-        self._bounds = (state, starts)
+        self._bounds = (state, starts, int(np.diff(starts).max(initial=0)))
         return starts
+
+    def widest_stored(self, state: State) -> int:
+        """The most bytes any chunk stored in ``state`` can take (the widest gap between
+        neighbouring stored starts); kept per state."""
+        self._stored_starts(state)
+        return self._bounds[2]
 
 
 # Up to this many chunks, runs are planned in Python lists: NumPy's twenty small operations

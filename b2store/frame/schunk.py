@@ -88,7 +88,7 @@ class SChunk(Changes, BlockReads, RunReads):
         self.limits = resolve(limits)
         self._refresh_lock = threading.Lock()
         self._layouts: tuple[State | None, dict] = (None, {})
-        self._bounds: tuple[State | None, np.ndarray | None] = (None, None)
+        self._bounds: tuple[State | None, np.ndarray | None, int] = (None, None, 0)
         # Set by a layer above that keeps an invariant over the chunks (a b2nd array: as
         # many chunks as its shape needs, all of one size); checked before each publish.
         self.layout_guard = None

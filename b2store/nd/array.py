@@ -303,6 +303,8 @@ class B2ndArray:
             st = schunk.committed()
             try:
                 grid = chunk_grid(self.shape, self.chunks)
+                if in_runs and self._read_box(dims, grid, out, scratch, st):
+                    return
                 if in_runs:
                     whole, few, others = split_whole(dims, self.chunks, self.blocks, self.shape)
                     if whole is not None:
@@ -320,6 +322,32 @@ class B2ndArray:
         raise FormatError(
             "frame", "a committed state that stays readable", "writers kept replacing it"
         )
+
+    def _read_box(self, dims, grid, out: np.ndarray, scratch: np.ndarray, state) -> bool:
+        """A box (step-1 ranges) of a few chunks of a local frame, planned and read in one
+        compiled call (:func:`runs.read_box`), the chunks it leaves as :meth:`_read_runs`
+        reads them. False when this is not the way (nothing done)."""
+        chunks = self.chunks
+        if not all(r.step == 1 and len(r) for r in dims):
+            return False
+        touched = math.prod((r.stop - 1) // c - r.start // c + 1 for r, c in zip(dims, chunks))
+        if touched > runs.BOX_CHUNKS or runs.box_threads(dims, chunks, self.blocks, out) > 1:
+            return False  # (many chunks, or enough blocks for threads to share)
+        lo, hi = [r.start for r in dims], [r.stop for r in dims]
+        left = runs.read_box(
+            self.schunk, state, lo, hi, self.shape, chunks, self.blocks, out, scratch
+        )
+        if left is None:
+            return False
+        if len(left):
+            # (special chunks, DELTA ones, ...: decoded whole in runs, or one by one)
+            coords = np.stack(np.unravel_index(left, grid), axis=1).astype(np.int64)
+            starts = coords * np.asarray(chunks, np.int64)
+            low = np.maximum(np.asarray(lo, np.int64), starts)
+            high = np.minimum(np.asarray(hi, np.int64), starts + np.asarray(chunks, np.int64))
+            origins = low - np.asarray(lo, np.int64)
+            self._read_runs((coords, origins, low - starts, high - low), grid, out, scratch, state)
+        return True
 
     def _read_runs(self, whole, grid, out: np.ndarray, scratch: np.ndarray, state) -> None:
         """The chunks ``whole`` (from :func:`split_whole`: decoded whole) into ``out``: in

@@ -32,7 +32,7 @@ try:
 except ImportError:  # pragma: no cover - a build without the extensions
     _runs = None
 
-__all__ = ["available", "read_part", "read_parts", "read_runs"]
+__all__ = ["available", "box_threads", "read_box", "read_part", "read_parts", "read_runs"]
 
 # Padded chunks up to this size are decoded whole in runs. 64^3 float64 chunks (2 MiB) read
 # whole at 0.83-0.85x python-blosc2 by groups of blocks and at 1.05-1.09x in runs; 4 MiB
@@ -194,16 +194,65 @@ def read_parts(
 def _parts(args, chunk: np.ndarray, done: np.ndarray, lo: int, hi: int) -> None:
     """:func:`read_parts` of its chunks ``lo:hi``, in this thread, into ``chunk``."""
     fd, positions, limits, origins, lows, extents, chunkshape, blockshape, out = args
-    # Room for the largest of them, as far as the index tells (a chunk stored in more than
-    # the kept room allows is left to the caller).
-    need = min(int(limits[lo:hi].max()), _ROOM_MAX)
-    room = getattr(_local, "room", None)
-    if room is None or len(room) < need:
-        room = _local.room = np.empty(need, np.uint8)
+    # Room for the largest of them, as far as the index tells.
+    room = _room(int(limits[lo:hi].max()))
     _runs.read_parts(
         fd, positions[lo:hi], limits[lo:hi], np.arange(lo, hi, dtype=np.int64), origins, lows,
         extents, chunkshape, blockshape, out, room, chunk, native._scratch(), done,
     )  # fmt: skip
+
+
+# Boxes of up to this many chunks are planned and read in one compiled call (read_box);
+# larger reads are split in Python, their whole chunks read a run at a time, with threads.
+BOX_CHUNKS = 64
+
+
+def box_threads(dims, chunkshape, blockshape, out: np.ndarray) -> int:
+    """How many threads would share decoding the blocks that the box ``dims`` (step-1
+    ranges) touches."""
+    blocks = 1
+    for r, c, b in zip(dims, chunkshape, blockshape):
+        n = 0
+        for k in range(r.start // c, (r.stop - 1) // c + 1):
+            lo, hi = max(r.start, k * c) - k * c, min(r.stop, k * c + c) - k * c
+            n += (hi - 1) // b - lo // b + 1
+        blocks *= n
+    nbytes = blocks * math.prod(blockshape) * out.itemsize
+    return native.threads_for(nbytes, native.default_nthreads())
+
+
+def read_box(
+    schunk: SChunk, state: State, lo, hi, shape, chunkshape, blockshape, out, scratch
+) -> np.ndarray | None:
+    """Items ``[lo, hi)`` (a box) of the array into ``out``, every chunk the box touches
+    planned, read from the frame's file, decoded and placed in one compiled call. Returns
+    the numbers of the chunks not done, for the caller to read another way; None when the
+    frame is not a local file (nothing done)."""
+    found = schunk.file_index(state)
+    if found is None:
+        return None
+    fd, offsets, stored, base = found
+    try:
+        left = np.empty(math.prod(len(range(a // c, (b - 1) // c + 1))
+                                  for a, b, c in zip(lo, hi, chunkshape)), np.int64)  # fmt: skip
+        room = _room(schunk.widest_stored(state))
+        n = _runs.read_box(
+            fd, offsets, stored, base, lo, hi, shape, chunkshape, blockshape, out, room,
+            scratch, native._scratch(), left,
+        )  # fmt: skip
+    finally:
+        os.close(fd)
+    return left[:n]
+
+
+def _room(need: int) -> np.ndarray:
+    """This thread's kept buffer for a chunk's stored bytes, grown to ``need`` (at most
+    ``_ROOM_MAX``: larger chunks are left to the caller)."""
+    need = min(need, _ROOM_MAX)
+    room = getattr(_local, "room", None)
+    if room is None or len(room) < need:
+        room = _local.room = np.empty(need, np.uint8)
+    return room
 
 
 def read_part(

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 xr = pytest.importorskip("xarray")
 blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 writes the files read here")
 
+from helpers import box_chunks  # noqa: E402
+
 from b2store.frame.schunk import SChunk  # noqa: E402
 from b2store.integrations.xarray.backend import B2ndBackendEntrypoint  # noqa: E402
 from b2store.integrations.xarray.lazy import outer_read  # noqa: E402
@@ -73,6 +75,17 @@ def reads(monkeypatch):
         counts["indices"].extend(int(i) for i in nchunks)
         return file_positions(self, nchunks, *args, **kwargs)
 
+    from b2store.nd import runs as nd_runs
+
+    read_box = nd_runs.read_box
+
+    def counting_box(schunk, state, lo, hi, shape, chunks, blocks, *args):  # boxes, in C
+        for number, _, _ in box_chunks(lo, hi, shape, chunks, blocks):
+            counts["chunks"] += 1
+            counts["indices"].append(number)
+        return read_box(schunk, state, lo, hi, shape, chunks, blocks, *args)
+
+    monkeypatch.setattr(nd_runs, "read_box", counting_box)
     monkeypatch.setattr(SChunk, "file_positions", counting_positions)
     monkeypatch.setattr(SChunk, "get_chunk", counting_chunk)
     monkeypatch.setattr(SChunk, "get_chunk_blocks", counting_blocks)

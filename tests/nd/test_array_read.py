@@ -3,7 +3,7 @@ python-blosc2 writes, and reads that decode only the blocks a selection touches.
 
 import numpy as np
 import pytest
-from helpers import case_id, corpus_cases, corpus_dir
+from helpers import box_chunks, case_id, corpus_cases, corpus_dir
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -196,6 +196,17 @@ class Counter:
                 done = kernels.decode_part(src, blocks, *a, **k)
                 counter.blocks += len(blocks) if done else 0
                 return done
+
+            @staticmethod
+            def read_box(fd, offsets, stored, base, lo, hi, shape, chunks, blocks, *rest):
+                n = kernels.read_box(fd, offsets, stored, base, lo, hi, shape, chunks, blocks,
+                                     *rest)  # fmt: skip
+                left = set(rest[-1][:n].tolist())
+                for number, touched, whole in box_chunks(lo, hi, shape, chunks, blocks):
+                    if number not in left:  # (decoded whole, or only the blocks it needs)
+                        counter.whole += whole
+                        counter.blocks += 0 if whole else touched
+                return n
 
             @staticmethod
             def read_parts(*args):  # a few blocks of each of many chunks, read in C

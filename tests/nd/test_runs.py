@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import other_blosc_blocks
+from helpers import box_chunks, other_blosc_blocks
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +21,39 @@ from b2store.nd import runs as nd_runs
 from b2store.nd.geometry import blocks_touched
 
 pytestmark = pytest.mark.skipif(not nd_runs.available(), reason="the extensions are not built")
+
+
+@pytest.fixture(autouse=True)
+def _runs_and_parts(request, monkeypatch):
+    """The reads here go through the runs and parts paths: a box of a few chunks of a
+    local frame would otherwise be read by read_box, in one call (the tests that read
+    boxes that way ask for ``box_reads``)."""
+    if "box_reads" not in request.fixturenames:
+        monkeypatch.setattr(nd_runs, "BOX_CHUNKS", 0)
+
+
+@pytest.fixture
+def box_reads(monkeypatch):
+    """Per read_box call: the chunks it placed and those it left."""
+    calls = []
+    kernels = nd_runs._runs
+    read_box = kernels.read_box
+
+    class Counting:
+        decode_run = staticmethod(kernels.decode_run)
+        decode_part = staticmethod(kernels.decode_part)
+        read_parts = staticmethod(kernels.read_parts)
+
+        @staticmethod
+        def read_box(fd, offsets, stored, base, lo, hi, shape, chunks, blocks, *rest):
+            n = read_box(fd, offsets, stored, base, lo, hi, shape, chunks, blocks, *rest)
+            left = rest[-1][:n].tolist()
+            numbers = [number for number, _, _ in box_chunks(lo, hi, shape, chunks, blocks)]
+            calls.append(([k for k in numbers if k not in left], left))
+            return n
+
+    monkeypatch.setattr(nd_runs, "_runs", Counting)
+    return calls
 
 
 @pytest.fixture
@@ -787,3 +820,139 @@ def test_chunks_alone_in_the_frame_are_read_in_c_or_else_as_runs(
     key = (slice(None), slice(0, 40))  # rows of two neighbours: runs, none alone
     np.testing.assert_array_equal(arr[key], data[key])
     assert sum(runs_done) == 18 and not parts_done
+
+
+# --- a box of a few chunks planned and read in one call (_runs.read_box) --------------------
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_boxes_of_a_few_chunks_are_read_in_one_call(tmp_path_factory, box_reads, data):
+    ndim = data.draw(st.integers(1, 4))
+    shape = tuple(data.draw(st.integers(1, 12)) for _ in range(ndim))
+    chunks = tuple(data.draw(st.integers(1, n)) for n in shape)
+    blocks = tuple(data.draw(st.integers(1, c)) for c in chunks)
+    values = _smooth(shape)
+    path = tmp_path_factory.mktemp("box") / "a.b2nd"
+    arr = b2store.asarray(values, path, chunks=chunks, blocks=blocks)
+    key = []
+    for n in shape:
+        lo = data.draw(st.integers(0, n - 1))
+        key.append(data.draw(st.sampled_from([slice(lo, data.draw(st.integers(lo + 1, n))), lo])))
+    key = tuple(key)
+    box_reads.clear()
+    np.testing.assert_array_equal(arr[key], values[key])
+    lo = [k.start if isinstance(k, slice) else k for k in key]
+    hi = [k.stop if isinstance(k, slice) else k + 1 for k in key]
+    touched = [n for n, _, _ in box_chunks(lo, hi, shape, chunks, blocks)]
+    if 1 < len(touched) <= nd_runs.BOX_CHUNKS:  # (a read inside one chunk has its own path)
+        assert box_reads, key
+        placed, left = box_reads[-1]
+        assert sorted(placed + left) == sorted(touched)
+    arr.close()
+
+
+@pytest.mark.parametrize("kind", ["special", "delta", "raw"])
+def test_chunks_read_box_leaves_are_read_the_other_ways(tmp_path, box_reads, kind):
+    rng = np.random.default_rng(8)
+    data = _smooth((60, 70))
+    cparams = {}
+    if kind == "special":
+        data[:20, :35] = 0  # chunk 0: all zeros, no bytes stored
+    elif kind == "delta":
+        cparams = {"filters": ["shuffle", "delta"], "filters_meta": [0, 0]}
+    else:
+        data[:20, :35] = rng.integers(0, 256, (20, 35, 8), dtype=np.uint8).view("<f8")[..., 0]
+    arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=(20, 35), blocks=(5, 7), **cparams)
+    for key in [(slice(18, 23), slice(30, 41)), (slice(0, 40), slice(0, 70))]:
+        box_reads.clear()
+        np.testing.assert_array_equal(arr[key], data[key])
+        placed, left = box_reads[0]
+        expected = [n for n, _, _ in box_chunks(*zip(*[(k.start, k.stop) for k in key]),
+                                                 (60, 70), (20, 35), (5, 7))]  # fmt: skip
+        if kind == "delta":
+            assert left == expected  # none taken: DELTA needs block 0
+        else:
+            assert 0 in left and 0 not in placed and len(placed) == len(expected) - 1
+
+
+def test_a_box_with_enough_blocks_for_threads_or_of_many_chunks_is_split(tmp_path, box_reads):
+    data = _smooth((128, 128, 16))
+    arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=(16, 16, 16), blocks=(8, 8, 8))
+    native.set_nthreads(2)
+    try:
+        key = (slice(0, 128), slice(0, 128), slice(5, 7))  # 64 chunks, 1 MB of blocks
+        np.testing.assert_array_equal(arr[key], data[key])
+        assert not box_reads  # shared between two threads instead
+    finally:
+        native.set_nthreads(1)
+    try:
+        np.testing.assert_array_equal(arr[key], data[key])
+        assert len(box_reads) == 1 and len(box_reads[0][0]) == 64
+        box_reads.clear()
+        np.testing.assert_array_equal(arr[2:126, 3:125], data[2:126, 3:125])
+        assert box_reads  # 64 chunks: still one call
+        box_reads.clear()
+        big = b2store.asarray(_smooth((72, 72)), tmp_path / "b.b2nd", chunks=(8, 8), blocks=(4, 4))
+        np.testing.assert_array_equal(big[1:71, 1:71], _smooth((72, 72))[1:71, 1:71])
+        assert not box_reads  # 81 chunks: split
+    finally:
+        native.set_nthreads(None)
+
+
+def test_a_box_of_a_frame_cut_short_under_a_reader_is_reported(tmp_path, box_reads):
+    data = _smooth((60, 70))
+    path = tmp_path / "a.b2nd"
+    b2store.asarray(data, path, chunks=(20, 35), blocks=(5, 7)).close()
+    arr = b2store.open(path)
+    _name, at, cbytes = arr.schunk.chunk_span(5)
+    with open(path, "r+b") as fh:
+        fh.truncate(at + cbytes // 2)
+    with pytest.raises(FormatError, match="truncated|chunk|frame"):
+        arr[38:60, 63:70]  # chunk 3's last blocks and chunk 5's
+    assert box_reads[0] == ([3], [5])
+    before = _open_fds()
+    np.testing.assert_array_equal(arr[0:20, 0:35], data[0:20, 0:35])  # chunk 0: still there
+    assert _open_fds() == before
+
+
+def test_read_box_checks_its_arguments_first(tmp_path):
+    from b2store import _runs
+
+    data = _smooth((20, 30))
+    arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=(10, 15), blocks=(5, 5))
+    state = arr.schunk.committed()
+    fd, offsets, stored, base = arr.schunk.file_index(state)
+    try:
+        args = dict(
+            fd=fd, offsets=offsets, stored=stored, base=base, lo=[5, 10], hi=[15, 20],
+            shape=(20, 30), chunkshape=(10, 15), blockshape=(5, 5), out=np.zeros((10, 10)),
+            room=np.empty(1 << 16, np.uint8), chunk=np.empty(1200, np.uint8),
+            scratch=native._scratch(), left=np.zeros(4, np.int64),
+        )  # fmt: skip
+        bad = [
+            (dict(lo=[5, 10, 0]), "a box of 3 and 2 dimensions"),
+            (dict(hi=[15, 31]), r"items \[10, 31\) of 30"),
+            (dict(lo=[15, 10]), r"items \[15, 15\) of 20"),
+            (dict(out=np.zeros((10, 9))), "out has 9 items along 1"),
+            (dict(left=np.zeros(3, np.int64)), "room for 3 chunks left, of 4"),
+            (dict(stored=stored[::-1].copy()), "not ascending"),
+            (dict(stored=stored[:0]), "no chunks section end"),
+            (dict(chunk=np.empty(10, np.uint8)), "a padded chunk 1200"),
+        ]
+        for change, match in bad:
+            with pytest.raises(ValueError, match=match):
+                _runs.read_box(**{**args, **change})
+            assert not args["out"].any()
+        # An index shorter than the grid: the chunks past it are left, never read.
+        assert _runs.read_box(**{**args, "offsets": offsets[:2].copy()}) == 2
+        assert sorted(args["left"][:2]) == [2, 3]
+        assert _runs.read_box(**{**args, "room": np.empty(10, np.uint8)}) == 4
+        assert _runs.read_box(**args) == 0
+        np.testing.assert_array_equal(args["out"], data[5:15, 10:20])
+    finally:
+        import os
+
+        os.close(fd)
