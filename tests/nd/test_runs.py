@@ -956,3 +956,17 @@ def test_read_box_checks_its_arguments_first(tmp_path):
         import os
 
         os.close(fd)
+
+
+def test_boxes_read_in_one_call_from_threads_sharing_an_array(tmp_path, box_reads):
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(9)
+    data = _smooth((120, 120))
+    arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=(40, 40), blocks=(8, 8))
+    keys = [(slice(a, a + 15), slice(b, b + 9)) for a, b in rng.integers(0, 100, (300, 2)).tolist()]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda k: arr[k], keys))
+    for k, g in zip(keys, got):
+        np.testing.assert_array_equal(g, data[k])
+    assert len(box_reads) > 50  # (the boxes across chunks; the others are inside one)
