@@ -233,6 +233,8 @@ def read_box(
         return None
     fd, offsets, stored, base = found
     try:
+        # (as the index was decoded: already int64 and contiguous, then not copied)
+        offsets = np.ascontiguousarray(offsets, np.int64)
         left = np.empty(math.prod(len(range(a // c, (b - 1) // c + 1))
                                   for a, b, c in zip(lo, hi, chunkshape)), np.int64)  # fmt: skip
         room = _room(schunk.widest_stored(state))
