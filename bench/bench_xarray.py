@@ -12,7 +12,11 @@ contiguous ``.b2nd`` with its default cparams (zstd, clevel 5, shuffle) and chun
 * load (dask): ``xr.open_dataset(p, engine="b2nd", chunks={}).load()`` (dask's threaded
   scheduler, one task per b2nd chunk) against python-blosc2 with its default threads;
 * isel: ``xr.open_dataset(p, engine="b2nd")["data"].isel(time=k).values`` against
-  ``blosc2.open(p)[k]``: one time step, a few blocks of one chunk.
+  ``blosc2.open(p)[k]``: one time step, a few blocks of one chunk;
+* load of xarray-blosc2's files: the same field saved by ``xarray_blosc2.save_dataset`` (same
+  chunks and blocks), ``xr.open_dataset(root, engine="b2nd").load()`` against its own engine
+  (``engine="blosc2"``), each with its default threads (left out when xarray-blosc2 is not
+  installed).
 
 python-blosc2 runs with one thread (``blosc2.set_nthreads(1)``; the headline ratio, same
 thread count as b2store's reads) and with its default thread count, interleaved with b2store
@@ -94,6 +98,7 @@ def main() -> None:
             "isel one step": (b2_isel, lambda: blosc2.open(path)[k], data[k].nbytes),
         }
         print(f"field {shape} float32, {data.nbytes / 2**20:.0f} MiB, chunks {chunks}")
+        other = _xarray_blosc2_case(tmp, data, chunks, blocks)
         head = f"blosc2 {default_threads}t"
         print(f"{'case':<15}{'b2store':>10}{'blosc2 1t':>11}{head:>11}"
               f"{'ratio 1t':>10}{'ratio nt':>10}   (GB/s, medians of {repeat})")  # fmt: skip
@@ -114,9 +119,43 @@ def main() -> None:
                 f"{speeds['blosc2_nt']:>11.2f}{r1:>10.2f}{rn:>10.2f}"
             )
             results["cases"][name] = {**speeds, "ratio_1t": r1, "ratio_nt": rn}
+        if other is not None:
+            # The same directory opened by both engines, each with its default threads.
+            ours, theirs = other
+            speeds = run_case({"b2store": ours, "xarray-blosc2": theirs}, data.nbytes, repeat)
+            ratio = speeds["b2store"] / speeds["xarray-blosc2"]
+            mine, its = speeds["b2store"], speeds["xarray-blosc2"]
+            print(f"load, xarray-blosc2's files: b2nd engine {mine:.2f} GB/s, "
+                  f"blosc2 engine {its:.2f} GB/s, ratio {ratio:.2f}")  # fmt: skip
+            results["cases"]["load vs xarray-blosc2"] = {**speeds, "ratio": ratio}
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(results, fh, indent=2)
+
+
+def _xarray_blosc2_case(tmp: str, data: np.ndarray, chunks, blocks):
+    """``(b2store, xarray-blosc2)`` loads of the field saved by xarray-blosc2 (its own
+    layout: a directory of frames), or None when xarray-blosc2 is not installed."""
+    try:
+        import xarray_blosc2
+    except ImportError:
+        print("(xarray-blosc2 is not installed: its row is left out)")
+        return None
+    root = os.path.join(tmp, "xb2")
+    ds = xr.Dataset({"data": (("time", "lat", "lon"), data)})
+    xarray_blosc2.save_dataset(ds, root, chunks=chunks, blocks=blocks)
+    with xr.open_dataset(root, engine="b2nd") as check:
+        np.testing.assert_array_equal(check["data"].values, data)
+
+    def ours():
+        with xr.open_dataset(root, engine="b2nd") as ds:
+            return ds.load()
+
+    def theirs():
+        with xr.open_dataset(root, engine="blosc2") as ds:
+            return ds.load()
+
+    return ours, theirs
 
 
 def versions() -> dict:
