@@ -18,7 +18,7 @@ from cpython.buffer cimport PyBUF_STRIDES, PyBUF_WRITABLE, PyBuffer_Release, PyO
 from libc.stdint cimport int64_t, uint8_t
 from libc.stdlib cimport free, malloc, qsort
 
-from b2store._blocks cimport Scratch, read_i32
+from b2store._blocks cimport DELTA, Scratch, read_i32
 from b2store._nd cimport MAX_DIMS, place_blocks
 from b2store._plan cimport Plan
 
@@ -59,6 +59,32 @@ cdef extern from *:
     """
     Py_ssize_t b2s_pread(int fd, void* buf, Py_ssize_t n, long long at) nogil
     int b2s_cmp_i64(const void* a, const void* b) noexcept nogil
+
+
+cdef inline void _next_in_c_order(Py_ssize_t* at, const Py_ssize_t* first,
+                                  const Py_ssize_t* last, Py_ssize_t nd) noexcept nogil:
+    """Step ``at`` (a position in the grid ``[first, last]``) to the next in C order."""
+    cdef Py_ssize_t d = nd - 1
+    while d >= 0:
+        at[d] += 1
+        if at[d] <= last[d]:
+            return
+        at[d] = first[d]
+        d -= 1
+
+
+cdef inline Py_ssize_t _first_past(const int64_t* ascending, Py_ssize_t n,
+                                   int64_t value) noexcept nogil:
+    """Where the first of ``ascending`` (``n`` of them) larger than ``value`` is; ``n``
+    when there is none."""
+    cdef Py_ssize_t lo = 0, hi = n, mid
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ascending[mid] <= value:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 cdef Py_ssize_t _geometry(chunkshape, blockshape, Py_buffer* out, uint8_t[::1] chunk,
@@ -297,7 +323,7 @@ cdef bint _read_part(int fd, int64_t position, int64_t limit, const Py_ssize_t* 
     """One chunk of :func:`read_parts`: its items ``[L, H)`` to ``out`` at ``O`` (all
     checked by the caller); whether it was placed."""
     cdef Py_ssize_t padded = chunk.shape[0], prefix = HEADER + 4 * nblocks, cbytes
-    cdef Py_ssize_t d, i, n, npieces, nsorted, lo, hi, mid
+    cdef Py_ssize_t d, i, n, npieces, lo
     cdef Py_ssize_t first[MAX_DIMS]
     cdef Py_ssize_t last[MAX_DIMS]
     cdef Py_ssize_t at[MAX_DIMS]
@@ -324,6 +350,11 @@ cdef bint _read_part(int fd, int64_t position, int64_t limit, const Py_ssize_t* 
             or read_i32(buf + 4) != padded or read_i32(buf + 8) != padded // nblocks
             or buf[2] & MEMCPYED or buf[30] != 0 or buf[31] != 0):
         return False
+    for i in range(6):
+        # DELTA codes every block against block 0, which Plan's partial kind does not read:
+        # refused from the header, before any block is read for nothing.
+        if buf[16 + i] == DELTA:
+            return False
     # The blocks the items need, ascending (C order within the chunk).
     n = 1
     for d in range(nd):
@@ -336,13 +367,7 @@ cdef bint _read_part(int fd, int64_t position, int64_t limit, const Py_ssize_t* 
         for d in range(nd):
             start = start * per[d] + at[d]
         wanted[i] = start
-        d = nd - 1
-        while d >= 0:
-            at[d] += 1
-            if at[d] <= last[d]:
-                break
-            at[d] = first[d]
-            d -= 1
+        _next_in_c_order(at, first, last, nd)
     # Each block ends where the next larger start is, or at cbytes: Plan walks a block no
     # further, so it never reads bytes that were not read here. Blocks not wanted are
     # never walked: their end is cbytes.
@@ -356,13 +381,7 @@ cdef bint _read_part(int fd, int64_t position, int64_t limit, const Py_ssize_t* 
     npieces = 0
     for i in range(n):
         start = read_i32(buf + HEADER + 4 * wanted[i])
-        lo, hi = 0, nblocks  # the first sorted start past ``start``
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if starts[mid] <= start:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = _first_past(starts, nblocks, start)
         stop = starts[lo] if lo < nblocks else cbytes
         ends[wanted[i]] = stop
         pieces[2 * npieces], pieces[2 * npieces + 1] = start, stop
@@ -422,7 +441,7 @@ cdef Py_ssize_t _read_box(int fd, const int64_t[::1] offsets, const int64_t[::1]
                           uint8_t[::1] room, uint8_t[::1] chunk, Scratch scratch,
                           int64_t[::1] left) except -1:
     cdef Py_ssize_t nd = len(chunkshape), d, k, total = 1, nleft = 0, nblocks, nchunk
-    cdef Py_ssize_t ns = stored.shape[0], a, b, mid, c0
+    cdef Py_ssize_t ns = stored.shape[0], a, c0
     cdef int64_t entry, section
     cdef bint placed
     cdef Py_ssize_t C[MAX_DIMS]
@@ -475,26 +494,15 @@ cdef Py_ssize_t _read_box(int fd, const int64_t[::1] offsets, const int64_t[::1]
             entry = offsets[nchunk] if nchunk < offsets.shape[0] else -1
             placed = False
             if 0 <= entry < section:
-                a, b = 0, ns  # the first stored start past the chunk's: where it ends at most
-                while a < b:
-                    mid = (a + b) // 2
-                    if stored[mid] <= entry:
-                        a = mid + 1
-                    else:
-                        b = mid
+                # The first stored start past the chunk's: where it ends at most.
+                a = _first_past(&stored[0], ns, entry)
                 if a < ns:
                     placed = _read_part(fd, base + entry, stored[a] - entry, L, H, O, nd, C,
                                         B, OS, nblocks, out, room, chunk, scratch, work)
             if not placed:
                 left[nleft] = nchunk
                 nleft += 1
-            d = nd - 1  # the next chunk in C order
-            while d >= 0:
-                at[d] += 1
-                if at[d] <= last[d]:
-                    break
-                at[d] = first[d]
-                d -= 1
+            _next_in_c_order(at, first, last, nd)
     finally:
         free(work)
     return nleft
