@@ -107,10 +107,10 @@ def _decode_run(data, which, starts, ends, origins, lows, extents, chunkshape, b
         native.threads_for(len(which) * len(scratch), nthreads),
         len(which) // _CHUNKS_PER_THREAD or 1,
     )
-    if threads <= 1:
-        _run(args, chunkshape, blockshape, out, scratch, done, 0, len(which))
-    else:
-        _share_run(args, chunkshape, blockshape, out, scratch, done, threads)
+    _shared(
+        lambda chunk, lo, hi: _run(args, chunkshape, blockshape, out, chunk, done, lo, hi),
+        len(which), scratch, threads,
+    )  # fmt: skip
 
 
 def _run(args, chunkshape, blockshape, out, chunk, done, lo: int, hi: int) -> int:
@@ -121,17 +121,19 @@ def _run(args, chunkshape, blockshape, out, chunk, done, lo: int, hi: int) -> in
     )  # fmt: skip
 
 
-def _share_run(args, chunkshape, blockshape, out, scratch, done, threads: int) -> None:
-    """The run's chunks cut in ``threads`` parts, each decoded by its own thread into its
-    own padded chunk (they write to different parts of ``out`` and of ``done``)."""
-    n = len(args[1])
+def _shared(work, n: int, scratch: np.ndarray, threads: int) -> None:
+    """``work(chunk, lo, hi)`` over ``n`` chunks cut in ``threads`` parts, each in its own
+    thread with its own padded chunk (``scratch`` for this thread's): the parts write to
+    different parts of the output and of ``done``."""
+    if threads <= 1:
+        work(scratch, 0, n)
+        return
     cuts = [n * t // threads for t in range(threads + 1)]
     pool = native.executor(threads - 1)
     jobs = [
-        pool.submit(_run, args, chunkshape, blockshape, out, np.empty_like(scratch), done, lo, hi)
-        for lo, hi in zip(cuts[1:-1], cuts[2:])
+        pool.submit(work, np.empty_like(scratch), lo, hi) for lo, hi in zip(cuts[1:-1], cuts[2:])
     ]
-    _run(args, chunkshape, blockshape, out, scratch, done, cuts[0], cuts[1])
+    work(scratch, cuts[0], cuts[1])
     for job in jobs:
         job.result()
 
@@ -174,18 +176,10 @@ def read_parts(
             blocks = ((lows + extents - 1) // b - lows // b + 1).prod(axis=1).sum()
             nbytes = int(blocks) * math.prod(blockshape) * out.itemsize
             threads = min(threads, native.threads_for(nbytes, native.default_nthreads()))
-        if threads <= 1:
-            _parts(args, scratch, done, 0, len(nchunks))
-        else:
-            cuts = [len(nchunks) * t // threads for t in range(threads + 1)]
-            pool = native.executor(threads - 1)
-            jobs = [
-                pool.submit(_parts, args, np.empty_like(scratch), done, lo, hi)
-                for lo, hi in zip(cuts[1:-1], cuts[2:])
-            ]
-            _parts(args, scratch, done, cuts[0], cuts[1])
-            for job in jobs:
-                job.result()
+        _shared(
+            lambda chunk, lo, hi: _parts(args, chunk, done, lo, hi), len(nchunks), scratch,
+            threads,
+        )  # fmt: skip
     finally:
         os.close(fd)
     return np.flatnonzero(done == 0)
