@@ -200,14 +200,13 @@ def _split_few(runnable, blocks, per_chunk: int, rest):
         rows.append([(k, pos.start, loc.start, len(loc)) for k, (loc, pos), _ in entries])
         touched.append([(loc.stop - 1) // b - loc.start // b + 1 for _, (loc, _), _ in entries])
         whole.append([w for _, _, w in entries])
-    picks = itertools.product(*(range(len(entries)) for entries in runnable))
     if 2 * math.prod(min(t) for t in touched) > per_chunk or all(all(w) for w in whole):
         decoded, few = list(itertools.product(*rows)), []  # all of them whole
     elif 2 * math.prod(max(t) for t in touched) <= per_chunk and not all(map(any, whole)):
         decoded, few = [], list(itertools.product(*rows))  # none
     else:
         decoded, few = [], []
-        for pick in picks:
+        for pick in itertools.product(*(range(len(entries)) for entries in runnable)):
             combo = tuple(r[i] for r, i in zip(rows, pick))
             if 2 * math.prod(t[i] for t, i in zip(touched, pick)) > per_chunk or all(
                 w[i] for w, i in zip(whole, pick)
@@ -225,8 +224,7 @@ def _table(combos, ndim: int):
         return None
     # (One flat list to NumPy: a nested one took three times as long.)
     flat = [v for combo in combos for row in combo for v in row]
-    table = np.array(flat, np.int64).reshape(len(combos), ndim, 4)
-    return tuple(np.ascontiguousarray(table[:, :, j]) for j in range(4))
+    return _columns(np.array(flat, np.int64).reshape(len(combos), ndim, 4))
 
 
 def table_parts(columns):
