@@ -214,38 +214,88 @@ def test_blosc_blocks_other_than_the_array_blocks_decode_whole():
     np.testing.assert_array_equal(out, x[9:12, 13:15])
 
 
+@pytest.fixture(params=[1, 3], ids=["1thread", "3threads"])
+def group_threads(request):
+    """Groups decoded by this thread alone, or shared by three (each its own room)."""
+    from b2store.chunk import native
+
+    native.set_nthreads(request.param)
+    yield request.param
+    native.set_nthreads(None)
+
+
+@pytest.mark.parametrize("nthreads", [1, 3], ids=["1thread", "3threads"])
 @pytest.mark.parametrize("group_bytes", [1, 200, 700], ids=["1block", "1of2", "3blocks"])
 @given(
     sel=st.tuples(ascending(40), ascending(30)),
     filters=st.sampled_from([["shuffle"], ["delta", "shuffle"], ["bitshuffle"]]),
 )
-def test_most_of_a_chunk_decodes_a_group_of_blocks_at_a_time(group_bytes, sel, filters):
+def test_most_of_a_chunk_decodes_a_group_of_blocks_at_a_time(nthreads, group_bytes, sel, filters):
     """Selections over most of a chunk decode it a group of blocks at a time (each group
-    copied out while in cache): equal to numpy, for any grouping, DELTA too."""
+    copied out while in cache), by one thread or shared by several: equal to numpy, for any
+    grouping, DELTA too."""
     import b2store.nd.chunks as chunks
+    from b2store.chunk import native
 
     x = data((40, 30), "<f8")
     chunk = encode_chunk_array(x, (40, 30), (8, 3), cparams_for(x.dtype, (8, 3), filters=filters))
     expected = x[sel]
     out = np.full(expected.shape, -1.0)
-    saved, chunks._GROUP_BYTES = chunks._GROUP_BYTES, group_bytes  # blocks of 192 bytes
+    saved = chunks._GROUP_BYTES, chunks.SMALL_CHUNK_BYTES
+    chunks._GROUP_BYTES = group_bytes  # (blocks of 192 bytes)
+    chunks.SMALL_CHUNK_BYTES = 0  # (not decoded whole as a small chunk)
+    native.set_nthreads(nthreads)
     try:
         decode_selection(chunk, (40, 30), (8, 3), x.dtype, [s for s in sel], out)
     finally:
-        chunks._GROUP_BYTES = saved
+        chunks._GROUP_BYTES, chunks.SMALL_CHUNK_BYTES = saved
+        native.set_nthreads(None)
     np.testing.assert_array_equal(out, expected)
 
 
-def test_a_broken_block_in_a_group_is_named(monkeypatch):
+def test_threads_share_the_groups_and_their_copies(monkeypatch):
+    """With threads, each decodes a group into its own room and copies it out, so more than
+    one thread copies (the copy was one thread's while the others waited)."""
+    import threading
+
+    import b2store.nd.chunks as chunks
+    from b2store.chunk import native
+
+    x = data((40, 30), "<f8")
+    chunk = encode_chunk_array(x, (40, 30), (8, 3), cparams_for(x.dtype, (8, 3)))
+    copiers = set()
+    copy = chunks.copy_blocks
+
+    def counted(*args, **kwargs):
+        copiers.add(threading.get_ident())
+        threading.Event().wait(0.002)  # (so that one thread cannot take every group)
+        return copy(*args, **kwargs)
+
+    monkeypatch.setattr(chunks, "copy_blocks", counted)
+    monkeypatch.setattr(chunks, "_GROUP_BYTES", 200)  # one block (192 bytes) a group
+    monkeypatch.setattr(chunks, "SMALL_CHUNK_BYTES", 0)
+    native.set_nthreads(2)
+    try:
+        out = np.empty((40, 29), x.dtype)
+        decode_selection(chunk, (40, 30), (8, 3), x.dtype, [slice(None), slice(1, 30)], out)
+    finally:
+        native.set_nthreads(None)
+    np.testing.assert_array_equal(out, x[:, 1:])
+    assert len(copiers) == 2
+
+
+@pytest.mark.parametrize("block", [0, 30, 49])
+def test_a_broken_block_in_a_group_is_named(group_threads, monkeypatch, block):
     import b2store.nd.chunks as chunks
     from b2store.chunk.partial import read_layout
 
     x = data((40, 30), "<f8") + np.random.default_rng(0).normal(size=(40, 30))
     chunk = bytearray(encode_chunk_array(x, (40, 30), (8, 3), cparams_for(x.dtype, (8, 3))))
     layout = read_layout(bytes(chunk))
-    at = int(layout.bstarts[30])
+    at = int(layout.bstarts[block])
     chunk[at : at + 4] = (10**6).to_bytes(4, "little")  # a stream that claims too much
     monkeypatch.setattr(chunks, "_GROUP_BYTES", 600)
+    monkeypatch.setattr(chunks, "SMALL_CHUNK_BYTES", 0)
     out = np.empty((40, 29), x.dtype)
     with pytest.raises(FormatError, match="csize"):
         decode_selection(bytes(chunk), (40, 30), (8, 3), x.dtype, [slice(None), slice(1, 30)], out)
