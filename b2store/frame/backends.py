@@ -65,6 +65,7 @@ class ContiguousFrame(Backend):
     ):
         self._source = source
         self.name = source.name
+        self.remote = isinstance(source, FsspecSource)
         self.writable = writable
         self._frame_len = source.size if frame_len is None else frame_len
         self._end = self._frame_len  # where the next unpublished write goes

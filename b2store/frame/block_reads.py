@@ -32,6 +32,9 @@ def check_value_item(header, typesize: int, i: int) -> None:
             )
 
 
+# The most of a chunk's prefix read before its header says how long the prefix is.
+_PREFIX_GUESS_MOST = 1 << 16
+
 # Block layouts (a chunk's parsed block starts) kept per frame for repeated small reads.
 _LAYOUTS_KEPT = 256
 
@@ -50,8 +53,15 @@ class BlockReads:
         if i in layouts:
             return layouts[i]
         span = limit if limit is not None else MAX_BUFFERSIZE
-        head = read(0, min(partial.HEADER_BYTES, span))
-        prefix = head + read(len(head), partial.prefix_length(head) - len(head))
+        # The header and the block starts, in one read where the frame's sizes say how many
+        # blocks there are (each read of a remote frame is a round trip).
+        h = st.header
+        guess = partial.HEADER_BYTES
+        if h.chunksize > 0 and h.blocksize > 0:
+            guess += 4 * -(-h.chunksize // h.blocksize)
+        head = read(0, min(guess, span, _PREFIX_GUESS_MOST))
+        need = partial.prefix_length(head[: partial.HEADER_BYTES])
+        prefix = head[:need] if len(head) >= need else head + read(len(head), need - len(head))
         layout = partial.read_layout(prefix, size=span)
         if len(layouts) >= _LAYOUTS_KEPT:
             layouts.clear()
@@ -158,6 +168,16 @@ class BlockReads:
     def _decode_blocks(self, st: State, i: int, blocks, out, blocksize=None):
         dest = as_uint8(out, writable=True, name="out")
         entry = int(st.offsets[i])
+        if entry >= 0 and self._whole_at_once(st, i, entry, blocks):
+            # Most of a chunk of a remote frame: one request for all of it, not one for its
+            # block starts and one for its blocks.
+            decoder = ChunkDecoder(self._get_chunk(st, i))
+            if blocksize is not None and decoder.header.effective_blocksize != blocksize:
+                return None
+            if decoder.header.nbytes != len(dest):
+                raise FormatError(f"chunk {i} nbytes", str(len(dest)), decoder.header.nbytes)
+            decoder.decode_into(dest)
+            return list(range(decoder.nblocks))
         if entry >= 0:
             read, limit = self._backend.chunk_reader(entry, st.header, f"offsets[{i}]")
             layout = self._layout(st, i, read, limit)
@@ -193,6 +213,18 @@ class BlockReads:
         pieces = [read(start, stop - start) for start, stop in plan.ranges]
         partial.decode_blocks(plan, prefix, pieces, out)
         return list(plan.blocks)
+
+    def _whole_at_once(self, st: State, i: int, entry: int, blocks) -> bool:
+        """Whether chunk ``i`` of a remote frame is read whole for ``blocks``: more than
+        half of its blocks, and its block starts not already kept."""
+        h = st.header
+        if not self._backend.remote or h.chunksize <= 0 or h.blocksize <= 0:
+            return False
+        kept = self._layouts
+        if kept[0] is st and i in kept[1]:
+            return False
+        nblocks = -(-h.chunksize // h.blocksize)
+        return 2 * len(set(blocks)) > nblocks and self._span(st, entry) > 0
 
 
 def _fewer_blocks(i: int, exc: IndexError) -> FormatError:

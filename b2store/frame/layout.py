@@ -41,6 +41,9 @@ class Backend:
     contiguous = True
     writable = False
     name = "<frame>"
+    # Read by requests over a network: each read a round trip, so reads are made fewer and
+    # larger (a whole chunk in one, to the next stored chunk's start).
+    remote = False
 
     # --- reading ---------------------------------------------------------------------------
     @property
@@ -68,14 +71,23 @@ class Backend:
         """(file name or URL, byte offset, length) of a stored chunk."""
         raise NotImplementedError  # pragma: no cover - interface
 
-    def read_chunk(self, entry: int, header: FrameHeader, field: str = "chunk offset") -> bytes:
-        """A stored chunk, whole: exactly its ``cbytes``, checked to fit where it lies."""
+    def read_chunk(
+        self, entry: int, header: FrameHeader, field: str = "chunk offset", span: int = 0
+    ) -> bytes:
+        """A stored chunk, whole: exactly its ``cbytes``, checked to fit where it lies.
+        ``span``: bytes it takes at most (up to the next stored chunk), read at once; 0: its
+        header first, then the rest."""
         read, limit = self.chunk_reader(entry, header, field)
-        head = read(0, MIN_HEADER_LENGTH)
+        if span:
+            span = span if limit is None else min(span, limit)
+            data = read(0, span)
+            head, limit = data[:MIN_HEADER_LENGTH], span
+        else:
+            data = head = read(0, MIN_HEADER_LENGTH)
         cbytes = int.from_bytes(head[12:16], "little", signed=True)
         if cbytes < MIN_HEADER_LENGTH or (limit is not None and cbytes > limit):
             raise FormatError("chunk cbytes", f"a chunk inside its storage ({limit})", cbytes, 12)
-        return read(0, cbytes)
+        return data[:cbytes] if len(data) >= cbytes else read(0, cbytes)
 
     # --- writing ---------------------------------------------------------------------------
     def store(self, chunk: bytes, header: FrameHeader, in_use) -> int:  # pragma: no cover

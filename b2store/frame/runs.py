@@ -112,12 +112,32 @@ class RunReads:
         self._bounds = (state, starts, int(np.diff(starts).max(initial=0)))
         return starts
 
+    def _span(self, state: State, entry: int) -> int:
+        """For a frame read over a network, where each read is a round trip: the bytes the
+        chunk stored at ``entry`` may take (up to the next stored chunk), for it to be read
+        in one request. 0 (read its header first) for a local frame, or where that room is
+        much more than a chunk of the frame needs (bytes no chunk names lie after it)."""
+        backend = self._backend
+        if not backend.remote or not backend.contiguous:
+            return 0
+        starts = self._stored_starts(state)
+        k = int(np.searchsorted(starts, entry, side="right"))
+        if k >= len(starts):
+            return 0
+        chunksize = state.header.chunksize
+        most = chunksize + chunksize // 8 + 4096 if chunksize > 0 else _SPAN_MOST
+        span = int(starts[k]) - entry
+        return span if span <= most else 0
+
     def widest_stored(self, state: State) -> int:
         """The most bytes any chunk stored in ``state`` can take (the widest gap between
         neighbouring stored starts); kept per state."""
         self._stored_starts(state)
         return self._bounds[2]
 
+
+# A chunk of a frame of chunks of many sizes read remotely in one request up to this size.
+_SPAN_MOST = 4 << 20
 
 # Up to this many chunks, runs are planned in Python lists: NumPy's twenty small operations
 # cost about 35 us, more than decoding a few 20 kB chunks.

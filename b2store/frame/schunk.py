@@ -507,7 +507,7 @@ class SChunk(Changes, BlockReads, RunReads):
         entry = int(st.offsets[i])
         if entry < 0:
             return self._special(i, entry, st)
-        chunk = self._backend.read_chunk(entry, st.header, f"offsets[{i}]")
+        chunk = self._backend.read_chunk(entry, st.header, f"offsets[{i}]", self._span(st, entry))
         if len(chunk) <= _VALUE_CHUNK_MAX:
             check_value_item(ChunkHeader.from_bytes(chunk), st.header.typesize, i)
         return chunk

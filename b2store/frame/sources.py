@@ -227,10 +227,19 @@ class RangeSource(ByteSource):
         self.name = state["name"]
 
 
+# A frame is opened from its two ends: its header and metalayers at the start, its index and
+# trailer at the end, each a few small reads. Remotely each read is a round trip (tens of ms on
+# an object store), so the first read that lies within this many bytes of either end fetches
+# them all at once and the next reads there are answered from it: opening a frame costs two
+# requests (and the size). A chunk that lies there is read from it too.
+END_BYTES = 16 << 10
+
+
 class FsspecSource(RangeSource):
     """A file behind an fsspec URL (``http://``, ``s3://``, ``memory://`` ...), read by byte
     ranges only. Transient failures are tried again; every failure is an ``OSError`` naming
-    the URL (see :mod:`b2store.frame.remote`)."""
+    the URL (see :mod:`b2store.frame.remote`). The first and last :data:`END_BYTES` are kept
+    once read (not in a pickle)."""
 
     def __init__(self, url: str, storage_options: dict | None = None, offset: int = 0):
         import fsspec
@@ -243,6 +252,31 @@ class FsspecSource(RangeSource):
         if size < 0:
             raise FormatError("offset", f"inside {url}", offset)
         super().__init__(self._fetch, size, name=url)
+        self._ends: dict[bool, tuple[int, bytes]] = {}
+        self._ends_lock = threading.Lock()
+
+    def read(self, offset: int, size: int) -> bytes:
+        self._check(offset, size, self._size)
+        near = min(END_BYTES, self._size)
+        if offset + size <= near:
+            start, data = self._end(False, 0, near)
+        elif offset >= self._size - near:
+            start, data = self._end(True, self._size - near, self._size)
+        else:
+            return super().read(offset, size)
+        return data[offset - start : offset - start + size]
+
+    def _end(self, tail: bool, start: int, stop: int) -> tuple[int, bytes]:
+        with self._ends_lock:
+            kept = self._ends.get(tail)
+            if kept is None:
+                data = bytes(self._fetch(start, stop))
+                if len(data) != stop - start:
+                    raise FormatError(
+                        "frame", f"{stop - start} bytes at {start}", f"{len(data)} (short read)"
+                    )
+                kept = self._ends[tail] = (start, data)
+            return kept
 
     def _fetch(self, start: int, stop: int) -> bytes:
         return remote.call(self.url, self._range, self.offset + start, self.offset + stop)

@@ -111,8 +111,10 @@ class SparseFrame(Backend):
                 "chunk file", f"{path.name} in {self.directory}", "no such file"
             ) from None
 
-    def read_chunk(self, entry: int, header: FrameHeader, field: str = "chunk offset") -> bytes:
-        path = self.chunk_path(entry)
+    def read_chunk(
+        self, entry: int, header: FrameHeader, field: str = "chunk offset", span: int = 0
+    ) -> bytes:
+        path = self.chunk_path(entry)  # (a file of its own, read whole: no span needed)
         try:
             data = _files.read_regular(path)
         except FileNotFoundError:

@@ -17,7 +17,8 @@ pytest.importorskip("aiohttp", reason="fsspec's HTTP filesystem needs aiohttp")
 zarr = pytest.importorskip("zarr")
 xr = pytest.importorskip("xarray")
 
-DATA = np.arange(60 * 40, dtype="<f8").reshape(60, 40)
+# Large enough that its chunks lie past the ends of the frame a remote source keeps once read.
+DATA = np.random.default_rng(5).random((120, 400))
 
 
 @pytest.fixture(autouse=True)

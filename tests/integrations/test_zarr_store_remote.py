@@ -55,9 +55,10 @@ def test_remote_store_keeps_zarrs_reads_async(tmp_path):
     # zarr's fused pipeline would wait for each request in a pool of one thread per core: a
     # remote store says it has no sync IO (as zarr's network stores do), a local one says it
     # has. Its get_sync still reads, by ranges like get.
-    data = np.arange(3000.0).reshape(60, 50)
+    # (chunks past the ends of the frame a remote source keeps once read)
+    data = np.random.default_rng(2).random((60, 500))
     path = tmp_path / "a.b2nd"
-    blosc2.asarray(data, urlpath=str(path), mode="w", chunks=(20, 50), blocks=(5, 50))
+    blosc2.asarray(data, urlpath=str(path), mode="w", chunks=(20, 500), blocks=(5, 500))
     local = B2ndStore(path)
     with serve_directory(tmp_path) as (url, served):
         remote = B2ndStore(f"{url}/a.b2nd")
