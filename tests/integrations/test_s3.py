@@ -1,0 +1,176 @@
+"""Blosc2 data in an S3 bucket: frames written by python-blosc2, put on a real S3 API on
+localhost (moto's server, started and stopped by these tests, tests/s3server.py), read
+through ``b2store.open``, the ``b2nd`` engine and ``B2ndStore`` with ``s3://`` URLs and
+fsspec's ``storage_options``, counting the requests the server answers.
+
+What object storage asks of a reader: every request is a round trip (tens of ms), so a frame
+opens in two small GETs (and the size), a whole chunk is one ranged GET, and a read of a few
+blocks fetches little more than those blocks' bytes.
+"""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+pytest.importorskip("s3fs", reason="s3:// URLs are read by fsspec's s3fs (test extra)")
+pytest.importorskip("moto.server", reason="the local S3 API is moto's server (test extra)")
+blosc2 = pytest.importorskip("blosc2")
+xr = pytest.importorskip("xarray")
+zarr = pytest.importorskip("zarr")
+
+from s3server import S3Server  # noqa: E402
+
+import b2store  # noqa: E402
+from b2store.chunk.partial import read_layout  # noqa: E402
+from b2store.frame.sources import END_BYTES  # noqa: E402
+
+SHAPE, CHUNKS, BLOCKS = (1000, 600), (100, 600), (10, 600)
+
+
+@pytest.fixture(scope="module")
+def s3():
+    server = S3Server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def field(s3, tmp_path_factory):
+    """A float64 field written by python-blosc2 as one contiguous frame, put in a bucket:
+    ``(url, data, local path)``."""
+    data = np.random.default_rng(7).normal(280, 5, SHAPE).round(2)
+    path = tmp_path_factory.mktemp("s3") / "field.b2nd"
+    arr = blosc2.asarray(data, urlpath=str(path), mode="w", chunks=CHUNKS, blocks=BLOCKS)
+    arr.vlmeta["_ARRAY_DIMENSIONS"] = ["y", "x"]
+    del arr
+    url = s3.put(s3.new_bucket(), "field.b2nd", path.read_bytes())
+    return url, data, path
+
+
+def _gets(s3):
+    return s3.counted("GET")
+
+
+def _chunk_bytes(path, nchunk: int) -> tuple[int, int, bytes]:
+    """(offset in the file, cbytes, the chunk's bytes) of chunk ``nchunk``, as python-blosc2
+    reads the frame."""
+    arr = blosc2.open(str(path))  # (held: its schunk does not keep it alive)
+    chunk = arr.schunk.get_chunk(nchunk)
+    data = path.read_bytes()
+    at = data.index(chunk)
+    return at, len(chunk), chunk
+
+
+def test_a_frame_opens_in_two_small_gets(s3, field):
+    url, data, _ = field
+    s3.reset()
+    arr = b2store.open(url, storage_options=s3.storage_options)
+    assert arr.shape == data.shape and arr.chunks == CHUNKS and arr.blocks == BLOCKS
+    gets = _gets(s3)
+    assert len(gets) <= 2
+    assert all(g.range and g.range.startswith("bytes=") and g.sent <= END_BYTES for g in gets)
+    # Beside them only the object's size (a HEAD): nothing else is asked.
+    assert {r.method for r in s3.counted()} <= {"GET", "HEAD"}
+    assert len(s3.counted("HEAD")) <= 1
+
+
+def test_a_whole_chunk_is_one_ranged_get(s3, field):
+    url, data, path = field
+    arr = b2store.open(url, storage_options=s3.storage_options)
+    at, cbytes, _ = _chunk_bytes(path, 4)
+    s3.reset()
+    np.testing.assert_array_equal(arr[400:500], data[400:500])
+    gets = _gets(s3)
+    assert len(gets) == 1
+    assert gets[0].range == f"bytes={at}-{at + cbytes - 1}" and gets[0].sent == cbytes
+
+
+def test_a_few_blocks_fetch_little_more_than_their_bytes(s3, field):
+    url, data, path = field
+    arr = b2store.open(url, storage_options=s3.storage_options)
+    _, _, chunk = _chunk_bytes(path, 7)
+    layout = read_layout(chunk)
+    starts = [int(s) for s in layout.bstarts] + [len(chunk)]
+    for key, blocks in [((slice(705, 706), slice(3, 9)), [0]),
+                        ((slice(712, 731), slice(None)), [1, 2, 3])]:  # fmt: skip
+        s3.reset()
+        np.testing.assert_array_equal(arr[key], data[key])
+        needed = sum(starts[b + 1] - starts[b] for b in blocks)
+        fetched = sum(g.sent for g in _gets(s3))
+        assert needed <= fetched <= 1.1 * needed, (key, needed, fetched)
+
+
+def test_a_whole_read_fetches_each_chunk_once(s3, field):
+    url, data, path = field
+    arr = b2store.open(url, storage_options=s3.storage_options)
+    s3.reset()
+    np.testing.assert_array_equal(arr[...], data)
+    assert sum(g.sent for g in _gets(s3)) <= path.stat().st_size
+
+
+def test_the_engine_reads_a_bucket_lazily(s3, field):
+    url, data, _ = field
+    s3.reset()
+    with xr.open_dataset(url, engine="b2nd", storage_options=s3.storage_options) as ds:
+        assert ds["data"].dims == ("y", "x")
+        opening = len(_gets(s3))
+        assert opening <= 2
+        np.testing.assert_array_equal(ds["data"].isel(y=555).values, data[555])
+        # One time step of one chunk: its prefix and one block, not the chunk.
+        assert len(_gets(s3)) - opening <= 2
+    with xr.open_dataset(url, engine="b2nd", storage_options=s3.storage_options, chunks={}) as ds:
+        np.testing.assert_allclose(ds["data"].mean("y").values, data.mean(0), rtol=1e-12)
+
+
+def test_zarr_reads_a_bucket_through_b2ndstore(s3, field):
+    from b2store.integrations.zarr.store import B2ndStore
+
+    url, data, _ = field
+    z = zarr.open_array(B2ndStore(url, storage_options=s3.storage_options), mode="r")
+    np.testing.assert_array_equal(z[123:456, 17], data[123:456, 17])
+    np.testing.assert_array_equal(z[...], data)
+
+
+def test_an_array_from_a_bucket_pickles_as_its_recipe(s3, field):
+    url, data, _ = field
+    arr = b2store.open(url, storage_options=s3.storage_options)
+    blob = pickle.dumps(arr)
+    assert b"field.b2nd" in blob and len(blob) < 4096  # the URL and options, no bytes
+    child = textwrap.dedent("""
+        import pickle, sys
+        arr = pickle.loads(sys.stdin.buffer.read())
+        sys.stdout.write(repr(float(arr[876, 543])))
+    """)
+    out = subprocess.run([sys.executable, "-c", child], input=blob, capture_output=True,
+                         check=True, timeout=120)  # fmt: skip
+    assert float(out.stdout) == data[876, 543]
+
+
+def test_a_b2z_tree_in_a_bucket(s3, tmp_path):
+    temp = np.random.default_rng(1).random((300, 400))
+    path = tmp_path / "t.b2z"
+    with blosc2.TreeStore(str(path), mode="w") as ts:
+        ts["/temp"] = blosc2.asarray(temp, chunks=(100, 400), blocks=(10, 400))
+        ts["/grp/lon"] = np.arange(40.0)
+        ts.vlmeta["title"] = "in a bucket"
+    url = s3.put(s3.new_bucket(), "t.b2z", path.read_bytes())
+    arrays = b2store.open_tree(url, storage_options=s3.storage_options).arrays()
+    assert set(arrays) == {"/temp", "/grp/lon"}
+    np.testing.assert_array_equal(arrays["/grp/lon"].open()[...], np.arange(40.0))
+    t = arrays["/temp"].open()
+    np.testing.assert_array_equal(t[55, :9], temp[55, :9])
+    s3.reset()
+    np.testing.assert_array_equal(t[150:160], temp[150:160])
+    assert sum(g.sent for g in _gets(s3)) < path.stat().st_size / 3
+
+
+def test_a_missing_object_is_file_not_found(s3):
+    bucket = s3.new_bucket()
+    with pytest.raises(FileNotFoundError, match="nothing.b2nd"):
+        b2store.open(f"s3://{bucket}/nothing.b2nd", storage_options=s3.storage_options)

@@ -1,0 +1,116 @@
+"""A real S3 API on localhost for the object-storage tests: moto's server, in a thread of the
+test process, behind a counter of the requests it answers (method, key, range, bytes sent)
+and an optional delay per request, as an object store far away would answer.
+
+The tests start and stop it themselves (the ``s3`` fixture in conftest.py); nothing outside
+the test process is needed beyond the ``moto[server]`` and ``s3fs`` packages of the test
+extra.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+# Credentials moto accepts: any, as long as some are given (none are looked up on the machine).
+KEY, SECRET, REGION = "b2store-test", "b2store-test", "us-east-1"
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str
+    range: str | None
+    status: int
+    sent: int  # body bytes in the answer
+
+
+class S3Server:
+    """moto's S3 on ``127.0.0.1`` (a free port), counting what it answers."""
+
+    def __init__(self):
+        from moto.moto_server import werkzeug_app
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+        from werkzeug.serving import WSGIRequestHandler, make_server
+
+        # (moto's own handler, where it has one: newer releases answer S3's ``Expect`` with it)
+        handler = getattr(werkzeug_app, "MotoRequestHandler", WSGIRequestHandler)
+
+        class Quiet(handler):
+            def log_request(self, *args, **kwargs):  # (one line per request otherwise)
+                pass
+
+        self.delay = 0.0
+        self.requests: list[Request] = []
+        self._lock = threading.Lock()
+        app = DomainDispatcherApplication(create_backend_app)
+        self._server = make_server("127.0.0.1", 0, self._counting(app), True,
+                                   request_handler=Quiet)  # fmt: skip
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        host, port = self._server.server_address[:2]
+        self.endpoint = f"http://{host}:{port}"
+
+    def _counting(self, app):
+        def wrapped(environ, start_response):
+            if self.delay:
+                time.sleep(self.delay)
+            status = []
+
+            def starting(code, headers, *args):
+                status.append(int(code.split()[0]))
+                return start_response(code, headers, *args)
+
+            body = list(app(environ, starting))
+            path = environ.get("PATH_INFO", "")
+            if environ.get("QUERY_STRING"):
+                path += "?" + environ["QUERY_STRING"]
+            request = Request(environ["REQUEST_METHOD"], path, environ.get("HTTP_RANGE"),
+                              status[0] if status else 0, sum(len(b) for b in body))  # fmt: skip
+            with self._lock:
+                self.requests.append(request)
+            return body
+
+        return wrapped
+
+    @property
+    def storage_options(self) -> dict:
+        """fsspec's (s3fs's) options for this server, fresh connections each time."""
+        return {
+            "key": KEY,
+            "secret": SECRET,
+            "client_kwargs": {"endpoint_url": self.endpoint, "region_name": REGION},
+            # (a listing cached by one test must not answer for the next)
+            "use_listings_cache": False,
+            "skip_instance_cache": True,
+        }
+
+    def client(self):
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=KEY,
+                            aws_secret_access_key=SECRET, region_name=REGION)  # fmt: skip
+
+    def new_bucket(self) -> str:
+        name = "b2store-" + uuid.uuid4().hex[:12]
+        self.client().create_bucket(Bucket=name)
+        return name
+
+    def put(self, bucket: str, key: str, data: bytes) -> str:
+        self.client().put_object(Bucket=bucket, Key=key, Body=data)
+        return f"s3://{bucket}/{key}"
+
+    def reset(self) -> None:
+        """Forget the requests counted so far."""
+        with self._lock:
+            self.requests.clear()
+
+    def counted(self, method: str | None = None) -> list[Request]:
+        with self._lock:
+            return [r for r in self.requests if method is None or r.method == method]
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._thread.join()
