@@ -174,3 +174,45 @@ def test_a_missing_object_is_file_not_found(s3):
     bucket = s3.new_bucket()
     with pytest.raises(FileNotFoundError, match="nothing.b2nd"):
         b2store.open(f"s3://{bucket}/nothing.b2nd", storage_options=s3.storage_options)
+
+
+@pytest.mark.slow
+def test_a_cluster_of_processes_reads_its_chunks_from_the_bucket(s3, tmp_path):
+    """``open_mfdataset(..., parallel=True, chunks={})`` of frames in a bucket on a
+    ``LocalCluster`` of processes: the graph holds recipes (URL, options, chunk), not bytes,
+    and each worker reads its chunks from the bucket; the climatology equals NumPy's."""
+    import pickle
+
+    distributed = pytest.importorskip("distributed")
+    bucket = s3.new_bucket()
+    rng = np.random.default_rng(11)
+    parts, urls = [], []
+    for k in range(4):  # (xarray globs remote URLs for engine="zarr" only: a list it is)
+        part = rng.normal(280, 5, (6, 40, 50)).round(3)
+        path = tmp_path / f"m{k}.b2nd"
+        arr = blosc2.asarray(part, urlpath=str(path), mode="w", chunks=(3, 20, 50),
+                             blocks=(1, 20, 50))  # fmt: skip
+        arr.vlmeta["_ARRAY_DIMENSIONS"] = ["time", "y", "x"]
+        del arr
+        parts.append(part)
+        urls.append(s3.put(bucket, f"m{k}.b2nd", path.read_bytes()))
+    expected = np.concatenate(parts).mean(0)
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,  # fmt: skip
+        distributed.Client(cluster),
+    ):
+        ds = xr.open_mfdataset(urls, engine="b2nd", parallel=True, chunks={}, combine="nested",
+                               concat_dim="time", storage_options=s3.storage_options)  # fmt: skip
+        climatology = ds["data"].mean("time")
+        # Recipes (URL, options, which chunk), not data: the whole graph is smaller than
+        # the data of one file (48 kB), for 16 chunks.
+        nbytes = len(pickle.dumps(dict(climatology.data.__dask_graph__())))
+        assert nbytes < parts[0].nbytes, nbytes
+        s3.reset()
+        np.testing.assert_allclose(climatology.compute().values, expected, rtol=1e-12)
+        # The workers read the chunks from the bucket (nothing was sent them but the graph).
+        stored = sum((tmp_path / f"m{k}.b2nd").stat().st_size for k in range(4))
+        assert sum(r.sent for r in s3.counted("GET")) >= 0.9 * stored
+        ds.close()
