@@ -42,8 +42,9 @@ class S3Server:
             def log_request(self, *args, **kwargs):  # (one line per request otherwise)
                 pass
 
-        self.delay = 0.0
+        self.delay = 0.0  # seconds each request waits before it is answered
         self.requests: list[Request] = []
+        self.in_flight = self.most_in_flight = 0
         self._lock = threading.Lock()
         app = DomainDispatcherApplication(create_backend_app)
         self._server = make_server("127.0.0.1", 0, self._counting(app), True,
@@ -55,8 +56,18 @@ class S3Server:
 
     def _counting(self, app):
         def wrapped(environ, start_response):
-            if self.delay:
-                time.sleep(self.delay)
+            with self._lock:
+                self.in_flight += 1
+                self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            try:
+                if self.delay:
+                    time.sleep(self.delay)
+                return answer(environ, start_response)
+            finally:
+                with self._lock:
+                    self.in_flight -= 1
+
+        def answer(environ, start_response):
             status = []
 
             def starting(code, headers, *args):
@@ -106,6 +117,7 @@ class S3Server:
         """Forget the requests counted so far."""
         with self._lock:
             self.requests.clear()
+            self.most_in_flight = self.in_flight
 
     def counted(self, method: str | None = None) -> list[Request]:
         with self._lock:

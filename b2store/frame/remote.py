@@ -14,12 +14,48 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 
 from ..errors import RemoteError
 
-__all__ = ["RETRY_DELAYS", "ShortBody", "call"]
+__all__ = ["CONCURRENT_REQUESTS", "RETRY_DELAYS", "ShortBody", "call", "overlapped"]
+
+#: Requests in flight at once when a read needs many chunks of a remote frame: each waits for
+#: its round trip (tens of ms on an object store) beside the others, not after them.
+CONCURRENT_REQUESTS = 16
+
+# The pool, with its size and the process it was made in (a forked child makes its own: the
+# parent's threads are not in it).
+_pool: dict = {"executor": None, "size": 0, "pid": 0}
+_pool_lock = threading.Lock()
+
+
+def overlapped(fn: Callable, items) -> None:
+    """``fn(item)`` for each of ``items``, up to :data:`CONCURRENT_REQUESTS` at once (in
+    threads: fsspec's calls wait on its own event loop, so many threads can wait at once).
+    The first failure is raised, after the calls in flight end."""
+    items = list(items)
+    if len(items) <= 1 or CONCURRENT_REQUESTS <= 1:
+        for item in items:
+            fn(item)
+        return
+    with _pool_lock:
+        key = (CONCURRENT_REQUESTS, os.getpid())
+        if _pool["executor"] is None or (_pool["size"], _pool["pid"]) != key:
+            if _pool["executor"] is not None and _pool["pid"] == key[1]:
+                _pool["executor"].shutdown(wait=False)
+            _pool["executor"] = ThreadPoolExecutor(key[0], thread_name_prefix="b2store-requests")
+            _pool["size"], _pool["pid"] = key
+        pool = _pool["executor"]
+    jobs = [pool.submit(fn, item) for item in items]
+    wait(jobs)
+    for job in jobs:
+        job.result()
+
 
 #: Seconds to wait before each new try of a transient failure: three more tries, 0.7 s in
 #: all. Set it (a tuple; ``()`` tries once) to change how hard remote reads insist.

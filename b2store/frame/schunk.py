@@ -439,6 +439,12 @@ class SChunk(Changes, BlockReads, RunReads):
         return self._backend.contiguous
 
     @property
+    def remote(self) -> bool:
+        """Read by requests over a network (each a round trip): reads of many chunks are
+        then overlapped (:func:`b2store.frame.remote.overlapped`)."""
+        return self._backend.remote
+
+    @property
     def codec(self) -> Codec | int:
         try:
             return Codec(self.header.compcode)

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..constants import MAX_TYPESIZE
 from ..errors import FormatError
+from ..frame import remote
 from ..frame.schunk import READ_TRIES, SChunk
 from . import fancy, runs
 from .carriers import check_holds_data
@@ -310,8 +311,9 @@ class B2ndArray(ArrayWrites):
                         self._read_parts(few, grid, out, scratch, st)
                 else:
                     others = _chunks_touched(dims, self.chunks)
-                for coords, parts in others:
-                    self._read_chunk(_c_index(coords, grid), parts, out, scratch, st)
+                self._read_each(
+                    ((_c_index(coords, grid), parts) for coords, parts in others), out, scratch, st
+                )
                 return
             except FormatError:
                 if not schunk.refreshed(st):
@@ -373,8 +375,21 @@ class B2ndArray(ArrayWrites):
         )  # fmt: skip
         if len(left):
             rows = tuple(column[left] for column in few)
-            for k, (_, parts) in zip(left.tolist(), table_parts(rows)):
-                self._read_chunk(int(nchunks[k]), parts, out, scratch, state)
+            parts = (p for _, p in table_parts(rows))
+            self._read_each(zip(nchunks[left].tolist(), parts), out, scratch, state)
+
+    def _read_each(self, work, out: np.ndarray, scratch: np.ndarray, state) -> None:
+        """:meth:`_read_chunk` of each ``(nchunk, parts)`` of ``work``; of a remote frame,
+        with their requests overlapped (each a round trip), each with a scratch of its own."""
+        if not self.schunk.remote:
+            for nchunk, parts in work:
+                self._read_chunk(nchunk, parts, out, scratch, state)
+            return
+
+        def one(item) -> None:
+            self._read_chunk(item[0], item[1], out, np.empty_like(scratch), state)
+
+        remote.overlapped(one, work)
 
     def _read_fancy(self, plan: fancy.FancyPlan) -> np.ndarray:
         """An index-array key read piece by piece: of each chunk its points fall in, the

@@ -6,6 +6,8 @@ failure (a 5xx, a dropped connection, a body cut short) is tried again; one that
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from http_server import Faults, serve_directory
@@ -96,6 +98,33 @@ def test_a_fault_after_opening_is_a_remote_error_too(root):
         faults.always = None
         faults.plan = ["500", "truncate", "reset"]  # three in a row: the fourth try reads
         assert arr[25, 3] == DATA[25, 3]
+
+
+def test_a_fault_in_a_read_of_many_chunks_is_a_remote_error(root):
+    # (their requests overlapped in threads: the failure still reaches the caller, once)
+    faults = Faults()
+    with serve_directory(root, faults) as (url, _):
+        arr = b2store.open(f"{url}/a.b2nd")
+        faults.always = "503"
+        with pytest.raises(b2store.RemoteError, match="HTTP 503") as info:
+            arr[5:115, 3:380:7]
+        assert info.value.tries == 4
+        faults.always = None
+        np.testing.assert_array_equal(arr[5:115, 3:380:7], DATA[5:115, 3:380:7])
+
+
+def test_overlapped_calls_raise_the_first_failure_after_the_others_end():
+    done = []
+
+    def call(k):
+        if k == 3:
+            raise ValueError("number 3")
+        time.sleep(0.01)
+        done.append(k)
+
+    with pytest.raises(ValueError, match="number 3"):
+        remote.overlapped(call, range(20))
+    assert sorted(done) == [k for k in range(20) if k != 3]
 
 
 def test_retries_are_configurable(root, monkeypatch):

@@ -14,6 +14,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -168,6 +169,39 @@ def test_a_b2z_tree_in_a_bucket(s3, tmp_path):
     s3.reset()
     np.testing.assert_array_equal(t[150:160], temp[150:160])
     assert sum(g.sent for g in _gets(s3)) < path.stat().st_size / 3
+
+
+@pytest.mark.slow
+def test_a_time_step_of_100_chunks_overlaps_its_requests(s3, tmp_path):
+    """Object stores answer in tens of ms. One time step that lies in 100 chunks (a few
+    blocks of each: two requests a chunk) keeps many requests in flight at once, so with 20 ms
+    added to every answer it takes under 3x its time without (one after the other it would
+    add 200 x 20 ms)."""
+    data = np.random.default_rng(3).random((20, 100, 1000)).astype("<f4")
+    path = tmp_path / "steps.b2nd"
+    blosc2.asarray(data, urlpath=str(path), mode="w", chunks=(10, 10, 100), blocks=(1, 10, 100))
+    url = s3.put(s3.new_bucket(), "steps.b2nd", path.read_bytes())
+
+    def one_step(k: int) -> float:
+        arr = b2store.open(url, storage_options=s3.storage_options)
+        start = time.perf_counter()
+        got = arr[k]
+        took = time.perf_counter() - start
+        np.testing.assert_array_equal(got, data[k])
+        return took
+
+    took = {0.0: [], 0.02: []}
+    try:
+        for k, delay in enumerate([0.0, 0.02, 0.0, 0.02]):
+            s3.delay = delay
+            s3.reset()
+            took[delay].append(one_step(3 + 4 * k))
+            assert len(s3.counted("GET")) >= 200  # (100 chunks: block starts and a block)
+            if delay:
+                assert s3.most_in_flight >= 8
+    finally:
+        s3.delay = 0.0
+    assert min(took[0.02]) < 3 * min(took[0.0]), took
 
 
 def test_a_missing_object_is_file_not_found(s3):
