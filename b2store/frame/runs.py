@@ -11,10 +11,12 @@ own size against what the run holds for it.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 import numpy as np
 
+from . import remote
 from .changes import State
 
 __all__ = ["RunReads"]
@@ -47,9 +49,15 @@ class RunReads:
             return
         plan = plan_runs if len(nchunks) > FEW_CHUNKS else plan_few_runs
         base = state.header.header_len
-        for first, last, which, starts, ends in plan(
+        runs = plan(
             state.offsets[nchunks], self._stored_starts(state), state.header.cbytes, max_bytes
-        ):
+        )
+        if self._backend.remote:
+            # Each read a round trip: as many runs as there are requests in flight at once
+            # are read side by side, then handed on in order.
+            yield from self._overlapped_runs(runs, base)
+            return
+        for first, last, which, starts, ends in runs:
             if alone is not None and len(which) == 1:
                 alone.append(int(which[0]))
                 continue
@@ -59,6 +67,26 @@ class RunReads:
                 np.asarray(starts, np.int64),
                 np.asarray(ends, np.int64),
             )
+
+    def _overlapped_runs(self, runs, base: int):
+        runs = iter(runs)
+        read = self._backend.read
+        while batch := list(itertools.islice(runs, remote.CONCURRENT_REQUESTS)):
+            got: dict[int, bytes] = {}
+
+            def fetch(k: int, batch=batch, got=got) -> None:
+                first, last = batch[k][0], batch[k][1]
+                got[k] = read(base + first, last - first)
+
+            remote.overlapped(fetch, range(len(batch)))
+            for k, (_, _, which, starts, ends) in enumerate(batch):
+                data = got[k]
+                yield (
+                    data,
+                    np.asarray(which, np.int64),
+                    np.asarray(starts, np.int64),
+                    np.asarray(ends, np.int64),
+                )
 
     def file_positions(self, nchunks: np.ndarray, state: State):
         """Where chunks ``nchunks`` of committed state ``state`` lie in the frame's file,

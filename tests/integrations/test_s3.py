@@ -204,6 +204,26 @@ def test_a_time_step_of_100_chunks_overlaps_its_requests(s3, tmp_path):
     assert min(took[0.02]) < 3 * min(took[0.0]), took
 
 
+def test_a_column_of_whole_chunks_overlaps_its_requests(s3, tmp_path):
+    """Whole chunks that do not lie side by side in the frame (a column of a 2-d grid) are a
+    request each: read side by side, each once."""
+    data = np.random.default_rng(4).random((400, 600)).astype("<f4")
+    path = tmp_path / "grid.b2nd"
+    blosc2.asarray(data, urlpath=str(path), mode="w", chunks=(10, 60), blocks=(10, 60))
+    url = s3.put(s3.new_bucket(), "grid.b2nd", path.read_bytes())
+    arr = b2store.open(url, storage_options=s3.storage_options)
+    s3.delay = 0.02
+    try:
+        s3.reset()
+        np.testing.assert_array_equal(arr[:, 120:180], data[:, 120:180])
+    finally:
+        s3.delay = 0.0
+    gets = s3.counted("GET")
+    # One request a chunk (a chunk within the frame's first 16 kB was read on opening)
+    assert 38 <= len(gets) <= 40 and len({g.range for g in gets}) == len(gets)
+    assert s3.most_in_flight >= 8
+
+
 def test_a_missing_object_is_file_not_found(s3):
     bucket = s3.new_bucket()
     with pytest.raises(FileNotFoundError, match="nothing.b2nd"):
