@@ -8,6 +8,7 @@ defaults (Zstd, clevel 5, shuffle), and constant chunks are stored as special ch
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import os
 import shutil
@@ -27,7 +28,9 @@ from ..chunk.encoder import (
     writable_dtype,
 )
 from ..constants import SpecialValue
+from ..errors import UnsupportedError
 from ..frame.schunk import SChunk, replace_path, staging_path
+from ..frame.sources import is_url
 from ..frame.vlmeta_codec import pack_value
 from .array import B2ndArray
 from .carriers import MARKERS
@@ -196,6 +199,7 @@ def asarray(
     vlmeta: Mapping[str, Any] | None = None,
     nthreads: int | None = None,
     progress: bool | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> B2ndArray:
     """Write ``array`` as a b2nd frame (in memory when ``urlpath`` is None).
 
@@ -204,7 +208,9 @@ def asarray(
     array : array_like
         The data (any fixed-size dtype).
     urlpath : str or path, optional
-        The ``.b2nd`` file (or sparse-frame directory) to write; None keeps it in memory.
+        The ``.b2nd`` file (or sparse-frame directory) to write; None keeps it in memory. An
+        fsspec URL (``s3://bucket/x.b2nd``) stores one contiguous frame there, whole in one
+        request, and returns it opened for reading.
     chunks, blocks : tuple of int, optional
         Chunk and block shapes; python-blosc2's choice for the shape and item size when None.
     codec : str or Codec
@@ -234,6 +240,8 @@ def asarray(
         A tqdm bar on stderr counting the bytes encoded: always (True), never (False), or
         (None, the default) when stderr is a terminal and the array is large (more than
         64 MiB or 16 chunks, see :mod:`b2store._progress`).
+    storage_options : mapping, optional
+        fsspec's options for a URL ``urlpath`` (credentials, endpoint).
 
     Unknown keywords raise TypeError: attributes go in ``vlmeta``, never loose keywords.
 
@@ -248,7 +256,31 @@ def asarray(
     """
     opts = _Options.of(locals())
     data = np.asarray(array)
+    if is_url(urlpath):
+        return _to_object(data, urlpath, opts, progress, storage_options)
+    if storage_options:
+        raise ValueError("storage_options are for a URL urlpath (s3://...), not a local path")
     return _from_array(data, urlpath, opts, progress)
+
+
+def _to_object(data: np.ndarray, url: str, opts: _Options, progress, storage_options):
+    """``data`` as a contiguous frame in an object store. Object stores have no rename and no
+    append: the frame is made in memory and stored in one request (one PUT; s3fs sends a
+    large object as a multipart upload, completed only when whole), so the object holds the
+    frame it held before or the new one, never a part."""
+    from ..frame import remote
+
+    if not opts.contiguous:
+        raise UnsupportedError("sparse frame in an object store (contiguous=False)", url)
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+    if opts.mode == "x" and remote.call(url, fs.exists, path):
+        raise FileExistsError(errno.EEXIST, "the object exists (mode='x')", url)
+    made = _from_array(data, None, opts, progress)
+    remote.call(url, fs.pipe_file, path, made.schunk.to_cframe())
+    schunk = SChunk.open(url, storage_options=dict(storage_options or {}))
+    return B2ndArray(schunk, made._meta, dtype=made.dtype)
 
 
 def _from_array(data: np.ndarray, urlpath, opts: _Options, progress=False) -> B2ndArray:

@@ -224,6 +224,41 @@ def test_a_column_of_whole_chunks_overlaps_its_requests(s3, tmp_path):
     assert s3.most_in_flight >= 8
 
 
+def test_asarray_stores_a_frame_in_a_bucket_in_one_put(s3, tmp_path):
+    """Object stores have no rename and no append: the frame goes up whole in one request,
+    the same bytes as the same array written to a file, and python-blosc2 reads what is
+    there (copied down)."""
+    data = np.random.default_rng(8).random((300, 400))
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/w.b2nd"
+    options = {"chunks": (100, 200), "vlmeta": {"units": "K"}}
+    s3.reset()
+    arr = b2store.asarray(data, url, storage_options=s3.storage_options, **options)
+    writes = [r for r in s3.counted() if r.method in ("PUT", "POST")]
+    assert len(writes) == 1 and writes[0].method == "PUT" and "uploadId" not in writes[0].path
+    np.testing.assert_array_equal(arr[...], data)  # (read back from the bucket)
+    assert arr.vlmeta["units"] == "K"
+    stored = s3.client().get_object(Bucket=bucket, Key="w.b2nd")["Body"].read()
+    b2store.asarray(data, tmp_path / "w.b2nd", **options).close()
+    assert stored == (tmp_path / "w.b2nd").read_bytes()
+    (tmp_path / "down.b2nd").write_bytes(stored)
+    np.testing.assert_array_equal(blosc2.open(str(tmp_path / "down.b2nd"))[...], data)
+    # mode="x" refuses an object that exists; "w" replaces it whole.
+    with pytest.raises(FileExistsError, match="w.b2nd"):
+        b2store.asarray(data, url, mode="x", storage_options=s3.storage_options)
+    again = b2store.asarray(data[:7], url, storage_options=s3.storage_options)
+    assert again.shape == (7, 400)
+
+
+def test_what_is_not_written_to_a_bucket_yet_is_refused(s3, tmp_path):
+    url = f"s3://{s3.new_bucket()}/s.b2nd"
+    with pytest.raises(b2store.UnsupportedError, match="sparse frame in an object store"):
+        b2store.asarray(np.arange(6), url, contiguous=False, storage_options=s3.storage_options)
+    assert not s3.client().list_objects_v2(Bucket=url.split("/")[2]).get("Contents")
+    with pytest.raises(ValueError, match="storage_options are for a URL"):
+        b2store.asarray(np.arange(6), tmp_path / "a.b2nd", storage_options={"anon": True})
+
+
 def test_a_missing_object_is_file_not_found(s3):
     bucket = s3.new_bucket()
     with pytest.raises(FileNotFoundError, match="nothing.b2nd"):
