@@ -250,13 +250,48 @@ def test_asarray_stores_a_frame_in_a_bucket_in_one_put(s3, tmp_path):
     assert again.shape == (7, 400)
 
 
+@pytest.mark.parametrize("name", ["ds.b2nd", "ds.b2z"])
+def test_to_b2nd_stores_a_frame_or_a_zip_in_one_put(s3, tmp_path, name):
+    ds = xr.Dataset(
+        {"t": (("y", "x"), np.random.default_rng(9).random((50, 60)))},
+        {"x": np.arange(60)},
+        attrs={"title": "in a bucket"},
+    )
+    bucket = s3.new_bucket()
+    s3.reset()
+    url = b2store.to_b2nd(ds, f"s3://{bucket}/{name}", storage_options=s3.storage_options)
+    assert [(r.method, r.path) for r in s3.counted()] == [("PUT", f"/{bucket}/{name}")]
+    with xr.open_dataset(url, engine="b2nd", storage_options=s3.storage_options) as back:
+        xr.testing.assert_identical(back.load(), ds)
+    # The same bytes as written to a file, which python-blosc2 reads.
+    stored = s3.client().get_object(Bucket=bucket, Key=name)["Body"].read()
+    local = tmp_path / name
+    b2store.to_b2nd(ds, local)
+    if name.endswith(".b2nd"):
+        assert stored == local.read_bytes()
+        np.testing.assert_array_equal(blosc2.open(str(local))[...], ds["t"].values)
+    else:
+        (tmp_path / "down.b2z").write_bytes(stored)
+        with blosc2.TreeStore(str(tmp_path / "down.b2z"), mode="r") as ts:
+            np.testing.assert_array_equal(ts["/t"][...], ds["t"].values)
+
+
 def test_what_is_not_written_to_a_bucket_yet_is_refused(s3, tmp_path):
-    url = f"s3://{s3.new_bucket()}/s.b2nd"
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/s.b2nd"
+    options = s3.storage_options
     with pytest.raises(b2store.UnsupportedError, match="sparse frame in an object store"):
-        b2store.asarray(np.arange(6), url, contiguous=False, storage_options=s3.storage_options)
-    assert not s3.client().list_objects_v2(Bucket=url.split("/")[2]).get("Contents")
+        b2store.asarray(np.arange(6), url, contiguous=False, storage_options=options)
+    ds = xr.Dataset({"v": ("x", np.arange(6.0))})
+    with pytest.raises(b2store.UnsupportedError, match="layout in an object store"):
+        b2store.to_b2nd(ds, f"s3://{bucket}/t.b2d", storage_options=options)
+    with pytest.raises(b2store.UnsupportedError, match="mode in an object store"):
+        b2store.to_b2nd(ds, url, mode="a", append_dim="x", storage_options=options)
+    assert not s3.client().list_objects_v2(Bucket=bucket).get("Contents")  # nothing written
     with pytest.raises(ValueError, match="storage_options are for a URL"):
         b2store.asarray(np.arange(6), tmp_path / "a.b2nd", storage_options={"anon": True})
+    with pytest.raises(ValueError, match="storage_options are for a URL"):
+        b2store.to_b2nd(ds, tmp_path / "a.b2nd", storage_options={"anon": True})
 
 
 def test_a_missing_object_is_file_not_found(s3):

@@ -25,6 +25,7 @@ from ... import _files, _platform, _progress
 from ..._userpath import names_user_path
 from ...chunk.encoder import writable_dtype
 from ...frame.schunk import SChunk
+from ...frame.sources import is_url
 from ...nd.chunks import cparams_for, encode_array_chunk
 from ...nd.geometry import array_to_chunk, chunk_grid, chunk_nitems, chunk_region
 from ...nd.meta import B2ndMeta
@@ -50,6 +51,7 @@ from .encoding import (
     object_strings,
     split_encoding,
 )
+from .objects import to_object
 
 __all__ = ["to_b2nd", "STORAGE_KEYS", "CF_KEYS"]
 
@@ -73,6 +75,7 @@ def to_b2nd(
     contiguous: bool = True,
     nthreads: int | None = None,
     progress: bool | None = None,
+    storage_options: Mapping | None = None,
 ) -> str:
     """Write a Dataset, DataArray or DataTree as Blosc2 b2nd frames.
 
@@ -82,7 +85,9 @@ def to_b2nd(
         What to write. Dask-backed variables are computed and written one chunk (a few
         at a time) after another, never loaded whole.
     path : str or os.PathLike
-        Where: ``x.b2nd`` (one frame), ``x.b2d`` (a directory tree) or ``x.b2z`` (a zip).
+        Where: ``x.b2nd`` (one frame), ``x.b2d`` (a directory tree) or ``x.b2z`` (a zip). An
+        fsspec URL (``s3://bucket/x.b2nd``, with ``storage_options``) takes a ``.b2nd`` or a
+        ``.b2z``, stored whole in one request (:mod:`.objects`).
     encoding : dict, optional
         ``{variable: {key: value}}`` (for a DataTree ``{group_path: {variable: {...}}}``).
         Storage keys: ``codec``, ``clevel``, ``filters``, ``filters_meta``, ``splitmode``,
@@ -124,6 +129,8 @@ def to_b2nd(
         A tqdm bar on stderr counting the bytes written: always (True), never (False), or
         (None, the default) when stderr is a terminal and the data is large (more than
         64 MiB or 16 chunks, see :mod:`b2store._progress`).
+    storage_options : mapping, optional
+        fsspec's options for a URL ``path`` (credentials, endpoint).
 
     Returns
     -------
@@ -145,6 +152,14 @@ def to_b2nd(
     >>> xr.open_dataset(p, engine="b2nd").t.sel(x=20).values
     array([1., 4.])
     """
+    if is_url(path):
+        return to_object(
+            to_b2nd, obj, path, storage_options, mode, layout, encoding=encoding,
+            append_dim=append_dim, region=region, contiguous=contiguous, nthreads=nthreads,
+            progress=progress,
+        )  # fmt: skip
+    if storage_options:
+        raise ValueError("storage_options are for a URL path (s3://...), not a local path")
     mode = resolve_mode(mode, append_dim, region)
     path = os.fspath(path)
     if mode in ("a", "a-", "r+") and os.path.exists(path):
@@ -402,9 +417,7 @@ def _write_tree(groups: dict, encodings: dict, root: Path, nthreads, bar) -> Non
     for gpath, ds in groups.items():
         gdir = root.joinpath(*[p for p in gpath.split("/") if p])
         gdir.mkdir(parents=True, exist_ok=True)
-        variables, attrs, storage, coords, sd_names = _encode_group(
-            ds, encodings.get(gpath) or {}
-        )
+        variables, attrs, storage, coords, sd_names = _encode_group(ds, encodings.get(gpath) or {})
         gattrs, gtypes = plain_attrs(attrs, f"group {gpath!r}")
         _write_attrs_frame(gdir / VLMETA_NAME, gattrs, gtypes)
         for name, var in variables.items():
