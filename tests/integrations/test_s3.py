@@ -294,6 +294,28 @@ def test_what_is_not_written_to_a_bucket_yet_is_refused(s3, tmp_path):
         b2store.to_b2nd(ds, tmp_path / "a.b2nd", storage_options={"anon": True})
 
 
+def test_a_b2d_tree_in_a_bucket_opens_with_the_engine(s3, tmp_path):
+    """A ``.b2d`` tree is many objects (a frame per variable, each group's attributes):
+    put there one by one, it opens from the bucket as from the disk."""
+    ds = xr.Dataset(
+        {
+            "t": (("y", "x"), np.random.default_rng(10).random((50, 60))),
+            "u": ("x", np.arange(60.0)),
+        },
+        attrs={"title": "a tree in a bucket"},
+    )
+    root = tmp_path / "tree.b2d"
+    b2store.to_b2nd(ds, root)
+    bucket = s3.new_bucket()
+    files = [p for p in root.rglob("*") if p.is_file()]
+    assert len(files) >= 3
+    for p in files:
+        s3.put(bucket, f"tree.b2d/{p.relative_to(root).as_posix()}", p.read_bytes())
+    url = f"s3://{bucket}/tree.b2d"
+    with xr.open_dataset(url, engine="b2nd", storage_options=s3.storage_options) as back:
+        xr.testing.assert_identical(back.load(), ds)
+
+
 def test_a_missing_object_is_file_not_found(s3):
     bucket = s3.new_bucket()
     with pytest.raises(FileNotFoundError, match="nothing.b2nd"):
