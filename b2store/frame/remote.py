@@ -34,12 +34,14 @@ _pool: dict = {"executor": None, "size": 0, "pid": 0}
 _pool_lock = threading.Lock()
 
 
-def overlapped(fn: Callable, items) -> None:
+def overlapped(fn: Callable, items, at_once: int | None = None) -> None:
     """``fn(item)`` for each of ``items``, up to :data:`CONCURRENT_REQUESTS` at once (in
-    threads: fsspec's calls wait on its own event loop, so many threads can wait at once).
-    The first failure is raised, after the calls in flight end."""
+    threads: fsspec's calls wait on its own event loop, so many threads can wait at once), or
+    ``at_once`` where the caller's memory asks for fewer. The first failure is raised, after
+    the calls in flight end."""
     items = list(items)
-    if len(items) <= 1 or CONCURRENT_REQUESTS <= 1:
+    at_once = min(CONCURRENT_REQUESTS, at_once or CONCURRENT_REQUESTS)
+    if len(items) <= 1 or at_once <= 1:
         for item in items:
             fn(item)
         return
@@ -51,7 +53,12 @@ def overlapped(fn: Callable, items) -> None:
             _pool["executor"] = ThreadPoolExecutor(key[0], thread_name_prefix="b2store-requests")
             _pool["size"], _pool["pid"] = key
         pool = _pool["executor"]
-    jobs = [pool.submit(fn, item) for item in items]
+    room = threading.BoundedSemaphore(at_once)
+    jobs = []
+    for item in items:
+        room.acquire()
+        jobs.append(pool.submit(fn, item))
+        jobs[-1].add_done_callback(lambda _: room.release())
     wait(jobs)
     for job in jobs:
         job.result()

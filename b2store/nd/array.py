@@ -32,6 +32,8 @@ __all__ = ["B2ndArray"]
 
 # A read inside one chunk touching at most this many blocks takes the small-read path.
 _FEW_BLOCKS = 32
+# The most bytes of chunk scratch that reads of a remote frame hold at once.
+_SCRATCH_IN_FLIGHT = 256 << 20
 _ALL = slice(None)
 
 
@@ -389,7 +391,8 @@ class B2ndArray(ArrayWrites):
         def one(item) -> None:
             self._read_chunk(item[0], item[1], out, np.empty_like(scratch), state)
 
-        remote.overlapped(one, work)
+        # (each chunk in flight holds a scratch of its own: 256 MB of them at most)
+        remote.overlapped(one, work, at_once=max(1, _SCRATCH_IN_FLIGHT // max(1, len(scratch))))
 
     def _read_fancy(self, plan: fancy.FancyPlan) -> np.ndarray:
         """An index-array key read piece by piece: of each chunk its points fall in, the

@@ -127,6 +127,25 @@ def test_overlapped_calls_raise_the_first_failure_after_the_others_end():
     assert sorted(done) == [k for k in range(20) if k != 3]
 
 
+def test_overlapped_calls_keep_to_the_callers_bound():
+    import threading
+
+    lock, running, most = threading.Lock(), [0], [0]
+
+    def call(k):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.01)
+        with lock:
+            running[0] -= 1
+
+    remote.overlapped(call, range(30), at_once=3)
+    assert most[0] == 3
+    remote.overlapped(call, range(30))
+    assert most[0] > 3
+
+
 def test_retries_are_configurable(root, monkeypatch):
     monkeypatch.setattr(remote, "RETRY_DELAYS", ())
     with serve_directory(root, Faults(plan=["500", "500"])) as (url, _):
