@@ -34,17 +34,15 @@ _pool: dict = {"executor": None, "size": 0, "pid": 0}
 _pool_lock = threading.Lock()
 
 
-def overlapped(fn: Callable, items, at_once: int | None = None) -> None:
-    """``fn(item)`` for each of ``items``, up to :data:`CONCURRENT_REQUESTS` at once (in
+def overlapped(fn: Callable, items, at_once: int | None = None) -> list:
+    """``[fn(item) for item in items]``, up to :data:`CONCURRENT_REQUESTS` calls at once (in
     threads: fsspec's calls wait on its own event loop, so many threads can wait at once), or
     ``at_once`` where the caller's memory asks for fewer. The first failure is raised, after
     the calls in flight end."""
     items = list(items)
     at_once = min(CONCURRENT_REQUESTS, at_once or CONCURRENT_REQUESTS)
     if len(items) <= 1 or at_once <= 1:
-        for item in items:
-            fn(item)
-        return
+        return [fn(item) for item in items]
     with _pool_lock:
         key = (CONCURRENT_REQUESTS, os.getpid())
         if _pool["executor"] is None or (_pool["size"], _pool["pid"]) != key:
@@ -60,8 +58,7 @@ def overlapped(fn: Callable, items, at_once: int | None = None) -> None:
         jobs.append(pool.submit(fn, item))
         jobs[-1].add_done_callback(lambda _: room.release())
     wait(jobs)
-    for job in jobs:
-        job.result()
+    return [job.result() for job in jobs]
 
 
 #: Seconds to wait before each new try of a transient failure: three more tries, 0.7 s in

@@ -72,15 +72,8 @@ class RunReads:
         runs = iter(runs)
         read = self._backend.read
         while batch := list(itertools.islice(runs, remote.CONCURRENT_REQUESTS)):
-            got: dict[int, bytes] = {}
-
-            def fetch(k: int, batch=batch, got=got) -> None:
-                first, last = batch[k][0], batch[k][1]
-                got[k] = read(base + first, last - first)
-
-            remote.overlapped(fetch, range(len(batch)))
-            for k, (_, _, which, starts, ends) in enumerate(batch):
-                data = got[k]
+            got = remote.overlapped(lambda run: read(base + run[0], run[1] - run[0]), batch)
+            for data, (_, _, which, starts, ends) in zip(got, batch):
                 yield (
                     data,
                     np.asarray(which, np.int64),

@@ -87,30 +87,22 @@ def test_a_missing_object_is_file_not_found(root, read, tmp_path):
     assert len(served.requests) < 10  # a 404 is not tried again and again
 
 
-def test_a_fault_after_opening_is_a_remote_error_too(root):
+@pytest.mark.parametrize(
+    "key",
+    [(25, 3), (slice(5, 115), slice(3, 380, 7))],
+    ids=["one-chunk", "many-chunks"],  # (many: their requests overlapped in threads)
+)
+def test_a_fault_after_opening_is_a_remote_error_too(root, key):
     faults = Faults()
     with serve_directory(root, faults) as (url, _):
         arr = b2store.open(f"{url}/a.b2nd")
         faults.always = "503"
         with pytest.raises(b2store.RemoteError, match="HTTP 503") as info:
-            arr[25, 3]
+            arr[key]
         assert info.value.tries == 4 and info.value.url == f"{url}/a.b2nd"
         faults.always = None
         faults.plan = ["500", "truncate", "reset"]  # three in a row: the fourth try reads
-        assert arr[25, 3] == DATA[25, 3]
-
-
-def test_a_fault_in_a_read_of_many_chunks_is_a_remote_error(root):
-    # (their requests overlapped in threads: the failure still reaches the caller, once)
-    faults = Faults()
-    with serve_directory(root, faults) as (url, _):
-        arr = b2store.open(f"{url}/a.b2nd")
-        faults.always = "503"
-        with pytest.raises(b2store.RemoteError, match="HTTP 503") as info:
-            arr[5:115, 3:380:7]
-        assert info.value.tries == 4
-        faults.always = None
-        np.testing.assert_array_equal(arr[5:115, 3:380:7], DATA[5:115, 3:380:7])
+        np.testing.assert_array_equal(arr[key], DATA[key])
 
 
 def test_overlapped_calls_raise_the_first_failure_after_the_others_end():
@@ -125,6 +117,8 @@ def test_overlapped_calls_raise_the_first_failure_after_the_others_end():
     with pytest.raises(ValueError, match="number 3"):
         remote.overlapped(call, range(20))
     assert sorted(done) == [k for k in range(20) if k != 3]
+    # Without a failure, the results come back in the order of the items.
+    assert remote.overlapped(lambda k: k * k, range(20)) == [k * k for k in range(20)]
 
 
 def test_overlapped_calls_keep_to_the_callers_bound():
