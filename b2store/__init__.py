@@ -9,7 +9,14 @@ from .chunk.decoder import chunk_info, decode_chunk
 from .chunk.encoder import encode_chunk
 from .chunk.header import ChunkInfo
 from .constants import Codec, Filter, SpecialValue, SplitMode
-from .errors import B2StoreError, FormatError, LinkError, RemoteError, UnsupportedError
+from .errors import (
+    B2StoreError,
+    ConflictError,
+    FormatError,
+    LinkError,
+    RemoteError,
+    UnsupportedError,
+)
 from .frame.backends import WriterLockedError
 from .frame.schunk import FrameClosedError, SChunk
 from .limits import LimitError, Limits
@@ -42,6 +49,7 @@ __all__ = [
     "FormatError",
     "UnsupportedError",
     "RemoteError",
+    "ConflictError",
     "WriterLockedError",
     "FrameClosedError",
     "Limits",

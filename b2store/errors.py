@@ -82,3 +82,16 @@ class LinkError(B2StoreError, PermissionError):
         super().__init__(
             f"{path} is a symbolic link: b2store does not write through links in a frame or tree"
         )
+
+
+class ConflictError(B2StoreError, OSError):
+    """Another writer published to a frame in an object store while this change was being
+    made: the store refused the conditional write of the index (its ETag had changed), so
+    nothing of this change is visible. Open the frame again and redo the change."""
+
+    def __init__(self, url: str, what: str = "the index"):
+        self.url = url
+        super().__init__(
+            f"{url}: another writer replaced {what} while this change was made; nothing of "
+            "this change was published (open the frame again and redo it)"
+        )

@@ -29,6 +29,7 @@ from .layout import (
     WriterLockedError,
     _WriteLock,
 )
+from .remote_sparse import RemoteSparseFrame
 from .sniff import FRAME_PREFIX_LENGTH, NotBlosc2Error, looks_like_directory
 from .sources import ByteSource, FileSource, FsspecSource, MemorySource, is_url, local_path
 from .sparse import SparseFrame
@@ -424,14 +425,14 @@ def open_backend(
     elif isinstance(urlpath, (bytes, bytearray, memoryview)):
         backend = ContiguousFrame(MemorySource(memoryview(urlpath)[offset:]), writable=writable)
     elif is_url(urlpath):
-        if writable:
-            raise ValueError(f"{urlpath}: remote frames are read-only")
-        backend = ContiguousFrame(FsspecSource(urlpath, storage_options, offset))
+        backend = _open_url(urlpath, storage_options, offset, writable)
     else:
         path = local_path(urlpath)
         if path.is_dir():
             if offset:
-                raise ValueError("offset applies to frames inside a file, not to directories")
+                raise ValueError(
+                    "offset applies to frames inside a file, not to directories"
+                ) from None
             what = looks_like_directory(path)
             if what is not None:
                 raise NotBlosc2Error(
@@ -450,6 +451,24 @@ def open_backend(
         backend.close()
         raise
     return backend, header
+
+
+def _open_url(url: str, storage_options, offset: int, writable: bool) -> Backend:
+    """A frame behind a URL: one object (a contiguous frame, read-only: an object store
+    takes it only whole) or a prefix holding a sparse frame (its index and chunk objects)."""
+    try:
+        source = FsspecSource(url, storage_options, offset)
+    except IsADirectoryError:
+        if offset:
+            raise ValueError("offset applies to frames inside a file, not to directories") from None
+        return RemoteSparseFrame(url, storage_options, writable=writable)
+    if writable:
+        raise ValueError(
+            f"{url}: a contiguous frame in an object store is read-only (it is stored whole: "
+            "write it again with asarray or to_b2nd, or store it as a sparse frame, "
+            "contiguous=False, to change it in place)"
+        )
+    return ContiguousFrame(source)
 
 
 def read_header(backend: Backend, limits: Limits | None = None) -> FrameHeader:

@@ -89,8 +89,10 @@ class Changes:
             self._publish(offsets, self.nbytes + nbytes, chunksize)
             return self.nchunks
 
-    def extend_chunks(self, chunks) -> int:
-        """Append many compressed chunks, published at once; returns the number of chunks."""
+    def extend_chunks(self, chunks, vlmeta: Mapping[str, bytes] | None = None) -> int:
+        """Append many compressed chunks, published at once; returns the number of chunks.
+        ``vlmeta``: stored vlmeta values (see :func:`~b2store.frame.mappings.raw_value`)
+        set in the same change."""
         with self._changing():
             offsets, nbytes, chunksize = list(self.offsets), self.nbytes, self.chunksize
             for chunk in chunks:
@@ -100,7 +102,8 @@ class Changes:
                 )
                 offsets.append(self._store(chunk, chunksize, pending=offsets))
                 nbytes += n
-            self._publish(np.array(offsets, np.int64), nbytes, chunksize)
+            raw = None if vlmeta is None else {**self._raw_vlmeta, **vlmeta}
+            self._publish(np.array(offsets, np.int64), nbytes, chunksize, raw)
             return self.nchunks
 
     def update_chunks(self, updates: Mapping[int, bytes]) -> None:
@@ -190,7 +193,7 @@ class Changes:
         # Stored chunks the published index no longer names (a sparse frame's files go; a
         # contiguous frame keeps them as orphan bytes, which c-blosc2 allows).
         live = set(int(e) for e in self.offsets)
-        self._backend.discard([e for e in entries if e >= 0 and e not in live])
+        self._backend.discard([e for e in entries if e >= 0 and e not in live], live)
 
     def _publish(
         self,

@@ -115,8 +115,9 @@ class Backend:
         """Replace the header with one of the same length (in-place metalayer updates)."""
         raise NotImplementedError
 
-    def discard(self, entries: Iterable[int]) -> None:
-        """Free stored chunks the published index no longer names."""
+    def discard(self, entries: Iterable[int], live: Iterable[int] = ()) -> None:
+        """Free stored chunks the published index (whose entries are ``live``) no longer
+        names."""
 
     def sweep_orphans(self, offsets) -> None:
         """Under the writer lock: free stored chunks that ``offsets`` (the published index)

@@ -139,8 +139,10 @@ class RunReads:
         in one request. 0 (read its header first) for a local frame, or where that room is
         much more than a chunk of the frame needs (bytes no chunk names lie after it)."""
         backend = self._backend
-        if not backend.remote or not backend.contiguous:
+        if not backend.remote:
             return 0
+        if not backend.contiguous:
+            return _SPAN_MOST  # (a chunk object of its own: one request reads it whole)
         starts = self._stored_starts(state)
         k = int(np.searchsorted(starts, entry, side="right"))
         if k >= len(starts):

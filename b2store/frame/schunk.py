@@ -36,7 +36,7 @@ from ..constants import (
     Filter,
     SpecialValue,
 )
-from ..errors import B2StoreError, FormatError
+from ..errors import B2StoreError, FormatError, UnsupportedError
 from ..limits import Limits, resolve
 from . import writer
 from .backends import (
@@ -52,8 +52,9 @@ from .block_reads import BlockReads, check_value_item
 from .changes import Changes, State
 from .header import FrameHeader
 from .mappings import MetaView, VLMetaView
+from .remote_sparse import RemoteSparseFrame
 from .runs import RunReads
-from .sources import FileSource, MemorySource, local_path
+from .sources import FileSource, MemorySource, is_url, local_path
 from .trailer import MIN_TRAILER_LEN, TRAILER_TAIL_LEN, read_trailer, trailer_span
 
 __all__ = ["SChunk", "FrameClosedError"]
@@ -253,9 +254,16 @@ class SChunk(Changes, BlockReads, RunReads):
         blocksize: int = 0,
         meta: Mapping[str, bytes] | None = None,
         params: ChunkParams | None = None,
+        storage_options: dict | None = None,
+        exclusive: bool = False,
     ) -> SChunk:
         """A new empty frame, in memory (``urlpath=None``) or replacing what is at
         ``urlpath``: a contiguous file, or a sparse-frame directory with ``contiguous=False``.
+
+        A URL (``s3://...``, with fsspec's ``storage_options``) takes a sparse frame only (an
+        object store takes a contiguous frame only whole: see ``b2store.asarray``). Nothing
+        is written there before the first change, which writes its chunk objects and then
+        the index; a frame already there stays readable until then (``exclusive``: refused).
 
         The compression parameters (``params``, or the separate keywords) are stored in the
         header and used by :meth:`append_data`.
@@ -284,6 +292,17 @@ class SChunk(Changes, BlockReads, RunReads):
         )
         if urlpath is None:
             return cls(ContiguousFrame(MemorySource(frame), writable=True), header)
+        if is_url(urlpath):
+            if contiguous:
+                raise UnsupportedError(
+                    "contiguous frame changed in place in an object store (it is stored whole:"
+                    " use asarray, or contiguous=False for a sparse frame)",
+                    urlpath,
+                )
+            backend = RemoteSparseFrame.new(urlpath, frame, storage_options, exclusive=exclusive)
+            return cls(backend, header)
+        if storage_options:
+            raise ValueError("storage_options are for a URL (s3://...), not a local path")
         path = local_path(urlpath)
         # Made beside the path and renamed into place: a process killed meanwhile leaves
         # the old content or none, never a half-written frame.

@@ -8,6 +8,7 @@ read one source at once.
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from collections.abc import Callable
@@ -248,7 +249,13 @@ class FsspecSource(RangeSource):
         self.offset = offset
         self.storage_options = dict(storage_options or {})
         self._fs, self._path = fsspec.core.url_to_fs(url, **self.storage_options)
-        size = int(remote.call(url, self._fs.size, self._path)) - offset
+        info = remote.call(url, self._fs.info, self._path)
+        if info.get("type") == "directory":  # (a prefix of an object store: a sparse frame?)
+            raise IsADirectoryError(errno.EISDIR, "a directory, not one object", url)
+        # What the store calls this version of the object: a writer's conditional write of
+        # it names the version it read (see remote_sparse).
+        self.etag = info.get("ETag") or info.get("etag")
+        size = int(info.get("size") or 0) - offset
         if size < 0:
             raise FormatError("offset", f"inside {url}", offset)
         super().__init__(self._fetch, size, name=url)

@@ -226,7 +226,7 @@ class SparseFrame(Backend):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.directory / entry)
 
-    def discard(self, entries: Iterable[int]) -> None:
+    def discard(self, entries: Iterable[int], live: Iterable[int] = ()) -> None:
         for entry in entries:
             if entry >= 0:
                 self.chunk_path(entry).unlink(missing_ok=True)

@@ -28,7 +28,7 @@ from ..chunk.encoder import (
     writable_dtype,
 )
 from ..constants import SpecialValue
-from ..errors import UnsupportedError
+from ..frame.mappings import check_vlmeta_sum, raw_value
 from ..frame.schunk import SChunk, replace_path, staging_path
 from ..frame.sources import is_url
 from ..frame.vlmeta_codec import pack_value
@@ -119,8 +119,8 @@ def _check_mapping(name: str, value) -> None:
             raise TypeError(f"{name} names are strings, not {key!r}")
 
 
-def _new(shape, dtype, urlpath, opts: _Options):
-    if opts.mode == "x" and urlpath is not None:
+def _new(shape, dtype, urlpath, opts: _Options, storage_options=None):
+    if opts.mode == "x" and urlpath is not None and not is_url(urlpath):
         from ..frame.sources import local_path
 
         if local_path(urlpath).exists():
@@ -135,16 +135,24 @@ def _new(shape, dtype, urlpath, opts: _Options):
     # Packed as python-blosc2 packs them (NumPy arrays, tuples, sets...), read back decoded.
     user_meta = {name: pack_value(value) for name, value in (opts.meta or {}).items()}
     size = math.prod(shape)
-    # A new array on disk is built under a name beside its path and renamed into place once
-    # whole (_finish): a process killed meanwhile never leaves an array short of chunks.
-    staged = None if urlpath is None else staging_path(urlpath)
-    schunk = SChunk.create(
-        staged,
-        contiguous=opts.contiguous,
+    made = dict(
         chunksize=chunk_nitems(chunks, blocks) * dtype.itemsize if size else -1,
         params=cparams,
         meta={"b2nd": b2nd.to_bytes(), **user_meta},
     )
+    if is_url(urlpath):  # (a sparse frame in an object store: written by its first change)
+        schunk = SChunk.create(
+            urlpath,
+            contiguous=False,
+            storage_options=dict(storage_options or {}),
+            exclusive=opts.mode == "x",
+            **made,
+        )
+        return schunk, b2nd, cparams
+    # A new array on disk is built under a name beside its path and renamed into place once
+    # whole (_finish): a process killed meanwhile never leaves an array short of chunks.
+    staged = None if urlpath is None else staging_path(urlpath)
+    schunk = SChunk.create(staged, contiguous=opts.contiguous, **made)
     schunk._final_path = urlpath
     return schunk, b2nd, cparams
 
@@ -271,7 +279,7 @@ def _to_object(data: np.ndarray, url: str, opts: _Options, progress, storage_opt
     from ..frame import remote
 
     if not opts.contiguous:
-        raise UnsupportedError("sparse frame in an object store (contiguous=False)", url)
+        return _to_sparse_object(data, url, opts, progress, storage_options)
     import fsspec
 
     fs, path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
@@ -281,6 +289,29 @@ def _to_object(data: np.ndarray, url: str, opts: _Options, progress, storage_opt
     remote.call(url, fs.pipe_file, path, made.schunk.to_cframe())
     schunk = SChunk.open(url, storage_options=dict(storage_options or {}))
     return B2ndArray(schunk, made._meta, dtype=made.dtype)
+
+
+def _to_sparse_object(data: np.ndarray, url: str, opts: _Options, progress, storage_options):
+    """``data`` as a sparse frame in an object store: its chunk objects first, then its index
+    with the vlmeta in one PUT (see :mod:`b2store.frame.remote_sparse`). A frame that was
+    there stays readable until that PUT, and its chunk objects go after it."""
+    dtype = _check_dtype(data.dtype)
+    schunk, b2nd, cparams = _new(data.shape, dtype, url, opts, storage_options)
+    raw = {name: raw_value(value) for name, value in (opts.vlmeta or {}).items()}
+    check_vlmeta_sum(raw, schunk.limits)
+    nchunks = math.prod(chunk_grid(b2nd.shape, b2nd.chunkshape))
+    bar = _progress.bar(
+        data.nbytes,
+        url.rsplit("/", 1)[-1],
+        progress,
+        large=_progress.is_large(data.nbytes, nchunks),
+    )
+    try:
+        chunks = encode_chunks(data, b2nd, cparams, opts.nthreads) if data.size else ()
+        schunk.extend_chunks(_counted(chunks, bar, data.nbytes / max(1, nchunks)), vlmeta=raw)
+    finally:
+        bar.close()
+    return B2ndArray(schunk, b2nd)
 
 
 def _from_array(data: np.ndarray, urlpath, opts: _Options, progress=False) -> B2ndArray:

@@ -280,11 +280,13 @@ def test_what_is_not_written_to_a_bucket_yet_is_refused(s3, tmp_path):
     bucket = s3.new_bucket()
     url = f"s3://{bucket}/s.b2nd"
     options = s3.storage_options
-    with pytest.raises(b2store.UnsupportedError, match="sparse frame in an object store"):
-        b2store.asarray(np.arange(6), url, contiguous=False, storage_options=options)
     ds = xr.Dataset({"v": ("x", np.arange(6.0))})
     with pytest.raises(b2store.UnsupportedError, match="layout in an object store"):
-        b2store.to_b2nd(ds, f"s3://{bucket}/t.b2d", storage_options=options)
+        b2store.to_b2nd(ds, f"s3://{bucket}/t.nc", storage_options=options)
+    with pytest.raises(b2store.UnsupportedError, match="sparse frame in a .b2z"):
+        b2store.to_b2nd(ds, f"s3://{bucket}/t.b2z", contiguous=False, storage_options=options)
+    with pytest.raises(b2store.UnsupportedError, match="contiguous frame changed in place"):
+        b2store.SChunk.create(url, storage_options=options)
     with pytest.raises(b2store.UnsupportedError, match="mode in an object store"):
         b2store.to_b2nd(ds, url, mode="a", append_dim="x", storage_options=options)
     assert not s3.client().list_objects_v2(Bucket=bucket).get("Contents")  # nothing written

@@ -1,0 +1,355 @@
+"""A sparse frame in an object store: the index object ``chunks.b2frame`` and one
+``%08X.chunk`` object per chunk under one prefix (``s3://bucket/x.b2nd/``), read and written
+by requests.
+
+An object store has no rename, no append and no lock. So a change writes its new chunk
+objects first, under ids that no index names yet, and the index object last, in one PUT: a
+reader sees the old index or the new one, each naming only chunks that are there, and a
+writer killed before its index PUT leaves the old state (and chunk objects nobody names).
+Where the store takes conditional writes (S3 through s3fs, with a botocore that knows them),
+a chunk object is written only where none is (``If-None-Match: *``) and the index only over
+the version this writer read (``If-Match`` its ETag): two writers never overwrite each
+other's chunks or index silently; the one that loses gets :class:`~b2store.ConflictError`.
+Elsewhere the last index written wins, as on a local filesystem without locks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+from collections.abc import Iterable
+
+from ..constants import MIN_HEADER_LENGTH
+from ..errors import ConflictError, FormatError
+from . import remote
+from .header import FrameHeader
+from .layout import INDEX_NAME, Backend
+from .sources import FsspecSource, MemorySource
+
+__all__ = ["RemoteSparseFrame", "conditional_writes"]
+
+_WHOLE = 1 << 40  # a range end past any chunk object's
+
+
+def conditional_writes(fs) -> bool:
+    """Whether ``fs`` sends S3's ``If-Match`` / ``If-None-Match`` on a PUT: s3fs with a
+    botocore whose PutObject knows them (1.35.6x and newer)."""
+    if "s3" not in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
+        return False
+    try:
+        import botocore.session
+
+        model = botocore.session.get_session().get_service_model("s3")
+        members = model.operation_model("PutObject").input_shape.members
+    except Exception:  # pragma: no cover - no botocore model to ask
+        return False
+    return "IfMatch" in members and "IfNoneMatch" in members
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is the store refusing a conditional write (412 Precondition Failed,
+    or 409 for a conditional write that raced another)."""
+    while exc is not None:
+        if isinstance(exc, FileExistsError):  # (s3fs's name for a refused If-None-Match)
+            return True
+        error = getattr(exc, "response", None)
+        if isinstance(error, dict):
+            code = error.get("Error", {}).get("Code")
+            status = error.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (
+                409,
+                412,
+            ):
+                return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+class RemoteSparseFrame(Backend):
+    """``chunks.b2frame`` and ``%08X.chunk`` objects under the prefix ``url``."""
+
+    contiguous = False
+    remote = True
+
+    def __init__(self, url: str, storage_options: dict | None = None, writable: bool = False):
+        import fsspec
+
+        self.url = url.rstrip("/")
+        self.name = self.url
+        self.storage_options = dict(storage_options or {})
+        self.writable = writable
+        self._fs, root = fsspec.core.url_to_fs(self.url, **self.storage_options)
+        self._root = root.rstrip("/")
+        self._conditional = writable and conditional_writes(self._fs)
+        self._next_id = 0
+        self._replaced: list[int] = []  # the ids of a frame this new one replaces
+        self._stored: list[int] = []  # chunk objects of the change under way
+        self._depth = 0
+        try:
+            self._index = FsspecSource(self._join(INDEX_NAME), self.storage_options)
+        except (FileNotFoundError, IsADirectoryError):
+            raise FormatError(
+                INDEX_NAME, f"a sparse frame's index object under {self.url}", "none"
+            ) from None
+        self._etag = self._index.etag
+        self._frame_len = self._index.size
+
+    @classmethod
+    def new(
+        cls, url: str, frame: bytes, storage_options: dict | None = None, *, exclusive: bool
+    ) -> RemoteSparseFrame:
+        """A new frame at ``url`` whose index is ``frame`` (an empty sparse frame), written
+        with its first change: until then nothing is written, and a frame already there
+        stays readable. Its chunk objects get ids past the old frame's, whose objects go
+        once the new index is in place. ``exclusive``: refuse when a frame is there."""
+        self = cls.__new__(cls)
+        import fsspec
+
+        self.url = url.rstrip("/")
+        self.name = self.url
+        self.storage_options = dict(storage_options or {})
+        self.writable = True
+        self._fs, root = fsspec.core.url_to_fs(self.url, **self.storage_options)
+        self._root = root.rstrip("/")
+        self._conditional = conditional_writes(self._fs)
+        self._etag = None
+        self._replaced = []
+        self._stored = []
+        self._depth = 0
+        self._next_id = 0
+        try:
+            old = cls(self.url, self.storage_options)
+        except FormatError:
+            old = None
+        if old is not None:
+            if exclusive:
+                raise FileExistsError(errno.EEXIST, "a frame is there (mode='x')", self.url)
+            from .schunk import SChunk
+
+            with SChunk(old, _read_header(old)) as before:
+                self._replaced = sorted({int(e) for e in before.offsets if e >= 0})
+            self._etag = old._etag
+            self._next_id = self._replaced[-1] + 1 if self._replaced else 0
+        self._index = MemorySource(frame)
+        self._frame_len = len(frame)
+        return self
+
+    def _join(self, name: str) -> str:
+        return f"{self.url}/{name}"
+
+    def _key(self, name: str) -> str:
+        return f"{self._root}/{name}"
+
+    # --- reading ---------------------------------------------------------------------------
+
+    @property
+    def frame_len(self) -> int:
+        return self._frame_len
+
+    def read(self, offset: int, size: int) -> bytes:
+        if offset + size > self._frame_len:
+            raise FormatError(
+                "frame", f"bytes {offset}..{offset + size} of {INDEX_NAME}", self._frame_len
+            )
+        return self._index.read(offset, size)
+
+    def index_at(self, header: FrameHeader) -> int:
+        return header.header_len
+
+    def chunk_name(self, chunk_id: int) -> str:
+        if not 0 <= chunk_id <= 0xFFFFFFFF:
+            raise FormatError("chunk id", "0..0xFFFFFFFF in a sparse frame", chunk_id)
+        return f"{chunk_id:08X}.chunk"
+
+    def _get(self, name: str, start: int | None = None, stop: int | None = None) -> bytes:
+        url = self._join(name)
+        try:
+            return remote.call(url, self._fs.cat_file, self._key(name), start=start, end=stop)
+        except FileNotFoundError:
+            raise FormatError("chunk object", f"{name} under {self.url}", "none") from None
+
+    def chunk_reader(self, entry: int, header: FrameHeader, field: str = "chunk offset"):
+        name = self.chunk_name(entry)
+
+        def read(offset: int, size: int) -> bytes:
+            # (No size asked first: that would be a request more. A range past the object's
+            # end comes back short, and the short bytes fail the checks of what was read.)
+            try:
+                return self._get(name, offset, offset + size)
+            except OSError as exc:
+                if getattr(exc, "errno", None) == errno.EINVAL:  # 416: starts past the end
+                    raise FormatError(
+                        "chunk object", f"{size} bytes at {offset} of {name}", "fewer"
+                    ) from None
+                raise
+
+        return read, None
+
+    def chunk_span(
+        self, entry: int, header: FrameHeader, field: str = "chunk offset"
+    ) -> tuple[str, int, int]:
+        name = self.chunk_name(entry)
+        url = self._join(name)
+        try:
+            size = int(remote.call(url, self._fs.size, self._key(name)))
+        except FileNotFoundError:
+            raise FormatError("chunk object", f"{name} under {self.url}", "none") from None
+        return url, 0, size
+
+    def read_chunk(
+        self, entry: int, header: FrameHeader, field: str = "chunk offset", span: int = 0
+    ) -> bytes:
+        name = self.chunk_name(entry)
+        # The whole object in one GET: a range from 0 past any end (without one, s3fs asks
+        # for the size first, a request more).
+        data = self._get(name, 0, _WHOLE)
+        if len(data) < MIN_HEADER_LENGTH:
+            raise FormatError("chunk object", "a whole chunk", f"{len(data)} bytes", 0)
+        cbytes = int.from_bytes(data[12:16], "little", signed=True)
+        if not MIN_HEADER_LENGTH <= cbytes <= len(data):
+            raise FormatError(
+                "chunk cbytes", f"at most the {len(data)} bytes of {name}", cbytes, 12
+            )
+        return data[:cbytes]
+
+    def refresh(self) -> bool:
+        if self.writable:
+            return False
+        try:
+            fresh = FsspecSource(self._join(INDEX_NAME), self.storage_options)
+        except FileNotFoundError:
+            return False
+        if fresh.etag is not None and fresh.etag == self._etag:
+            return False
+        self._index, self._etag, self._frame_len = fresh, fresh.etag, fresh.size
+        return True
+
+    # --- writing ---------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def locked(self):
+        # No lock in an object store: the index is written with If-Match (where the store
+        # takes it), so a change made from a stale index is refused, not lost.
+        if not self.writable:
+            raise PermissionError(f"{self.name} is open for reading; open it with mode='a'")
+        if self._depth:  # inside a change already under way
+            yield False
+            return
+        changed = False
+        if self._etag is not None and not self._replaced:
+            # One HEAD: another writer may have published since this handle read the index.
+            # (Not for a new frame not written yet: nothing on the store is its own.)
+            fresh = FsspecSource(self._join(INDEX_NAME), self.storage_options)
+            changed = fresh.etag is None or fresh.etag != self._etag
+            if changed:
+                self._index, self._etag, self._frame_len = fresh, fresh.etag, fresh.size
+        self._depth += 1
+        try:
+            yield changed
+        except BaseException:
+            # A change that failed (a refused index among them): its chunk objects are
+            # named by no index and go (a killed writer's stay, named by none).
+            stored, self._stored = self._stored, []
+            with contextlib.suppress(OSError):
+                self._delete(stored)
+            raise
+        finally:
+            self._depth -= 1
+
+    def store(self, chunk: bytes, header: FrameHeader, in_use) -> int:
+        ids = [int(e) for e in in_use if e >= 0]
+        new_id = max(max(ids) + 1 if ids else 0, self._next_id)
+        while True:
+            name = self.chunk_name(new_id)
+            try:
+                self._put(name, chunk, IfNoneMatch="*")
+            except ConflictError:
+                new_id += 1  # another writer's chunk, not published yet: never overwritten
+                continue
+            self._next_id = new_id + 1
+            self._stored.append(new_id)
+            return new_id
+
+    def _put(self, name: str, data: bytes, **condition) -> str | None:
+        """PUT ``data`` as ``name`` (under ``condition`` where the store takes it); its ETag."""
+        url = self._join(name)
+        kwargs = condition if self._conditional else {}
+        try:
+            answer = remote.call(url, self._fs.pipe_file, self._key(name), data, **kwargs)
+        except OSError as exc:
+            if kwargs and _refused(exc):
+                raise ConflictError(self.url, name) from exc
+            raise
+        return answer.get("ETag") if isinstance(answer, dict) else None
+
+    def publish(self, header, index, trailer, *, stored_bytes, full_header):
+        index = index or b""
+        frame_len = header.header_len + len(index) + len(trailer)
+        new = header.with_fields(cbytes=stored_bytes, frame_len=frame_len)
+        self._replace_index(new.to_bytes() + index + trailer)
+        self._stored = []
+        replaced, self._replaced = self._replaced, []
+        self._delete(replaced)  # a new frame over an old one: the old one's chunk objects
+        return new, frame_len - len(trailer)
+
+    def rewrite_header(self, data: bytes) -> None:
+        rest = self._index.read(len(data), self._frame_len - len(data))
+        self._replace_index(data + rest)
+
+    def _replace_index(self, frame: bytes) -> None:
+        condition = {"IfMatch": self._etag} if self._etag else {"IfNoneMatch": "*"}
+        etag = self._put(INDEX_NAME, frame, **condition)
+        if etag is None:
+            etag = FsspecSource(self._join(INDEX_NAME), self.storage_options).etag
+        self._etag = etag
+        self._index, self._frame_len = MemorySource(frame), len(frame)
+
+    def discard(self, entries: Iterable[int], live: Iterable[int] = ()) -> None:
+        gone = sorted(int(e) for e in entries if e >= 0)
+        named = [int(e) for e in live if e >= 0]
+        if gone and gone[-1] > max(named, default=-1):
+            # Kept: the highest id ever stored. A new chunk takes an id past every object
+            # there (If-None-Match), so no id is given twice, and a reader still holding an
+            # older index never finds another chunk under an id it knew.
+            gone.pop()
+        self._delete(gone)
+
+    def _delete(self, ids) -> None:
+        if ids:
+            keys = [self._key(self.chunk_name(int(e))) for e in ids]
+            with contextlib.suppress(FileNotFoundError):
+                remote.call(self.url, self._fs.rm, keys)
+
+    def close(self) -> None:
+        self._index.close()
+
+    def __reduce__(self):
+        return RemoteSparseFrame, (self.url, self.storage_options, self.writable)
+
+    def reopen(self, writable: bool | None = None) -> Backend:
+        writable = self.writable if writable is None else writable
+        return RemoteSparseFrame(self.url, self.storage_options, writable)
+
+
+def _read_header(backend: Backend) -> FrameHeader:
+    from .backends import read_header
+
+    return read_header(backend)
+
+
+def put_sparse(source, url: str, storage_options: dict | None = None) -> None:
+    """Copy the frame ``source`` (an :class:`~b2store.frame.schunk.SChunk`) to a sparse frame
+    at ``url``, as its stored chunks and vlmeta: the chunk objects first, the index last (one
+    PUT); a frame that was there stays readable until then, and its chunk objects go after."""
+    from .schunk import SChunk
+    from .trailer import trailer_bytes
+
+    empty = source.header.with_fields(nbytes=0, cbytes=0, frame_type=1)
+    trailer = trailer_bytes({})
+    empty = empty.with_fields(frame_len=empty.header_len + len(trailer))
+    backend = RemoteSparseFrame.new(
+        url, empty.to_bytes() + trailer, storage_options, exclusive=False
+    )
+    with SChunk(backend, empty) as target:
+        chunks = (source.get_chunk(i) for i in range(source.nchunks))
+        target.extend_chunks(chunks, vlmeta=dict(source._raw_vlmeta))

@@ -1,0 +1,280 @@
+"""Writing sparse frames and ``.b2d`` trees into an S3 bucket (moto's server on localhost,
+tests/s3server.py), counting the requests: an object store has no rename, no append and no
+lock, so chunk objects go first and the index last, in one PUT; a killed writer leaves the
+old frame; two writers cannot overwrite each other's index silently (conditional writes).
+What is written is read back by b2store from the bucket and by python-blosc2 from a copy.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("s3fs", reason="s3:// URLs are written by fsspec's s3fs (test extra)")
+pytest.importorskip("moto.server", reason="the local S3 API is moto's server (test extra)")
+blosc2 = pytest.importorskip("blosc2")
+xr = pytest.importorskip("xarray")
+
+from s3server import S3Server  # noqa: E402
+
+import b2store  # noqa: E402
+from b2store.frame.remote_sparse import conditional_writes  # noqa: E402
+
+INDEX = "chunks.b2frame"
+
+
+@pytest.fixture(scope="module")
+def s3():
+    server = S3Server()
+    yield server
+    server.stop()
+
+
+def _keys(s3, bucket: str, prefix: str) -> list[str]:
+    listed = s3.client().list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])
+    return sorted(o["Key"][len(prefix) :] for o in listed)
+
+
+def _download(s3, bucket: str, prefix: str, to) -> None:
+    """The objects under ``prefix`` as files under ``to`` (python-blosc2 reads files)."""
+    for key in _keys(s3, bucket, prefix):
+        path = to / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(s3.client().get_object(Bucket=bucket, Key=prefix + key)["Body"].read())
+
+
+def _writes(s3) -> list[str]:
+    """The keys PUT since the last reset, in order."""
+    return [r.path.split("/", 2)[-1] for r in s3.counted("PUT")]
+
+
+def test_a_sparse_frame_goes_up_chunks_first_and_its_index_last(s3, tmp_path):
+    data = np.random.default_rng(1).random((40, 30, 20)).astype("f4")
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/s.b2nd"
+    s3.reset()
+    arr = b2store.asarray(
+        data,
+        url,
+        contiguous=False,
+        chunks=(10, 30, 20),
+        blocks=(5, 10, 20),
+        vlmeta={"units": "K"},
+        storage_options=s3.storage_options,
+    )
+    puts = _writes(s3)
+    # Four chunk objects, then the index once (with the vlmeta: not a second PUT).
+    assert puts == [f"s.b2nd/{i:08X}.chunk" for i in range(4)] + [f"s.b2nd/{INDEX}"]
+    np.testing.assert_array_equal(arr[...], data)
+    _download(s3, bucket, "s.b2nd/", tmp_path / "down.b2nd")
+    theirs = blosc2.open(str(tmp_path / "down.b2nd"))
+    np.testing.assert_array_equal(theirs[...], data)
+    assert theirs.vlmeta["units"] == "K" and not theirs.schunk.contiguous
+
+
+def test_a_sparse_frame_by_python_blosc2_reads_from_a_bucket(s3, tmp_path):
+    data = np.random.default_rng(2).normal(size=(400, 300))
+    local = tmp_path / "theirs.b2nd"
+    made = blosc2.asarray(data, urlpath=str(local), contiguous=False, mode="w",
+                          chunks=(100, 300), blocks=(10, 300))  # fmt: skip
+    made.vlmeta["_ARRAY_DIMENSIONS"] = ["y", "x"]
+    del made
+    bucket = s3.new_bucket()
+    for p in sorted(local.iterdir()):
+        s3.put(bucket, f"theirs.b2nd/{p.name}", p.read_bytes())
+    url = f"s3://{bucket}/theirs.b2nd"
+    s3.reset()
+    arr = b2store.open(url, storage_options=s3.storage_options)
+    gets = s3.counted("GET")
+    assert len(gets) <= 2  # the listing that finds a prefix, and the index
+    assert not arr.schunk.contiguous and arr.schunk.remote
+    s3.reset()
+    np.testing.assert_array_equal(arr[100:300], data[100:300])
+    whole = [r for r in s3.counted("GET")]
+    # Two chunks, each one GET of its whole object.
+    assert sorted(r.path.rsplit("/", 1)[-1] for r in whole) == ["00000001.chunk", "00000002.chunk"]
+    s3.reset()
+    assert arr[321, 17] == data[321, 17]
+    one_block = 10 * 300 * 8
+    assert sum(r.sent for r in s3.counted("GET")) <= 1.1 * one_block + 4096
+    with xr.open_dataset(url, engine="b2nd", storage_options=s3.storage_options) as ds:
+        np.testing.assert_array_equal(ds["data"].values, data)
+
+
+def test_changes_to_a_sparse_frame_in_a_bucket(s3, tmp_path):
+    """``mode="a"``: a changed chunk goes up under a new id, then the index; the chunk it
+    replaces goes after. A reader holding the older index moves to the new one."""
+    data = np.arange(60 * 50, dtype="i8").reshape(60, 50)
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/c.b2nd"
+    options = s3.storage_options
+    b2store.asarray(data, url, contiguous=False, chunks=(20, 50), storage_options=options)
+    reader = b2store.open(url, storage_options=options)
+    np.testing.assert_array_equal(reader[...], data)
+    writer = b2store.open(url, mode="a", storage_options=options)
+    s3.reset()
+    writer[25, :] = -1
+    assert _writes(s3) == ["c.b2nd/00000003.chunk", f"c.b2nd/{INDEX}"]
+    assert _keys(s3, bucket, "c.b2nd/") == [f"{i:08X}.chunk" for i in (0, 2, 3)] + [INDEX]
+    expected = data.copy()
+    expected[25, :] = -1
+    np.testing.assert_array_equal(reader[...], expected)  # (chunk 1 was gone: index reread)
+    np.testing.assert_array_equal(b2store.open(url, storage_options=options)[...], expected)
+    _download(s3, bucket, "c.b2nd/", tmp_path / "down.b2nd")
+    np.testing.assert_array_equal(blosc2.open(str(tmp_path / "down.b2nd"))[...], expected)
+    b2store.asarray(data, f"s3://{bucket}/one.b2nd", storage_options=options)
+    with pytest.raises(ValueError, match="read-only"):  # one object: written only whole
+        b2store.open(f"s3://{bucket}/one.b2nd", mode="a", storage_options=options)
+
+
+def test_a_new_frame_over_an_old_one_and_mode_x(s3):
+    """A new frame replaces an old one in its index's PUT: its chunks take ids past the old
+    ones (a reader of the old index never finds a new chunk under an old id), and the old
+    chunk objects go after. ``mode="x"`` refuses, writing nothing."""
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/r.b2nd"
+    options = s3.storage_options
+    b2store.asarray(np.arange(30.0), url, contiguous=False, chunks=(10,), storage_options=options)
+    s3.reset()
+    with pytest.raises(FileExistsError, match="r.b2nd"):
+        b2store.asarray(np.ones(3), url, contiguous=False, mode="x", storage_options=options)
+    assert _writes(s3) == []
+    new = b2store.asarray(-np.arange(20.0), url, contiguous=False, chunks=(10,),
+                          storage_options=options)  # fmt: skip
+    assert _writes(s3) == ["r.b2nd/00000003.chunk", "r.b2nd/00000004.chunk", f"r.b2nd/{INDEX}"]
+    assert _keys(s3, bucket, "r.b2nd/") == ["00000003.chunk", "00000004.chunk", INDEX]
+    np.testing.assert_array_equal(new[...], -np.arange(20.0))
+    np.testing.assert_array_equal(b2store.open(url, storage_options=options)[...], -np.arange(20.0))
+
+
+def test_two_writers_cannot_overwrite_each_others_index(s3):
+    """Writer A stores its chunks; meanwhile B appends and publishes; A's index PUT, made
+    from the index it read, is refused (If-Match its ETag): A gets ConflictError, B's chunk
+    stays, and A's chunk objects are removed."""
+    import fsspec
+
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/w.b2frame"
+    options = s3.storage_options
+    fs, _ = fsspec.core.url_to_fs(url, **options)
+    if not conditional_writes(fs):
+        pytest.skip("this botocore sends no If-Match (conditional writes need botocore>=1.35.6x)")
+    a = b2store.SChunk.create(url, contiguous=False, typesize=8, storage_options=options)
+    a.append_data(np.full(100, 5.0))  # (not zeros: a chunk of zeros stores no object)
+    b = b2store.SChunk.open(url, mode="a", storage_options=options)
+
+    def chunks():
+        yield _encoded(a, np.ones(100))
+        b.append_data(np.full(100, 2.0))  # B publishes while A is between chunks
+        yield _encoded(a, np.full(100, 3.0))
+
+    with pytest.raises(b2store.ConflictError, match="w.b2frame"):
+        a.extend_chunks(chunks())
+    reader = b2store.SChunk.open(url, storage_options=options)
+    assert reader.nchunks == 2
+    np.testing.assert_array_equal(np.frombuffer(reader.decompress_chunk(0), "f8"), 5.0)
+    np.testing.assert_array_equal(np.frombuffer(reader.decompress_chunk(1), "f8"), 2.0)
+    assert _keys(s3, bucket, "w.b2frame/") == ["00000000.chunk", "00000002.chunk", INDEX]
+
+
+def _encoded(schunk, values) -> bytes:
+    from b2store.chunk.encoder import encode_chunk
+
+    return encode_chunk(values, schunk.params)
+
+
+def test_a_killed_writer_leaves_the_old_frame(s3, tmp_path):
+    """A process killed while it replaces a sparse frame (some of its chunk objects up, the
+    index not yet) leaves the old frame, readable whole by b2store and python-blosc2."""
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/k.b2nd"
+    options = s3.storage_options
+    old = np.arange(50 * 40, dtype="f8").reshape(50, 40)
+    b2store.asarray(old, url, contiguous=False, chunks=(5, 40), storage_options=options)
+    child = textwrap.dedent(f"""
+        import numpy as np, b2store
+        b2store.asarray(np.ones((50, 40)), {url!r}, contiguous=False, chunks=(5, 40),
+                        storage_options={options!r})
+    """)
+    s3.reset()
+    s3.delay = 0.05
+    proc = subprocess.Popen([sys.executable, "-c", child], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len([k for k in _writes(s3) if k.endswith(".chunk")]) < 3:
+            assert proc.poll() is None and time.monotonic() < deadline, "the writer ended"
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        s3.delay = 0.0
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert f"k.b2nd/{INDEX}" not in _writes(s3)
+    np.testing.assert_array_equal(b2store.open(url, storage_options=options)[...], old)
+    _download(s3, bucket, "k.b2nd/", tmp_path / "down.b2nd")
+    np.testing.assert_array_equal(blosc2.open(str(tmp_path / "down.b2nd"))[...], old)
+
+
+def _dataset(seed: int, names=("t", "p")) -> xr.Dataset:
+    rng = np.random.default_rng(seed)
+    variables = {
+        "t": (("time", "y", "x"), rng.random((6, 8, 10)).astype("f4")),
+        "p": (("time", "y"), rng.random((6, 8))),
+    }
+    return xr.Dataset(
+        {n: variables[n] for n in names},
+        coords={"time": np.arange(6), "x": np.arange(10.0)},
+        attrs={"title": "a tree in a bucket"},
+    )
+
+
+def test_to_b2nd_puts_a_b2d_tree_frames_first_attributes_last(s3, tmp_path):
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/d.b2d"
+    options = s3.storage_options
+    ds = _dataset(3)
+    s3.reset()
+    b2store.to_b2nd(ds, url, storage_options=options)
+    puts = [k.removeprefix("d.b2d/") for k in _writes(s3)]
+    frames = [k for k in puts if k.endswith(".b2nd")]
+    assert sorted(frames) == ["p.b2nd", "t.b2nd", "time.b2nd", "x.b2nd"]
+    assert puts[-1] == "__vlmeta__.b2f"
+    assert max(puts.index(f) for f in frames) < puts.index("__vlmeta__.b2f")
+    with xr.open_dataset(url, engine="b2nd", storage_options=options) as back:
+        xr.testing.assert_identical(back.load(), ds)
+    _download(s3, bucket, "d.b2d/", tmp_path / "down.b2d")
+    with blosc2.TreeStore(str(tmp_path / "down.b2d"), mode="r") as ts:
+        np.testing.assert_array_equal(ts["/t"][...], ds["t"].values)
+    # A smaller Dataset replaces it: the variables it lacks go.
+    smaller = _dataset(4, names=("p",))
+    b2store.to_b2nd(smaller, url, storage_options=options)
+    assert "t.b2nd" not in _keys(s3, bucket, "d.b2d/")
+    with xr.open_dataset(url, engine="b2nd", storage_options=options) as back:
+        xr.testing.assert_identical(back.load(), smaller)
+    s3.reset()
+    with pytest.raises(FileExistsError, match="d.b2d"):
+        b2store.to_b2nd(ds, url, mode="w-", storage_options=options)
+    assert _writes(s3) == []
+
+
+def test_to_b2nd_puts_a_sparse_frame(s3, tmp_path):
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/one.b2nd"
+    options = s3.storage_options
+    ds = _dataset(5, names=("t",)).drop_vars(["time", "x"])
+    s3.reset()
+    b2store.to_b2nd(ds, url, contiguous=False, storage_options=options)
+    puts = _writes(s3)
+    assert puts[-1] == f"one.b2nd/{INDEX}" and all(k.endswith(".chunk") for k in puts[:-1])
+    with xr.open_dataset(url, engine="b2nd", storage_options=options) as back:
+        xr.testing.assert_identical(back.load(), ds)
+    _download(s3, bucket, "one.b2nd/", tmp_path / "down.b2nd")
+    np.testing.assert_array_equal(blosc2.open(str(tmp_path / "down.b2nd"))[...], ds["t"].values)
