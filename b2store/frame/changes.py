@@ -106,6 +106,29 @@ class Changes:
             self._publish(np.array(offsets, np.int64), nbytes, chunksize, raw)
             return self.nchunks
 
+    def extend_stored(
+        self, stored, stored_bytes: int, vlmeta: Mapping[str, bytes] | None = None
+    ) -> int:
+        """Append chunks that other processes stored (:meth:`Backend.store` 's work done
+        elsewhere, such as by dask workers writing a frame in an object store): ``stored``
+        is ``(index entry, nbytes)`` per chunk in order, ``stored_bytes`` the bytes they
+        take. Published at once with ``vlmeta`` (stored values); if that fails, the stored
+        chunks are freed. Returns the number of chunks."""
+        stored = [(int(entry), int(n)) for entry, n in stored]
+        with self._changing():
+            self._backend.claim([entry for entry, _ in stored])
+            offsets, nbytes, chunksize = list(self.offsets), self.nbytes, self.chunksize
+            for entry, n in stored:
+                chunksize = writer.chunksize_after(
+                    chunksize, len(offsets), nbytes, "append", len(offsets), n
+                )
+                offsets.append(entry)
+                nbytes += n
+            self._stored_bytes += int(stored_bytes)
+            raw = None if vlmeta is None else {**self._raw_vlmeta, **vlmeta}
+            self._publish(np.array(offsets, np.int64), nbytes, chunksize, raw)
+            return self.nchunks
+
     def update_chunks(self, updates: Mapping[int, bytes]) -> None:
         """Replace several chunks ({index: chunk}), published at once."""
         with self._changing():

@@ -115,6 +115,11 @@ class Backend:
         """Replace the header with one of the same length (in-place metalayer updates)."""
         raise NotImplementedError
 
+    def claim(self, entries: Iterable[int]) -> None:
+        """Take chunks stored by other processes for the change under way as this change's
+        own: freed if it fails (layouts whose writers store for themselves only: refused)."""
+        raise NotImplementedError(f"{self.name}: chunks stored elsewhere")
+
     def discard(self, entries: Iterable[int], live: Iterable[int] = ()) -> None:
         """Free stored chunks the published index (whose entries are ``live``) no longer
         names."""

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 from ..constants import MIN_HEADER_LENGTH
 from ..errors import ConflictError, FormatError
-from . import remote
+from . import remote, writer
 from .header import FrameHeader
 from .layout import INDEX_NAME, Backend
 from .sources import FsspecSource, MemorySource
@@ -270,6 +270,14 @@ class RemoteSparseFrame(Backend):
             self._stored.append(new_id)
             return new_id
 
+    def claim(self, entries: Iterable[int]) -> None:
+        self._stored.extend(int(e) for e in entries if e >= 0)
+
+    @property
+    def first_free_id(self) -> int:
+        """Of a new frame (:meth:`new`): an id past every chunk of the frame it replaces."""
+        return self._next_id
+
     def _put(self, name: str, data: bytes, **condition) -> str | None:
         """PUT ``data`` as ``name`` (under ``condition`` where the store takes it); its ETag."""
         url = self._join(name)
@@ -337,19 +345,30 @@ def _read_header(backend: Backend) -> FrameHeader:
     return read_header(backend)
 
 
-def put_sparse(source, url: str, storage_options: dict | None = None) -> None:
-    """Copy the frame ``source`` (an :class:`~b2store.frame.schunk.SChunk`) to a sparse frame
-    at ``url``, as its stored chunks and vlmeta: the chunk objects first, the index last (one
-    PUT); a frame that was there stays readable until then, and its chunk objects go after."""
-    from .schunk import SChunk
-    from .trailer import trailer_bytes
+def put_chunk(url: str, storage_options, chunk: bytes, chunk_id: int, stride: int) -> int:
+    """Store ``chunk`` as a chunk object of the sparse frame at ``url``, for a change that
+    another process publishes (:meth:`~b2store.frame.changes.Changes.extend_stored`): under
+    ``chunk_id`` or, where an object is there already (a killed writer's, or an earlier try
+    of this one; seen where the store takes If-None-Match), ``chunk_id + stride``, and so on.
+    Returns its index entry; a special chunk (all zeros, say) stores nothing and returns its
+    special entry."""
+    import fsspec
 
-    empty = source.header.with_fields(nbytes=0, cbytes=0, frame_type=1)
-    trailer = trailer_bytes({})
-    empty = empty.with_fields(frame_len=empty.header_len + len(trailer))
-    backend = RemoteSparseFrame.new(
-        url, empty.to_bytes() + trailer, storage_options, exclusive=False
-    )
-    with SChunk(backend, empty) as target:
-        chunks = (source.get_chunk(i) for i in range(source.nchunks))
-        target.extend_chunks(chunks, vlmeta=dict(source._raw_vlmeta))
+    kind = writer.special_kind_of(chunk)
+    if kind:
+        return writer.special_offset(kind)
+    fs, root = fsspec.core.url_to_fs(url.rstrip("/"), **dict(storage_options or {}))
+    condition = {"IfNoneMatch": "*"} if conditional_writes(fs) else {}
+    while True:
+        if not 0 <= chunk_id <= 0xFFFFFFFF:
+            raise FormatError("chunk id", "0..0xFFFFFFFF in a sparse frame", chunk_id)
+        name = f"{chunk_id:08X}.chunk"
+        try:
+            remote.call(f"{url}/{name}", fs.pipe_file, f"{root.rstrip('/')}/{name}", chunk,
+                        **condition)  # fmt: skip
+        except OSError as exc:
+            if condition and _refused(exc):
+                chunk_id += stride
+                continue
+            raise
+        return chunk_id

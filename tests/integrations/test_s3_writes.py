@@ -278,3 +278,66 @@ def test_to_b2nd_puts_a_sparse_frame(s3, tmp_path):
         xr.testing.assert_identical(back.load(), ds)
     _download(s3, bucket, "one.b2nd/", tmp_path / "down.b2nd")
     np.testing.assert_array_equal(blosc2.open(str(tmp_path / "down.b2nd"))[...], ds["t"].values)
+
+
+def test_dask_data_goes_up_chunk_by_chunk_from_its_tasks(s3):
+    """A dask-backed variable to a sparse frame in a bucket: each task encodes and stores
+    its chunk (a chunk of zeros stores no object), the index goes last, and dask chunks that
+    are not the frame's are rechunked to them first."""
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/dask.b2nd"
+    options = s3.storage_options
+    values = np.random.default_rng(6).random((12, 20, 30)).astype("f4")
+    values[4:8] = 0  # one whole chunk of zeros
+    ds = xr.Dataset({"t": (("time", "y", "x"), values)}, coords={"time": np.arange(12)})
+    ds = ds.chunk({"time": 4})
+    s3.reset()
+    b2store.to_b2nd(ds, url, contiguous=False, storage_options=options)
+    puts = _writes(s3)
+    assert sorted(puts[:-1]) == ["dask.b2nd/00000000.chunk", "dask.b2nd/00000002.chunk"]
+    assert puts[-1] == f"dask.b2nd/{INDEX}"
+    with xr.open_dataset(url, engine="b2nd", storage_options=options) as back:
+        xr.testing.assert_identical(back.load(), ds.load())
+    # Dask chunks along another axis than the frame's: rechunked, read back the same.
+    b2store.to_b2nd(ds.chunk({"time": 5, "x": 7}), url, contiguous=False,
+                    encoding={"t": {"chunks": (4, 20, 30)}}, storage_options=options)  # fmt: skip
+    with xr.open_dataset(url, engine="b2nd", storage_options=options) as back:
+        xr.testing.assert_identical(back.load(), ds.load())
+        assert back["t"].encoding["chunks"] == (4, 20, 30)
+
+
+@pytest.mark.slow
+def test_a_cluster_writes_its_chunks_straight_into_the_bucket(s3, tmp_path, monkeypatch):
+    """``to_b2nd`` of a dask Dataset to a sparse frame in a bucket on a ``LocalCluster`` of
+    processes: the workers store the chunks (here, storing one from this process raises),
+    only their index entries come back, and the index is written last. python-blosc2 reads
+    the frame (copied down) and the climatology through the engine equals NumPy's."""
+    distributed = pytest.importorskip("distributed")
+    from b2store.frame import remote_sparse
+
+    def not_here(*args, **kwargs):
+        raise AssertionError("a chunk was stored from the client's process")
+
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/cluster.b2nd"
+    options = s3.storage_options
+    values = np.random.default_rng(12).normal(280, 5, (24, 30, 40)).round(3)
+    ds = xr.Dataset({"tas": (("time", "y", "x"), values)}, coords={"time": np.arange(24)})
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,  # fmt: skip
+        distributed.Client(cluster),
+    ):
+        monkeypatch.setattr(remote_sparse, "put_chunk", not_here)
+        s3.reset()
+        b2store.to_b2nd(ds.chunk({"time": 3}), url, contiguous=False, storage_options=options)
+        monkeypatch.undo()
+        puts = _writes(s3)
+        assert len(puts) == 9 and puts[-1] == f"cluster.b2nd/{INDEX}"
+        with xr.open_dataset(url, engine="b2nd", chunks={}, storage_options=options) as back:
+            np.testing.assert_allclose(
+                back["tas"].mean("time").compute().values, values.mean(0), rtol=1e-12
+            )
+    _download(s3, bucket, "cluster.b2nd/", tmp_path / "down.b2nd")
+    np.testing.assert_array_equal(blosc2.open(str(tmp_path / "down.b2nd"))[...], values)

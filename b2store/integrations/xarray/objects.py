@@ -6,8 +6,9 @@ stored there must be whole or absent. Everything is written to a local temporary
 - a ``.b2nd`` frame and a ``.b2z`` zip are each one object, stored in one request (one PUT;
   s3fs sends a large object as a multipart upload, which the store completes only when every
   part is in): the object holds what it held before or the new one, never a part;
-- a sparse frame (``contiguous=False``) is its chunk objects, stored first, and its index,
-  stored last in one PUT (:mod:`b2store.frame.remote_sparse`);
+- a sparse frame (``contiguous=False``) is written straight there, not through a temporary:
+  its chunk objects first (by the dask tasks that compute them, for dask-backed data), its
+  index last in one PUT (:mod:`b2store.frame.remote_sparse`);
 - a ``.b2d`` tree is many objects: its frames are stored first (a sparse frame's chunk
   objects before its index, see :mod:`b2store.frame.remote_sparse`), its groups' attributes
   (``__vlmeta__.b2f``) after them, the root's last; then objects of a tree that was there and
@@ -21,11 +22,16 @@ before anything is written.
 from __future__ import annotations
 
 import errno
+import functools
+import math
 import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
+import numpy as np
+
+from ... import _progress
 from ...errors import UnsupportedError
 from ...frame import remote
 
@@ -59,54 +65,116 @@ def to_object(write, obj, url: str, storage_options: Mapping | None, mode, layou
     fs, path = fsspec.core.url_to_fs(url, **options)
     if mode in ("w-", "x") and remote.call(url, fs.exists, path):
         raise FileExistsError(errno.EEXIST, f"the object exists (mode={mode!r})", url)
+    if layout == "frame" and kwargs.get("contiguous") is False:
+        _sparse_frame(obj, url, options, mode in ("w-", "x"), **kwargs)
+        return url
     with tempfile.TemporaryDirectory(prefix=".b2store-upload-") as tmp:
         local = os.path.join(tmp, "object" + suffix)
         write(obj, local, mode="w", layout=layout, **kwargs)
         if layout == "b2d":
             _put_tree(Path(local), url, fs, path.rstrip("/"), options)
-        elif os.path.isdir(local):  # a sparse frame: its chunk objects, then its index
-            from ...frame.remote_sparse import put_sparse
-            from ...frame.schunk import SChunk
-
-            with SChunk.open(local) as source:
-                put_sparse(source, url, options)
         else:
             remote.call(url, fs.put_file, local, path)
     return url
 
 
+def _sparse_frame(obj, url: str, options: dict, exclusive: bool, **kwargs) -> None:
+    """``obj`` (one data variable) as a sparse frame at ``url``, written straight there: its
+    chunk objects, then its index with the vlmeta in one PUT. Dask-backed data is encoded
+    and stored by the tasks that compute it, on whichever workers run them (a
+    ``dask.distributed`` cluster's processes, say): only each chunk's index entry and size
+    come back, and the index is written here once all are in."""
+    from .writer import _layout, _write_frame, groups_of
+
+    groups, encodings = groups_of(obj, kwargs.get("encoding"))
+    _layout(groups, url, "frame")
+    write = functools.partial(_variable_to_bucket, options, exclusive)
+    _write_frame(groups["/"], encodings["/"], url, False, kwargs.get("nthreads"), None, write)
+
+
+def _variable_to_bucket(options, exclusive, var, url, storage, contiguous, nthreads, extra, bar):
+    from ...frame.mappings import check_vlmeta_sum, raw_value
+    from ...frame.schunk import SChunk
+    from ...nd.geometry import chunk_nitems
+    from .writer import _chunks_of, frame_plan
+
+    var, meta, cparams, vlmeta = frame_plan(var, PurePosixPath(url).stem, storage, extra)
+    raw = {name: raw_value(value) for name, value in vlmeta.items()}
+    size = math.prod(meta.shape)
+    schunk = SChunk.create(
+        url,
+        contiguous=False,
+        storage_options=options,
+        exclusive=exclusive,
+        chunksize=chunk_nitems(meta.chunkshape, meta.blockshape) * meta.dtype.itemsize
+        if size
+        else -1,
+        params=cparams,
+        meta={"b2nd": meta.to_bytes()},
+    )
+    check_vlmeta_sum(raw, schunk.limits)
+    with schunk:
+        if size and hasattr(var.data, "dask"):
+            first = schunk._backend.first_free_id
+            stored = _stored_by_tasks(var.data, meta, cparams, url, options, first)
+            entries = [(entry, nbytes) for entry, nbytes, _ in stored]
+            schunk.extend_stored(entries, sum(cbytes for *_, cbytes in stored), raw)
+        else:
+            chunks = _chunks_of(var, meta, cparams, nthreads, _progress.NoBar()) if size else ()
+            schunk.extend_chunks(chunks, vlmeta=raw)
+
+
+def _stored_by_tasks(data, meta, cparams, url: str, options: dict, first: int) -> list:
+    """``(index entry, nbytes, cbytes)`` of each chunk of the dask array ``data`` (C order
+    over the chunk grid), each encoded and stored by the task that computes it."""
+    import dask
+
+    if tuple(data.chunksize) != tuple(meta.chunkshape) or any(
+        c[0] != meta.chunkshape[k] for k, c in enumerate(data.chunks) if len(c) > 1
+    ):
+        data = data.rechunk(meta.chunkshape)
+    blocks = data.to_delayed().ravel()  # (C order: as np.ndindex walks the chunk grid)
+    store = dask.delayed(_encode_and_put, pure=False)
+    layout = (tuple(meta.chunkshape), tuple(meta.blockshape), meta.dtype.str)
+    tasks = [
+        store(block, url, options, layout, cparams, first + i, len(blocks))
+        for i, block in enumerate(blocks)
+    ]
+    return list(dask.compute(*tasks))
+
+
+def _encode_and_put(block, url, options, layout, cparams, chunk_id, stride):
+    """A worker's task: one chunk encoded and stored (see :func:`put_chunk`)."""
+    from ...frame.remote_sparse import put_chunk
+    from ...nd.chunks import encode_array_chunk
+    from ...nd.geometry import array_to_chunk
+
+    chunkshape, blockshape, dtype = layout
+    dtype = np.dtype(dtype)
+    buf = array_to_chunk(np.asarray(block, dtype=dtype), chunkshape, blockshape)
+    chunk = encode_array_chunk(buf, dtype, cparams, 1)
+    entry = put_chunk(url, options, chunk, chunk_id, stride)
+    return entry, buf.nbytes, len(chunk) if entry >= 0 else 0
+
+
 def _put_tree(local: Path, url: str, fs, root: str, options: dict) -> None:
     """The tree at ``local`` stored under ``url``: frames, then attributes, the root's last,
     then what a tree there before had and this one has not removed."""
-    from ...frame.remote_sparse import put_sparse
-    from ...frame.schunk import SChunk
-
     url = url.rstrip("/")
-    sparse, files, attrs = [], [], []
-    for here, dirs, names in os.walk(local):
+    files, attrs = [], []
+    for here, _, names in os.walk(local):
         rel = Path(here).relative_to(local).as_posix()
         rel = "" if rel == "." else rel + "/"
-        if "chunks.b2frame" in names:  # a sparse frame: stored by put_sparse, whole
-            sparse.append(rel.rstrip("/"))
-            dirs[:] = []
-            continue
         for name in names:
             (attrs if name in _AFTER else files).append(rel + name)
     before = _listing(url, fs, root)
     for rel in files:
         remote.call(f"{url}/{rel}", fs.put_file, str(local / rel), f"{root}/{rel}")
-    for rel in sparse:
-        with SChunk.open(local / rel) as source:
-            put_sparse(source, f"{url}/{rel}", options)
     # Deepest first: a group's attributes after everything under it, the root's last.
     for rel in sorted(attrs, key=lambda r: (-r.count("/"), r.endswith(_AFTER[0]), r)):
         remote.call(f"{url}/{rel}", fs.put_file, str(local / rel), f"{root}/{rel}")
     kept = set(files) | set(attrs)
-    gone = [
-        rel
-        for rel in before
-        if rel not in kept and not any(rel.startswith(frame + "/") for frame in sparse)
-    ]
+    gone = [rel for rel in before if rel not in kept]
     if gone:
         remote.call(url, fs.rm, [f"{root}/{rel}" for rel in gone])
 

@@ -180,18 +180,7 @@ def to_b2nd(
         raise FileNotFoundError(f"{path}: nothing to write a region into")
     if mode not in ("w", "a", "a-") and os.path.lexists(path):
         raise FileExistsError(f"{path} exists (mode={mode!r})")
-    if isinstance(obj, xr.DataArray):
-        name = obj.name if obj.name is not None else "__xarray_dataarray_variable__"
-        obj = obj.to_dataset(name=name)
-    if isinstance(obj, xr.DataTree):
-        groups = {node.path: node.to_dataset(inherit=False) for node in obj.subtree}
-        encodings = dict(encoding or {})
-        if set(encodings) - set(groups):
-            raise ValueError(f"encoding for unknown groups: {sorted(set(encodings) - set(groups))}")
-    elif isinstance(obj, xr.Dataset):
-        groups, encodings = {"/": obj}, {"/": encoding or {}}
-    else:
-        raise TypeError(f"to_b2nd writes xarray Datasets and DataTrees, not {type(obj).__name__}")
+    groups, encodings = groups_of(obj, encoding)
     layout = _layout(groups, path, layout)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -217,6 +206,22 @@ def to_b2nd(
         shutil.rmtree(work, ignore_errors=True)
         os.close(held)
     return path
+
+
+def groups_of(obj, encoding: Mapping | None) -> tuple[dict, dict]:
+    """``({group path: Dataset}, {group path: encoding})`` of what ``to_b2nd`` writes."""
+    if isinstance(obj, xr.DataArray):
+        name = obj.name if obj.name is not None else "__xarray_dataarray_variable__"
+        obj = obj.to_dataset(name=name)
+    if isinstance(obj, xr.DataTree):
+        groups = {node.path: node.to_dataset(inherit=False) for node in obj.subtree}
+        encodings = dict(encoding or {})
+        if set(encodings) - set(groups):
+            raise ValueError(f"encoding for unknown groups: {sorted(set(encodings) - set(groups))}")
+        return groups, encodings
+    if isinstance(obj, xr.Dataset):
+        return {"/": obj}, {"/": encoding or {}}
+    raise TypeError(f"to_b2nd writes xarray Datasets and DataTrees, not {type(obj).__name__}")
 
 
 def _nchunks(var: xr.Variable) -> int:
@@ -379,7 +384,11 @@ def _fixed_width(var: xr.Variable, name) -> xr.Variable:
 # --- writing frames ----------------------------------------------------------------------------
 
 
-def _write_frame(ds, encoding, path: Path, contiguous: bool, nthreads, bar) -> None:
+def _write_frame(
+    ds, encoding, path: Path, contiguous: bool, nthreads, bar, write_variable=None
+) -> None:
+    """``ds`` (one data variable, its coordinates in its vlmeta) as one frame at ``path``,
+    by ``write_variable`` (:func:`_write_variable`'s arguments; it by default)."""
     variables, attrs, storage, coord_names, sd_names = _encode_group(ds, encoding)
     (name,) = [n for n in variables if n not in coord_names]
     coords, total = {}, 0
@@ -408,7 +417,8 @@ def _write_frame(ds, encoding, path: Path, contiguous: bool, nthreads, bar) -> N
     extra = {"name": name, "attrs": dattrs, "dataset_attr_types": dtypes, "coords": coords}
     if name in sd_names:
         extra[DTYPE_KEY] = STRINGDTYPE
-    _write_variable(variables[name], path, storage[name], contiguous, nthreads, extra, bar)
+    write = write_variable or _write_variable
+    write(variables[name], path, storage[name], contiguous, nthreads, extra, bar)
 
 
 def _write_tree(groups: dict, encodings: dict, root: Path, nthreads, bar) -> None:
@@ -461,7 +471,27 @@ def _write_variable(
 ) -> None:
     """One variable as one b2nd frame, its chunks computed and encoded in C order; ``coord``
     when it is one of a tree's coordinates."""
-    var = _fixed_width(var, extra.get("name", Path(path).stem))  # a tree's member: name.b2nd
+    var, meta, cparams, vlmeta = frame_plan(var, Path(path).stem, storage, extra, coord)
+    size = math.prod(meta.shape)
+    schunk = SChunk.create(
+        path,
+        contiguous=contiguous,
+        chunksize=chunk_nitems(meta.chunkshape, meta.blockshape) * meta.dtype.itemsize
+        if size
+        else -1,
+        params=cparams,
+        meta={"b2nd": meta.to_bytes()},
+    )
+    with schunk:
+        if size:
+            schunk.extend_chunks(_chunks_of(var, meta, cparams, nthreads, bar))
+        schunk.vlmeta.update(vlmeta)
+
+
+def frame_plan(var, stem: str, storage: dict, extra: dict, coord: bool = False):
+    """``(variable, B2ndMeta, chunk params, vlmeta)`` of the frame ``var`` is written as
+    (``stem``: its name where ``extra`` names none, a tree's member ``name.b2nd``)."""
+    var = _fixed_width(var, extra.get("name", stem))
     if var.dtype == WHOLE_BYTES:
         extra = {**extra, DTYPE_KEY: WHOLE_BYTES}
     dtype = writable_dtype(var.dtype)  # a writer's input: never B2ndMeta's FormatError
@@ -477,7 +507,7 @@ def _write_variable(
         filters_meta=storage.get("filters_meta"),
         splitmode=storage.get("splitmode", "auto"),
     )
-    attrs, types = plain_attrs(var.attrs, f"variable {path.stem!r}")
+    attrs, types = plain_attrs(var.attrs, f"variable {stem!r}")
     # xarray-blosc2's reader names dimensions from ``dims`` (a lone frame's variable from
     # ``var``) and tells coordinates by ``is_coord``: copies of what _ARRAY_DIMENSIONS and
     # _xarray say, listed in _xarray so that b2store's readers skip them.
@@ -488,18 +518,7 @@ def _write_variable(
         **mirrors,
         **_with_info(attrs, info),
     }
-    size = math.prod(shape)
-    schunk = SChunk.create(
-        path,
-        contiguous=contiguous,
-        chunksize=chunk_nitems(chunks, blocks) * dtype.itemsize if size else -1,
-        params=cparams,
-        meta={"b2nd": meta.to_bytes()},
-    )
-    with schunk:
-        if size:
-            schunk.extend_chunks(_chunks_of(var, meta, cparams, nthreads, bar))
-        schunk.vlmeta.update(vlmeta)
+    return var, meta, cparams, vlmeta
 
 
 def _chunking(var: xr.Variable, storage: dict) -> tuple[tuple, tuple]:
