@@ -44,6 +44,25 @@ def test_combined_along_time_through_zarr_and_xarray(tmp_path):
     np.testing.assert_array_equal(ds["temp"].values, expected)
 
 
+def test_references_stored_as_parquet(tmp_path):
+    """The same references in kerchunk's Parquet form (several record files), inlined
+    special chunks among them, read back through fsspec's reference filesystem."""
+    xr = pytest.importorskip("xarray")
+    pytest.importorskip("kerchunk", reason="kerchunk writes Parquet references (test extra)")
+    pytest.importorskip("fastparquet", reason="kerchunk's Parquet engine (test extra)")
+    from b2store.integrations.virtual.references import refs_to_parquet
+
+    paths, expected = _files(tmp_path)
+    refs = combine_refs(paths, name="temp")
+    root = refs_to_parquet(refs, tmp_path / "refs.parq", record_size=4)
+    assert len(list((tmp_path / "refs.parq").rglob("*.parq"))) >= 3  # 18 chunks, 4 a file
+    fs = fsspec.filesystem("reference", fo=root, remote_protocol="file")
+    ds = xr.open_dataset(fs.get_mapper(""), engine="zarr", consolidated=False, zarr_format=2)
+    assert ds["temp"].dims == ("time", "y", "x") and ds["temp"].attrs["units"] == "K"
+    np.testing.assert_array_equal(ds["temp"].values, expected)
+    np.testing.assert_array_equal(ds["temp"][9:13, 2, 1:4].values, expected[9:13, 2, 1:4])
+
+
 def test_references_point_into_the_files(tmp_path):
     paths, _ = _files(tmp_path, 2)
     refs = kerchunk_refs(paths[0])["refs"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from ... import _files
 from ...errors import UnsupportedError
 from ...tree import open_frame
 
-__all__ = ["kerchunk_refs", "combine_refs", "B2ndParser", "manifest_store"]
+__all__ = ["kerchunk_refs", "combine_refs", "refs_to_parquet", "B2ndParser", "manifest_store"]
 
 
 def _array_refs(arr, name: str, offset: int = 0) -> dict[str, object]:
@@ -106,6 +107,27 @@ def kerchunk_refs(path, name: str | None = None, *, storage_options=None) -> dic
     ``b2nd`` codec.
     """
     return combine_refs([path], name=name, storage_options=storage_options)
+
+
+def refs_to_parquet(refs: dict, url, *, record_size: int = 10_000, storage_options=None) -> str:
+    """Store kerchunk references (:func:`kerchunk_refs`, :func:`combine_refs`) as kerchunk's
+    Parquet directory at ``url`` (local or fsspec), ``record_size`` references per file:
+    for many chunks, far smaller and faster to open than the JSON. Read them back with
+    ``fsspec.filesystem("reference", fo=url, remote_protocol=...)`` (its ``fo`` a Parquet
+    directory). Needs kerchunk and fastparquet (``pip install kerchunk fastparquet``).
+    Returns ``url``."""
+    try:
+        from kerchunk.df import refs_to_dataframe
+    except ImportError as exc:
+        raise ImportError(
+            "Parquet references are written by kerchunk with fastparquet: "
+            "pip install kerchunk fastparquet"
+        ) from exc
+    url = os.fspath(url)
+    refs_to_dataframe(
+        refs, url, record_size=record_size, storage_options=dict(storage_options or {})
+    )
+    return url
 
 
 def combine_refs(paths: Sequence, name: str | None = None, *, storage_options=None) -> dict:
