@@ -272,20 +272,26 @@ def asarray(
 
 
 def _to_object(data: np.ndarray, url: str, opts: _Options, progress, storage_options):
-    """``data`` as a contiguous frame in an object store. Object stores have no rename and no
-    append: the frame is made in memory and stored in one request (one PUT; s3fs sends a
-    large object as a multipart upload, completed only when whole), so the object holds the
-    frame it held before or the new one, never a part."""
-    from ..frame import remote
-
+    """``data`` in an object store: a sparse frame (``contiguous=False``, see
+    :func:`_to_sparse_object`) or a contiguous frame stored whole (:func:`_put_whole`)."""
     if not opts.contiguous:
         return _to_sparse_object(data, url, opts, progress, storage_options)
+    return _put_whole(lambda: _from_array(data, None, opts, progress), url, opts, storage_options)
+
+
+def _put_whole(make, url: str, opts: _Options, storage_options) -> B2ndArray:
+    """The array ``make()`` builds in memory, stored at ``url`` as one contiguous frame.
+    Object stores have no rename and no append: the frame is stored in one request (one PUT;
+    s3fs sends a large object as a multipart upload, completed only when whole), so the
+    object holds the frame it held before or the new one, never a part."""
     import fsspec
+
+    from ..frame import remote
 
     fs, path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
     if opts.mode == "x" and remote.call(url, fs.exists, path):
         raise FileExistsError(errno.EEXIST, "the object exists (mode='x')", url)
-    made = _from_array(data, None, opts, progress)
+    made = make()
     remote.call(url, fs.pipe_file, path, made.schunk.to_cframe())
     schunk = SChunk.open(url, storage_options=dict(storage_options or {}))
     return B2ndArray(schunk, made._meta, dtype=made.dtype)
@@ -402,8 +408,8 @@ def frombuffer(
     urlpath : str or path, optional
         Where to write; None keeps it in memory.
     chunks, blocks, codec, clevel, filters, filters_meta, splitmode : optional
-        As for :func:`asarray`; so are ``contiguous``, ``mode``, ``meta``, ``vlmeta`` and
-        ``nthreads``.
+        As for :func:`asarray`; so are ``contiguous``, ``mode``, ``meta``, ``vlmeta``,
+        ``nthreads`` and ``storage_options``.
     """
     opts = _Options.of(locals())
     dtype = _check_dtype(dtype)
@@ -412,14 +418,31 @@ def frombuffer(
     return _from_array(data, urlpath, opts)
 
 
-def _filled(kind, shape, dtype, value: bytes, urlpath, opts: _Options) -> B2ndArray:
-    schunk, b2nd, cparams = _new(shape, dtype, urlpath, opts)
+def _filled(
+    kind, shape, dtype, value: bytes, urlpath, opts: _Options, storage_options=None
+) -> B2ndArray:
+    if is_url(urlpath) and opts.contiguous:
+
+        def make():
+            return _filled(kind, shape, dtype, value, None, opts)
+
+        return _put_whole(make, urlpath, opts, storage_options)
+    if storage_options and not is_url(urlpath):
+        raise ValueError("storage_options are for a URL urlpath (s3://...), not a local path")
+    schunk, b2nd, cparams = _new(shape, dtype, urlpath, opts, storage_options)
+    chunks = []
+    if math.prod(b2nd.shape):
+        nbytes = chunk_nitems(b2nd.chunkshape, b2nd.blockshape) * b2nd.dtype.itemsize
+        chunk = special_chunk(kind, nbytes, b2nd.dtype.itemsize, value, cparams.blocksize)
+        chunks = [chunk] * math.prod(chunk_grid(b2nd.shape, b2nd.chunkshape))
+    if is_url(urlpath):  # a sparse frame in an object store: its index, in one PUT
+        raw = {name: raw_value(v) for name, v in (opts.vlmeta or {}).items()}
+        check_vlmeta_sum(raw, schunk.limits)
+        schunk.extend_chunks(chunks, vlmeta=raw)
+        return B2ndArray(schunk, b2nd)
     with _removed_on_error(schunk):
-        if math.prod(b2nd.shape):
-            nbytes = chunk_nitems(b2nd.chunkshape, b2nd.blockshape) * b2nd.dtype.itemsize
-            chunk = special_chunk(kind, nbytes, b2nd.dtype.itemsize, value, cparams.blocksize)
-            n = math.prod(chunk_grid(b2nd.shape, b2nd.chunkshape))
-            schunk.extend_chunks([chunk] * n)
+        if chunks:
+            schunk.extend_chunks(chunks)
         return _finish(schunk, b2nd, opts.vlmeta)
 
 
@@ -441,6 +464,7 @@ def zeros(
     meta: Mapping[str, Any] | None = None,
     vlmeta: Mapping[str, Any] | None = None,
     nthreads: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> B2ndArray:
     """An array of zeros: every chunk a zeros special chunk (no data stored).
 
@@ -452,11 +476,11 @@ def zeros(
     urlpath : str or path, optional
         Where to write; None keeps it in memory.
     chunks, blocks, codec, clevel, filters, filters_meta, splitmode : optional
-        As for :func:`asarray`; so are ``contiguous``, ``mode``, ``meta``, ``vlmeta`` and
-        ``nthreads``.
+        As for :func:`asarray`; so are ``contiguous``, ``mode``, ``meta``, ``vlmeta``,
+        ``nthreads`` and ``storage_options``.
     """
     opts = _Options.of(locals())
-    return _filled(SpecialValue.ZERO, shape, dtype, b"", urlpath, opts)
+    return _filled(SpecialValue.ZERO, shape, dtype, b"", urlpath, opts, storage_options)
 
 
 @names_user_path
@@ -477,13 +501,14 @@ def empty(
     meta: Mapping[str, Any] | None = None,
     vlmeta: Mapping[str, Any] | None = None,
     nthreads: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> B2ndArray:
     """An array whose values are not set; like python-blosc2's, it reads as zeros.
 
     Parameters are those of :func:`zeros`.
     """
     opts = _Options.of(locals())
-    return _filled(SpecialValue.ZERO, shape, dtype, b"", urlpath, opts)
+    return _filled(SpecialValue.ZERO, shape, dtype, b"", urlpath, opts, storage_options)
 
 
 @names_user_path
@@ -505,6 +530,7 @@ def full(
     meta: Mapping[str, Any] | None = None,
     vlmeta: Mapping[str, Any] | None = None,
     nthreads: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> B2ndArray:
     """An array of ``fill_value`` everywhere: repeated-value special chunks.
 
@@ -518,12 +544,12 @@ def full(
     urlpath : str or path, optional
         Where to write; None keeps it in memory.
     chunks, blocks, codec, clevel, filters, filters_meta, splitmode : optional
-        As for :func:`asarray`; so are ``contiguous``, ``mode``, ``meta``, ``vlmeta`` and
-        ``nthreads``.
+        As for :func:`asarray`; so are ``contiguous``, ``mode``, ``meta``, ``vlmeta``,
+        ``nthreads`` and ``storage_options``.
     """
     opts = _Options.of(locals())
     value = np.asarray(fill_value, dtype=dtype)
     dtype = _check_dtype(value.dtype)
     kind = SpecialValue.VALUE if value.tobytes().strip(b"\0") else SpecialValue.ZERO
     raw = value.tobytes() if kind == SpecialValue.VALUE else b""
-    return _filled(kind, shape, dtype, raw, urlpath, opts)
+    return _filled(kind, shape, dtype, raw, urlpath, opts, storage_options)

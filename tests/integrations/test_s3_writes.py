@@ -341,3 +341,86 @@ def test_a_cluster_writes_its_chunks_straight_into_the_bucket(s3, tmp_path, monk
             )
     _download(s3, bucket, "cluster.b2nd/", tmp_path / "down.b2nd")
     np.testing.assert_array_equal(blosc2.open(str(tmp_path / "down.b2nd"))[...], values)
+
+
+def test_zarr_writes_through_b2ndstore_into_a_bucket(s3, tmp_path):
+    """``to_zarr(B2ndStore("s3://.../x.b2d"))``: each array a sparse frame under the tree's
+    prefix (chunk by chunk, as zarr writes them), the groups' attributes small frames stored
+    whole. The engine and zarr read it back from the bucket; python-blosc2 opens each array
+    (copied down; its TreeStore lists contiguous members only)."""
+    zarr = pytest.importorskip("zarr")
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/z.b2d"
+    options = s3.storage_options
+    ds = _dataset(7)
+    store = b2store.B2ndStore(url, mode="w", storage_options=options)
+    ds.chunk({"time": 2}).to_zarr(store, mode="w", consolidated=False, zarr_format=3)
+    keys = _keys(s3, bucket, "z.b2d/")
+    assert {"__vlmeta__.b2f", "t.b2nd/chunks.b2frame", "p.b2nd/chunks.b2frame"} <= set(keys)
+    with xr.open_dataset(url, engine="b2nd", storage_options=options) as back:
+        xr.testing.assert_identical(back.load(), ds)
+    group = zarr.open_group(b2store.B2ndStore(url, storage_options=options), mode="r")
+    np.testing.assert_array_equal(group["t"][2:5], ds["t"].values[2:5])
+    _download(s3, bucket, "z.b2d/", tmp_path / "down.b2d")
+    np.testing.assert_array_equal(blosc2.open(str(tmp_path / "down.b2d" / "t.b2nd"))[...],
+                                  ds["t"].values)  # fmt: skip
+    # mode="w" again: what was there goes first.
+    b2store.B2ndStore(url, mode="w", storage_options=options)
+    assert _keys(s3, bucket, "z.b2d/") == []
+
+
+def test_writers_of_one_array_in_a_bucket_make_their_change_again(s3):
+    """Threads writing different chunks of one array through their own stores: an index
+    replaced under a writer (ConflictError from If-Match) makes it write its chunk again
+    from the new index; every chunk lands."""
+    zarr = pytest.importorskip("zarr")
+    from concurrent.futures import ThreadPoolExecutor
+
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/many.b2nd"
+    options = s3.storage_options
+    zarr.create_array(b2store.B2ndStore(url, mode="w", storage_options=options),
+                      shape=(8, 50), chunks=(1, 50), dtype="i4", fill_value=-1)  # fmt: skip
+
+    def write_row(i):
+        z = zarr.open_array(b2store.B2ndStore(url, mode="a", storage_options=options))
+        z[i] = np.arange(50) + 100 * i
+
+    s3.reset()
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(write_row, range(8)))
+    refused = [r for r in s3.counted("PUT") if r.status == 412]
+    got = b2store.open(url, storage_options=options)[...]
+    np.testing.assert_array_equal(got, np.arange(50) + 100 * np.arange(8)[:, None])
+    if conditional_writes(_fs(url, options)):
+        assert refused, "no writer was refused: the test did not race"
+        # The chunk objects named by no index (refused writers') are gone.
+        assert len(_keys(s3, bucket, "many.b2nd/")) == 8 + 1
+
+
+def _fs(url, options):
+    import fsspec
+
+    return fsspec.core.url_to_fs(url, **options)[0]
+
+
+@pytest.mark.slow
+def test_a_cluster_writes_through_b2ndstore_into_a_bucket(s3):
+    """``to_zarr`` of a dask Dataset on a ``LocalCluster`` of processes into a
+    ``B2ndStore`` in a bucket: the store pickles to the workers, each writes its chunks
+    (making its change again where another published first); read back identical."""
+    distributed = pytest.importorskip("distributed")
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/cluster.b2d"
+    options = s3.storage_options
+    ds = _dataset(8)
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None
+        ) as cluster,  # fmt: skip
+        distributed.Client(cluster),
+    ):
+        store = b2store.B2ndStore(url, mode="w", storage_options=options)
+        ds.chunk({"time": 1}).to_zarr(store, mode="w", consolidated=False, zarr_format=3)
+    with xr.open_dataset(url, engine="b2nd", storage_options=options) as back:
+        xr.testing.assert_identical(back.load(), ds)

@@ -18,8 +18,10 @@ import asyncio
 import contextlib
 import json
 import math
+import random
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import msgpack
@@ -30,8 +32,10 @@ from ..._userpath import names_user_path
 from ...chunk.encoder import special_chunk
 from ...chunk.params import ChunkParams, codec_name, filter_name
 from ...constants import SpecialValue
-from ...errors import B2StoreError
+from ...errors import B2StoreError, ConflictError
+from ...frame import remote
 from ...frame.schunk import SChunk
+from ...frame.sources import is_url
 from ...nd.geometry import array_to_chunk, chunk_to_array
 from ...nd.meta import B2ndMeta
 from .b2nd import B2ndCodec, default_blockshape
@@ -43,6 +47,11 @@ __all__ = ["Writer", "ConcurrentResizeError"]
 
 VLMETA_NAME = "__vlmeta__.b2f"
 EMBED_NAME = "embed.b2e"
+
+# A chunk change refused in an object store because another writer published first is made
+# again, up to this many times, after a random wait that doubles from _CONFLICT_DELAY.
+_CONFLICT_TRIES = 40
+_CONFLICT_DELAY, _CONFLICT_DELAY_MOST = 0.01, 0.5
 
 
 def _compression_of(codecs) -> dict:
@@ -113,30 +122,24 @@ class Writer:
 
     def __init__(self, store, fresh: bool):
         self.store = store
-        self.root = Path(store.path)
-        if "://" in store.path:
-            from ...errors import UnsupportedError
-
-            raise UnsupportedError("writing to remote B2ndStore paths", store.path)
+        self.place = _Place.of(store.path, store.storage_options)
         self._lock = threading.RLock()
         self._node_locks: dict[str, threading.Lock] = {}
         self._clients: dict[str, _Client] = {}
         self._open: dict[str, object] = {}
         self.single = store.path.endswith((".b2nd", ".b2frame")) or (
-            self.root.is_dir() and (self.root / "chunks.b2frame").exists()
+            self.place.isdir("") and self.place.exists("chunks.b2frame")
         )
-        self.contiguous = getattr(store, "contiguous", True)
+        # In an object store a frame changes chunk by chunk only as a sparse frame (a
+        # contiguous one is one object, stored whole).
+        self.contiguous = getattr(store, "contiguous", True) and not self.place.remote
         if fresh:
-            self._remove(self.root)
+            self.place.remove("")
 
     # --- where nodes live -------------------------------------------------------------------
 
-    def _frame_path(self, node: str) -> Path:
-        if self.single:
-            return self.root
-        # Never write through a symbolic link: one planted in the tree (the frame, or a
-        # group directory) could point anywhere outside it.
-        return _files.refuse_links(self.root, self.root / f"{node}.b2nd")
+    def _frame_rel(self, node: str) -> str:
+        return "" if self.single else f"{node}.b2nd"
 
     def _check_node(self, node: str) -> None:
         parts = node.split("/") if node else []
@@ -145,24 +148,22 @@ class Writer:
         if parts and parts[-1] == "__vlmeta__":
             raise ValueError("'__vlmeta__' is reserved by python-blosc2's tree layout")
 
-    @staticmethod
-    def _remove(path: Path) -> None:
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
-
     def array(self, node: str):
         """The array of ``node`` open for writing (shared by the store's reads)."""
         with self._lock:
             arr = self._open.get(node)
             if arr is None:
-                path = self._frame_path(node)
-                if not path.exists():
+                rel = self._frame_rel(node)
+                if not self.place.exists(rel):
                     return None
                 from ...api import open as b2open
 
-                arr = b2open(path, mode="a", limits=self.store.limits)
+                arr = b2open(
+                    self.place.frame(rel),
+                    mode="a",
+                    limits=self.store.limits,
+                    storage_options=self.place.storage_options,
+                )
                 self._open[node] = arr
             return arr
 
@@ -264,11 +265,28 @@ class Writer:
                 )
             yield
 
+    def _set_chunks(self, node: str, arr, updates: dict) -> None:
+        """Chunks ``{number: stored bytes}`` of ``node`` replaced in one change. In an object
+        store writers take no lock: one whose index was replaced meanwhile by another (dask
+        workers writing chunks of one array) is refused (ConflictError) and makes its
+        change again from the new index, as a local writer would after waiting for the
+        lock: a chunk written is the same whatever the other writers did."""
+        delay = _CONFLICT_DELAY
+        for tries_left in range(_CONFLICT_TRIES - 1, -1, -1):
+            try:
+                with self._changing(node, arr):
+                    arr.schunk.update_chunks(updates)
+                return
+            except ConflictError:
+                if not tries_left:
+                    raise
+                time.sleep(delay * (1 + random.random()))
+                delay = min(2 * delay, _CONFLICT_DELAY_MOST)
+
     def _set_chunk_bytes(self, node: str, coords, data: bytes) -> None:
         arr = self.array(node)
         n = self._chunk_index(node, coords)
-        with self._changing(node, arr):
-            arr.schunk.update_chunk(n, data)
+        self._set_chunks(node, arr, {n: data})
 
     def _set_chunk_array(self, node: str, coords, array: np.ndarray) -> None:
         from ...nd.chunks import encode_array_chunk
@@ -277,8 +295,7 @@ class Writer:
         n = self._chunk_index(node, coords)
         buf = array_to_chunk(np.asarray(array, arr.dtype), arr.chunks, arr.blocks)
         chunk = encode_array_chunk(buf, arr.dtype, arr.schunk.params)
-        with self._changing(node, arr):
-            arr.schunk.update_chunk(n, chunk)
+        self._set_chunks(node, arr, {n: chunk})
 
     def _fill_chunk(self, arr) -> bytes:
         """The special chunk of the array's fill value (what zarr means by a missing chunk)."""
@@ -309,27 +326,22 @@ class Writer:
     def _set_group_meta(self, node: str, doc: dict) -> None:
         if self.single:
             return  # the group view's root: nothing to store
-        directory = self.root / node if node else self.root
-        _files.refuse_links(self.root, directory / VLMETA_NAME)  # a group directory, too
-        directory.mkdir(parents=True, exist_ok=True)
+        rel = f"{node}/{VLMETA_NAME}" if node else VLMETA_NAME
+        self.place.make_parent(rel)
         if not node:
             self._ensure_embed()
         attrs = dict(doc.get("attributes") or {})
-        path = directory / VLMETA_NAME
-        if attrs or path.exists():
-            _write_attrs_frame(path, attrs)
+        if attrs or self.place.exists(rel):
+            # (python-blosc2's __vlmeta__.b2f: an empty frame whose vlmeta are the attrs)
+            self.place.put_frame(rel, {}, attrs)
         self.store._invalidate()
 
     def _ensure_embed(self) -> None:
-        path = self.root / EMBED_NAME
-        if path.exists():
+        if self.place.exists(EMBED_NAME):
             return
         meta = {"b2tree": msgpack.packb({"version": 1})}
-        schunk = SChunk.create(path, typesize=1, chunksize=8192, meta=meta)
-        try:
-            schunk.vlmeta["estore_metadata"] = {"embed_map": {}, "current_offset": 0}
-        finally:
-            schunk.close()
+        vlmeta = {"estore_metadata": {"embed_map": {}, "current_offset": 0}}
+        self.place.put_frame(EMBED_NAME, meta, vlmeta, chunksize=8192)
 
     def _set_array_meta(self, node: str, doc: dict) -> None:
         client = _Client(doc)
@@ -381,7 +393,7 @@ class Writer:
             n for n, (kind, _) in self.store._index().items() if kind == "array" and n
         }
         names.discard(node)
-        if names and self.root.exists() and not self._fresh_single(names):
+        if names and self.place.exists("") and not self._fresh_single(names):
             raise ValueError(
                 f"{self.store.path} is one frame, which holds one array ({sorted(names)[0]!r}); "
                 f"cannot add {node!r}: write to a .b2d tree (a path without .b2nd) instead"
@@ -405,8 +417,8 @@ class Writer:
         from ...nd.create import full
 
         self._forget(node)
-        path = self._frame_path(node)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        rel = self._frame_rel(node)
+        self.place.make_parent(rel)
         if not self.single:
             self._ensure_embed()
         comp = _compression_of(client.meta.codecs)
@@ -421,11 +433,12 @@ class Writer:
             shape,
             value,
             dtype=dtype,
-            urlpath=path,
+            urlpath=self.place.frame(rel),
             chunks=chunks,
             blocks=tuple(blocks),
             contiguous=self.contiguous,
             vlmeta=vlmeta,
+            storage_options=self.place.storage_options,
             **kwargs,
         )
         with self._lock:
@@ -475,8 +488,7 @@ class Writer:
         if n is None:
             return
         arr = self.array(node)
-        with self._changing(node, arr):
-            arr.schunk.update_chunk(n, self._fill_chunk(arr))
+        self._set_chunks(node, arr, {n: self._fill_chunk(arr)})
 
     def _delete_node(self, node: str) -> None:
         nodes = self.store._index()
@@ -485,14 +497,9 @@ class Writer:
         self._forget(node)
         self._clients.pop(node, None)
         if nodes[node][0] == "array":
-            self._remove(self._frame_path(node))
-        elif self.single:
-            pass
-        else:
-            path = self.root / node / VLMETA_NAME if node else self.root / VLMETA_NAME
-            # (unlink removes a link itself; a linked group directory is refused)
-            _files.refuse_links(self.root, path.parent)
-            path.unlink(missing_ok=True)
+            self.place.remove(self._frame_rel(node))
+        elif not self.single:
+            self.place.remove_file(f"{node}/{VLMETA_NAME}" if node else VLMETA_NAME)
         self.store._invalidate()
 
     @names_user_path
@@ -503,15 +510,15 @@ class Writer:
             for node in list(self._open):
                 self._forget(node)
             self._clients.clear()
-            self._remove(self.root)
+            self.place.remove("")
             self.store._invalidate()
             return
         if prefix in nodes or any(n.startswith(prefix + "/") for n in nodes):
             for node in sorted(nodes, reverse=True):
                 if node == prefix or node.startswith(prefix + "/"):
                     self._delete_node(node)
-            if not self.single and (self.root / prefix).is_dir():
-                shutil.rmtree(_files.refuse_links(self.root, self.root / prefix))
+            if not self.single:
+                self.place.remove(prefix)
             self.store._invalidate()
             return
         # A chunk prefix ("arr/c"): every chunk becomes the fill value.
@@ -521,8 +528,7 @@ class Writer:
             arr = self.array(node)
             if arr is not None and math.prod(arr.shape):
                 chunk = self._fill_chunk(arr)
-                with self._changing(node, arr):
-                    arr.schunk.update_chunks({n: chunk for n in range(arr.schunk.nchunks)})
+                self._set_chunks(node, arr, {n: chunk for n in range(arr.schunk.nchunks)})
 
 
 _MISSING = object()
@@ -567,7 +573,100 @@ def _same(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
-def _write_attrs_frame(path: Path, attrs: dict) -> None:
-    """An empty frame whose vlmeta are ``attrs`` (python-blosc2's ``__vlmeta__.b2f``)."""
-    with SChunk.create(path, typesize=1) as schunk:
-        schunk.vlmeta.update(attrs)
+class _Place:
+    """Where a writer's tree or frame lives, by paths relative to its root (posix, ``""``
+    the root itself): a local directory (:class:`_Local`) or a prefix of an object store
+    (:class:`_Remote`)."""
+
+    remote = False
+    storage_options: dict | None = None
+
+    @staticmethod
+    def of(path: str, storage_options) -> _Place:
+        return _Remote(path, storage_options) if is_url(path) else _Local(Path(path))
+
+
+class _Local(_Place):
+    def __init__(self, root: Path):
+        self.root = root
+
+    def frame(self, rel: str) -> Path:
+        # Never write through a symbolic link: one planted in the tree (the frame, or a
+        # group directory) could point anywhere outside it.
+        path = self.root / rel if rel else self.root
+        return _files.refuse_links(self.root, path) if rel else path
+
+    def exists(self, rel: str) -> bool:
+        return (self.root / rel if rel else self.root).exists()
+
+    def isdir(self, rel: str) -> bool:
+        return (self.root / rel if rel else self.root).is_dir()
+
+    def make_parent(self, rel: str) -> None:
+        self.frame(rel).parent.mkdir(parents=True, exist_ok=True)
+
+    def remove(self, rel: str) -> None:
+        """A file or a directory (and all under it); nothing there is no error."""
+        path = self.frame(rel)
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+    def remove_file(self, rel: str) -> None:
+        # (unlink removes a link itself; a linked group directory is refused)
+        self.frame(rel).unlink(missing_ok=True)
+
+    def put_frame(self, rel: str, meta: dict, vlmeta: dict, chunksize: int = -1) -> None:
+        """A small contiguous frame with no chunks: metalayers ``meta``, vlmeta ``vlmeta``."""
+        with SChunk.create(self.frame(rel), typesize=1, chunksize=chunksize, meta=meta) as sc:
+            sc.vlmeta.update(vlmeta)
+
+
+class _Remote(_Place):
+    """A prefix of an object store: frames there are sparse frames (chunk objects and an
+    index, :mod:`b2store.frame.remote_sparse`) or small contiguous frames stored whole."""
+
+    remote = True
+
+    def __init__(self, url: str, storage_options):
+        import fsspec
+
+        self.url = url.rstrip("/")
+        self.storage_options = dict(storage_options or {})
+        self.fs, root = fsspec.core.url_to_fs(self.url, **self.storage_options)
+        self.root = root.rstrip("/")
+
+    def frame(self, rel: str) -> str:
+        return f"{self.url}/{rel}" if rel else self.url
+
+    def _key(self, rel: str) -> str:
+        return f"{self.root}/{rel}" if rel else self.root
+
+    def exists(self, rel: str) -> bool:
+        return bool(remote.call(self.frame(rel), self.fs.exists, self._key(rel)))
+
+    def isdir(self, rel: str) -> bool:
+        return bool(remote.call(self.frame(rel), self.fs.isdir, self._key(rel)))
+
+    def make_parent(self, rel: str) -> None:
+        pass  # (an object store has no directories)
+
+    def remove(self, rel: str) -> None:
+        key = self._key(rel)
+        with contextlib.suppress(FileNotFoundError):
+            found = remote.call(self.frame(rel), self.fs.find, key)
+            if remote.call(self.frame(rel), self.fs.isfile, key):
+                found = [key, *found]
+            if found:
+                remote.call(self.frame(rel), self.fs.rm, sorted(set(found)))
+
+    def remove_file(self, rel: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            remote.call(self.frame(rel), self.fs.rm_file, self._key(rel))
+
+    def put_frame(self, rel: str, meta: dict, vlmeta: dict, chunksize: int = -1) -> None:
+        with SChunk.create(None, typesize=1, chunksize=chunksize, meta=meta) as sc:
+            sc.vlmeta.update(vlmeta)
+            frame = sc.to_cframe()
+        remote.call(self.frame(rel), self.fs.pipe_file, self._key(rel), frame)
