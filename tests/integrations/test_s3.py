@@ -287,9 +287,15 @@ def test_what_is_not_written_to_a_bucket_yet_is_refused(s3, tmp_path):
         b2store.to_b2nd(ds, f"s3://{bucket}/t.b2z", contiguous=False, storage_options=options)
     with pytest.raises(b2store.UnsupportedError, match="contiguous frame changed in place"):
         b2store.SChunk.create(url, storage_options=options)
-    with pytest.raises(b2store.UnsupportedError, match="mode in an object store"):
-        b2store.to_b2nd(ds, url, mode="a", append_dim="x", storage_options=options)
+    with pytest.raises(b2store.UnsupportedError, match="write into a stored Dataset"):
+        b2store.to_b2nd(ds, f"s3://{bucket}/t.b2d", mode="a", append_dim="x",
+                        storage_options=options)  # fmt: skip
+    with pytest.raises(FileNotFoundError, match="nothing to write into"):
+        b2store.to_b2nd(ds, url, region={"x": slice(0, 6)}, storage_options=options)
     assert not s3.client().list_objects_v2(Bucket=bucket).get("Contents")  # nothing written
+    b2store.to_b2nd(ds, url, storage_options=options)  # one contiguous object
+    with pytest.raises(b2store.UnsupportedError, match="write into a stored Dataset"):
+        b2store.to_b2nd(ds, url, mode="a", append_dim="x", storage_options=options)
     with pytest.raises(ValueError, match="storage_options are for a URL"):
         b2store.asarray(np.arange(6), tmp_path / "a.b2nd", storage_options={"anon": True})
     with pytest.raises(ValueError, match="storage_options are for a URL"):

@@ -76,8 +76,11 @@ class _Plan:
     attrs: dict | None = None  # the group's attributes, when they change
 
 
-def write_into(ds, path, *, mode, append_dim, region, encoding, nthreads, progress) -> None:
-    """The body of ``to_b2nd`` for modes "a", "a-" and "r+" on an existing ``path``."""
+def write_into(
+    ds, path, *, mode, append_dim, region, encoding, nthreads, progress, storage_options=None
+) -> None:
+    """The body of ``to_b2nd`` for modes "a", "a-" and "r+" on an existing ``path`` (or a
+    sparse frame in an object store, ``storage_options`` its fsspec options)."""
     if isinstance(ds, xr.DataArray):
         name = ds.name if ds.name is not None else "__xarray_dataarray_variable__"
         ds = ds.to_dataset(name=name)
@@ -86,9 +89,17 @@ def write_into(ds, path, *, mode, append_dim, region, encoding, nthreads, progre
             f"to_b2nd(mode={mode!r}) writes into a stored Dataset from a Dataset or DataArray, "
             f"not {type(ds).__name__}"
         )
-    target = Path(path)
     nbytes = int(ds.nbytes)
-    bar = _progress.bar(nbytes, target.name, progress, large=_progress.is_large(nbytes, 1))
+    name = os.fspath(path).rstrip("/").rsplit("/", 1)[-1]
+    bar = _progress.bar(nbytes, name, progress, large=_progress.is_large(nbytes, 1))
+    if storage_options is not None:  # (a URL: the caller checked it holds a sparse frame)
+        try:
+            _into_frame(ds, path, mode, append_dim, region, encoding, nthreads, bar,
+                        storage_options)  # fmt: skip
+        finally:
+            bar.close()
+        return
+    target = Path(path)
     try:
         if target.is_file() and _is_zip(target):
             _into_zip(ds, target, mode, append_dim, region, encoding, nthreads, bar)
@@ -462,17 +473,20 @@ def _c_index(coords, dims) -> int:
 # --- the layouts ---------------------------------------------------------------------------
 
 
-def _open_stored(path) -> xr.Dataset:
-    return xr.open_dataset(path, engine="b2nd", chunks=None, cache=False)
+def _open_stored(path, storage_options=None) -> xr.Dataset:
+    options = {} if storage_options is None else {"storage_options": storage_options}
+    return xr.open_dataset(path, engine="b2nd", chunks=None, cache=False, **options)
 
 
-def _into_frame(ds, path: Path, mode, append_dim, region, encoding, nthreads, bar) -> None:
-    with _open_stored(path) as stored:
+def _into_frame(
+    ds, path, mode, append_dim, region, encoding, nthreads, bar, storage_options=None
+) -> None:
+    with _open_stored(path, storage_options) as stored:
         name = next(iter(stored.data_vars), None)
         plan = _plan(ds, stored, mode, append_dim, region, encoding, single=True)
     from .writer import MAX_EMBEDDED_COORD_BYTES, plain_attrs
 
-    arr = open_array(os.fspath(path), mode="a")
+    arr = open_array(os.fspath(path), mode="a", storage_options=storage_options)
     try:
         with arr.schunk.changing():
             info = dict(arr.vlmeta.get(XARRAY_KEY) or {})

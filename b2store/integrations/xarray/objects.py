@@ -55,13 +55,15 @@ def to_object(write, obj, url: str, storage_options: Mapping | None, mode, layou
             "layout in an object store (a .b2nd frame, a .b2z zip or a .b2d tree, named so)",
             layout or suffix or url,
         )
+    options = dict(storage_options or {})
+    into = mode in ("a", "a-", "r+") or kwargs.get("append_dim") is not None
+    if into or kwargs.get("region") is not None:
+        _write_into(obj, url, options, mode, layout, **kwargs)
+        return url
     if mode not in (None, "w", "w-", "x"):
-        raise UnsupportedError("mode in an object store (only 'w' and 'w-' yet)", mode)
-    if kwargs.get("append_dim") is not None or kwargs.get("region") is not None:
-        raise UnsupportedError("append or region write in an object store", url)
+        raise UnsupportedError("mode in an object store", mode)
     if kwargs.get("contiguous") is False and layout == "b2z":
         raise UnsupportedError("sparse frame in a .b2z (contiguous=False)", url)
-    options = dict(storage_options or {})
     fs, path = fsspec.core.url_to_fs(url, **options)
     if mode in ("w-", "x") and remote.call(url, fs.exists, path):
         raise FileExistsError(errno.EEXIST, f"the object exists (mode={mode!r})", url)
@@ -76,6 +78,38 @@ def to_object(write, obj, url: str, storage_options: Mapping | None, mode, layou
         else:
             remote.call(url, fs.put_file, local, path)
     return url
+
+
+def _write_into(obj, url: str, options: dict, mode, layout, **kwargs) -> None:
+    """Appends and region writes (modes "a", "a-", "r+") into a sparse frame in an object
+    store: the chunks they touch go up as new chunk objects, then the index, in one PUT
+    over the version read (a writer that loses to another gets ConflictError). A contiguous
+    frame, a zip or a tree there is refused before anything is written."""
+    import fsspec
+
+    from ...frame.layout import INDEX_NAME
+    from .append import resolve_mode, write_into
+
+    mode = resolve_mode(mode, kwargs.get("append_dim"), kwargs.get("region"))
+    fs, path = fsspec.core.url_to_fs(url, **options)
+    index = f"{path.rstrip('/')}/{INDEX_NAME}"
+    if layout != "frame" or not remote.call(url, fs.exists, index):
+        if layout != "frame" or remote.call(url, fs.exists, path):
+            raise UnsupportedError(
+                "write into a stored Dataset in an object store other than a sparse frame "
+                "(a contiguous frame, a zip and a tree are stored whole: write them again, "
+                "or store the Dataset as a sparse frame, contiguous=False)",
+                url,
+            )
+        if mode == "r+" or kwargs.get("region") is not None:
+            raise FileNotFoundError(errno.ENOENT, f"nothing to write into (mode={mode!r})", url)
+        # Nothing there: the first append makes the frame (a sparse one, to append to).
+        _sparse_frame(obj, url, options, False, **{**kwargs, "append_dim": None})
+        return
+    write_into(obj, url, mode=mode, append_dim=kwargs.get("append_dim"),
+               region=kwargs.get("region"), encoding=kwargs.get("encoding"),
+               nthreads=kwargs.get("nthreads"), progress=kwargs.get("progress"),
+               storage_options=options)  # fmt: skip
 
 
 def _sparse_frame(obj, url: str, options: dict, exclusive: bool, **kwargs) -> None:
