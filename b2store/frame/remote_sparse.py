@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 from collections.abc import Iterable
 
 from ..constants import MIN_HEADER_LENGTH
@@ -345,7 +346,44 @@ def _read_header(backend: Backend) -> FrameHeader:
     return read_header(backend)
 
 
-def put_chunk(url: str, storage_options, chunk: bytes, chunk_id: int, stride: int) -> int:
+def put_chunks(
+    url: str, storage_options, chunks, first_id: int, stride: int
+) -> tuple[list[tuple[int, int]], int]:
+    """Store ``chunks`` (an iterable of encoded chunks, read a batch at a time) as chunk
+    objects of the sparse frame at ``url`` for a change published with
+    :meth:`~b2store.frame.changes.Changes.extend_stored`, up to
+    :data:`~b2store.frame.remote.CONCURRENT_REQUESTS` PUTs in flight; chunk ``k`` under
+    ``first_id + k`` (see :func:`put_chunk`). Returns ``([(index entry, nbytes)], bytes
+    stored)``; on a failure, the objects stored so far are removed."""
+    import fsspec
+
+    fs = fsspec.core.url_to_fs(url.rstrip("/"), **dict(storage_options or {}))[0]
+    chunks = iter(chunks)
+    stored: list[tuple[int, int]] = []
+    total = 0
+    try:
+        while batch := list(itertools.islice(chunks, remote.CONCURRENT_REQUESTS)):
+            at = first_id + len(stored)
+
+            def one(k, batch=batch, at=at):
+                return put_chunk(url, storage_options, batch[k], at + k, stride, fs=fs)
+
+            entries = remote.overlapped(one, range(len(batch)))
+            for chunk, entry in zip(batch, entries):
+                stored.append((entry, int.from_bytes(chunk[4:8], "little")))
+                total += len(chunk) if entry >= 0 else 0
+    except BaseException:
+        with contextlib.suppress(Exception):
+            keys = [f"{url.rstrip('/')}/{e:08X}.chunk" for e, _ in stored if e >= 0]
+            if keys:
+                fs.rm([fsspec.core.url_to_fs(k, **dict(storage_options or {}))[1] for k in keys])
+        raise
+    return stored, total
+
+
+def put_chunk(
+    url: str, storage_options, chunk: bytes, chunk_id: int, stride: int, *, fs=None
+) -> int:
     """Store ``chunk`` as a chunk object of the sparse frame at ``url``, for a change that
     another process publishes (:meth:`~b2store.frame.changes.Changes.extend_stored`): under
     ``chunk_id`` or, where an object is there already (a killed writer's, or an earlier try
@@ -357,7 +395,8 @@ def put_chunk(url: str, storage_options, chunk: bytes, chunk_id: int, stride: in
     kind = writer.special_kind_of(chunk)
     if kind:
         return writer.special_offset(kind)
-    fs, root = fsspec.core.url_to_fs(url.rstrip("/"), **dict(storage_options or {}))
+    made, root = fsspec.core.url_to_fs(url.rstrip("/"), **dict(storage_options or {}))
+    fs = fs or made
     condition = {"IfNoneMatch": "*"} if conditional_writes(fs) else {}
     while True:
         if not 0 <= chunk_id <= 0xFFFFFFFF:

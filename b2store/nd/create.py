@@ -29,6 +29,7 @@ from ..chunk.encoder import (
 )
 from ..constants import SpecialValue
 from ..frame.mappings import check_vlmeta_sum, raw_value
+from ..frame.remote_sparse import put_chunks
 from ..frame.schunk import SChunk, replace_path, staging_path
 from ..frame.sources import is_url
 from ..frame.vlmeta_codec import pack_value
@@ -314,7 +315,11 @@ def _to_sparse_object(data: np.ndarray, url: str, opts: _Options, progress, stor
     )
     try:
         chunks = encode_chunks(data, b2nd, cparams, opts.nthreads) if data.size else ()
-        schunk.extend_chunks(_counted(chunks, bar, data.nbytes / max(1, nchunks)), vlmeta=raw)
+        counted = _counted(chunks, bar, data.nbytes / max(1, nchunks))
+        # Many PUTs in flight at once (each a round trip), then the index.
+        first = schunk._backend.first_free_id
+        stored, nbytes = put_chunks(url, storage_options, counted, first, max(1, nchunks))
+        schunk.extend_stored(stored, nbytes, raw)
     finally:
         bar.close()
     return B2ndArray(schunk, b2nd)
