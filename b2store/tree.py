@@ -64,9 +64,7 @@ class _Files:
         self.remote = is_url(urlpath)
         self.storage_options = dict(storage_options or {})
         if self.remote:
-            import fsspec
-
-            self.fs, self.root = fsspec.core.url_to_fs(urlpath, **self.storage_options)
+            self.fs, self.root = remote.filesystem(urlpath, self.storage_options)
             self.root = self.root.rstrip("/")
             self.urlpath = urlpath.rstrip("/")
         else:

@@ -22,7 +22,24 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 from ..errors import RemoteError
 
-__all__ = ["CONCURRENT_REQUESTS", "RETRY_DELAYS", "ShortBody", "call", "overlapped"]
+__all__ = ["CONCURRENT_REQUESTS", "RETRY_DELAYS", "ShortBody", "call", "filesystem", "overlapped"]
+
+
+def filesystem(url: str, storage_options=None):
+    """``(filesystem, path)`` for ``url``: fsspec's, or, where ``storage_options`` holds an
+    obstore store (or a zarr ``ObjectStore``) under ``"store"``, that store's, with the URL's
+    path as the key in it (see :mod:`b2store.frame.obstores`)."""
+    options = dict(storage_options or {})
+    if options.get("store") is not None:
+        from urllib.parse import urlparse
+
+        from .obstores import ObstoreFileSystem
+
+        return ObstoreFileSystem(options["store"]), urlparse(url).path.strip("/")
+    import fsspec
+
+    return fsspec.core.url_to_fs(url, **options)
+
 
 #: Requests in flight at once when a read needs many chunks of a remote frame: each waits for
 #: its round trip (tens of ms on an object store) beside the others, not after them.

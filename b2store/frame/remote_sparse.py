@@ -34,7 +34,10 @@ _WHOLE = 1 << 40  # a range end past any chunk object's
 
 def conditional_writes(fs) -> bool:
     """Whether ``fs`` sends S3's ``If-Match`` / ``If-None-Match`` on a PUT: s3fs with a
-    botocore whose PutObject knows them (1.35.6x and newer)."""
+    botocore whose PutObject knows them (1.35.6x and newer), or an obstore store's (its put
+    modes, :mod:`b2store.frame.obstores`)."""
+    if getattr(fs, "conditional_writes", False) is True:
+        return True
     if "s3" not in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
         return False
     try:
@@ -73,13 +76,12 @@ class RemoteSparseFrame(Backend):
     remote = True
 
     def __init__(self, url: str, storage_options: dict | None = None, writable: bool = False):
-        import fsspec
 
         self.url = url.rstrip("/")
         self.name = self.url
         self.storage_options = dict(storage_options or {})
         self.writable = writable
-        self._fs, root = fsspec.core.url_to_fs(self.url, **self.storage_options)
+        self._fs, root = remote.filesystem(self.url, self.storage_options)
         self._root = root.rstrip("/")
         self._conditional = writable and conditional_writes(self._fs)
         self._next_id = 0
@@ -104,13 +106,12 @@ class RemoteSparseFrame(Backend):
         stays readable. Its chunk objects get ids past the old frame's, whose objects go
         once the new index is in place. ``exclusive``: refuse when a frame is there."""
         self = cls.__new__(cls)
-        import fsspec
 
         self.url = url.rstrip("/")
         self.name = self.url
         self.storage_options = dict(storage_options or {})
         self.writable = True
-        self._fs, root = fsspec.core.url_to_fs(self.url, **self.storage_options)
+        self._fs, root = remote.filesystem(self.url, self.storage_options)
         self._root = root.rstrip("/")
         self._conditional = conditional_writes(self._fs)
         self._etag = None
@@ -355,9 +356,8 @@ def put_chunks(
     :data:`~b2store.frame.remote.CONCURRENT_REQUESTS` PUTs in flight; chunk ``k`` under
     ``first_id + k`` (see :func:`put_chunk`). Returns ``([(index entry, nbytes)], bytes
     stored)``; on a failure, the objects stored so far are removed."""
-    import fsspec
 
-    fs = fsspec.core.url_to_fs(url.rstrip("/"), **dict(storage_options or {}))[0]
+    fs, root = remote.filesystem(url.rstrip("/"), storage_options)
     chunks = iter(chunks)
     stored: list[tuple[int, int]] = []
     total = 0
@@ -374,9 +374,9 @@ def put_chunks(
                 total += len(chunk) if entry >= 0 else 0
     except BaseException:
         with contextlib.suppress(Exception):
-            keys = [f"{url.rstrip('/')}/{e:08X}.chunk" for e, _ in stored if e >= 0]
+            keys = [f"{root.rstrip('/')}/{e:08X}.chunk" for e, _ in stored if e >= 0]
             if keys:
-                fs.rm([fsspec.core.url_to_fs(k, **dict(storage_options or {}))[1] for k in keys])
+                fs.rm(keys)
         raise
     return stored, total
 
@@ -390,12 +390,11 @@ def put_chunk(
     of this one; seen where the store takes If-None-Match), ``chunk_id + stride``, and so on.
     Returns its index entry; a special chunk (all zeros, say) stores nothing and returns its
     special entry."""
-    import fsspec
 
     kind = writer.special_kind_of(chunk)
     if kind:
         return writer.special_offset(kind)
-    made, root = fsspec.core.url_to_fs(url.rstrip("/"), **dict(storage_options or {}))
+    made, root = remote.filesystem(url.rstrip("/"), storage_options)
     fs = fs or made
     condition = {"IfNoneMatch": "*"} if conditional_writes(fs) else {}
     while True:

@@ -243,12 +243,11 @@ class FsspecSource(RangeSource):
     once read (not in a pickle)."""
 
     def __init__(self, url: str, storage_options: dict | None = None, offset: int = 0):
-        import fsspec
 
         self.url = url
         self.offset = offset
         self.storage_options = dict(storage_options or {})
-        self._fs, self._path = fsspec.core.url_to_fs(url, **self.storage_options)
+        self._fs, self._path = remote.filesystem(url, self.storage_options)
         info = remote.call(url, self._fs.info, self._path)
         if info.get("type") == "directory":  # (a prefix of an object store: a sparse frame?)
             raise IsADirectoryError(errno.EISDIR, "a directory, not one object", url)

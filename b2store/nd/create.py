@@ -285,11 +285,10 @@ def _put_whole(make, url: str, opts: _Options, storage_options) -> B2ndArray:
     Object stores have no rename and no append: the frame is stored in one request (one PUT;
     s3fs sends a large object as a multipart upload, completed only when whole), so the
     object holds the frame it held before or the new one, never a part."""
-    import fsspec
 
     from ..frame import remote
 
-    fs, path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
+    fs, path = remote.filesystem(url, storage_options)
     if opts.mode == "x" and remote.call(url, fs.exists, path):
         raise FileExistsError(errno.EEXIST, "the object exists (mode='x')", url)
     made = make()

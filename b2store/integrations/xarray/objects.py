@@ -46,7 +46,6 @@ _AFTER = ("__vlmeta__.b2f", "embed.b2e")
 def to_object(write, obj, url: str, storage_options: Mapping | None, mode, layout, **kwargs):
     """``write(obj, local_path, mode="w", layout=..., **kwargs)`` (``to_b2nd``) to a local
     temporary, then the file stored at ``url`` whole; returns ``url``."""
-    import fsspec
 
     suffix = PurePosixPath(url.split("?")[0]).suffix
     layout = layout or _LAYOUTS.get(suffix)
@@ -64,7 +63,7 @@ def to_object(write, obj, url: str, storage_options: Mapping | None, mode, layou
         raise UnsupportedError("mode in an object store", mode)
     if kwargs.get("contiguous") is False and layout == "b2z":
         raise UnsupportedError("sparse frame in a .b2z (contiguous=False)", url)
-    fs, path = fsspec.core.url_to_fs(url, **options)
+    fs, path = remote.filesystem(url, options)
     if mode in ("w-", "x") and remote.call(url, fs.exists, path):
         raise FileExistsError(errno.EEXIST, f"the object exists (mode={mode!r})", url)
     if layout == "frame" and kwargs.get("contiguous") is False:
@@ -85,13 +84,12 @@ def _write_into(obj, url: str, options: dict, mode, layout, **kwargs) -> None:
     store: the chunks they touch go up as new chunk objects, then the index, in one PUT
     over the version read (a writer that loses to another gets ConflictError). A contiguous
     frame, a zip or a tree there is refused before anything is written."""
-    import fsspec
 
     from ...frame.layout import INDEX_NAME
     from .append import resolve_mode, write_into
 
     mode = resolve_mode(mode, kwargs.get("append_dim"), kwargs.get("region"))
-    fs, path = fsspec.core.url_to_fs(url, **options)
+    fs, path = remote.filesystem(url, options)
     index = f"{path.rstrip('/')}/{INDEX_NAME}"
     if layout != "frame" or not remote.call(url, fs.exists, index):
         if layout != "frame" or remote.call(url, fs.exists, path):

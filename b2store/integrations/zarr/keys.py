@@ -255,11 +255,9 @@ def _read_span(url: str, offset: int, size: int, storage_options) -> bytes:
     if size <= 0:
         return b""
     if is_url(url):
-        import fsspec
-
         from ...frame import remote
 
-        fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+        fs, path = remote.filesystem(url, storage_options)
         return remote.call(url, fs.cat_file, path, start=offset, end=offset + size)
     import os
 

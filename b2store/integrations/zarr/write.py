@@ -630,11 +630,10 @@ class _Remote(_Place):
     remote = True
 
     def __init__(self, url: str, storage_options):
-        import fsspec
 
         self.url = url.rstrip("/")
         self.storage_options = dict(storage_options or {})
-        self.fs, root = fsspec.core.url_to_fs(self.url, **self.storage_options)
+        self.fs, root = remote.filesystem(self.url, self.storage_options)
         self.root = root.rstrip("/")
 
     def frame(self, rel: str) -> str:
