@@ -85,11 +85,16 @@ class ObstoreFileSystem(AbstractFileSystem):
             if end <= start:
                 return b""
             rng = (start, end)
+        options = {"range": rng}
+        if kwargs.get("if_match"):
+            options["if_match"] = kwargs["if_match"]
         try:
-            return bytes(obstore.get(self.store, path, options={"range": rng}).bytes())
+            return bytes(obstore.get(self.store, path, options=options).bytes())
         except FileNotFoundError:
             raise
         except Exception as exc:
+            if kwargs.get("if_match") and "precondition" in type(exc).__name__.lower():
+                raise FileExistsError(errno.EEXIST, "another version of the object", path) from exc
             if "range" in str(exc).lower():
                 # (as an HTTP 416: a range that starts past the object's end)
                 raise OSError(errno.EINVAL, f"range {rng} not satisfiable", path) from exc

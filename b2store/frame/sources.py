@@ -228,6 +228,38 @@ class RangeSource(ByteSource):
         self.name = state["name"]
 
 
+def _pinned_range(fs, path: str, start: int, stop: int, etag: str | None) -> bytes:
+    """Bytes ``start:stop`` of ``path`` read only from the version whose ETag is ``etag``
+    (``If-Match``), where the filesystem can send it: s3fs, an obstore store, fsspec's
+    HTTP; another version is refused by the server. Elsewhere (or with no ETag) a plain
+    range read."""
+    if etag:
+        kind = type(fs).__name__
+        if kind == "S3FileSystem" and hasattr(fs, "_call_s3"):
+            from fsspec.asyn import sync
+
+            async def get():
+                bucket, key, _ = fs.split_path(path)
+                answer = await fs._call_s3(
+                    "get_object",
+                    Bucket=bucket,
+                    Key=key,
+                    Range=f"bytes={start}-{stop - 1}",
+                    IfMatch=etag,
+                )
+                try:
+                    return await answer["Body"].read()
+                finally:
+                    answer["Body"].close()
+
+            return sync(fs.loop, get)
+        if kind == "ObstoreFileSystem":
+            return fs.cat_file(path, start=start, end=stop, if_match=etag)
+        if kind == "HTTPFileSystem":
+            return fs.cat_file(path, start=start, end=stop, headers={"If-Match": etag})
+    return fs.cat_file(path, start=start, end=stop)
+
+
 # A frame is opened from its two ends: its header and metalayers at the start, its index and
 # trailer at the end, each a few small reads. Remotely each read is a round trip (tens of ms on
 # an object store), so the first read that lies within this many bytes of either end fetches
@@ -288,7 +320,19 @@ class FsspecSource(RangeSource):
         return remote.call(self.url, self._range, self.offset + start, self.offset + stop)
 
     def _range(self, start: int, stop: int) -> bytes:
-        data = self._fs.cat_file(self._path, start=start, end=stop)
+        try:
+            data = _pinned_range(self._fs, self._path, start, stop, self.etag)
+        except Exception as exc:
+            from .remote_sparse import _refused
+
+            if self.etag and (_refused(exc) or getattr(exc, "status", None) == 412):
+                # Replaced since it was opened: its index and block starts, read from the
+                # version opened, would name other bytes of the new one.
+                raise FormatError(
+                    "object", f"the version of {self.url} opened (ETag {self.etag})",
+                    "another one: it was replaced since; open it again",
+                ) from None  # fmt: skip
+            raise
         if len(data) != stop - start:  # inside the size the server gave: a body cut short
             raise remote.ShortBody(f"{len(data)} bytes of the {stop - start} at {start}")
         return data

@@ -108,6 +108,15 @@ def test_two_writers_through_an_in_memory_store():
     np.testing.assert_array_equal(np.frombuffer(reader.decompress_chunk(1), "f8"), 2.0)
     with pytest.raises(FileNotFoundError, match="nothing.b2nd"):
         b2store.open("memory://any/nothing.b2nd", storage_options=theirs)
+    # A frame replaced under a reader: refused (If-Match on every range), not misread.
+    # (large enough that its chunks lie past the ends of the frame kept once read)
+    one, big = "memory://any/one.b2nd", np.tile(DATA, (10, 10))
+    b2store.asarray(big, one, chunks=(40, 300), storage_options=theirs)
+    held = b2store.open(one, storage_options=theirs)
+    np.testing.assert_array_equal(held[:40], big[:40])
+    b2store.asarray(-big, one, chunks=(40, 300), storage_options=theirs)
+    with pytest.raises(b2store.FormatError, match="replaced since"):
+        held[200:240]
 
 
 def _encoded(schunk, values) -> bytes:

@@ -507,3 +507,24 @@ def test_the_chunk_objects_of_a_new_frame_go_up_at_once(s3):
     assert len(puts) == 41 and puts[-1] == f"many.b2nd/{INDEX}"
     assert s3.most_in_flight >= 8
     np.testing.assert_array_equal(b2store.open(url, storage_options=s3.storage_options)[...], data)
+
+
+def test_a_frame_replaced_under_a_reader_is_refused_not_misread(s3):
+    """A reader keeps the index of the version it opened; every later range it reads is
+    asked for that version only (If-Match its ETag). Replaced meanwhile (``asarray`` with
+    ``mode="w"``): a FormatError saying so, never the new object's bytes read by the old
+    index. Opened again, it reads the new one."""
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/r.b2nd"
+    options = s3.storage_options
+    data = np.random.default_rng(14).random((400, 300))
+    b2store.asarray(data, url, chunks=(50, 300), storage_options=options)
+    reader = b2store.open(url, storage_options=options)
+    np.testing.assert_array_equal(reader[100:200], data[100:200])
+    b2store.asarray(data * 2, url, chunks=(50, 300), storage_options=options)
+    with pytest.raises(b2store.FormatError, match="replaced since"):
+        reader[200:300]
+    with pytest.raises(b2store.FormatError, match="replaced since"):
+        reader[250, 7]
+    np.testing.assert_array_equal(b2store.open(url, storage_options=options)[200:300],
+                                  2 * data[200:300])  # fmt: skip
