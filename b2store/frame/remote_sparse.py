@@ -25,11 +25,12 @@ from ..errors import ConflictError, FormatError
 from . import remote, writer
 from .header import FrameHeader
 from .layout import INDEX_NAME, Backend
-from .sources import FsspecSource, MemorySource
+from .sources import FsspecSource, MemorySource, ObjectReplaced
 
 __all__ = ["RemoteSparseFrame", "conditional_writes"]
 
 _WHOLE = 1 << 40  # a range end past any chunk object's
+_INDEX_TRIES = 10  # reads of an index that writers keep replacing under the reader
 
 
 def conditional_writes(fs) -> bool:
@@ -89,13 +90,11 @@ class RemoteSparseFrame(Backend):
         self._stored: list[int] = []  # chunk objects of the change under way
         self._depth = 0
         try:
-            self._index = FsspecSource(self._join(INDEX_NAME), self.storage_options)
+            self._index, self._etag, self._frame_len = self._index_now()
         except (FileNotFoundError, IsADirectoryError):
             raise FormatError(
                 INDEX_NAME, f"a sparse frame's index object under {self.url}", "none"
             ) from None
-        self._etag = self._index.etag
-        self._frame_len = self._index.size
 
     @classmethod
     def new(
@@ -214,16 +213,33 @@ class RemoteSparseFrame(Backend):
             )
         return data[:cbytes]
 
+    def _index_now(self, unless: str | None = None):
+        """The index object as it is now: ``(its bytes in memory, ETag, size)``, read by a
+        HEAD and one GET of the version it named (looked at again where another writer
+        replaced it between the two); None when its ETag is still ``unless``."""
+        for _ in range(_INDEX_TRIES):
+            source = FsspecSource(self._join(INDEX_NAME), self.storage_options)
+            if unless is not None and source.etag == unless:
+                return None
+            try:
+                data = source.read(0, source.size)
+            except ObjectReplaced:
+                continue
+            return MemorySource(data), source.etag, source.size
+        raise FormatError(
+            INDEX_NAME, "an index that stays the same while it is read", "writers kept replacing it"
+        )
+
     def refresh(self) -> bool:
         if self.writable:
             return False
         try:
-            fresh = FsspecSource(self._join(INDEX_NAME), self.storage_options)
+            fresh = self._index_now(unless=self._etag)
         except FileNotFoundError:
             return False
-        if fresh.etag is not None and fresh.etag == self._etag:
+        if fresh is None:
             return False
-        self._index, self._etag, self._frame_len = fresh, fresh.etag, fresh.size
+        self._index, self._etag, self._frame_len = fresh
         return True
 
     # --- writing ---------------------------------------------------------------------------
@@ -241,10 +257,10 @@ class RemoteSparseFrame(Backend):
         if self._etag is not None and not self._replaced:
             # One HEAD: another writer may have published since this handle read the index.
             # (Not for a new frame not written yet: nothing on the store is its own.)
-            fresh = FsspecSource(self._join(INDEX_NAME), self.storage_options)
-            changed = fresh.etag is None or fresh.etag != self._etag
+            fresh = self._index_now(unless=self._etag)
+            changed = fresh is not None
             if changed:
-                self._index, self._etag, self._frame_len = fresh, fresh.etag, fresh.size
+                self._index, self._etag, self._frame_len = fresh
         self._depth += 1
         try:
             yield changed

@@ -25,6 +25,7 @@ __all__ = [
     "MemorySource",
     "FileSource",
     "FsspecSource",
+    "ObjectReplaced",
     "RangeSource",
     "is_url",
     "local_path",
@@ -228,6 +229,10 @@ class RangeSource(ByteSource):
         self.name = state["name"]
 
 
+class ObjectReplaced(FormatError):
+    """A remote object was replaced since it was opened (its ETag changed)."""
+
+
 def _pinned_range(fs, path: str, start: int, stop: int, etag: str | None) -> bytes:
     """Bytes ``start:stop`` of ``path`` read only from the version whose ETag is ``etag``
     (``If-Match``), where the filesystem can send it: s3fs, an obstore store, fsspec's
@@ -328,7 +333,7 @@ class FsspecSource(RangeSource):
             if self.etag and (_refused(exc) or getattr(exc, "status", None) == 412):
                 # Replaced since it was opened: its index and block starts, read from the
                 # version opened, would name other bytes of the new one.
-                raise FormatError(
+                raise ObjectReplaced(
                     "object", f"the version of {self.url} opened (ETag {self.etag})",
                     "another one: it was replaced since; open it again",
                 ) from None  # fmt: skip
