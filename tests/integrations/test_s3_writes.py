@@ -408,7 +408,7 @@ def _fs(url, options):
 
 
 @pytest.mark.slow
-def test_a_cluster_writes_through_b2ndstore_into_a_bucket(s3):
+def test_a_cluster_writes_through_b2ndstore_into_a_bucket(s3, tmp_path):
     """``to_zarr`` of a dask Dataset on a ``LocalCluster`` of processes into a
     ``B2ndStore`` in a bucket: the store pickles to the workers, each writes its chunks
     (making its change again where another published first); read back identical."""
@@ -427,6 +427,10 @@ def test_a_cluster_writes_through_b2ndstore_into_a_bucket(s3):
         ds.chunk({"time": 1}).to_zarr(store, mode="w", consolidated=False, zarr_format=3)
     with xr.open_dataset(url, engine="b2nd", storage_options=options) as back:
         xr.testing.assert_identical(back.load(), ds)
+    _download(s3, bucket, "cluster.b2d/", tmp_path / "down.b2d")
+    for name in ("t", "p"):
+        theirs = blosc2.open(str(tmp_path / "down.b2d" / f"{name}.b2nd"))
+        np.testing.assert_array_equal(theirs[...], ds[name].values)
 
 
 def test_appends_and_regions_into_a_sparse_frame_in_a_bucket(s3, tmp_path):
