@@ -16,7 +16,7 @@ import numpy as np
 from ..chunk.encoder import encode_chunk
 from ..chunk.header import ChunkHeader
 from ..constants import MIN_HEADER_LENGTH
-from . import writer
+from . import remote, writer
 from .backends import read_header
 from .header import FrameHeader
 from .trailer import trailer_bytes
@@ -133,18 +133,37 @@ class Changes:
         """Replace several chunks ({index: chunk}), published at once."""
         with self._changing():
             offsets, nbytes, chunksize = self.offsets.copy(), self.nbytes, self.chunksize
-            gone = []
-            for i, chunk in updates.items():
-                i = self._index(i)
-                chunk, n = _checked(chunk)
-                old_nbytes, old_stored = self._stored_sizes(i)
+            items = [(self._index(i), *_checked(chunk)) for i, chunk in updates.items()]
+            if self._backend.remote and len(items) > 1:
+                # Each read and store a round trip: made side by side, then the index.
+                sizes = remote.overlapped(self._stored_sizes, [i for i, _, _ in items])
+            else:
+                sizes = None
+            gone, stores = [], []
+            for k, (i, chunk, n) in enumerate(items):
+                old_nbytes, old_stored = sizes[k] if sizes else self._stored_sizes(i)
                 nbytes += n - old_nbytes
                 chunksize = writer.chunksize_after(
                     chunksize, len(offsets), self.nbytes, "update", i, n
                 )
                 gone.append(int(offsets[i]))
                 self._stored_bytes -= old_stored
-                offsets[i] = self._store(chunk, chunksize)
+                if sizes is None:
+                    offsets[i] = self._store(chunk, chunksize)
+                else:
+                    stores.append((i, chunk, chunksize))
+            if stores:
+                kept = [(i, writer.special_kind_of(c) and cs > 0) for i, c, cs in stores]
+                stored = self._backend.store_many(
+                    [c for (i, c, cs), (_, special) in zip(stores, kept) if not special],
+                    self.header,
+                    np.concatenate([self.offsets, offsets]),
+                )
+                it = iter(stored)
+                for (i, chunk, cs), (_, special) in zip(stores, kept):
+                    offsets[i] = self._store(chunk, cs) if special else next(it)
+                    if not special:
+                        self._stored_bytes += len(chunk)
             self._publish(offsets, nbytes, chunksize)
             self._forget(gone)
 

@@ -115,6 +115,14 @@ class Backend:
         """Replace the header with one of the same length (in-place metalayer updates)."""
         raise NotImplementedError
 
+    def store_many(self, chunks: list[bytes], header: FrameHeader, in_use) -> list[int]:
+        """:meth:`store` of each of ``chunks`` (none special); their index entries. A remote
+        layout stores them side by side."""
+        entries: list[int] = []
+        for chunk in chunks:
+            entries.append(self.store(chunk, header, [*in_use, *entries]))
+        return entries
+
     def claim(self, entries: Iterable[int]) -> None:
         """Take chunks stored by other processes for the change under way as this change's
         own: freed if it fails (layouts whose writers store for themselves only: refused)."""

@@ -288,6 +288,20 @@ class RemoteSparseFrame(Backend):
             self._stored.append(new_id)
             return new_id
 
+    def store_many(self, chunks: list[bytes], header: FrameHeader, in_use) -> list[int]:
+        ids = [int(e) for e in in_use if e >= 0]
+        first = max(max(ids) + 1 if ids else 0, self._next_id)
+        stride = max(1, len(chunks))
+
+        def one(k):
+            return put_chunk(self.url, self.storage_options, chunks[k], first + k, stride,
+                             fs=self._fs, conditional=self._conditional)  # fmt: skip
+
+        entries = remote.overlapped(one, range(len(chunks)))
+        self._stored.extend(entries)
+        self._next_id = max([self._next_id, *(e + 1 for e in entries)])
+        return entries
+
     def claim(self, entries: Iterable[int]) -> None:
         self._stored.extend(int(e) for e in entries if e >= 0)
 
@@ -398,7 +412,14 @@ def put_chunks(
 
 
 def put_chunk(
-    url: str, storage_options, chunk: bytes, chunk_id: int, stride: int, *, fs=None
+    url: str,
+    storage_options,
+    chunk: bytes,
+    chunk_id: int,
+    stride: int,
+    *,
+    fs=None,
+    conditional: bool | None = None,
 ) -> int:
     """Store ``chunk`` as a chunk object of the sparse frame at ``url``, for a change that
     another process publishes (:meth:`~b2store.frame.changes.Changes.extend_stored`): under
@@ -412,7 +433,9 @@ def put_chunk(
         return writer.special_offset(kind)
     made, root = remote.filesystem(url.rstrip("/"), storage_options)
     fs = fs or made
-    condition = {"IfNoneMatch": "*"} if conditional_writes(fs) else {}
+    if conditional is None:
+        conditional = conditional_writes(fs)
+    condition = {"IfNoneMatch": "*"} if conditional else {}
     while True:
         if not 0 <= chunk_id <= 0xFFFFFFFF:
             raise FormatError("chunk id", "0..0xFFFFFFFF in a sparse frame", chunk_id)

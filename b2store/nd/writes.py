@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from ..constants import SpecialValue
+from ..frame import remote
 from ..frame.writer import special_offset
 from . import fancy
 from .chunks import decode_chunk_array, encode_chunk_array
@@ -53,9 +54,11 @@ class ArrayWrites:
             return  # (a False selects nothing: the value was only checked to broadcast)
         grid = chunk_grid(self.shape, self.chunks)
         updates = {}
-        for coords, parts in _chunks_touched(dims, self.chunks):
+        touched = list(_chunks_touched(dims, self.chunks))
+        stored = self._fetched([_c_index(coords, grid) for coords, _ in touched])
+        for coords, parts in touched:
             nchunk = _c_index(coords, grid)
-            ext = self._whole_chunk(nchunk).copy()
+            ext = self._whole_chunk(nchunk, stored.get(nchunk)).copy()
             src = tuple(_as_index(local) for local, _ in parts)
             dst = tuple(_as_index(pos) for _, pos in parts)
             ext[src] = selected[dst]
@@ -140,10 +143,20 @@ class ArrayWrites:
         self.schunk.reindex(entries, nbytes, metalayers, pairs, chunksize=chunksize, vlmeta=vlmeta)
         self._meta = meta
 
-    def _whole_chunk(self, nchunk: int) -> np.ndarray:
-        """Chunk ``nchunk`` decoded, as a new array of the chunk shape."""
-        chunk = self.schunk.get_chunk(nchunk)
+    def _whole_chunk(self, nchunk: int, chunk: bytes | None = None) -> np.ndarray:
+        """Chunk ``nchunk`` decoded (its stored bytes ``chunk``, where already read), as a
+        new array of the chunk shape."""
+        if chunk is None:
+            chunk = self.schunk.get_chunk(nchunk)
         return decode_chunk_array(chunk, self.chunks, self.blocks, self.dtype)
+
+    def _fetched(self, nchunks) -> dict[int, bytes]:
+        """The stored bytes of chunks ``nchunks`` of a remote frame, read with their
+        requests overlapped ({} for a local one: each is read when decoded)."""
+        if not self.schunk.remote or len(nchunks) < 2:
+            return {}
+        got = remote.overlapped(self.schunk.get_chunk, nchunks)
+        return dict(zip(nchunks, got))
 
     def _encode(self, items: np.ndarray) -> bytes:
         """A chunk of ``items`` (the chunk shape) with the frame's parameters."""

@@ -532,3 +532,26 @@ def test_a_frame_replaced_under_a_reader_is_refused_not_misread(s3):
         reader[250, 7]
     np.testing.assert_array_equal(b2store.open(url, storage_options=options)[200:300],
                                   2 * data[200:300])  # fmt: skip
+
+
+def test_a_change_of_many_chunks_makes_its_requests_side_by_side(s3):
+    """A write into an open array in a bucket that touches 8 chunks reads them, their sizes,
+    and stores the new ones 8 at a time (each a round trip), then the index once."""
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/c8.b2nd"
+    options = s3.storage_options
+    data = np.random.default_rng(15).random((16, 20, 30))
+    b2store.asarray(data, url, contiguous=False, chunks=(1, 20, 30), storage_options=options)
+    arr = b2store.open(url, mode="a", storage_options=options)
+    s3.reset()
+    s3.delay = 0.02
+    try:
+        arr[4:12, 3] = -1.0
+    finally:
+        s3.delay = 0.0
+    puts = _writes(s3)
+    assert len(puts) == 9 and puts[-1] == f"c8.b2nd/{INDEX}"
+    assert s3.most_in_flight >= 8
+    expected = data.copy()
+    expected[4:12, 3] = -1.0
+    np.testing.assert_array_equal(b2store.open(url, storage_options=options)[...], expected)
