@@ -199,11 +199,13 @@ def test_a_killed_writer_leaves_the_old_frame(s3, tmp_path):
     bucket = s3.new_bucket()
     url = f"s3://{bucket}/k.b2nd"
     options = s3.storage_options
-    old = np.arange(50 * 40, dtype="f8").reshape(50, 40)
-    b2store.asarray(old, url, contiguous=False, chunks=(5, 40), storage_options=options)
+    old = np.arange(64 * 40, dtype="f8").reshape(64, 40)
+    b2store.asarray(old, url, contiguous=False, chunks=(1, 40), storage_options=options)
+    # 64 chunks go up 16 at a time, each answered after 50 ms: the writer is killed once the
+    # first ones are in, well before its last batch and its index.
     child = textwrap.dedent(f"""
         import numpy as np, b2store
-        b2store.asarray(np.ones((50, 40)), {url!r}, contiguous=False, chunks=(5, 40),
+        b2store.asarray(np.ones((64, 40)), {url!r}, contiguous=False, chunks=(1, 40),
                         storage_options={options!r})
     """)
     s3.reset()
