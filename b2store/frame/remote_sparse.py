@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import itertools
+import threading
 from collections.abc import Iterable
 
 from ..constants import MIN_HEADER_LENGTH
@@ -89,6 +90,7 @@ class RemoteSparseFrame(Backend):
         self._replaced: list[int] = []  # the ids of a frame this new one replaces
         self._stored: list[int] = []  # chunk objects of the change under way
         self._depth = 0
+        self._thread_lock = threading.RLock()
         try:
             self._index, self._etag, self._frame_len = self._index_now()
         except (FileNotFoundError, IsADirectoryError):
@@ -117,6 +119,7 @@ class RemoteSparseFrame(Backend):
         self._replaced = []
         self._stored = []
         self._depth = 0
+        self._thread_lock = threading.RLock()
         self._next_id = 0
         try:
             old = cls(self.url, self.storage_options)
@@ -246,33 +249,36 @@ class RemoteSparseFrame(Backend):
 
     @contextlib.contextmanager
     def locked(self):
-        # No lock in an object store: the index is written with If-Match (where the store
-        # takes it), so a change made from a stale index is refused, not lost.
+        # No lock in an object store between processes: the index is written with If-Match
+        # (where the store takes it), so a change made from a stale index is refused, not
+        # lost. Threads of this process sharing the handle take turns (their changes and
+        # the chunk objects each stored must not mix).
         if not self.writable:
             raise PermissionError(f"{self.name} is open for reading; open it with mode='a'")
-        if self._depth:  # inside a change already under way
-            yield False
-            return
-        changed = False
-        if self._etag is not None and not self._replaced:
-            # One HEAD: another writer may have published since this handle read the index.
-            # (Not for a new frame not written yet: nothing on the store is its own.)
-            fresh = self._index_now(unless=self._etag)
-            changed = fresh is not None
-            if changed:
-                self._index, self._etag, self._frame_len = fresh
-        self._depth += 1
-        try:
-            yield changed
-        except BaseException:
-            # A change that failed (a refused index among them): its chunk objects are
-            # named by no index and go (a killed writer's stay, named by none).
-            stored, self._stored = self._stored, []
-            with contextlib.suppress(OSError):
-                self._delete(stored)
-            raise
-        finally:
-            self._depth -= 1
+        with self._thread_lock:
+            if self._depth:  # inside a change already under way, in this thread
+                yield False
+                return
+            changed = False
+            if self._etag is not None and not self._replaced:
+                # One HEAD: another writer may have published since this handle read the
+                # index. (Not for a new frame not written yet: nothing there is its own.)
+                fresh = self._index_now(unless=self._etag)
+                changed = fresh is not None
+                if changed:
+                    self._index, self._etag, self._frame_len = fresh
+            self._depth += 1
+            try:
+                yield changed
+            except BaseException:
+                # A change that failed (a refused index among them): its chunk objects are
+                # named by no index and go (a killed writer's stay, named by none).
+                stored, self._stored = self._stored, []
+                with contextlib.suppress(OSError):
+                    self._delete(stored)
+                raise
+            finally:
+                self._depth -= 1
 
     def store(self, chunk: bytes, header: FrameHeader, in_use) -> int:
         ids = [int(e) for e in in_use if e >= 0]

@@ -571,3 +571,24 @@ def test_a_change_of_many_chunks_makes_its_requests_side_by_side(s3):
     expected = data.copy()
     expected[4:12, 3] = -1.0
     np.testing.assert_array_equal(b2store.open(url, storage_options=options)[...], expected)
+
+
+def test_threads_sharing_one_remote_array_take_turns(s3):
+    """Threads writing through one handle of a sparse frame in a bucket: their changes take
+    turns (none loses another's chunk, nor removes another's chunk objects)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/shared.b2nd"
+    options = s3.storage_options
+    arr = b2store.zeros((12, 30), "i8", url, contiguous=False, chunks=(1, 30),
+                        storage_options=options)  # fmt: skip
+
+    def write_row(i):
+        arr[i] = i + 1
+
+    with ThreadPoolExecutor(6) as pool:
+        list(pool.map(write_row, range(12)))
+    expected = np.repeat(np.arange(1, 13)[:, None], 30, axis=1)
+    np.testing.assert_array_equal(b2store.open(url, storage_options=options)[...], expected)
+    assert len(_keys(s3, bucket, "shared.b2nd/")) == 12 + 1
