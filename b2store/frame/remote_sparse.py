@@ -28,7 +28,7 @@ from .header import FrameHeader
 from .layout import INDEX_NAME, Backend
 from .sources import FsspecSource, MemorySource, ObjectReplaced
 
-__all__ = ["RemoteSparseFrame", "conditional_writes"]
+__all__ = ["RemoteSparseFrame", "conditional_writes", "drop_sparse", "put_chunk", "put_chunks"]
 
 _WHOLE = 1 << 40  # a range end past any chunk object's
 _INDEX_TRIES = 10  # reads of an index that writers keep replacing under the reader
@@ -78,7 +78,15 @@ class RemoteSparseFrame(Backend):
     remote = True
 
     def __init__(self, url: str, storage_options: dict | None = None, writable: bool = False):
+        self._setup(url, storage_options, writable)
+        try:
+            self._index, self._etag, self._frame_len = self._index_now()
+        except (FileNotFoundError, IsADirectoryError):
+            raise FormatError(
+                INDEX_NAME, f"a sparse frame's index object under {self.url}", "none"
+            ) from None
 
+    def _setup(self, url: str, storage_options, writable: bool) -> None:
         self.url = url.rstrip("/")
         self.name = self.url
         self.storage_options = dict(storage_options or {})
@@ -86,17 +94,13 @@ class RemoteSparseFrame(Backend):
         self._fs, root = remote.filesystem(self.url, self.storage_options)
         self._root = root.rstrip("/")
         self._conditional = writable and conditional_writes(self._fs)
+        self._etag = None
         self._next_id = 0
         self._replaced: list[int] = []  # the ids of a frame this new one replaces
+        self._replaced_object = False  # a contiguous frame (one object) this one replaces
         self._stored: list[int] = []  # chunk objects of the change under way
         self._depth = 0
         self._thread_lock = threading.RLock()
-        try:
-            self._index, self._etag, self._frame_len = self._index_now()
-        except (FileNotFoundError, IsADirectoryError):
-            raise FormatError(
-                INDEX_NAME, f"a sparse frame's index object under {self.url}", "none"
-            ) from None
 
     @classmethod
     def new(
@@ -107,27 +111,21 @@ class RemoteSparseFrame(Backend):
         stays readable. Its chunk objects get ids past the old frame's, whose objects go
         once the new index is in place. ``exclusive``: refuse when a frame is there."""
         self = cls.__new__(cls)
-
-        self.url = url.rstrip("/")
-        self.name = self.url
-        self.storage_options = dict(storage_options or {})
-        self.writable = True
-        self._fs, root = remote.filesystem(self.url, self.storage_options)
-        self._root = root.rstrip("/")
-        self._conditional = conditional_writes(self._fs)
-        self._etag = None
-        self._replaced = []
-        self._stored = []
-        self._depth = 0
-        self._thread_lock = threading.RLock()
-        self._next_id = 0
+        self._setup(url, storage_options, True)
         try:
             old = cls(self.url, self.storage_options)
         except FormatError:
             old = None
+            # A contiguous frame there, one object of the same name (which readers would
+            # find first): it goes once the new index is in place.
+            try:
+                found = remote.call(self.url, self._fs.info, self._root)
+            except FileNotFoundError:
+                found = {}
+            self._replaced_object = found.get("type") == "file"
+        if exclusive and (old is not None or self._replaced_object):
+            raise FileExistsError(errno.EEXIST, "a frame is there (mode='x')", self.url)
         if old is not None:
-            if exclusive:
-                raise FileExistsError(errno.EEXIST, "a frame is there (mode='x')", self.url)
             from .schunk import SChunk
 
             with SChunk(old, _read_header(old)) as before:
@@ -336,6 +334,10 @@ class RemoteSparseFrame(Backend):
         self._stored = []
         replaced, self._replaced = self._replaced, []
         self._delete(replaced)  # a new frame over an old one: the old one's chunk objects
+        if self._replaced_object:
+            self._replaced_object = False
+            with contextlib.suppress(FileNotFoundError):
+                remote.call(self.url, self._fs.rm_file, self._root)
         return new, frame_len - len(trailer)
 
     def rewrite_header(self, data: bytes) -> None:
@@ -381,6 +383,24 @@ def _read_header(backend: Backend) -> FrameHeader:
     from .backends import read_header
 
     return read_header(backend)
+
+
+def drop_sparse(url: str, storage_options) -> None:
+    """After a contiguous frame (one object) was stored at ``url``: remove a sparse frame
+    that was there under the same name (its index first, then its chunk objects), which
+    readers no longer find (the object is found first) and nothing would remove."""
+    fs, root = remote.filesystem(url.rstrip("/"), storage_options)
+    root = root.rstrip("/")
+    index = f"{root}/{INDEX_NAME}"
+    try:
+        remote.call(url, fs.info, index)
+    except FileNotFoundError:
+        return
+    remote.call(url, fs.rm_file, index)
+    with contextlib.suppress(FileNotFoundError):
+        rest = remote.call(url, fs.find, root + "/")
+        if rest:
+            remote.call(url, fs.rm, list(rest))
 
 
 def put_chunks(

@@ -29,7 +29,7 @@ from ..chunk.encoder import (
 )
 from ..constants import SpecialValue
 from ..frame.mappings import check_vlmeta_sum, raw_value
-from ..frame.remote_sparse import put_chunks
+from ..frame.remote_sparse import drop_sparse, put_chunks
 from ..frame.schunk import SChunk, replace_path, staging_path
 from ..frame.sources import is_url
 from ..frame.vlmeta_codec import pack_value
@@ -293,6 +293,7 @@ def _put_whole(make, url: str, opts: _Options, storage_options) -> B2ndArray:
         raise FileExistsError(errno.EEXIST, "the object exists (mode='x')", url)
     made = make()
     remote.call(url, fs.pipe_file, path, made.schunk.to_cframe())
+    drop_sparse(url, storage_options)  # (a sparse frame of that name, replaced)
     schunk = SChunk.open(url, storage_options=dict(storage_options or {}))
     return B2ndArray(schunk, made._meta, dtype=made.dtype)
 

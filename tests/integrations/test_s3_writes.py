@@ -592,3 +592,23 @@ def test_threads_sharing_one_remote_array_take_turns(s3):
     expected = np.repeat(np.arange(1, 13)[:, None], 30, axis=1)
     np.testing.assert_array_equal(b2store.open(url, storage_options=options)[...], expected)
     assert len(_keys(s3, bucket, "shared.b2nd/")) == 12 + 1
+
+
+def test_a_frame_of_the_other_layout_under_the_same_name_is_replaced(s3):
+    """A sparse frame written where a contiguous one (one object of that name) was, and the
+    other way round: the old one is removed once the new one is in place, so a reader never
+    finds the old frame again under that name."""
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/x.b2nd"
+    options = s3.storage_options
+    first, second, third = (np.full((6, 8), k, "f4") for k in (1, 2, 3))
+    b2store.asarray(first, url, chunks=(2, 8), storage_options=options)  # one object
+    b2store.asarray(second, url, contiguous=False, chunks=(2, 8), storage_options=options)
+    assert "x.b2nd" not in [o["Key"] for o in s3.client().list_objects_v2(Bucket=bucket)
+                            .get("Contents", [])]  # fmt: skip
+    np.testing.assert_array_equal(b2store.open(url, storage_options=options)[...], second)
+    b2store.asarray(third, url, chunks=(2, 8), storage_options=options)
+    assert _keys(s3, bucket, "x.b2nd/") == []
+    np.testing.assert_array_equal(b2store.open(url, storage_options=options)[...], third)
+    with pytest.raises(FileExistsError, match="x.b2nd"):
+        b2store.asarray(first, url, contiguous=False, mode="x", storage_options=options)

@@ -34,6 +34,7 @@ import numpy as np
 from ... import _progress
 from ...errors import UnsupportedError
 from ...frame import remote
+from ...frame.remote_sparse import drop_sparse
 
 __all__ = ["to_object"]
 
@@ -76,6 +77,7 @@ def to_object(write, obj, url: str, storage_options: Mapping | None, mode, layou
             _put_tree(Path(local), url, fs, path.rstrip("/"), options)
         else:
             remote.call(url, fs.put_file, local, path)
+            drop_sparse(url, options)  # (a sparse frame of that name, replaced)
     return url
 
 
