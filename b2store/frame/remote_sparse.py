@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import itertools
 import threading
 from collections.abc import Iterable
@@ -42,6 +43,12 @@ def conditional_writes(fs) -> bool:
         return True
     if "s3" not in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
         return False
+    return _botocore_sends_conditions()
+
+
+@functools.cache
+def _botocore_sends_conditions() -> bool:
+    # (asked once: botocore loads its S3 model, tens of ms, to answer)
     try:
         import botocore.session
 
