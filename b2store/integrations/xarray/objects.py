@@ -34,7 +34,7 @@ import numpy as np
 from ... import _progress
 from ...errors import UnsupportedError
 from ...frame import remote
-from ...frame.remote_sparse import drop_sparse
+from ...frame.remote_sparse import drop_sparse, put_chunks
 
 __all__ = ["to_object"]
 
@@ -45,9 +45,9 @@ _AFTER = ("__vlmeta__.b2f", "embed.b2e")
 
 
 def to_object(write, obj, url: str, storage_options: Mapping | None, mode, layout, **kwargs):
-    """``write(obj, local_path, mode="w", layout=..., **kwargs)`` (``to_b2nd``) to a local
-    temporary, then the file stored at ``url`` whole; returns ``url``."""
-
+    """``to_b2nd(obj, url, ...)`` for a URL (see the module docstring): ``write`` is
+    ``to_b2nd`` itself, called on a local temporary where the object is made there first.
+    Returns ``url``."""
     suffix = PurePosixPath(url.split("?")[0]).suffix
     layout = layout or _LAYOUTS.get(suffix)
     if layout not in ("frame", "b2z", "b2d") or _LAYOUTS.get(suffix) != layout:
@@ -86,7 +86,6 @@ def _write_into(obj, url: str, options: dict, mode, layout, **kwargs) -> None:
     store: the chunks they touch go up as new chunk objects, then the index, in one PUT
     over the version read (a writer that loses to another gets ConflictError). A contiguous
     frame, a zip or a tree there is refused before anything is written."""
-
     from ...frame.layout import INDEX_NAME
     from .append import resolve_mode, write_into
 
@@ -153,9 +152,12 @@ def _variable_to_bucket(options, exclusive, var, url, storage, contiguous, nthre
             stored = _stored_by_tasks(var.data, meta, cparams, url, options, first)
             entries = [(entry, nbytes) for entry, nbytes, _ in stored]
             schunk.extend_stored(entries, sum(cbytes for *_, cbytes in stored), raw)
-        else:
+        else:  # (16 PUTs at once, then the index)
             chunks = _chunks_of(var, meta, cparams, nthreads, _progress.NoBar()) if size else ()
-            schunk.extend_chunks(chunks, vlmeta=raw)
+            nchunks = max(1, math.prod(-(-n // c) for n, c in zip(meta.shape, meta.chunkshape)))
+            first = schunk._backend.first_free_id
+            stored, nbytes = put_chunks(url, options, chunks, first, nchunks)
+            schunk.extend_stored(stored, nbytes, raw)
 
 
 def _stored_by_tasks(data, meta, cparams, url: str, options: dict, first: int) -> list:
