@@ -77,7 +77,8 @@ def to_object(write, obj, url: str, storage_options: Mapping | None, mode, layou
             _put_tree(Path(local), url, fs, path.rstrip("/"), options)
         else:
             remote.call(url, fs.put_file, local, path)
-            drop_sparse(url, options)  # (a sparse frame of that name, replaced)
+            if layout == "frame":
+                drop_sparse(url, options)  # (a sparse frame of that name, replaced)
     return url
 
 
