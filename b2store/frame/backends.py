@@ -425,7 +425,7 @@ def open_backend(
     elif isinstance(urlpath, (bytes, bytearray, memoryview)):
         backend = ContiguousFrame(MemorySource(memoryview(urlpath)[offset:]), writable=writable)
     elif is_url(urlpath):
-        backend = _open_url(urlpath, storage_options, offset, writable)
+        backend = _open_url(urlpath, storage_options, offset, writable, limits)
     else:
         path = local_path(urlpath)
         if path.is_dir():
@@ -453,7 +453,7 @@ def open_backend(
     return backend, header
 
 
-def _open_url(url: str, storage_options, offset: int, writable: bool) -> Backend:
+def _open_url(url: str, storage_options, offset: int, writable: bool, limits=None) -> Backend:
     """A frame behind a URL: one object (a contiguous frame, read-only: an object store
     takes it only whole) or a prefix holding a sparse frame (its index and chunk objects)."""
     try:
@@ -461,7 +461,7 @@ def _open_url(url: str, storage_options, offset: int, writable: bool) -> Backend
     except IsADirectoryError:
         if offset:
             raise ValueError("offset applies to frames inside a file, not to directories") from None
-        return RemoteSparseFrame(url, storage_options, writable=writable)
+        return RemoteSparseFrame(url, storage_options, writable=writable, limits=limits)
     if writable:
         raise ValueError(
             f"{url}: a contiguous frame in an object store is read-only (it is stored whole: "

@@ -22,7 +22,15 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 from ..errors import RemoteError
 
-__all__ = ["CONCURRENT_REQUESTS", "RETRY_DELAYS", "ShortBody", "call", "filesystem", "overlapped"]
+__all__ = [
+    "CONCURRENT_REQUESTS",
+    "RETRY_DELAYS",
+    "ShortBody",
+    "call",
+    "filesystem",
+    "overlapped",
+    "refused",
+]
 
 
 def filesystem(url: str, storage_options=None):
@@ -76,6 +84,25 @@ def overlapped(fn: Callable, items, at_once: int | None = None) -> list:
         jobs[-1].add_done_callback(lambda _: room.release())
     wait(jobs)
     return [job.result() for job in jobs]
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is the store refusing a conditional write (412 Precondition Failed,
+    or 409 for a conditional write that raced another)."""
+    while exc is not None:
+        if isinstance(exc, FileExistsError):  # (s3fs's name for a refused If-None-Match)
+            return True
+        error = getattr(exc, "response", None)
+        if isinstance(error, dict):
+            code = error.get("Error", {}).get("Code")
+            status = error.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (
+                409,
+                412,
+            ):
+                return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 #: Seconds to wait before each new try of a transient failure: three more tries, 0.7 s in

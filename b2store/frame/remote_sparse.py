@@ -22,17 +22,19 @@ import itertools
 import threading
 from collections.abc import Iterable
 
-from ..constants import MIN_HEADER_LENGTH
 from ..errors import ConflictError, FormatError
+from ..limits import Limits, resolve
 from . import remote, writer
 from .header import FrameHeader
 from .layout import INDEX_NAME, Backend
 from .sources import FsspecSource, MemorySource, ObjectReplaced
+from .sparse import chunk_file_name, whole_chunk
 
 __all__ = ["RemoteSparseFrame", "conditional_writes", "drop_sparse", "put_chunk", "put_chunks"]
 
 _WHOLE = 1 << 40  # a range end past any chunk object's
 _INDEX_TRIES = 10  # reads of an index that writers keep replacing under the reader
+_INDEX_HEADROOM = 64 << 10  # an index's fixed parts: header fields, chunk and trailer headers
 
 
 def conditional_writes(fs) -> bool:
@@ -59,33 +61,21 @@ def _botocore_sends_conditions() -> bool:
     return "IfMatch" in members and "IfNoneMatch" in members
 
 
-def _refused(exc: BaseException) -> bool:
-    """Whether ``exc`` is the store refusing a conditional write (412 Precondition Failed,
-    or 409 for a conditional write that raced another)."""
-    while exc is not None:
-        if isinstance(exc, FileExistsError):  # (s3fs's name for a refused If-None-Match)
-            return True
-        error = getattr(exc, "response", None)
-        if isinstance(error, dict):
-            code = error.get("Error", {}).get("Code")
-            status = error.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (
-                409,
-                412,
-            ):
-                return True
-        exc = exc.__cause__ or exc.__context__
-    return False
-
-
 class RemoteSparseFrame(Backend):
     """``chunks.b2frame`` and ``%08X.chunk`` objects under the prefix ``url``."""
 
     contiguous = False
     remote = True
 
-    def __init__(self, url: str, storage_options: dict | None = None, writable: bool = False):
+    def __init__(
+        self,
+        url: str,
+        storage_options: dict | None = None,
+        writable: bool = False,
+        limits: Limits | None = None,
+    ):
         self._setup(url, storage_options, writable)
+        self._limits = limits
         try:
             self._index, self._etag, self._frame_len = self._index_now()
         except (FileNotFoundError, IsADirectoryError):
@@ -108,6 +98,7 @@ class RemoteSparseFrame(Backend):
         self._stored: list[int] = []  # chunk objects of the change under way
         self._depth = 0
         self._thread_lock = threading.RLock()
+        self._limits: Limits | None = None
 
     @classmethod
     def new(
@@ -166,9 +157,7 @@ class RemoteSparseFrame(Backend):
         return header.header_len
 
     def chunk_name(self, chunk_id: int) -> str:
-        if not 0 <= chunk_id <= 0xFFFFFFFF:
-            raise FormatError("chunk id", "0..0xFFFFFFFF in a sparse frame", chunk_id)
-        return f"{chunk_id:08X}.chunk"
+        return chunk_file_name(chunk_id)
 
     def _get(self, name: str, start: int | None = None, stop: int | None = None) -> bytes:
         url = self._join(name)
@@ -211,24 +200,26 @@ class RemoteSparseFrame(Backend):
         name = self.chunk_name(entry)
         # The whole object in one GET: a range from 0 past any end (without one, s3fs asks
         # for the size first, a request more).
-        data = self._get(name, 0, _WHOLE)
-        if len(data) < MIN_HEADER_LENGTH:
-            raise FormatError("chunk object", "a whole chunk", f"{len(data)} bytes", 0)
-        cbytes = int.from_bytes(data[12:16], "little", signed=True)
-        if not MIN_HEADER_LENGTH <= cbytes <= len(data):
-            raise FormatError(
-                "chunk cbytes", f"at most the {len(data)} bytes of {name}", cbytes, 12
-            )
-        return data[:cbytes]
+        return whole_chunk(self._get(name, 0, _WHOLE), name, "chunk object")
 
     def _index_now(self, unless: str | None = None):
         """The index object as it is now: ``(its bytes in memory, ETag, size)``, read by a
         HEAD and one GET of the version it named (looked at again where another writer
         replaced it between the two); None when its ETag is still ``unless``."""
+        # The most an index object can hold that the limits admit: a header (its
+        # metalayers), the offsets of max_nchunks chunks, a trailer (the vlmeta). Past it,
+        # refused before it is read (a hostile object would otherwise be read whole).
+        lim = resolve(self._limits)
+        most = lim.max_metalayer_nbytes + 8 * lim.max_nchunks + 2 * lim.max_vlmeta_nbytes
+        most += _INDEX_HEADROOM
         for _ in range(_INDEX_TRIES):
             source = FsspecSource(self._join(INDEX_NAME), self.storage_options)
             if unless is not None and source.etag == unless:
                 return None
+            if source.size > most:
+                raise FormatError(
+                    INDEX_NAME, f"an index object of at most {most} bytes (the limits)", source.size
+                )
             try:
                 data = source.read(0, source.size)
             except ObjectReplaced:
@@ -328,7 +319,7 @@ class RemoteSparseFrame(Backend):
         try:
             answer = remote.call(url, self._fs.pipe_file, self._key(name), data, **kwargs)
         except OSError as exc:
-            if kwargs and _refused(exc):
+            if kwargs and remote.refused(exc):
                 raise ConflictError(self.url, name) from exc
             raise
         return answer.get("ETag") if isinstance(answer, dict) else None
@@ -379,11 +370,11 @@ class RemoteSparseFrame(Backend):
         self._index.close()
 
     def __reduce__(self):
-        return RemoteSparseFrame, (self.url, self.storage_options, self.writable)
+        return RemoteSparseFrame, (self.url, self.storage_options, self.writable, self._limits)
 
     def reopen(self, writable: bool | None = None) -> Backend:
         writable = self.writable if writable is None else writable
-        return RemoteSparseFrame(self.url, self.storage_options, writable)
+        return RemoteSparseFrame(self.url, self.storage_options, writable, self._limits)
 
 
 def _read_header(backend: Backend) -> FrameHeader:
@@ -437,7 +428,7 @@ def put_chunks(
                 total += len(chunk) if entry >= 0 else 0
     except BaseException:
         with contextlib.suppress(Exception):
-            keys = [f"{root.rstrip('/')}/{e:08X}.chunk" for e, _ in stored if e >= 0]
+            keys = [f"{root.rstrip('/')}/{chunk_file_name(e)}" for e, _ in stored if e >= 0]
             if keys:
                 fs.rm(keys)
         raise
@@ -470,14 +461,12 @@ def put_chunk(
         conditional = conditional_writes(fs)
     condition = {"IfNoneMatch": "*"} if conditional else {}
     while True:
-        if not 0 <= chunk_id <= 0xFFFFFFFF:
-            raise FormatError("chunk id", "0..0xFFFFFFFF in a sparse frame", chunk_id)
-        name = f"{chunk_id:08X}.chunk"
+        name = chunk_file_name(chunk_id)
         try:
             remote.call(f"{url}/{name}", fs.pipe_file, f"{root.rstrip('/')}/{name}", chunk,
                         **condition)  # fmt: skip
         except OSError as exc:
-            if condition and _refused(exc):
+            if condition and remote.refused(exc):
                 chunk_id += stride
                 continue
             raise

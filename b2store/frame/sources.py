@@ -328,9 +328,7 @@ class FsspecSource(RangeSource):
         try:
             data = _pinned_range(self._fs, self._path, start, stop, self.etag)
         except Exception as exc:
-            from .remote_sparse import _refused
-
-            if self.etag and (_refused(exc) or getattr(exc, "status", None) == 412):
+            if self.etag and (remote.refused(exc) or getattr(exc, "status", None) == 412):
                 # Replaced since it was opened: its index and block starts, read from the
                 # version opened, would name other bytes of the new one.
                 raise ObjectReplaced(

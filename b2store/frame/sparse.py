@@ -27,9 +27,26 @@ from .layout import (
 )
 from .sources import FileSource, local_path
 
-__all__ = ["SparseFrame"]
+__all__ = ["SparseFrame", "chunk_file_name", "whole_chunk"]
 
 _CHUNK_FILE = re.compile(r"^[0-9A-F]{8}\.chunk$")
+
+
+def chunk_file_name(chunk_id: int) -> str:
+    """The name of chunk ``chunk_id``'s file (or object) in a sparse frame."""
+    if not 0 <= chunk_id <= 0xFFFFFFFF:
+        raise FormatError("chunk id", "0..0xFFFFFFFF in a sparse frame", chunk_id)
+    return f"{chunk_id:08X}.chunk"
+
+
+def whole_chunk(data: bytes, name: str, field: str = "chunk file") -> bytes:
+    """A chunk file's (or object's) bytes checked to hold a whole chunk: exactly its cbytes."""
+    if len(data) < MIN_HEADER_LENGTH:
+        raise FormatError(field, "a whole chunk", f"{len(data)} bytes", 0)
+    cbytes = int.from_bytes(data[12:16], "little", signed=True)
+    if not MIN_HEADER_LENGTH <= cbytes <= len(data):
+        raise FormatError("chunk cbytes", f"at most the {len(data)} bytes of {name}", cbytes, 12)
+    return data[:cbytes]
 
 
 class SparseFrame(Backend):
@@ -73,9 +90,7 @@ class SparseFrame(Backend):
         return header.header_len
 
     def chunk_path(self, chunk_id: int) -> Path:
-        if not 0 <= chunk_id <= 0xFFFFFFFF:
-            raise FormatError("chunk id", "0..0xFFFFFFFF in a sparse frame", chunk_id)
-        return self.directory / f"{chunk_id:08X}.chunk"
+        return self.directory / chunk_file_name(chunk_id)
 
     def chunk_reader(self, entry: int, header: FrameHeader, field: str = "chunk offset"):
         path = self.chunk_path(entry)
@@ -121,14 +136,7 @@ class SparseFrame(Backend):
             raise FormatError(
                 "chunk file", f"{path.name} in {self.directory}", "no such file"
             ) from None
-        if len(data) < MIN_HEADER_LENGTH:
-            raise FormatError("chunk file", "a whole chunk", f"{len(data)} bytes", 0)
-        cbytes = int.from_bytes(data[12:16], "little", signed=True)
-        if not MIN_HEADER_LENGTH <= cbytes <= len(data):
-            raise FormatError(
-                "chunk cbytes", f"at most the {len(data)} bytes of {path.name}", cbytes, 12
-            )
-        return data[:cbytes]
+        return whole_chunk(data, path.name)
 
     @contextlib.contextmanager
     def locked(self):

@@ -508,6 +508,13 @@ def test_a_broken_sparse_frame_in_a_bucket_is_a_format_error(s3):
     client.put_object(Bucket=bucket, Key="lone/00000000.chunk", Body=whole)
     with pytest.raises(b2store.FormatError, match="chunks.b2frame"):
         b2store.open(f"s3://{bucket}/lone", storage_options=options)
+    # An index object larger than any the limits admit is refused before it is read.
+    client.put_object(Bucket=bucket, Key="huge/chunks.b2frame", Body=bytes(200_000))
+    small = b2store.Limits(max_nchunks=64, max_vlmeta_nbytes=1024, max_metalayer_nbytes=1024)
+    s3.reset()
+    with pytest.raises(b2store.FormatError, match="chunks.b2frame.*at most"):
+        b2store.open(f"s3://{bucket}/huge", storage_options=options, limits=small)
+    assert sum(r.sent for r in s3.counted("GET")) < 10_000  # (a listing, never the object)
 
 
 def test_the_chunk_objects_of_a_new_frame_go_up_at_once(s3):
