@@ -30,7 +30,14 @@ from .layout import INDEX_NAME, Backend
 from .sources import FsspecSource, MemorySource, ObjectReplaced
 from .sparse import chunk_file_name, whole_chunk
 
-__all__ = ["RemoteSparseFrame", "conditional_writes", "drop_sparse", "put_chunk", "put_chunks"]
+__all__ = [
+    "RemoteSparseFrame",
+    "conditional_writes",
+    "drop_sparse",
+    "fill_new",
+    "put_chunk",
+    "put_chunks",
+]
 
 _WHOLE = 1 << 40  # a range end past any chunk object's
 _INDEX_TRIES = 10  # reads of an index that writers keep replacing under the reader
@@ -381,6 +388,22 @@ def _read_header(backend: Backend) -> FrameHeader:
     from .backends import read_header
 
     return read_header(backend)
+
+
+def fill_new(schunk, vlmeta: dict[str, bytes], chunks=(), nchunks: int = 1, stored_by=None) -> None:
+    """Fill the new sparse frame ``schunk`` (in an object store, made by ``SChunk.create``,
+    nothing written yet): its chunk objects first, then its index with ``vlmeta`` (stored
+    values) in one PUT. The chunks are ``chunks`` (``nchunks`` of them), stored 16 at a time
+    (:func:`put_chunks`), or stored elsewhere by ``stored_by(first id)``, which returns
+    ``(index entry, nbytes, cbytes)`` per chunk (dask tasks, :func:`put_chunk`)."""
+    backend = schunk._backend
+    if stored_by is None:
+        url, options = backend.url, backend.storage_options
+        stored, cbytes = put_chunks(url, options, chunks, backend.first_free_id, max(1, nchunks))
+    else:
+        done = stored_by(backend.first_free_id)
+        stored, cbytes = [(e, n) for e, n, _ in done], sum(c for *_, c in done)
+    schunk.extend_stored(stored, cbytes, vlmeta)
 
 
 def drop_sparse(url: str, storage_options) -> None:

@@ -29,7 +29,7 @@ from ..chunk.encoder import (
 )
 from ..constants import SpecialValue
 from ..frame.mappings import check_vlmeta_sum, raw_value
-from ..frame.remote_sparse import drop_sparse, put_chunks
+from ..frame.remote_sparse import drop_sparse, fill_new
 from ..frame.schunk import SChunk, replace_path, staging_path
 from ..frame.sources import is_url
 from ..frame.vlmeta_codec import pack_value
@@ -317,9 +317,7 @@ def _to_sparse_object(data: np.ndarray, url: str, opts: _Options, progress, stor
         chunks = encode_chunks(data, b2nd, cparams, opts.nthreads) if data.size else ()
         counted = _counted(chunks, bar, data.nbytes / max(1, nchunks))
         # Many PUTs in flight at once (each a round trip), then the index.
-        first = schunk._backend.first_free_id
-        stored, nbytes = put_chunks(url, storage_options, counted, first, max(1, nchunks))
-        schunk.extend_stored(stored, nbytes, raw)
+        fill_new(schunk, raw, counted, nchunks)
     finally:
         bar.close()
     return B2ndArray(schunk, b2nd)

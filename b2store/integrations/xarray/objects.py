@@ -34,7 +34,7 @@ import numpy as np
 from ... import _progress
 from ...errors import UnsupportedError
 from ...frame import remote
-from ...frame.remote_sparse import drop_sparse, put_chunks
+from ...frame.remote_sparse import drop_sparse, fill_new
 
 __all__ = ["to_object"]
 
@@ -148,17 +148,16 @@ def _variable_to_bucket(options, exclusive, var, url, storage, contiguous, nthre
     )
     check_vlmeta_sum(raw, schunk.limits)
     with schunk:
-        if size and hasattr(var.data, "dask"):
-            first = schunk._backend.first_free_id
-            stored = _stored_by_tasks(var.data, meta, cparams, url, options, first)
-            entries = [(entry, nbytes) for entry, nbytes, _ in stored]
-            schunk.extend_stored(entries, sum(cbytes for *_, cbytes in stored), raw)
+        if size and hasattr(var.data, "dask"):  # (each task stores its chunk)
+
+            def by_tasks(first):
+                return _stored_by_tasks(var.data, meta, cparams, url, options, first)
+
+            fill_new(schunk, raw, stored_by=by_tasks)
         else:  # (16 PUTs at once, then the index)
             chunks = _chunks_of(var, meta, cparams, nthreads, _progress.NoBar()) if size else ()
-            nchunks = max(1, math.prod(-(-n // c) for n, c in zip(meta.shape, meta.chunkshape)))
-            first = schunk._backend.first_free_id
-            stored, nbytes = put_chunks(url, options, chunks, first, nchunks)
-            schunk.extend_stored(stored, nbytes, raw)
+            nchunks = math.prod(-(-n // c) for n, c in zip(meta.shape, meta.chunkshape))
+            fill_new(schunk, raw, chunks, nchunks)
 
 
 def _stored_by_tasks(data, meta, cparams, url: str, options: dict, first: int) -> list:
