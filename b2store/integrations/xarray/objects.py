@@ -128,24 +128,13 @@ def _sparse_frame(obj, url: str, options: dict, exclusive: bool, **kwargs) -> No
 
 def _variable_to_bucket(options, exclusive, var, url, storage, contiguous, nthreads, extra, bar):
     from ...frame.mappings import check_vlmeta_sum, raw_value
-    from ...frame.schunk import SChunk
-    from ...nd.geometry import chunk_nitems
-    from .writer import _chunks_of, frame_plan
+    from .writer import _chunks_of, frame_plan, new_frame
 
     var, meta, cparams, vlmeta = frame_plan(var, PurePosixPath(url).stem, storage, extra)
     raw = {name: raw_value(value) for name, value in vlmeta.items()}
     size = math.prod(meta.shape)
-    schunk = SChunk.create(
-        url,
-        contiguous=False,
-        storage_options=options,
-        exclusive=exclusive,
-        chunksize=chunk_nitems(meta.chunkshape, meta.blockshape) * meta.dtype.itemsize
-        if size
-        else -1,
-        params=cparams,
-        meta={"b2nd": meta.to_bytes()},
-    )
+    schunk = new_frame(url, meta, cparams, contiguous=False, storage_options=options,
+                       exclusive=exclusive)  # fmt: skip
     check_vlmeta_sum(raw, schunk.limits)
     with schunk:
         if size and hasattr(var.data, "dask"):  # (each task stores its chunk)

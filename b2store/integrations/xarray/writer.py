@@ -472,20 +472,23 @@ def _write_variable(
     """One variable as one b2nd frame, its chunks computed and encoded in C order; ``coord``
     when it is one of a tree's coordinates."""
     var, meta, cparams, vlmeta = frame_plan(var, Path(path).stem, storage, extra, coord)
-    size = math.prod(meta.shape)
-    schunk = SChunk.create(
-        path,
-        contiguous=contiguous,
-        chunksize=chunk_nitems(meta.chunkshape, meta.blockshape) * meta.dtype.itemsize
-        if size
-        else -1,
-        params=cparams,
-        meta={"b2nd": meta.to_bytes()},
-    )
-    with schunk:
-        if size:
+    with new_frame(path, meta, cparams, contiguous=contiguous) as schunk:
+        if math.prod(meta.shape):
             schunk.extend_chunks(_chunks_of(var, meta, cparams, nthreads, bar))
         schunk.vlmeta.update(vlmeta)
+
+
+def new_frame(path, meta: B2ndMeta, cparams, **where) -> SChunk:
+    """An empty frame at ``path`` for the b2nd array ``meta`` (``where``: ``contiguous``,
+    ``storage_options``, ``exclusive``, as ``SChunk.create`` takes them)."""
+    chunksize = chunk_nitems(meta.chunkshape, meta.blockshape) * meta.dtype.itemsize
+    return SChunk.create(
+        path,
+        chunksize=chunksize if math.prod(meta.shape) else -1,
+        params=cparams,
+        meta={"b2nd": meta.to_bytes()},
+        **where,
+    )
 
 
 def frame_plan(var, stem: str, storage: dict, extra: dict, coord: bool = False):
