@@ -25,6 +25,7 @@ except ImportError:  # pragma: no cover - a platform without its wheel: the syst
 from .. import _blosclz
 from ..constants import Codec, CodecFormat
 from ..errors import FormatError, UnsupportedError
+from .plugins import PLUGIN_CODECS, plugin_decoder
 
 __all__ = ["StreamDecoder", "stream_decoder", "check_inflatable"]
 
@@ -171,16 +172,21 @@ _BY_CODEC = {
 }
 
 
-def stream_decoder(codec_format: int, udcodec: int) -> Callable[[bytes | None], StreamDecoder]:
+def stream_decoder(
+    codec_format: int, udcodec: int, meta: int = 0, typesize: int = 1, blockshape=None
+) -> Callable[[bytes | None], StreamDecoder]:
     """The factory of a chunk's stream decoder, from the flags' codec format (and byte 22).
 
     Raises at once for a codec b2store does not have; call the factory with the chunk's
-    dictionary (or None) to get the decoder.
+    dictionary (or None) to get the decoder. The plugin codecs (NDLZ, ZFP) need the b2nd
+    ``blockshape``, the codec ``meta`` (byte 23) and the ``typesize``.
     """
     if codec_format == CodecFormat.USER:
         # A built-in id here is legal (c-blosc2 maps unknown formats through byte 22).
         if udcodec in _BY_CODEC:
             return _BY_CODEC[udcodec]
+        if udcodec in PLUGIN_CODECS:
+            return plugin_decoder(udcodec, meta, typesize, blockshape)
         try:
             name = Codec(udcodec).name
         except ValueError:

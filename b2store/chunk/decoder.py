@@ -68,6 +68,7 @@ def decode_chunk(
     nthreads: int | None = None,
     max_nbytes: int | None = None,
     limit_name: str = "max_chunk_nbytes",
+    blockshape=None,
 ) -> np.ndarray:
     """Decode one Blosc1 or Blosc2 chunk.
 
@@ -86,6 +87,9 @@ def decode_chunk(
     limit_name
         The :class:`~b2store.Limits` field ``max_nbytes`` comes from, named by that error as
         the limit to raise (a vlmeta value's is ``max_vlmeta_nbytes``).
+    blockshape
+        The b2nd array's block shape, which c-blosc2's plugins (ZFP, NDLZ, NDCELL, NDMEAN)
+        need; a chunk using one is refused without it.
 
     Returns
     -------
@@ -110,7 +114,8 @@ def decode_chunk(
         dest = as_uint8(out, writable=True, name="out")
         if len(dest) != nbytes:
             raise out_size_error(len(dest), nbytes)
-    decoder = ChunkDecoder(buf)  # the layout checked: a lying nbytes is named before a limit
+    # The layout checked: a lying nbytes is named before a limit.
+    decoder = ChunkDecoder(buf, blockshape=blockshape)
     if nbytes > limit:
         raise LimitError("nbytes", limit_name, limit, nbytes, 4)
     if out is None:
@@ -144,10 +149,12 @@ def block_bounds(bstarts: np.ndarray, cbytes: int) -> np.ndarray:
 class ChunkDecoder:
     """A parsed chunk whose layout has been checked, ready to decode whole or block by block."""
 
-    def __init__(self, buf, *, blocks=None):
+    def __init__(self, buf, *, blocks=None, blockshape=None):
         # ``blocks``: walk only these blocks' streams (the others' bytes may be absent, as in
-        # a partial read); only they can then be decoded.
+        # a partial read); only they can then be decoded. ``blockshape``: the b2nd array's,
+        # which the plugin codecs and filters (ZFP, NDLZ, NDCELL, NDMEAN) need.
         self._only = None if blocks is None else sorted(set(blocks))
+        self.blockshape = blockshape
         # Whether the streams were walked in C (b2store._blocks), which then decodes them.
         self.native = False
         src = as_uint8(buf)
@@ -192,8 +199,10 @@ class ChunkDecoder:
     def _read_layout(self) -> None:
         h = self.header
         # Unsupported codecs and filters are named before any layout check can fail.
-        make_decoder = stream_decoder(h.codec_format, h.udcodec)
-        self.pipeline = Pipeline.for_header(h)
+        make_decoder = stream_decoder(
+            h.codec_format, h.udcodec, h.compcode_meta, h.typesize, self.blockshape
+        )
+        self.pipeline = Pipeline.for_header(h, self.blockshape)
         nblocks = h.nblocks
         if nblocks <= 0:
             raise FormatError("blocksize", "at least one block", h.blocksize, 8)

@@ -40,6 +40,7 @@ from .params import (
     parse_writable_codec,
     unwritable_codec,
 )
+from .plugins import PLUGIN_CODECS, PLUGIN_FILTERS, plugin_encoder
 from .tuning import MIN_BUFFERSIZE, compute_blocksize, header_typesize, split_block
 
 __all__ = [
@@ -58,7 +59,8 @@ CHUNK_VERSION = 5
 _MIN_USEFUL_DICT = 256
 _DICT_CODECS = frozenset({Codec.ZSTD, Codec.LZ4, Codec.LZ4HC})
 _CODEC_FORMAT = {Codec.BLOSCLZ: 0, Codec.LZ4: 1, Codec.LZ4HC: 1, Codec.ZLIB: 3, Codec.ZSTD: 4}
-_NOT_ENCODABLE_FILTERS = frozenset({Filter.NDCELL, Filter.NDMEAN})
+# c-blosc2 names a registered plugin codec in byte 22 under this codec format.
+_USER_CODEC_FORMAT = 6
 
 # The names the frame and nd layers import; each is a ChunkParams field normalisation.
 resolve_codec = parse_codec
@@ -71,7 +73,6 @@ def resolve_filters(filters, filters_meta) -> tuple[tuple[int, ...], tuple[int, 
     """Six filter slots and their meta bytes, filled from the start as python-blosc2 fills
     them (metas as given: a BYTEDELTA 0 is resolved only when a chunk is encoded)."""
     ids, metas = parse_filters(filters, filters_meta)
-    _check_encodable(ids)
     pad = 6 - len(ids)
     return tuple(int(f) for f in ids) + (0,) * pad, tuple(m & 0xFF for m in metas) + (0,) * pad
 
@@ -105,13 +106,15 @@ def writable_dtype(dtype) -> np.dtype:
     return dtype
 
 
-def _check_encodable(filters) -> None:
+def _check_encodable(filters, blockshape=None) -> None:
+    if blockshape is not None:
+        return
     for fid in filters:
-        if fid in _NOT_ENCODABLE_FILTERS:
+        if fid in PLUGIN_FILTERS:
             exc = UnsupportedError("filter", fid.name.lower())
             exc.args = (
-                f"unsupported filter {fid.name.lower()!r}: it needs the b2nd block shape, "
-                "which b2store does not encode with",
+                f"unsupported filter {fid.name.lower()!r} here: it works on the b2nd array's "
+                "blocks, and no block shape was given (write a b2nd array, or give blockshape)",
             )
             raise exc
 
@@ -129,6 +132,8 @@ def encode_chunk(
     splitmode: SplitMode | str | None = None,
     use_dict: bool | None = None,
     nthreads: int | None = None,
+    codec_meta: int | None = None,
+    blockshape: Sequence[int] | None = None,
 ) -> bytes:
     """Compress ``data`` into one Blosc2 chunk (format version 5, extended header).
 
@@ -158,6 +163,12 @@ def encode_chunk(
         Train a dictionary on the chunk and compress with it (zstd, lz4, lz4hc).
     nthreads
         Blocks compressed at once (default: 1), with the GIL released inside the codecs.
+    codec_meta
+        The codec's parameter byte, for c-blosc2's plugin codecs (ZFP's mode, NDLZ's cell).
+    blockshape
+        The b2nd block shape of the chunk's blocks, which the plugin codecs (``"zfp_acc"``,
+        ``"zfp_prec"``, ``"zfp_rate"``, ``"ndlz"``) and filters (``"ndcell"``,
+        ``"ndmean"``) work on; they are refused without it.
 
     Returns
     -------
@@ -181,6 +192,7 @@ def encode_chunk(
             ("blocksize", blocksize),
             ("splitmode", splitmode),
             ("use_dict", use_dict),
+            ("codec_meta", codec_meta),
         )
         if value is not None
     }
@@ -198,11 +210,17 @@ def encode_chunk(
     typesize = params.typesize
     if typesize is None:
         typesize = parse_typesize(data.dtype.itemsize if isinstance(data, np.ndarray) else 1)
+    if blockshape is not None:
+        params = params.replace(blockshape=blockshape)
+        if not params.blocksize:
+            # The plugins compress whole b2nd blocks: one Blosc block each.
+            itemsize = typesize or (data.dtype.itemsize if isinstance(data, np.ndarray) else 1)
+            params = params.replace(blocksize=int(np.prod(blockshape)) * itemsize)
     lay = _layout(params, typesize, len(src))
     if lay.stored_raw:
         return _memcpyed(lay.header, src, FLAGS.EXTENDED | FLAGS.MEMCPYED)
     nbytes, flags = len(src), lay.flags
-    job = _Job(src, lay.blocksize, lay.nstreams, lay.pipeline, params.codec, params.clevel)
+    job = _Job(src, lay.blocksize, lay.nstreams, lay.pipeline, lay.encoder)
     dictionary = job.train(nbytes, lay.header.typesize, lay.split) if params.use_dict else None
     prefix = 4 * job.nblocks + (0 if dictionary is None else 4 + len(dictionary))
     # The C loop compresses into the chunk's own bytes; the Python path's blocks are lists of
@@ -270,6 +288,7 @@ class _Layout(NamedTuple):
     flags: int
     pipeline: Pipeline | None
     head: bytes  # the header of a compressed chunk, its cbytes left 0
+    encoder: _StreamEncoder  # makes each thread's stream encoder
 
 
 @functools.lru_cache(maxsize=256)
@@ -277,9 +296,9 @@ def _layout(params: ChunkParams, typesize: int, nbytes: int) -> _Layout:
     """What encoding ``nbytes`` with ``params`` decides before it reads a byte: kept,
     because writers encode chunk after chunk of one shape, and small chunks spent more on
     these decisions than on compressing (errors are raised each time: they are not kept)."""
-    codec, clevel = params.codec, params.clevel
-    _check_encodable(params.filters)
-    _check_parameters(nbytes, codec, params.use_dict)
+    codec, clevel, blockshape = params.codec, params.clevel, params.blockshape
+    _check_encodable(params.filters, blockshape)
+    _check_parameters(nbytes, codec, params.use_dict, blockshape)
     ts = header_typesize(typesize)
     slots, metas = params.slots(ts)
     active = [f for f in slots if f]
@@ -296,19 +315,22 @@ def _layout(params: ChunkParams, typesize: int, nbytes: int) -> _Layout:
         cbytes=0,
         filters=slots,
         udcodec=int(codec),
-        compcode_meta=0,
+        compcode_meta=params.codec_meta,
         filters_meta=metas,
     )
-    pipeline = Pipeline(slots, metas, ts, encoding=True)  # (which checks the filters' metas)
+    # (Which checks the filters' metas.)
+    pipeline = Pipeline(slots, metas, ts, encoding=True, blockshape=blockshape)
+    encoder = _StreamEncoder(codec, clevel, params.codec_meta, typesize, blockshape)
     # Not even the block starts would fit in what c-blosc2 allows the chunk: memcpyed too.
     if clevel == 0 or nbytes < MIN_BUFFERSIZE or 4 * -(-nbytes // bs) > nbytes:
-        return _Layout(header, True, bs, False, 1, header.flags, None, b"")
+        return _Layout(header, True, bs, False, 1, header.flags, None, b"", encoder)
     split = split_block(codec, clevel, active, params.splitmode, ts, bs)
-    flags = FLAGS.EXTENDED | (_CODEC_FORMAT[codec] << 5) | (0 if split else FLAGS.DONT_SPLIT)
+    fmt = _CODEC_FORMAT.get(codec, _USER_CODEC_FORMAT)
+    flags = FLAGS.EXTENDED | (fmt << 5) | (0 if split else FLAGS.DONT_SPLIT)
     if Filter.DELTA in active:
         flags |= FLAGS.DELTA
     head = _replace(header, flags=flags).to_bytes()
-    return _Layout(header, False, bs, split, ts if split else 1, flags, pipeline, head)
+    return _Layout(header, False, bs, split, ts if split else 1, flags, pipeline, head, encoder)
 
 
 def special_chunk(
@@ -334,10 +356,13 @@ def special_chunk(
     return header.to_bytes() + body
 
 
-def _check_parameters(nbytes, codec, use_dict) -> None:
+def _check_parameters(nbytes, codec, use_dict, blockshape) -> None:
     if nbytes > MAX_BUFFERSIZE:
         raise ValueError(f"a chunk holds at most {MAX_BUFFERSIZE} bytes, got {nbytes}")
-    if codec not in _CODEC_FORMAT:
+    if codec in PLUGIN_CODECS:
+        if blockshape is None:
+            raise unwritable_codec(codec)  # a bare chunk: no b2nd blocks to work on
+    elif codec not in _CODEC_FORMAT:
         raise unwritable_codec(codec)
     if use_dict and codec not in _DICT_CODECS:
         raise ValueError(f"dictionaries need zstd, lz4 or lz4hc, not {codec.name.lower()}")
@@ -358,12 +383,31 @@ def _memcpyed(header: ChunkHeader, src: np.ndarray, flags: int) -> bytes:
     return b"".join((_memcpyed_header(header, src, flags), memoryview(src)))
 
 
+class _StreamEncoder(NamedTuple):
+    """What makes a stream encoder: the built-in codecs', or a plugin's, which compresses a
+    whole b2nd block of ``blockshape``."""
+
+    codec: Codec
+    clevel: int
+    meta: int
+    typesize: int
+    blockshape: tuple[int, ...] | None
+
+    def __call__(self, dictionary: bytes | None):
+        if self.codec in PLUGIN_CODECS:
+            return plugin_encoder(
+                self.codec, self.meta, self.typesize, self.blockshape, self.clevel
+            )
+        return stream_encoder(self.codec, self.clevel, dictionary)
+
+
 class _Job:
     """The blocks of one chunk, filtered and compressed (in parallel when asked)."""
 
-    def __init__(self, src, blocksize, nstreams, pipeline, codec, clevel):
+    def __init__(self, src, blocksize, nstreams, pipeline, encoder: _StreamEncoder):
         self.src, self.blocksize, self.nstreams = src, blocksize, nstreams
-        self.pipeline, self.codec, self.clevel = pipeline, codec, clevel
+        self.pipeline, self.codec, self.clevel = pipeline, encoder.codec, encoder.clevel
+        self.make_encoder = encoder
         self.nblocks = -(-len(src) // blocksize)
         self.first_block = src[:blocksize]
         self._filtered: np.ndarray | None = None
@@ -397,13 +441,13 @@ class _Job:
     def run(self, nthreads: int | None, dictionary: bytes | None) -> list[list[bytes]]:
         nthreads = max(1, min(nthreads or 1, self.nblocks, os.cpu_count() or 1))
         if nthreads == 1:
-            encode = stream_encoder(self.codec, self.clevel, dictionary)
+            encode = self.make_encoder(dictionary)
             work, spare = np.empty(self.blocksize, np.uint8), np.empty(self.blocksize, np.uint8)
             return [self._compress(j, encode, work, spare) for j in range(self.nblocks)]
 
         def task(indices):
             # Each thread has its own codec context and scratch buffers.
-            encode = stream_encoder(self.codec, self.clevel, dictionary)
+            encode = self.make_encoder(dictionary)
             work, spare = np.empty(self.blocksize, np.uint8), np.empty(self.blocksize, np.uint8)
             return [self._compress(j, encode, work, spare) for j in indices]
 

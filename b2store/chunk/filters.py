@@ -13,6 +13,7 @@ from .. import _delta, _shuffle
 from ..constants import Filter
 from ..errors import FormatError, UnsupportedError
 from .header import LAST_BLOSC1_VERSION, ChunkHeader
+from .plugins import PLUGIN_FILTERS, filter_step
 
 __all__ = ["Pipeline", "delta_word_width", "truncated_bits"]
 
@@ -63,13 +64,27 @@ class Pipeline:
     """
 
     def __init__(
-        self, filters, filters_meta, typesize: int, *, blosc1: bool = False, encoding: bool = False
+        self,
+        filters,
+        filters_meta,
+        typesize: int,
+        *,
+        blosc1: bool = False,
+        encoding: bool = False,
+        blockshape=None,
     ):
         self.typesize = typesize
         self.blosc1 = blosc1
         steps = []
+        # NDCELL and NDMEAN, which need the b2nd block shape: their kernels by slot.
+        self.plugins: dict[int, object] = {}
         for slot, (fid, meta) in enumerate(zip(filters, filters_meta)):
             if fid == Filter.NOFILTER or (not encoding and fid in _NOT_UNDONE):
+                continue
+            if fid in PLUGIN_FILTERS:
+                run = filter_step(fid, meta, typesize, blockshape, encoding=encoding)
+                self.plugins[len(steps)] = run
+                steps.append((fid, meta))
                 continue
             if fid not in _DECODABLE and fid not in _NOT_UNDONE:
                 if fid < _FIRST_PLUGIN_ID:
@@ -78,17 +93,22 @@ class Pipeline:
             if encoding:
                 _check_encodable(fid, meta, typesize)
             steps.append((fid, meta))
+        if not encoding:
+            last = len(steps) - 1
+            self.plugins = {last - k: run for k, run in self.plugins.items()}
         self.steps = tuple(steps) if encoding else tuple(reversed(steps))
         self.has_delta = any(fid == Filter.DELTA for fid, _ in steps)
 
     @classmethod
-    def for_header(cls, header: ChunkHeader) -> Pipeline:
-        """The pipeline a decoder undoes for the chunk with this header."""
+    def for_header(cls, header: ChunkHeader, blockshape=None) -> Pipeline:
+        """The pipeline a decoder undoes for the chunk with this header (``blockshape``:
+        the b2nd array's, which NDCELL and NDMEAN need)."""
         return cls(
             header.pipeline,
             header.pipeline_meta,
             header.typesize,
             blosc1=header.version <= LAST_BLOSC1_VERSION,
+            blockshape=blockshape,
         )
 
     def __bool__(self) -> bool:
@@ -113,7 +133,10 @@ class Pipeline:
         cur = block
         for k, (fid, meta) in enumerate(self.steps):
             out = bufs[k % 2]
-            self._apply_one(fid, meta, cur, out, first_block, block_index)
+            if k in self.plugins:
+                self.plugins[k](cur, out)
+            else:
+                self._apply_one(fid, meta, cur, out, first_block, block_index)
             cur = out
         return cur
 
@@ -154,7 +177,10 @@ class Pipeline:
                 self._undo_delta(cur, first_block, block_index)
                 continue
             target = dest if k == len(self.steps) - 1 else other
-            self._undo_one(fid, meta, cur, target)
+            if k in self.plugins:
+                self.plugins[k](cur, target)
+            else:
+                self._undo_one(fid, meta, cur, target)
             cur, other = target, cur
         if cur is not dest:
             dest[:] = cur

@@ -321,7 +321,7 @@ def walk(decoder, split: bool, only=None, ends=None) -> bool:
         return False
     h = decoder.header
     fmt = _effective_format(h)
-    if not _blocks.decodable(fmt, decoder.dictionary is not None):
+    if decoder.pipeline.plugins or not _blocks.decodable(fmt, decoder.dictionary is not None):
         return False
     nstreams = h.typesize if split else 1
     nblocks = len(decoder.bstarts)
@@ -486,7 +486,7 @@ def encode(job, dictionary, nthreads: int, zstd_levels, prefix: int) -> Encoded 
     """Filter and compress the blocks of an encoder job into a chunk with ``prefix`` bytes
     before its first block; None when the Python path has to (no entry point, a dictionary,
     zlib without zlib-ng)."""
-    if dictionary is not None or not enabled():
+    if dictionary is not None or not enabled() or job.pipeline.plugins:
         return None
     codec = int(job.codec)
     if not _blocks.encodable(codec):

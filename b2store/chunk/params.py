@@ -21,6 +21,7 @@ __all__ = [
     "ChunkParams",
     "parse_codec",
     "parse_writable_codec",
+    "parse_b2nd_codec",
     "unwritable_codec",
     "WRITABLE_CODECS",
     "parse_clevel",
@@ -38,9 +39,11 @@ __all__ = [
 _SIGNED_META = frozenset({Filter.TRUNC_PREC, Filter.INT_TRUNC})
 # ocf_blosc2 offered cname "blosc2" for c-blosc2's own codec, BloscLZ.
 _CNAME_ALIASES = {"blosc2": "blosclz"}
-#: The codecs b2store reads and writes. The other :class:`Codec` members are c-blosc2's
-#: registered plugins: known by name and id (a header may name them), neither read nor written.
+#: The codecs b2store reads and writes in any chunk. The other :class:`Codec` members are
+#: c-blosc2's registered plugins: known by name and id (a header may name them).
 WRITABLE_CODECS = frozenset({Codec.BLOSCLZ, Codec.LZ4, Codec.LZ4HC, Codec.ZLIB, Codec.ZSTD})
+# The plugins b2store runs on a b2nd array's blocks (b2store.chunk.plugins).
+_BLOCK_PLUGINS = frozenset({Codec.NDLZ, Codec.ZFP_ACC, Codec.ZFP_PREC, Codec.ZFP_RATE})
 _ZARR_SHUFFLES = {
     "noshuffle": (),
     "shuffle": (Filter.SHUFFLE,),
@@ -80,10 +83,13 @@ def _integer(value: Any, what: str, low: int, high: int) -> int:
 
 def _codecs_known() -> str:
     usable = ", ".join(c.name.lower() for c in Codec if c in WRITABLE_CODECS)
-    plugins = ", ".join(c.name.lower() for c in Codec if c not in WRITABLE_CODECS)
+    on_blocks = ", ".join(c.name.lower() for c in Codec if c in _BLOCK_PLUGINS)
+    plugins = ", ".join(
+        c.name.lower() for c in Codec if c not in WRITABLE_CODECS and c not in _BLOCK_PLUGINS
+    )
     return (
-        f"b2store reads and writes {usable} ('blosc2' is blosclz); the c-blosc2 plugins "
-        f"{plugins} are known but neither read nor written"
+        f"b2store reads and writes {usable} ('blosc2' is blosclz), and {on_blocks} in b2nd "
+        f"arrays; the c-blosc2 plugins {plugins} are known but neither read nor written"
     )
 
 
@@ -105,21 +111,38 @@ def parse_codec(value: Any) -> Codec:
 
 
 def parse_writable_codec(value: Any) -> Codec:
-    """:func:`parse_codec` for a writer: a plugin codec, which b2store can neither encode
-    nor decode, is an UnsupportedError naming it (not a ValueError: the name is right)."""
+    """:func:`parse_codec` for a writer of bare chunks: a plugin codec, which works on a
+    b2nd array's blocks, is an UnsupportedError naming it (not a ValueError: the name is
+    right)."""
     codec = parse_codec(value)
     if codec not in WRITABLE_CODECS:
         raise unwritable_codec(codec)
     return codec
 
 
+def parse_b2nd_codec(value: Any) -> Codec:
+    """:func:`parse_codec` for a b2nd array's writer: the plugins that work on its blocks
+    (ZFP, NDLZ) are taken, the others refused as :func:`parse_writable_codec` does."""
+    codec = parse_codec(value)
+    if codec not in WRITABLE_CODECS and codec not in _BLOCK_PLUGINS:
+        raise unwritable_codec(codec)
+    return codec
+
+
 def unwritable_codec(codec: Codec) -> UnsupportedError:
-    """The error for writing with ``codec``, a plugin b2store does not implement."""
+    """The error for writing bare chunks with ``codec``, a c-blosc2 plugin."""
     exc = UnsupportedError("codec", codec.name.lower())
-    exc.args = (
-        f"unsupported codec {codec.name.lower()!r}: a c-blosc2 plugin that b2store can "
-        f"neither write nor read; {_codecs_known()}",
-    )
+    if codec in _BLOCK_PLUGINS:
+        exc.args = (
+            f"unsupported codec {codec.name.lower()!r} for bare chunks: a c-blosc2 plugin "
+            "working on a b2nd array's blocks; write a b2nd array, or use the 'b2nd' codec, "
+            f"which knows its blocks; {_codecs_known()}",
+        )
+    else:
+        exc.args = (
+            f"unsupported codec {codec.name.lower()!r}: a c-blosc2 plugin that b2store can "
+            f"neither write nor read; {_codecs_known()}",
+        )
     return exc
 
 
@@ -216,6 +239,13 @@ class ChunkParams:
         Bytes per block; 0 picks c-blosc2's size.
     use_dict
         Train a dictionary per chunk (zstd, lz4, lz4hc).
+    codec_meta
+        The codec's parameter byte (0-255), for c-blosc2's plugins: ZFP_ACC's error
+        exponent (an int8: 253 is 10**-3), ZFP_PREC's extra bit planes, ZFP_RATE's percent
+        of the item's bits, NDLZ's cell side (4 or 8).
+    blockshape
+        The b2nd block shape the chunk's blocks hold (set by the b2nd writers): the plugin
+        codecs and filters work on it; not part of a codec's configuration.
 
     Examples
     --------
@@ -234,6 +264,8 @@ class ChunkParams:
     splitmode: SplitMode = SplitMode.AUTO_SPLIT
     blocksize: int = 0
     use_dict: bool = False
+    codec_meta: int = 0
+    blockshape: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         filters, metas = parse_filters(self.filters, self.filters_meta)
@@ -246,6 +278,10 @@ class ChunkParams:
             "splitmode": parse_splitmode(self.splitmode),
             "blocksize": parse_blocksize(self.blocksize),
             "use_dict": parse_use_dict(self.use_dict),
+            "codec_meta": _integer(self.codec_meta, "codec_meta", 0, 255),
+            "blockshape": None
+            if self.blockshape is None
+            else tuple(_integer(n, "blockshape", 0, MAX_BLOCKSIZE) for n in self.blockshape),
         }
         for name, value in normal.items():
             object.__setattr__(self, name, value)
@@ -301,6 +337,7 @@ class ChunkParams:
             splitmode=config.get("splitmode", "auto"),
             blocksize=config.get("blocksize", 0),
             use_dict=config.get("use_dict", False),
+            codec_meta=config.get("codec_meta", 0),
         )
         parse_writable_codec(params.codec)  # a codec's configuration: it must encode too
         return params.compact()
@@ -336,6 +373,8 @@ class ChunkParams:
             out["typesize"] = self.typesize
         if self.use_dict:
             out["use_dict"] = True
+        if self.codec_meta:
+            out["codec_meta"] = self.codec_meta
         return out
 
     # --- Zarr v3 ----------------------------------------------------------------------------
@@ -367,6 +406,7 @@ class ChunkParams:
             splitmode=config.get("splitmode", "auto"),
             blocksize=config.get("blocksize", 0),
             use_dict=config.get("use_dict", False),
+            codec_meta=config.get("codec_meta", 0),
         ).compact()
 
     def to_zarr(self) -> dict[str, Any]:
@@ -420,5 +460,5 @@ def parse_zarr_filters(
 
 
 _FIELDS = frozenset(f.name for f in fields(ChunkParams))
-_NUMCODECS_KEYS = (_FIELDS - {"codec"}) | {"cname"}
+_NUMCODECS_KEYS = (_FIELDS - {"codec", "blockshape"}) | {"cname"}
 _ZARR_KEYS = _NUMCODECS_KEYS | {"shuffle"}

@@ -24,12 +24,13 @@ from functools import cached_property
 
 import numpy as np
 
-from ..constants import EXTENDED_HEADER_LENGTH, MAX_BUFFERSIZE, MAX_DICT_SIZE
+from ..constants import EXTENDED_HEADER_LENGTH, MAX_BUFFERSIZE, MAX_DICT_SIZE, Filter
 from ..errors import FormatError
 from . import native
 from .decoder import ChunkDecoder, as_uint8, block_bounds, out_size_error, stream_split
 from .filters import Pipeline
 from .header import ChunkHeader
+from .plugins import uses_plugins
 
 __all__ = [
     "HEADER_BYTES",
@@ -165,7 +166,8 @@ class ChunkLayout:
 
     @property
     def has_delta(self) -> bool:
-        return self.pipeline.has_delta
+        # From the header alone: a plugin filter's pipeline needs the b2nd block shape.
+        return Filter.DELTA in self.header.pipeline
 
     def wanted(self, blocks: Iterable[int]) -> list[int]:
         """``blocks`` sorted, without repeats, block 0 first where DELTA needs it."""
@@ -310,7 +312,7 @@ def checked_piece(piece, start: int, stop: int) -> np.ndarray:
     return piece[: stop - start]
 
 
-def decode_blocks(plan: BlockPlan, prefix, pieces: Sequence, out) -> np.ndarray:
+def decode_blocks(plan: BlockPlan, prefix, pieces: Sequence, out, blockshape=None) -> np.ndarray:
     """Decode the blocks of ``plan`` from the chunk's prefix and its fetched ``pieces``.
 
     Parameters
@@ -324,6 +326,8 @@ def decode_blocks(plan: BlockPlan, prefix, pieces: Sequence, out) -> np.ndarray:
     out
         A writable contiguous buffer of ``plan.nbytes`` bytes, laid out as the decoded
         chunk; only the spans of ``plan.blocks`` are written.
+    blockshape
+        The b2nd array's block shape, which c-blosc2's plugin codecs and filters need.
 
     Returns
     -------
@@ -351,7 +355,7 @@ def decode_blocks(plan: BlockPlan, prefix, pieces: Sequence, out) -> np.ndarray:
         buf[start:stop] = checked_piece(piece, start, stop)
     if not plan.blocks:
         return dest
-    decoder = ChunkDecoder(buf, blocks=plan.blocks)
+    decoder = ChunkDecoder(buf, blocks=plan.blocks, blockshape=blockshape)
     first = None
     if decoder.pipeline.has_delta:
         offset, size = plan.block_span(0)
@@ -394,7 +398,9 @@ class _Piece:
         self.dictionary = None
 
 
-def decode_direct(layout: ChunkLayout, read, blocks: Iterable[int], out) -> list[int] | None:
+def decode_direct(
+    layout: ChunkLayout, read, blocks: Iterable[int], out, blockshape=None
+) -> list[int] | None:
     """Decode ``blocks`` of a chunk into ``out`` with the C block loop, straight from one
     ``read(start, size)`` per run of adjacent blocks: no buffer of the chunk's size, no
     second look at its prefix.
@@ -406,7 +412,12 @@ def decode_direct(layout: ChunkLayout, read, blocks: Iterable[int], out) -> list
     """
     header = layout.header
     split = stream_split(header)
-    if split is None or layout.dict_range is not None or not native.enabled():
+    if (
+        split is None
+        or layout.dict_range is not None
+        or not native.enabled()
+        or uses_plugins(header)
+    ):
         return None
     dest = as_uint8(out, writable=True, name="out")
     if len(dest) != header.nbytes:

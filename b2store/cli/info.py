@@ -11,7 +11,6 @@ from .inspection import describe, shown
 __all__ = ["format_info", "run"]
 
 
-
 # --- text ---------------------------------------------------------------------------------
 
 

@@ -71,14 +71,16 @@ def _verify_frame(obj, array: str | None) -> tuple[int, list[Problem]]:
             offset = None if span is None else span[1]
             chunk = schunk.get_chunk(i)
             expected = _expected_nbytes(header, i, schunk.nchunks)
-            nbytes = _check_chunk(chunk, expected, limit, i)
+            nbytes = _check_chunk(chunk, expected, limit, i, schunk.blockshape)
             if nbytes is None:
                 continue  # a special chunk: its header is all there is to check
             # One buffer for every chunk (they are one size but the last): memory stays at
             # one chunk, however many there are.
             if len(scratch) < nbytes:
                 scratch = np.empty(nbytes, np.uint8)
-            decode_chunk(chunk, out=scratch[:nbytes], max_nbytes=limit)
+            decode_chunk(
+                chunk, out=scratch[:nbytes], max_nbytes=limit, blockshape=schunk.blockshape
+            )
         except Exception as exc:  # every failure is a finding: verify reports, never stops
             if offset is None:
                 offset = _index_entry(schunk, i)
@@ -92,13 +94,15 @@ def _verify_frame(obj, array: str | None) -> tuple[int, list[Problem]]:
     return schunk.nchunks, problems
 
 
-def _check_chunk(chunk, expected: int | None, limit: int, i: int) -> int | None:
+def _check_chunk(chunk, expected: int | None, limit: int, i: int, blockshape=None) -> int | None:
     """The chunk's decoded size, checked against the frame and the limit before anything is
     allocated; None for a special chunk (zeros, NaN, a repeated value, uninitialized), whose
     header the decoder checks without filling gigabytes of the value it names."""
     from ..chunk.decoder import ChunkDecoder
 
-    decoder = ChunkDecoder(chunk)  # header and layout, as a decode checks them
+    # The header and layout, as a decode checks them (``blockshape``: a b2nd array's, which
+    # c-blosc2's plugin codecs and filters need).
+    decoder = ChunkDecoder(chunk, blockshape=blockshape)
     nbytes = decoder.header.nbytes
     if expected is not None and nbytes != expected:
         raise FormatError(f"chunk {i} nbytes", expected, nbytes)

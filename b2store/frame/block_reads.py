@@ -171,7 +171,7 @@ class BlockReads:
         if entry >= 0 and self._whole_at_once(st, i, entry, blocks):
             # Most of a chunk of a remote frame: one request for all of it, not one for its
             # block starts and one for its blocks.
-            decoder = ChunkDecoder(self._get_chunk(st, i))
+            decoder = ChunkDecoder(self._get_chunk(st, i), blockshape=self.blockshape)
             if blocksize is not None and decoder.header.effective_blocksize != blocksize:
                 return None
             if decoder.header.nbytes != len(dest):
@@ -187,14 +187,14 @@ class BlockReads:
                 if layout.header.nbytes != len(dest):
                     raise FormatError(f"chunk {i} nbytes", str(len(dest)), layout.header.nbytes)
                 try:
-                    done = partial.decode_direct(layout, read, blocks, dest)
+                    done = partial.decode_direct(layout, read, blocks, dest, self.blockshape)
                 except IndexError as exc:
                     raise _fewer_blocks(i, exc) from None
                 if done is not None:
                     return done
         read, prefix, plan = self._plan(st, i, blocks)
         if plan is None:  # special, memcpyed or VL blocks: decoded whole
-            decoder = ChunkDecoder(prefix)
+            decoder = ChunkDecoder(prefix, blockshape=self.blockshape)
             check_value_item(decoder.header, st.header.typesize, i)
             if decoder.header.nbytes != len(dest):
                 raise FormatError(f"chunk {i} nbytes", str(len(dest)), decoder.header.nbytes)
@@ -211,7 +211,7 @@ class BlockReads:
         if plan.header.nbytes != len(dest):
             raise FormatError(f"chunk {i} nbytes", str(len(dest)), plan.header.nbytes)
         pieces = [read(start, stop - start) for start, stop in plan.ranges]
-        partial.decode_blocks(plan, prefix, pieces, out)
+        partial.decode_blocks(plan, prefix, pieces, out, self.blockshape)
         return list(plan.blocks)
 
     def _whole_at_once(self, st: State, i: int, entry: int, blocks) -> bool:

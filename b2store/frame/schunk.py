@@ -93,6 +93,9 @@ class SChunk(Changes, BlockReads, RunReads):
         # Set by a layer above that keeps an invariant over the chunks (a b2nd array: as
         # many chunks as its shape needs, all of one size); checked before each publish.
         self.layout_guard = None
+        # The b2nd array's block shape, set by the array over this frame: c-blosc2's plugin
+        # codecs and filters (ZFP, NDLZ, NDCELL, NDMEAN) work on it, and no chunk says it.
+        self.blockshape: tuple[int, ...] | None = None
         backend.adopt(header)
         self._load_committed(header)
 
@@ -268,8 +271,10 @@ class SChunk(Changes, BlockReads, RunReads):
         The compression parameters (``params``, or the separate keywords) are stored in the
         header and used by :meth:`append_data`.
         """
+        codec_meta = 0
         if params is not None:
             codec, clevel, splitmode = params.codec, params.clevel, params.splitmode
+            codec_meta = params.codec_meta
             typesize, blocksize = params.typesize or typesize, params.blocksize
             slots, metas = params.slots(typesize)
         else:
@@ -289,6 +294,7 @@ class SChunk(Changes, BlockReads, RunReads):
             blocksize=blocksize,
             chunksize=chunksize,
             metalayers={k: bytes(v) for k, v in (meta or {}).items()},
+            codec_meta=codec_meta,
         )
         if urlpath is None:
             return cls(ContiguousFrame(MemorySource(frame), writable=True), header)
@@ -425,6 +431,8 @@ class SChunk(Changes, BlockReads, RunReads):
             filters_meta=h.filters_meta,
             splitmode=h.splitmode,
             blocksize=h.blocksize,
+            codec_meta=h.compcode_meta,
+            blockshape=self.blockshape,
         )
 
     # --- what the header says ----------------------------------------------------------------
@@ -551,7 +559,12 @@ class SChunk(Changes, BlockReads, RunReads):
 
     def decompress_chunk(self, i: int, out=None) -> np.ndarray:
         """Chunk ``i`` decoded: a 1-d uint8 array (or written into ``out``)."""
-        return decode_chunk(self.get_chunk(i), out=out, max_nbytes=self.limits.max_chunk_nbytes)
+        return decode_chunk(
+            self.get_chunk(i),
+            out=out,
+            max_nbytes=self.limits.max_chunk_nbytes,
+            blockshape=self.blockshape,
+        )
 
     def to_cframe(self) -> bytes:
         """The whole frame as one contiguous frame's bytes."""

@@ -39,6 +39,7 @@ def empty_frame(
     blocksize: int,
     chunksize: int,
     metalayers: dict[str, bytes],
+    codec_meta: int = 0,
 ) -> tuple[FrameHeader, bytes]:
     """A frame with no chunk yet (header and trailer, no index), as c-blosc2 starts one."""
     header = FrameHeader(
@@ -55,6 +56,7 @@ def empty_frame(
         chunksize=chunksize,
         filters=tuple(filters),
         udcodec=int(codec),
+        compcode_meta=codec_meta,
         filters_meta=tuple(filters_meta),
         metalayers=dict(metalayers),
     )

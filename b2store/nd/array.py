@@ -53,6 +53,7 @@ class B2ndArray(ArrayWrites):
         check_holds_data(schunk, schunk.urlpath)
         self.schunk = schunk
         self._meta = meta
+        schunk.blockshape = tuple(meta.blockshape)
         self._geometry = None  # (the metalayer it is of, what _in_one_chunk works from)
         dtype = np.dtype(dtype) if dtype is not None else meta.dtype
         if dtype is None:

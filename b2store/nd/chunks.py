@@ -53,10 +53,11 @@ from ..chunk import native
 from ..chunk.decoder import ChunkDecoder, as_uint8, decode_chunk
 from ..chunk.encoder import encode_chunk, special_chunk
 from ..chunk.header import ChunkHeader
-from ..chunk.params import ChunkParams, parse_writable_codec
+from ..chunk.params import ChunkParams, parse_b2nd_codec
 from ..chunk.partial import decode_blocks, plan_blocks
+from ..chunk.plugins import ZFP_CODECS, check_encodable, check_filters_encodable
 from ..chunk.repeat import repeats_one_item
-from ..constants import Filter, SpecialValue
+from ..constants import Filter, SpecialValue, SplitMode
 from ..errors import FormatError
 from .geometry import (
     array_to_chunk,
@@ -94,25 +95,43 @@ def cparams_for(
     filters=None,
     filters_meta=None,
     splitmode="auto",
+    codec_meta: int = 0,
 ) -> ChunkParams:
     """The chunk parameters of an array: python-blosc2's defaults unless given.
 
-    Names and the ``Codec``/``Filter``/``SplitMode`` enums are both accepted.
+    Names and the ``Codec``/``Filter``/``SplitMode`` enums are both accepted; c-blosc2's
+    plugins (ZFP, NDLZ, NDCELL, NDMEAN) too, as they work on the array's ``blocks``.
     """
     dtype = np.dtype(dtype)
-    if filters is None:
+    codec = parse_b2nd_codec(codec)  # a plugin b2store does not have: refused, named
+    if filters is None and codec in ZFP_CODECS:
+        # ZFP codes floats: python-blosc2 keeps its default SHUFFLE, which hands ZFP the
+        # floats' bytes regrouped, and its accuracy, precision or rate then mean nothing.
+        filters = []
+    elif filters is None:
         filters = [0, 0, 0, 0, 0, int(Filter.SHUFFLE)]
         # UCS4 strings shuffle 4-byte code units, not whole strings (python-blosc2 too).
         filters_meta = [0, 0, 0, 0, 0, 4 if dtype.kind == "U" else 0]
-    return ChunkParams(
-        codec=parse_writable_codec(codec),  # a writer's: a plugin is refused here, named
+    params = ChunkParams(
+        codec=codec,
         clevel=clevel,
         typesize=dtype.itemsize,
         filters=filters,
         filters_meta=filters_meta,
         splitmode=splitmode,
         blocksize=math.prod(blocks) * dtype.itemsize,
+        codec_meta=codec_meta,
+        blockshape=tuple(blocks),
     )
+    check_encodable(
+        params.codec,
+        params.codec_meta,
+        dtype.itemsize,
+        params.blockshape,
+        params.splitmode == SplitMode.ALWAYS_SPLIT,
+    )
+    check_filters_encodable(params.filters, params.filters_meta, dtype.itemsize, params.blockshape)
+    return params
 
 
 # --- encoding -----------------------------------------------------------------------------
@@ -204,7 +223,7 @@ def decode_chunk_array(
     """A stored b2nd chunk decoded whole, as a new C-contiguous array of ``chunkshape``."""
     dtype = np.dtype(dtype)
     buf = np.empty(chunk_nitems(chunkshape, blockshape) * dtype.itemsize, np.uint8)
-    decoder = ChunkDecoder(chunk)
+    decoder = ChunkDecoder(chunk, blockshape=blockshape)
     _check_nbytes(decoder.header.nbytes, buf, "chunk")
     decoder.decode_into(buf)
     ext = chunk_to_array(buf, chunkshape, blockshape, dtype)
@@ -360,7 +379,7 @@ def _decode_blocks(
         _check_nbytes(plan.header.nbytes, buf, label)
         pieces = [chunk[start:stop] for start, stop in plan.ranges]
         # Only the prefix as the prefix: the rest of ``chunk`` is not copied again.
-        decode_blocks(plan, chunk[: plan.prefix_length], pieces, buf)
+        decode_blocks(plan, chunk[: plan.prefix_length], pieces, buf, blockshape)
         return wanted
     # Special, memcpyed or VL-block chunks, all blocks wanted, or Blosc blocks that are not
     # the array's blocks: decode it whole (the items are in block order all the same), in
@@ -368,7 +387,13 @@ def _decode_blocks(
     header = ChunkHeader.from_bytes(chunk)
     _check_nbytes(header.nbytes, buf, label)
     try:
-        decode_chunk(chunk, out=buf, nthreads=native.default_nthreads(), max_nbytes=len(buf))
+        decode_chunk(
+            chunk,
+            out=buf,
+            nthreads=native.default_nthreads(),
+            max_nbytes=len(buf),
+            blockshape=blockshape,
+        )
     except FormatError as exc:
         if header.special or header.vl_blocks or header.effective_blocksize == block_bytes:
             raise
@@ -432,7 +457,7 @@ def _decode_in_groups(
         return False
     if callable(source):
         source = source(None)
-    decoder = ChunkDecoder(as_uint8(source, name="chunk"))
+    decoder = ChunkDecoder(as_uint8(source, name="chunk"), blockshape=blockshape)
     _check_nbytes(decoder.header.nbytes, scratch, label)
     header = decoder.header
     nthreads = native.default_nthreads()

@@ -23,10 +23,10 @@ from .._userpath import names_user_path
 from ..chunk.encoder import (
     resolve_filters,
     resolve_splitmode,
-    resolve_writable_codec,
     special_chunk,
     writable_dtype,
 )
+from ..chunk.params import parse_b2nd_codec
 from ..constants import SpecialValue
 from ..frame.mappings import check_vlmeta_sum, raw_value
 from ..frame.remote_sparse import drop_sparse, fill_new
@@ -64,6 +64,7 @@ class _Options:
     filters: Sequence[str | int] | None = None
     filters_meta: Sequence[int] | None = None
     splitmode: str | int = "auto"
+    codec_meta: int = 0
     contiguous: bool = True
     mode: str = "w"
     meta: Mapping[str, Any] | None = None
@@ -77,8 +78,12 @@ class _Options:
             raise TypeError(f"clevel must be an int from 0 to 9, not {self.clevel!r}")
         if not 0 <= self.clevel <= 9:
             raise ValueError(f"clevel must be 0 to 9, not {self.clevel}")
-        resolve_writable_codec(self.codec)
+        parse_b2nd_codec(self.codec)  # ZFP and NDLZ too: they work on the array's blocks
         resolve_splitmode(self.splitmode)
+        if isinstance(self.codec_meta, bool) or not isinstance(self.codec_meta, int):
+            raise TypeError(f"codec_meta must be an int from 0 to 255, not {self.codec_meta!r}")
+        if not 0 <= self.codec_meta <= 255:
+            raise ValueError(f"codec_meta must be 0 to 255, not {self.codec_meta}")
         if self.filters is not None:
             resolve_filters(self.filters, self.filters_meta)
         for name in ("meta", "vlmeta"):
@@ -107,6 +112,7 @@ class _Options:
             filters=self.filters,
             filters_meta=self.filters_meta,
             splitmode=self.splitmode,
+            codec_meta=self.codec_meta,
         )
 
 
@@ -202,6 +208,7 @@ def asarray(
     filters: Sequence[str | int] | None = None,
     filters_meta: Sequence[int] | None = None,
     splitmode: str | int = "auto",
+    codec_meta: int = 0,
     contiguous: bool = True,
     mode: str = "w",
     meta: Mapping[str, Any] | None = None,
@@ -223,7 +230,9 @@ def asarray(
     chunks, blocks : tuple of int, optional
         Chunk and block shapes; python-blosc2's choice for the shape and item size when None.
     codec : str or Codec
-        ``"zstd"`` (default), ``"lz4"``, ``"lz4hc"``, ``"blosclz"``, ``"zlib"``.
+        ``"zstd"`` (default), ``"lz4"``, ``"lz4hc"``, ``"blosclz"``, ``"zlib"``; or one of
+        c-blosc2's plugins: ``"zfp_acc"``, ``"zfp_prec"``, ``"zfp_rate"`` (float32 and
+        float64; the ``zfp`` extra) and ``"ndlz"`` (2-d arrays).
     clevel : int
         Compression level, 0 to 9 (default 5).
     filters : sequence of str or Filter, optional
@@ -232,6 +241,10 @@ def asarray(
         One meta per filter (shuffle's element size, trunc_prec's bits, ...).
     splitmode : str or SplitMode
         ``"auto"`` (default), ``"always"``, ``"never"``.
+    codec_meta : int
+        The plugin codec's parameter byte, as python-blosc2's ``codec_meta``: ZFP_ACC's
+        error exponent (an int8, so 253 is an error of 10**-3), ZFP_PREC's extra bit
+        planes, ZFP_RATE's percent of the item's bits, NDLZ's cell side (4 or 8).
     contiguous : bool
         One frame file (default) or a sparse-frame directory.
     mode : {"w", "x"}
@@ -394,6 +407,7 @@ def frombuffer(
     filters: Sequence[str | int] | None = None,
     filters_meta: Sequence[int] | None = None,
     splitmode: str | int = "auto",
+    codec_meta: int = 0,
     contiguous: bool = True,
     mode: str = "w",
     meta: Mapping[str, Any] | None = None,
@@ -462,6 +476,7 @@ def zeros(
     filters: Sequence[str | int] | None = None,
     filters_meta: Sequence[int] | None = None,
     splitmode: str | int = "auto",
+    codec_meta: int = 0,
     contiguous: bool = True,
     mode: str = "w",
     meta: Mapping[str, Any] | None = None,
@@ -499,6 +514,7 @@ def empty(
     filters: Sequence[str | int] | None = None,
     filters_meta: Sequence[int] | None = None,
     splitmode: str | int = "auto",
+    codec_meta: int = 0,
     contiguous: bool = True,
     mode: str = "w",
     meta: Mapping[str, Any] | None = None,
@@ -528,6 +544,7 @@ def full(
     filters: Sequence[str | int] | None = None,
     filters_meta: Sequence[int] | None = None,
     splitmode: str | int = "auto",
+    codec_meta: int = 0,
     contiguous: bool = True,
     mode: str = "w",
     meta: Mapping[str, Any] | None = None,

@@ -1,6 +1,8 @@
 """Codec names: a misspelt one lists what b2store reads and writes apart from the plugins it
-only knows by name; a known codec b2store cannot write (a c-blosc2 plugin, Blosc1's snappy)
-is an UnsupportedError naming it, wherever a codec name is accepted, not a ValueError."""
+only knows by name; a known codec b2store cannot write (a c-blosc2 plugin it does not have,
+Blosc1's snappy) is an UnsupportedError naming it, wherever a codec name is accepted, not a
+ValueError. The plugins that work on a b2nd array's blocks (ZFP, NDLZ) are written by the b2nd
+writers, and refused, named, by the writers of bare chunks."""
 
 from __future__ import annotations
 
@@ -11,7 +13,20 @@ import b2store
 from b2store import Codec, UnsupportedError
 from b2store.chunk.params import WRITABLE_CODECS, ChunkParams
 
-PLUGINS = sorted(c.name.lower() for c in Codec if c not in WRITABLE_CODECS)
+BLOCK_PLUGINS = ["ndlz", "zfp_acc", "zfp_prec", "zfp_rate"]
+PLUGINS = sorted(
+    c.name.lower()
+    for c in Codec
+    if c not in WRITABLE_CODECS and c.name.lower() not in BLOCK_PLUGINS
+)
+# Writers of bare chunks: no b2nd blocks for ZFP and NDLZ to work on.
+BARE = {
+    "encode_chunk",
+    "encode_chunk-params",
+    "numcodecs-blosc2",
+    "zarr-blosc2",
+    "zarr-blosc2-dict",
+}
 X = np.arange(100.0)
 
 
@@ -54,8 +69,11 @@ def _writers(name):
 WRITERS = sorted(_writers("zstd"))
 
 
-@pytest.mark.parametrize("writer", WRITERS)
-@pytest.mark.parametrize("name", [*PLUGINS, "ZFP_ACC", "snappy"])
+def _unwritable(writer):
+    return [*PLUGINS, "snappy", "GROK"] + ([*BLOCK_PLUGINS, "ZFP_ACC"] if writer in BARE else [])
+
+
+@pytest.mark.parametrize("writer,name", [(w, n) for w in WRITERS for n in _unwritable(w)])
 def test_a_known_codec_b2store_cannot_write_is_unsupported_everywhere(tmp_path, writer, name):
     write = _writers(name)[writer]
     with pytest.raises(UnsupportedError, match=rf"unsupported codec '{name.lower()}'") as exc:
@@ -86,6 +104,8 @@ def test_a_misspelt_codec_says_which_are_readable_and_writable(tmp_path, writer)
     text = str(exc.value)
     writable = text.split("b2store reads and writes ")[1].split(" (")[0]
     assert writable == "blosclz, lz4, lz4hc, zlib, zstd"  # no plugin among them
+    on_blocks = text.split("blosclz), and ")[1].split(" in b2nd arrays")[0]
+    assert on_blocks.split(", ") == BLOCK_PLUGINS
     assert all(p in text.split("plugins ")[1] for p in PLUGINS)
 
 
@@ -94,12 +114,30 @@ def test_chunk_params_still_represent_a_plugin_codec_a_header_names():
     assert ChunkParams(codec=Codec.ZFP_ACC).codec == Codec.ZFP_ACC
 
 
-def test_an_unwritable_filter_is_unsupported_too():
-    with pytest.raises(UnsupportedError, match="unsupported filter 'ndcell'"):
+def test_a_block_filter_is_unsupported_in_a_bare_chunk():
+    with pytest.raises(UnsupportedError, match="unsupported filter 'ndcell' here.*block shape"):
         b2store.encode_chunk(X, filters=["ndcell"])
 
 
-@pytest.mark.parametrize("name", ["zfp_acc", "ndlz"])
+@pytest.mark.parametrize("writer", sorted(set(WRITERS) - BARE))
+def test_the_b2nd_writers_take_zfp(tmp_path, writer):
+    pytest.importorskip("zfpy", reason="ZFP needs the zfp extra (zfpy)")
+    write = _writers("zfp_rate")[writer]
+    if writer == "to_b2nd":
+        import xarray as xr
+
+        b2store.to_b2nd(
+            xr.Dataset({"v": ("t", X)}), tmp_path / "v.b2nd",
+            encoding={"v": {"codec": "zfp_rate", "codec_meta": 50}},
+        )  # fmt: skip
+        with b2store.open(tmp_path / "v.b2nd") as arr:
+            assert arr.schunk.codec == Codec.ZFP_RATE
+            assert np.abs(arr[...] - X).max() < 1.0
+    else:
+        assert write() is not None
+
+
+@pytest.mark.parametrize("name", ["grok", "openhtj2k"])
 def test_the_command_line_says_unsupported_codec(tmp_path, capsys, name):
     from b2store.cli import main
 

@@ -18,11 +18,16 @@ from ...chunk.encoder import (
     encode_chunk,
     resolve_filters,
     resolve_splitmode,
-    resolve_writable_codec,
     writable_dtype,
 )
 from ...chunk.header import ChunkHeader
-from ...chunk.params import ChunkParams, codec_name, filter_name, splitmode_name
+from ...chunk.params import (
+    ChunkParams,
+    codec_name,
+    filter_name,
+    parse_b2nd_codec,
+    splitmode_name,
+)
 from ...constants import MAX_BUFFERSIZE
 from ...errors import FormatError
 from ...limits import DEFAULT_LIMITS
@@ -179,7 +184,12 @@ class B2nd(Codec):
     dtype : str
         The items' NumPy type string (byte order included), e.g. ``"<f4"``.
     cname, clevel, filters, filters_meta, splitmode
-        Compression of new chunks (python-blosc2's defaults: zstd, 5, shuffle).
+        Compression of new chunks (python-blosc2's defaults: zstd, 5, shuffle). c-blosc2's
+        plugins work on the blocks, so they are taken here: ``cname`` ``"zfp_acc"``,
+        ``"zfp_prec"``, ``"zfp_rate"`` (the ``zfp`` extra), ``"ndlz"``; filters ``"ndcell"``
+        and ``"ndmean"``.
+    codec_meta
+        The plugin codec's parameter byte (python-blosc2's ``codec_meta``).
     """
 
     codec_id = "b2nd"
@@ -194,11 +204,13 @@ class B2nd(Codec):
         filters: Sequence[str] | None = None,
         filters_meta: Sequence[int] | None = None,
         splitmode: str = "auto",
+        codec_meta: int = 0,
     ):
         self.chunkshape = [int(c) for c in chunkshape]
         self.blockshape = [int(b) for b in blockshape]
         self.dtype = writable_dtype(dtype).str
-        self.cname = resolve_writable_codec(cname).name.lower()
+        self.cname = parse_b2nd_codec(cname).name.lower()
+        self.codec_meta = int(codec_meta)
         self.clevel = int(clevel)
         self.filters = None if filters is None else list(filters)
         self.filters_meta = None if filters_meta is None else [int(m) for m in filters_meta]
@@ -212,7 +224,12 @@ class B2nd(Codec):
         if isinstance(buf, np.ndarray):
             writable_dtype(buf.dtype)  # StringDType, objects: refused, named
         data = ensure_contiguous_ndarray(buf).view(dtype).reshape(self.chunkshape)
-        kwargs = {"codec": self.cname, "clevel": self.clevel, "splitmode": self.splitmode}
+        kwargs = {
+            "codec": self.cname,
+            "clevel": self.clevel,
+            "splitmode": self.splitmode,
+            "codec_meta": self.codec_meta,
+        }
         if self.filters is not None:
             slots, metas = resolve_filters(self.filters, self.filters_meta)
             kwargs.update(filters=list(slots), filters_meta=list(metas))
@@ -237,7 +254,10 @@ class B2nd(Codec):
                 4,
             )
         ext = chunk_to_array(
-            decode_chunk(buf, max_nbytes=nbytes), self.chunkshape, self.blockshape, dtype
+            decode_chunk(buf, max_nbytes=nbytes, blockshape=self.blockshape),
+            self.chunkshape,
+            self.blockshape,
+            dtype,
         )
         items = np.ascontiguousarray(ext[tuple(slice(0, c) for c in self.chunkshape)])
         if out is None:
@@ -259,6 +279,8 @@ class B2nd(Codec):
         if self.filters is not None:
             config["filters"] = self.filters
             config["filters_meta"] = self.filters_meta
+        if self.codec_meta:
+            config["codec_meta"] = self.codec_meta
         return config
 
     def __repr__(self) -> str:

@@ -45,7 +45,7 @@ __all__ = [
 
 #: Per-variable encoding keys that choose how the frame is stored.
 STORAGE_KEYS = frozenset(
-    {"codec", "clevel", "filters", "filters_meta", "splitmode", "chunks", "blocks"}
+    {"codec", "codec_meta", "clevel", "filters", "filters_meta", "splitmode", "chunks", "blocks"}
 )
 #: The CF keys that say how values are stored (masking, packing, times, ``_Unsigned``): those
 #: of a stored variable are the ones values appended or written into it are encoded with.
@@ -287,7 +287,11 @@ def _ambient_storage(var: xr.Variable) -> dict:
     compressors and no ``filters_meta``) they are Zarr's, and ignored."""
     enc = var.encoding
     out = _blosc2_compressor(enc.get("compressors"))
-    out.update((k, enc[k]) for k in ("codec", "clevel", "splitmode", "filters_meta") if k in enc)
+    out.update(
+        (k, enc[k])
+        for k in ("codec", "codec_meta", "clevel", "splitmode", "filters_meta")
+        if k in enc
+    )
     zarr_made = {"compressors", "compressor", "serializer"} & set(enc)
     zarrs = "filters_meta" not in enc and bool(zarr_made)
     if "filters" in enc and not zarrs:

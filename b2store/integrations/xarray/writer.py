@@ -90,7 +90,8 @@ def to_b2nd(
         ``.b2z``, stored whole in one request (:mod:`.objects`).
     encoding : dict, optional
         ``{variable: {key: value}}`` (for a DataTree ``{group_path: {variable: {...}}}``).
-        Storage keys: ``codec``, ``clevel``, ``filters``, ``filters_meta``, ``splitmode``,
+        Storage keys: ``codec`` (and ``codec_meta``, the parameter of c-blosc2's plugin
+        codecs ZFP and NDLZ), ``clevel``, ``filters``, ``filters_meta``, ``splitmode``,
         ``chunks``, ``blocks``; CF keys: ``dtype``, ``_FillValue``, ``missing_value``,
         ``scale_factor``, ``add_offset``, ``units``, ``calendar``, ``_Unsigned`` and the CF
         linkage (``coordinates``, ``grid_mapping``, ``bounds``, ``cell_measures``,
@@ -509,6 +510,7 @@ def frame_plan(var, stem: str, storage: dict, extra: dict, coord: bool = False):
         filters=storage.get("filters"),
         filters_meta=storage.get("filters_meta"),
         splitmode=storage.get("splitmode", "auto"),
+        codec_meta=storage.get("codec_meta", 0),
     )
     attrs, types = plain_attrs(var.attrs, f"variable {stem!r}")
     # xarray-blosc2's reader names dimensions from ``dims`` (a lone frame's variable from

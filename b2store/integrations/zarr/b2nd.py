@@ -23,8 +23,9 @@ from zarr.core.buffer import Buffer, NDBuffer, default_buffer_prototype
 from zarr.core.common import parse_named_configuration
 
 from ...chunk.decoder import ChunkDecoder, decode_chunk
-from ...chunk.encoder import resolve_filters, resolve_splitmode, resolve_writable_codec
+from ...chunk.encoder import resolve_filters, resolve_splitmode
 from ...chunk.header import ChunkHeader
+from ...chunk.params import parse_b2nd_codec
 from ...constants import EXTENDED_HEADER_LENGTH, FRAME_MAGIC, MIN_HEADER_LENGTH, Filter
 from ...errors import FormatError
 from ...nd.chunks import cparams_for, encode_array_chunk
@@ -61,6 +62,11 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
     cname, clevel, filters, splitmode
         Compression of new chunks, as for the ``blosc2`` codec; ``filters`` None is
         python-blosc2's default (shuffle). Decoding reads any b2nd chunk whatever these say.
+        c-blosc2's plugins, which work on the blocks, are taken here: ``cname``
+        ``"zfp_acc"``, ``"zfp_prec"``, ``"zfp_rate"`` (the ``zfp`` extra) or ``"ndlz"``,
+        filters ``"ndcell"`` and ``"ndmean"``.
+    codec_meta : int
+        The plugin codec's parameter byte (python-blosc2's ``codec_meta``).
     """
 
     is_fixed_size = False
@@ -71,6 +77,7 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
     clevel: int = 5
     filters: tuple[tuple[str, int], ...] | None = None
     splitmode: str = "auto"
+    codec_meta: int = 0
 
     def __post_init__(self) -> None:
         if self.blockshape is not None:
@@ -80,7 +87,11 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
             object.__setattr__(self, "blockshape", blocks)
         if self.endian is not None and self.endian not in _ENDIANS:
             raise ValueError(f"endian must be 'little' or 'big', got {self.endian!r}")
-        object.__setattr__(self, "cname", resolve_writable_codec(self.cname).name.lower())
+        object.__setattr__(self, "cname", parse_b2nd_codec(self.cname).name.lower())
+        if isinstance(self.codec_meta, bool) or not isinstance(self.codec_meta, int):
+            raise ValueError(f"codec_meta must be an integer 0..255, got {self.codec_meta!r}")
+        if not 0 <= self.codec_meta <= 255:
+            raise ValueError(f"codec_meta must be an integer 0..255, got {self.codec_meta!r}")
         if not isinstance(self.clevel, int) or not 0 <= self.clevel <= 9:
             raise ValueError(f"clevel must be an integer 0..9, got {self.clevel!r}")
         splitmode = resolve_splitmode(self.splitmode).name.lower().removesuffix("_split")
@@ -103,6 +114,8 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         config.update(cname=self.cname, clevel=self.clevel, splitmode=self.splitmode)
         if self.filters is not None:
             config["filters"] = [{"id": name, "meta": meta} for name, meta in self.filters]
+        if self.codec_meta:
+            config["codec_meta"] = self.codec_meta
         return {"name": "b2nd", "configuration": config}
 
     def evolve_from_array_spec(self, array_spec: ArraySpec) -> B2ndCodec:
@@ -166,7 +179,7 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
                 found,
                 4,
             )
-        decode_chunk(src, out=buf)
+        decode_chunk(src, out=buf, blockshape=self._blocks(chunk_spec, dtype))
         return chunk_spec.prototype.nd_buffer.from_numpy_array(
             self._to_array(buf, chunk_spec, dtype)
         )
@@ -189,6 +202,7 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
             metas = [m for _, m in self.filters]
         kwargs: dict[str, Any] = dict(codec=self.cname, clevel=self.clevel)
         kwargs["splitmode"] = self.splitmode
+        kwargs["codec_meta"] = self.codec_meta
         if names is not None:
             slots, packed = resolve_filters(names, metas)
             kwargs.update(filters=list(slots), filters_meta=list(packed))
@@ -298,7 +312,7 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         return chunk[selection]
 
     def _decode_blocks(self, buf, wanted, spec, dtype, blocks, selection) -> np.ndarray:
-        decoder = ChunkDecoder(buf)
+        decoder = ChunkDecoder(buf, blockshape=blocks)
         nbytes = self._nbytes(spec, dtype)
         if decoder.header.nbytes != nbytes:
             raise FormatError("b2nd chunk nbytes", str(nbytes), decoder.header.nbytes, 4)

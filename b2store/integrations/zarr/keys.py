@@ -119,7 +119,9 @@ class StoreKeys(StoreNodes):
             # The frame's chunksize fits the array but this chunk's header does not: the
             # chunk lies, as b2store.open reports it (not a wrong-sized `out`).
             raise FormatError(f"chunk {key} nbytes", str(out.nbytes), found, 4)
-        decode_chunk(chunk, out=out, max_nbytes=schunk.limits.max_chunk_nbytes)
+        decode_chunk(
+            chunk, out=out, max_nbytes=schunk.limits.max_chunk_nbytes, blockshape=schunk.blockshape
+        )
         return True
 
     def _get_range_of(self, key: str, byte_range: ByteRequest) -> bytes | None:

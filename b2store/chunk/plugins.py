@@ -1,0 +1,373 @@
+"""c-blosc2's registered plugins: codecs and filters that work on a whole b2nd block.
+
+ZFP (``ZFP_ACC``, ``ZFP_PREC``, ``ZFP_RATE``, ids 33-35) and NDLZ (32) compress one block as
+an n-d field, and the NDCELL (32) and NDMEAN (33) filters reorder (and average) its cells. A
+chunk's header does not say the block's shape: c-blosc2 takes it from the array's ``b2nd``
+metalayer, so these run only where that shape is known (a b2nd array, or a codec told its
+blocks), and are refused, named, elsewhere.
+
+ZFP goes through zfpy, LLNL's own Python binding of the zfp library (the ``zfp`` extra):
+c-blosc2's plugin writes zfp's bare stream, no header, in the mode its meta byte names, and
+zfpy reads and writes exactly those. NDLZ, NDCELL and NDMEAN are b2store's own kernels
+(:mod:`b2store._ndlz`, :mod:`b2store._ndcell`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..constants import Codec, Filter
+from ..errors import FormatError, UnsupportedError
+
+__all__ = [
+    "PLUGIN_CODECS",
+    "PLUGIN_FILTERS",
+    "ZFP_CODECS",
+    "check_encodable",
+    "check_filters_encodable",
+    "check_geometry",
+    "filter_step",
+    "needs_blockshape",
+    "uses_plugins",
+    "plugin_decoder",
+    "plugin_encoder",
+]
+
+ZFP_CODECS = frozenset({Codec.ZFP_ACC, Codec.ZFP_PREC, Codec.ZFP_RATE})
+PLUGIN_CODECS = ZFP_CODECS | {Codec.NDLZ}
+PLUGIN_FILTERS = frozenset({Filter.NDCELL, Filter.NDMEAN})
+ZFP_EXTRA = "pip install 'b2store[zfp]'"
+_ZFP_MAX_DIM = 4
+_ZFP_MAX_PREC = 64
+
+
+def uses_plugins(header) -> bool:
+    """Whether a chunk's header names a plugin codec or filter (which b2store's C block
+    loops do not run: those chunks are decoded block by block in Python)."""
+    return header.codec in PLUGIN_CODECS or any(f in PLUGIN_FILTERS for f in header.pipeline)
+
+
+def needs_blockshape(what: str, ident: int) -> UnsupportedError:
+    """The refusal of a plugin where no b2nd block shape is known."""
+    exc = UnsupportedError(what, f"{_name(what, ident)} (id {ident})")
+    exc.args = (
+        f"unsupported {what} {_name(what, ident)} (id {ident}) here: it works on the b2nd "
+        "array's blocks, and no block shape was given (open the array, or give the codec "
+        "its blocks)",
+    )
+    return exc
+
+
+def _name(what: str, ident: int) -> str:
+    enum = Filter if what == "filter" else Codec
+    try:
+        return enum(ident).name
+    except ValueError:
+        return str(ident)
+
+
+def check_geometry(blockshape: Sequence[int], typesize: int, nbytes: int, what: str) -> None:
+    """Refuse a block whose bytes are not ``prod(blockshape) * typesize``: the plugins
+    read and write exactly that many (c-blosc2 checks it too, after CVE-2024-3204)."""
+    want = math.prod(blockshape) * typesize
+    if not blockshape or min(blockshape) <= 0 or want != nbytes:
+        raise FormatError(
+            what, f"a whole block of {tuple(blockshape)} x {typesize} bytes", f"{nbytes} bytes"
+        )
+
+
+# --- ZFP ----------------------------------------------------------------------------------
+
+
+def _zfpy():
+    try:
+        import zfpy
+    except ImportError:
+        exc = UnsupportedError("codec", "ZFP")
+        exc.args = (
+            "unsupported codec ZFP: its chunks are read and written through zfpy, the zfp "
+            f"library's binding, which is not installed ({ZFP_EXTRA})",
+        )
+        raise exc from None
+    return zfpy
+
+
+def _int8(meta: int) -> int:
+    return meta - 256 if meta > 127 else meta
+
+
+def zfp_mode(codec: int, meta: int, typesize: int, ndim: int) -> dict:
+    """zfpy's keywords for the mode c-blosc2's plugin derives from its meta byte.
+
+    ZFP_ACC: an absolute error of ``10**meta`` (meta an int8). ZFP_PREC: ``meta`` bit planes
+    beyond the ones a cell of ``ndim`` dimensions needs (5, 7, 9, 11), at most 64. ZFP_RATE:
+    ``meta`` percent of the item's bits, and never fewer bits per cell than zfp's floor
+    (its exponent and sign), which zfp applies itself, and which is given here, because
+    zfpy sizes its buffer by the rate asked and wrote past it below that floor.
+    """
+    if codec == Codec.ZFP_ACC:
+        return {"tolerance": 10.0 ** _int8(meta)}
+    if codec == Codec.ZFP_PREC:
+        return {"precision": min(meta + 3 + 2 * ndim, _ZFP_MAX_PREC)}
+    cell = 1 << (2 * ndim)
+    rate = meta / 100.0 * typesize * 8
+    bits = max(math.floor(cell * rate + 0.5), 1 + (8 if typesize == 4 else 11))
+    return {"rate": bits / cell}
+
+
+def _zfp_checks(codec: int, typesize: int, blockshape: Sequence[int]) -> None:
+    name = Codec(codec).name
+    if typesize not in (4, 8):
+        raise FormatError("typesize", f"4 or 8 (float32 or float64) for {name}", typesize, 3)
+    if not 1 <= len(blockshape) <= _ZFP_MAX_DIM:
+        raise FormatError("b2nd ndim", f"1 to 4 dimensions for {name}", len(blockshape))
+
+
+def _zfp_read_bound(typesize: int, blockshape: Sequence[int], mode: dict) -> int:
+    """The most bytes zfp's decoder can read for this field, whatever the stream says.
+
+    zfp reads its stream without bounds: a short or hostile stream would be read past its
+    end. Per cell of ``4**ndim`` values it reads one bit, the exponent, then per bit plane
+    at most two bits per value and one more; in fixed rate it reads (or skips) exactly the
+    rate's bits. Words are 64 bits, and one more word may be fetched ahead.
+    """
+    ndim = len(blockshape)
+    values = 1 << (2 * ndim)
+    intprec = 8 * typesize
+    ebits = 8 if typesize == 4 else 11
+    per_cell = 1 + ebits + intprec * (2 * values + 1)
+    if "rate" in mode:
+        per_cell = max(per_cell, int(mode["rate"] * values))
+    cells = math.prod(-(-n // 4) for n in blockshape)
+    return (cells * per_cell + 63) // 64 * 8 + 16
+
+
+def _zfp_decoder(codec: int, meta: int, typesize: int, blockshape: tuple[int, ...]):
+    zfpy = _zfpy()
+    _zfp_checks(codec, typesize, blockshape)
+    mode = zfp_mode(codec, meta, typesize, len(blockshape))
+    dtype = np.dtype("<f4" if typesize == 4 else "<f8")
+    ztype = zfpy.dtype_to_ztype(dtype)
+    bound = _zfp_read_bound(typesize, blockshape, mode)
+    name = Codec(codec).name
+
+    def decode(payload: memoryview, target: np.ndarray) -> None:
+        check_geometry(blockshape, typesize, len(target), f"{name} stream")
+        # The stream, followed by zeros up to what the decoder can read.
+        padded = np.zeros(max(bound, len(payload) + 16), np.uint8)
+        padded[: len(payload)] = np.frombuffer(payload, np.uint8)
+        out = target.view(dtype).reshape(blockshape)
+        try:
+            zfpy._decompress(padded, ztype, list(blockshape), out=out, **mode)
+        except Exception as exc:  # zfpy raises bare exceptions (RuntimeError, IndexError)
+            raise FormatError(f"{name} stream", "a zfp stream zfp decodes", exc) from None
+
+    return decode
+
+
+def check_encodable(codec: int, meta: int, typesize: int, blockshape, split=None) -> None:
+    """ValueError where c-blosc2's plugin would fail to compress with these settings (the
+    writers check before anything is written, constant chunks, which no codec sees, too).
+    ``split``: whether blocks are split into byte streams (None: not known yet)."""
+    if codec not in PLUGIN_CODECS:
+        return
+    blockshape = tuple(blockshape)
+    name = Codec(codec).name
+    if codec == Codec.NDLZ:
+        if len(blockshape) != 2 or meta not in (4, 8):
+            raise ValueError(
+                f"NDLZ compresses 2-d blocks with codec_meta 4 or 8, not {len(blockshape)}-d "
+                f"blocks with codec_meta {meta}"
+            )
+        if typesize > 1 and split is False:
+            raise ValueError(
+                f"NDLZ codes one byte an item: items of {typesize} bytes need "
+                "splitmode='always', which codes each byte of the items on its own "
+                "(c-blosc2 fails the chunk otherwise)"
+            )
+        return
+    if typesize not in (4, 8):
+        raise ValueError(f"{name} compresses float32 or float64 items, not typesize {typesize}")
+    if not 1 <= len(blockshape) <= _ZFP_MAX_DIM or min(blockshape) < 4:
+        # c-blosc2's plugin fails the chunk on these.
+        raise ValueError(
+            f"{name} needs blocks of 1 to 4 dimensions, each at least 4 long, not {blockshape}"
+        )
+
+
+def check_filters_encodable(filters, filters_meta, typesize: int, blockshape) -> None:
+    """ValueError for NDCELL or NDMEAN settings c-blosc2 fails on, or, for NDMEAN, writes
+    blocks it cannot read back (its decoder places cells wrongly when the first block side
+    is shorter than the cell and another side holds several cells): tried on one block of
+    zeros, each way, before anything is written."""
+    steps = [(f, m) for f, m in zip(filters, filters_meta) if f in PLUGIN_FILTERS]
+    if not steps:
+        return
+    blockshape = tuple(int(n) for n in blockshape)
+    nbytes = math.prod(blockshape) * typesize
+    if not nbytes or nbytes > 1 << 26:
+        return  # an empty array has no block to filter; one that large, the limits refuse
+    from .. import _ndcell
+
+    src, mid, back = (np.zeros(nbytes, np.uint8) for _ in range(3))
+    for fid, meta in steps:
+        name = Filter(fid).name
+        if fid == Filter.NDCELL:
+            kernels = (_ndcell.ndcell_encode, _ndcell.ndcell_decode)
+        else:
+            kernels = (_ndcell.ndmean_encode, _ndcell.ndmean_decode)
+        try:
+            kernels[0](src, mid, blockshape, typesize, meta)
+            kernels[1](mid, back, blockshape, typesize, meta)
+        except ValueError as exc:
+            raise ValueError(
+                f"{name} with filters_meta {meta} on blocks {blockshape} of {typesize}-byte "
+                f"items: {exc}"
+            ) from None
+
+
+def _zfp_encoder(codec: int, meta: int, typesize: int, blockshape: tuple[int, ...]):
+    zfpy = _zfpy()
+    check_encodable(codec, meta, typesize, blockshape)
+    mode = zfp_mode(codec, meta, typesize, len(blockshape))
+    dtype = np.dtype("<f4" if typesize == 4 else "<f8")
+    nbytes = math.prod(blockshape) * typesize
+
+    def encode(stream: np.ndarray) -> bytes | None:
+        if len(stream) != nbytes:
+            return None  # a split stream or a short block: c-blosc2 stores those raw
+        out = zfpy.compress_numpy(
+            stream.view(dtype).reshape(blockshape), write_header=False, **mode
+        )
+        return out if 0 < len(out) < nbytes else None
+
+    return encode
+
+
+# --- NDLZ ---------------------------------------------------------------------------------
+
+
+# The longest 4x4 NDLZ stream in which no match can reach back 65,533 bytes.
+_NDLZ_SAFE_STREAM = 65_532
+
+
+def _ndlz_checks(meta: int, blockshape: Sequence[int]) -> None:
+    if len(blockshape) != 2:
+        raise FormatError("b2nd ndim", "2 dimensions for NDLZ", len(blockshape))
+    if meta not in (4, 8):
+        raise FormatError("compcode_meta", "4 or 8 (the NDLZ cell side)", meta, 23)
+
+
+# NDLZ codes bytes, one per cell position: a block of wider items reaches it one byte stream
+# at a time (split), each ``prod(blockshape)`` bytes.
+
+
+def _ndlz_decoder(meta: int, typesize: int, blockshape: tuple[int, ...]):
+    from .. import _ndlz
+
+    _ndlz_checks(meta, blockshape)
+
+    def decode(payload: memoryview, target: np.ndarray) -> None:
+        check_geometry(blockshape, 1, len(target), "NDLZ stream")
+        n = _ndlz.decompress(payload, target, blockshape, meta, typesize)
+        if n != len(target):
+            raise FormatError(
+                "NDLZ stream",
+                f"to inflate to {len(target)} bytes",
+                "a corrupt stream" if n < 0 else f"{n} bytes",
+            )
+
+    return decode
+
+
+def _ndlz_encoder(meta: int, typesize: int, blockshape: tuple[int, ...], clevel: int):
+    from .. import _ndlz
+
+    check_encodable(Codec.NDLZ, meta, typesize, blockshape)
+    nbytes = math.prod(blockshape)
+
+    def encode(stream: np.ndarray) -> bytes | None:
+        if len(stream) != nbytes:
+            raise ValueError(
+                f"NDLZ codes streams of {nbytes} bytes (the {blockshape} block, one byte "
+                f"an item), not {len(stream)}: items of {typesize} bytes need "
+                "splitmode='always'"
+            )
+        out = np.empty(nbytes, np.uint8)
+        n = _ndlz.compress(stream, out, blockshape, meta, typesize, clevel)
+        if not 0 < n < nbytes:
+            return None
+        packed = out[:n]
+        if meta == 4 and n > _NDLZ_SAFE_STREAM:
+            # c-blosc2's 4x4 decoder adds 3 to a 16-bit match offset, which wraps for a
+            # match 65,533 or more bytes back: python-blosc2 would read other bytes than
+            # these. A stream that long is checked, and stored raw if it would be misread.
+            back = np.empty(nbytes, np.uint8)
+            if _ndlz.decompress(packed, back, blockshape, meta, typesize) != nbytes or not (
+                np.array_equal(back, stream)
+            ):
+                return None
+        return packed.tobytes()
+
+    return encode
+
+
+# --- the factories the chunk layer calls ------------------------------------------------------
+
+
+def plugin_decoder(codec: int, meta: int, typesize: int, blockshape: tuple[int, ...] | None):
+    """A factory of decoders of ``codec``'s streams (taking a dictionary, always None)."""
+    if blockshape is None:
+        raise needs_blockshape("codec", codec)
+    blockshape = tuple(int(n) for n in blockshape)
+    if codec == Codec.NDLZ:
+        decode = _ndlz_decoder(meta, typesize, blockshape)
+    else:
+        decode = _zfp_decoder(codec, meta, typesize, blockshape)
+
+    def make(dictionary):
+        if dictionary is not None:
+            raise FormatError("blosc2_flags", "no dictionary with a plugin codec", "USE_DICT", 31)
+        return decode
+
+    return make
+
+
+def plugin_encoder(
+    codec: int, meta: int, typesize: int, blockshape: tuple[int, ...] | None, clevel: int
+):
+    """A function compressing one block with ``codec`` (None: store it raw)."""
+    if blockshape is None:
+        raise needs_blockshape("codec", codec)
+    blockshape = tuple(int(n) for n in blockshape)
+    if codec == Codec.NDLZ:
+        return _ndlz_encoder(meta, typesize, blockshape, clevel)
+    return _zfp_encoder(codec, meta, typesize, blockshape)
+
+
+def filter_step(fid: int, meta: int, typesize: int, blockshape, *, encoding: bool):
+    """The kernel running NDCELL or NDMEAN over one block (``src``, ``dst``), either way."""
+    if blockshape is None:
+        raise needs_blockshape("filter", fid)
+    from .. import _ndcell
+
+    blockshape = tuple(int(n) for n in blockshape)
+    if fid == Filter.NDCELL:
+        kernel = _ndcell.ndcell_encode if encoding else _ndcell.ndcell_decode
+    else:
+        kernel = _ndcell.ndmean_encode if encoding else _ndcell.ndmean_decode
+    name = Filter(fid).name
+
+    def run(src: np.ndarray, dst: np.ndarray) -> None:
+        check_geometry(blockshape, typesize, len(src), f"{name} block")
+        try:
+            kernel(src, dst, blockshape, typesize, meta)
+        except ValueError as exc:
+            if encoding:
+                raise
+            raise FormatError(f"{name} filters_meta", "parameters the filter takes", exc) from None
+
+    return run

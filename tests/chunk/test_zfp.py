@@ -1,0 +1,225 @@
+"""c-blosc2's ZFP plugin codecs (ZFP_ACC, ZFP_PREC, ZFP_RATE), read and written through zfpy.
+
+python-blosc2 writes each array; b2store must read the same values, bit for bit (NaN as NaN),
+and the arrays b2store writes must read in python-blosc2 as its own encoding of the same data
+does, chunk for chunk byte-identical where python-blosc2 is itself deterministic (chunks
+with no padding: python-blosc2 leaves an edge chunk's padding unset, and ZFP codes it).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import b2store
+from b2store.chunk.plugins import zfp_mode
+from b2store.constants import Codec as B2Codec
+
+blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 is the interop oracle")
+pytest.importorskip("zfpy", reason="ZFP needs the zfp extra (zfpy)")
+
+Codec, Filter, SplitMode = blosc2.Codec, blosc2.Filter, blosc2.SplitMode
+
+# codec, meta, dtype, shape, chunks, blocks, cparams beyond codec and meta
+CASES = [
+    ("ZFP_ACC", 253, "f8", (40, 50), (20, 25), (16, 20), {}),  # error 10**-3
+    ("ZFP_ACC", 0, "f4", (40, 50, 7), (20, 25, 7), (16, 20, 4), {}),
+    ("ZFP_ACC", 37, "f8", (100, 1230), (50, 615), (25, 41), {"splitmode": SplitMode.ALWAYS_SPLIT}),
+    ("ZFP_PREC", 20, "f4", (12, 10, 9), (12, 10, 9), (8, 4, 5), {}),
+    ("ZFP_PREC", 37, "f8", (23, 34), (23, 34), (8, 8), {}),
+    ("ZFP_PREC", 10, "f8", (12, 10, 9, 8), (12, 10, 9, 8), (8, 4, 5, 4), {}),
+    ("ZFP_RATE", 37, "f4", (12, 10, 9, 7), (6, 10, 9, 7), (4, 5, 4, 6), {}),
+    ("ZFP_RATE", 50, "f8", (1000,), (300,), (100,), {}),
+    ("ZFP_RATE", 1, "f8", (100, 80), (50, 40), (16, 16), {"filters": [Filter.NOFILTER]}),
+    ("ZFP_RATE", 37, "f4", (80, 51, 60), (40, 51, 60), (8, 17, 20),
+     {"splitmode": SplitMode.ALWAYS_SPLIT}),
+    ("ZFP_ACC", 250, "f4", (64, 64), (32, 32), (32, 32), {"filters": [Filter.NOFILTER]}),
+]  # fmt: skip
+
+
+def _data(shape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    return np.cumsum(rng.normal(size=shape), axis=-1).astype(dtype)
+
+
+def _blosc2_cparams(codec, meta, extra):
+    return {"codec": getattr(Codec, codec), "codec_meta": meta, **extra}
+
+
+def _b2store_kwargs(codec, meta, extra):
+    kw = {"codec": codec.lower(), "codec_meta": meta}
+    # python-blosc2's default filters (SHUFFLE, in the last slot) stay with ZFP; b2store's
+    # are none. NOFILTER slots are kept: they are the header's bytes.
+    default = [Filter.NOFILTER] * 5 + [Filter.SHUFFLE]
+    kw["filters"] = [f.value for f in extra.get("filters", default)]
+    if "splitmode" in extra:
+        kw["splitmode"] = extra["splitmode"].value
+    return kw
+
+
+def _same(a, b) -> bool:
+    return a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
+
+
+def _interior_chunks(shape, chunks, blocks):
+    """Numbers of chunks with no padding (whole chunk inside the shape, whole blocks)."""
+    if any(c % b for c, b in zip(chunks, blocks)):
+        return []
+    grid = [math.ceil(s / c) for s, c in zip(shape, chunks)]
+    out = []
+    for n, idx in enumerate(np.ndindex(*grid)):
+        if all((i + 1) * c <= s for i, c, s in zip(idx, chunks, shape)):
+            out.append(n)
+    return out
+
+
+@pytest.mark.parametrize("codec,meta,dtype,shape,chunks,blocks,extra", CASES)
+def test_reads_what_python_blosc2_writes(
+    tmp_path, codec, meta, dtype, shape, chunks, blocks, extra
+):
+    data = _data(shape, dtype)
+    path = tmp_path / "theirs.b2nd"
+    theirs = blosc2.asarray(
+        data, chunks=chunks, blocks=blocks, urlpath=str(path), mode="w",
+        cparams=_blosc2_cparams(codec, meta, extra),
+    )  # fmt: skip
+    want = theirs[...]
+    with b2store.open(path) as arr:
+        assert _same(arr[...], want)
+        step = tuple(slice(1, None, 3) for _ in shape)
+        assert _same(arr[step], want[step])
+        corner = tuple(n - 1 for n in shape)
+        assert _same(np.asarray(arr[corner]), np.asarray(want[corner]))
+    # Lossy, and by as much as the mode says, where ZFP sees the floats (python-blosc2's
+    # default SHUFFLE hands it their bytes regrouped, and the error is then unbounded).
+    if codec == "ZFP_ACC" and extra.get("filters") == [Filter.NOFILTER]:
+        assert not np.array_equal(want, data)
+        assert np.abs(want - data).max() <= 10.0 ** (meta - 256 if meta > 127 else meta)
+
+
+@pytest.mark.parametrize("codec,meta,dtype,shape,chunks,blocks,extra", CASES)
+def test_python_blosc2_reads_what_b2store_writes(
+    tmp_path, codec, meta, dtype, shape, chunks, blocks, extra
+):
+    data = _data(shape, dtype, seed=1)
+    mine = tmp_path / "mine.b2nd"
+    b2store.asarray(
+        data, mine, chunks=chunks, blocks=blocks, **_b2store_kwargs(codec, meta, extra)
+    ).close()
+    theirs = blosc2.asarray(
+        data, chunks=chunks, blocks=blocks, urlpath=str(tmp_path / "theirs.b2nd"), mode="w",
+        cparams=_blosc2_cparams(codec, meta, extra),
+    )  # fmt: skip
+    read = blosc2.open(str(mine), mode="r")
+    assert read.schunk.cparams.codec == getattr(Codec, codec)
+    assert read.schunk.cparams.codec_meta == meta
+    assert _same(read[...], theirs[...])
+    interior = _interior_chunks(shape, chunks, blocks)
+    for n in interior:
+        assert read.schunk.get_chunk(n) == theirs.schunk.get_chunk(n), f"chunk {n}"
+    with b2store.open(mine) as arr:
+        assert _same(arr[...], theirs[...])
+
+
+def test_zfp_rate_below_the_floor_is_raised_to_it():
+    # 1 % of a float64's bits is 0.64 bits a value; zfp codes no cell in fewer than its
+    # exponent and sign (12 bits over 16 values in 2-d), and c-blosc2 lets zfp raise it.
+    assert zfp_mode(B2Codec.ZFP_RATE, 1, 8, 2) == {"rate": 12 / 16}
+    assert zfp_mode(B2Codec.ZFP_RATE, 50, 4, 1) == {"rate": 16.0}
+    assert zfp_mode(B2Codec.ZFP_PREC, 200, 8, 3) == {"precision": 64}
+    assert zfp_mode(B2Codec.ZFP_ACC, 253, 8, 2) == {"tolerance": 10.0**-3}
+
+
+def test_a_zfp_chunk_without_its_block_shape_is_refused_by_name(tmp_path):
+    data = _data((32, 32), "f8")
+    theirs = blosc2.asarray(data, chunks=(32, 32), blocks=(16, 16), cparams={
+        "codec": Codec.ZFP_PREC, "codec_meta": 20})  # fmt: skip
+    chunk = theirs.schunk.get_chunk(0)
+    with pytest.raises(b2store.UnsupportedError, match=r"ZFP_PREC \(id 34\).*block shape"):
+        b2store.decode_chunk(chunk)
+    got = b2store.decode_chunk(chunk, blockshape=(16, 16))
+    assert got.nbytes == 32 * 32 * 8
+    with pytest.raises(b2store.UnsupportedError, match=r"'zfp_acc' for bare chunks.*b2nd"):
+        b2store.encode_chunk(data, codec="zfp_acc")
+
+
+def test_encode_chunk_with_blockshape_is_python_blosc2s_chunk():
+    # One whole chunk of four blocks, laid out block after block as a b2nd chunk holds them.
+    data = _data((32, 32), "f4")
+    theirs = blosc2.asarray(data, chunks=(32, 32), blocks=(16, 16), cparams={
+        "codec": Codec.ZFP_RATE, "codec_meta": 40, "filters": [Filter.NOFILTER]})  # fmt: skip
+    blocks = data.reshape(2, 16, 2, 16).transpose(0, 2, 1, 3).copy()
+    mine = b2store.encode_chunk(
+        blocks, codec="zfp_rate", codec_meta=40, filters=[], blockshape=(16, 16)
+    )
+    assert mine == theirs.schunk.get_chunk(0)
+
+
+@pytest.mark.parametrize("dtype", ["i2", "f2", "u1"])
+def test_zfp_refuses_items_that_are_not_float32_or_float64(tmp_path, dtype):
+    # c-blosc2 looks at the item size only (4 or 8), as b2store does.
+    with pytest.raises(ValueError, match="float32 or float64"):
+        b2store.asarray(np.zeros((8, 8), dtype), tmp_path / "x.b2nd", codec="zfp_acc")
+    assert not (tmp_path / "x.b2nd").exists()
+
+
+def test_zfp_refuses_blocks_smaller_than_its_cells(tmp_path):
+    with pytest.raises(ValueError, match="at least 4 long"):
+        b2store.asarray(
+            _data((8, 8), "f8"), tmp_path / "x.b2nd", chunks=(8, 8), blocks=(2, 8),
+            codec="zfp_acc",
+        )  # fmt: skip
+
+
+def _zfp_chunk():
+    data = _data((32, 32), "f8")
+    theirs = blosc2.asarray(data, chunks=(32, 32), blocks=(32, 32), cparams={
+        "codec": Codec.ZFP_ACC, "codec_meta": 250, "filters": [Filter.NOFILTER]})  # fmt: skip
+    return bytearray(theirs.schunk.get_chunk(0))
+
+
+def test_hostile_zfp_streams_raise_format_error_or_decode_to_the_block():
+    """zfp reads its stream without bounds; a cut or scrambled stream must never be read
+    past its end (a crash, or another buffer's bytes), only give an error or some block."""
+    chunk = _zfp_chunk()
+    nbytes = 32 * 32 * 8
+    rng = np.random.default_rng(7)
+    start = int.from_bytes(chunk[32:36], "little")
+    for trial in range(300):
+        bad = bytearray(chunk)
+        if trial % 3 == 0:  # the stream cut short (csize and cbytes say so)
+            keep = int(rng.integers(1, len(bad) - start - 4))
+            bad = bad[: start + 4 + keep]
+            bad[start : start + 4] = keep.to_bytes(4, "little")
+            bad[12:16] = len(bad).to_bytes(4, "little")
+        else:  # random bytes over the stream
+            for _ in range(int(rng.integers(1, 40))):
+                bad[int(rng.integers(start + 4, len(bad)))] = int(rng.integers(256))
+        try:
+            out = b2store.decode_chunk(bytes(bad), blockshape=(32, 32))
+        except b2store.FormatError:
+            continue
+        assert out.nbytes == nbytes
+
+
+def test_without_zfpy_the_error_names_the_extra(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "zfpy", None)  # import zfpy now fails
+    chunk = bytes(_zfp_chunk())
+    with pytest.raises(b2store.UnsupportedError, match=r"zfpy.*b2store\[zfp\]"):
+        b2store.decode_chunk(chunk, blockshape=(32, 32))
+
+
+def test_b2stores_zfp_default_is_no_filter_and_keeps_the_bound(tmp_path):
+    # python-blosc2 keeps SHUFFLE before ZFP unless told otherwise, and ZFP then codes the
+    # floats' bytes regrouped: its error bound no longer holds. b2store runs no filter.
+    data = _data((64, 64), "f8")
+    b2store.asarray(data, tmp_path / "mine.b2nd", codec="zfp_acc", codec_meta=253).close()
+    read = blosc2.open(str(tmp_path / "mine.b2nd"), mode="r")
+    assert list(read.schunk.cparams.filters) == [Filter.NOFILTER] * 6
+    assert np.abs(read[...] - data).max() <= 1e-3
+    theirs = blosc2.asarray(data, cparams={"codec": Codec.ZFP_ACC, "codec_meta": 253})
+    assert np.abs(theirs[...] - data).max() > 1.0  # python-blosc2's default, for contrast
