@@ -188,6 +188,19 @@ def target_codec(data: bytes) -> None:
     codec.decode(data)
 
 
+def target_plugins(data: bytes) -> None:
+    """A chunk of c-blosc2's plugins (ZFP, NDLZ, NDCELL, NDMEAN), which work on b2nd blocks:
+    byte 0 picks the block's ndim (1 to 4), the next ndim bytes its extents (1 to 256), and
+    the rest is the chunk, decoded with that block shape."""
+    if not data:
+        return
+    ndim = data[0] % 4 + 1
+    if len(data) < 1 + ndim:
+        return
+    blockshape = tuple(b + 1 for b in data[1 : 1 + ndim])
+    decode_chunk(data[1 + ndim :], max_nbytes=FUZZ_LIMITS.max_chunk_nbytes, blockshape=blockshape)
+
+
 _LOOP = None
 
 
@@ -281,6 +294,7 @@ TARGETS = {
     "meta": target_meta,
     "vlmeta": target_vlmeta,
     "codec": target_codec,
+    "plugins": target_plugins,
     "zarrstore": target_zarrstore,
     "zarrread": target_zarrread,
     "b2z": target_b2z,
@@ -340,7 +354,45 @@ def seeds(name: str, corpus: Path) -> list[bytes]:
         out = _each(frames, _trailer) + msgpack_bomb_seeds()
     elif name in ("b2z", "b2d"):
         out = _tree_seeds(name)
+    elif name == "plugins":
+        out = _plugin_seeds()
+    if name == "cframe":
+        out += [frame for frame, _ in _plugin_frames()]
     return [s for s in out if s]
+
+
+def _plugin_frames() -> list[tuple[bytes, tuple[int, ...]]]:
+    """Small b2nd frames written with each plugin b2store writes (ZFP only with zfpy), and
+    their block shapes."""
+    import importlib.util
+
+    field = np.add.outer(np.sin(np.arange(24) / 3), np.cos(np.arange(20) / 4))
+    cases = [
+        (field.astype("u1") + 7, (16, 12), {"codec": "ndlz", "codec_meta": 4}),
+        (field.astype("u1") + 7, (16, 16), {"codec": "ndlz", "codec_meta": 8}),
+        (field, (8, 6), {"codec": "lz4", "filters": ["ndcell"], "filters_meta": [4]}),
+        (field.astype("f4"), (8, 8), {"codec": "zstd", "filters": ["ndmean"], "filters_meta": [4]}),
+    ]
+    if importlib.util.find_spec("zfpy") is not None:
+        cases += [
+            (field, (8, 8), {"codec": "zfp_acc", "codec_meta": 253}),
+            (field.astype("f4"), (8, 4), {"codec": "zfp_prec", "codec_meta": 12}),
+            (field, (4, 8), {"codec": "zfp_rate", "codec_meta": 30}),
+        ]
+    out = []
+    for data, blocks, kw in cases:
+        with b2store.asarray(data, chunks=(16, 16), blocks=blocks, **kw) as arr:
+            out.append((arr.schunk.to_cframe(), blocks))
+    return out
+
+
+def _plugin_seeds() -> list[bytes]:
+    out = []
+    for frame, blocks in _plugin_frames():
+        head = bytes([len(blocks) - 1, *(b - 1 for b in blocks)])
+        with b2store.open(frame) as arr:
+            out += [head + arr.schunk.get_chunk(i) for i in range(arr.schunk.nchunks)]
+    return out
 
 
 def msgpack_bomb_seeds() -> list[bytes]:
