@@ -269,10 +269,13 @@ def _ndlz_decoder(meta: int, typesize: int, blockshape: tuple[int, ...]):
     from .. import _ndlz
 
     _ndlz_checks(meta, blockshape)
+    want = math.prod(blockshape)
+    decompress = _ndlz.decompress
 
     def decode(payload: memoryview, target: np.ndarray) -> None:
-        check_geometry(blockshape, 1, len(target), "NDLZ stream")
-        n = _ndlz.decompress(payload, target, blockshape, meta, typesize)
+        if len(target) != want:  # (the stream is a whole block's, checked once per block)
+            check_geometry(blockshape, 1, len(target), "NDLZ stream")
+        n = decompress(payload, target, blockshape, meta, typesize)
         if n != len(target):
             raise FormatError(
                 "NDLZ stream",
@@ -360,9 +363,11 @@ def filter_step(fid: int, meta: int, typesize: int, blockshape, *, encoding: boo
     else:
         kernel = _ndcell.ndmean_encode if encoding else _ndcell.ndmean_decode
     name = Filter(fid).name
+    want = math.prod(blockshape) * typesize
 
     def run(src: np.ndarray, dst: np.ndarray) -> None:
-        check_geometry(blockshape, typesize, len(src), f"{name} block")
+        if len(src) != want:
+            check_geometry(blockshape, typesize, len(src), f"{name} block")
         try:
             kernel(src, dst, blockshape, typesize, meta)
         except ValueError as exc:
