@@ -25,6 +25,7 @@ except ImportError:  # pragma: no cover - a platform without its wheel: the syst
 from .. import _blosclz
 from ..constants import Codec, CodecFormat
 from ..errors import FormatError, UnsupportedError
+from .jpeg2000 import J2K_CODECS, j2k_decoder
 from .plugins import PLUGIN_CODECS, plugin_decoder
 
 __all__ = ["StreamDecoder", "stream_decoder", "check_inflatable"]
@@ -187,6 +188,8 @@ def stream_decoder(
             return _BY_CODEC[udcodec]
         if udcodec in PLUGIN_CODECS:
             return plugin_decoder(udcodec, meta, typesize, blockshape)
+        if udcodec in J2K_CODECS:
+            return j2k_decoder(udcodec, meta, typesize)
         try:
             name = Codec(udcodec).name
         except ValueError:

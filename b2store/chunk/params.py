@@ -44,6 +44,8 @@ _CNAME_ALIASES = {"blosc2": "blosclz"}
 WRITABLE_CODECS = frozenset({Codec.BLOSCLZ, Codec.LZ4, Codec.LZ4HC, Codec.ZLIB, Codec.ZSTD})
 # The plugins b2store runs on a b2nd array's blocks (b2store.chunk.plugins).
 _BLOCK_PLUGINS = frozenset({Codec.NDLZ, Codec.ZFP_ACC, Codec.ZFP_PREC, Codec.ZFP_RATE})
+# The JPEG 2000 plugins, read (b2store.chunk.plugins), never written.
+_READ_ONLY_PLUGINS = frozenset({Codec.OPENHTJ2K, Codec.GROK})
 _ZARR_SHUFFLES = {
     "noshuffle": (),
     "shuffle": (Filter.SHUFFLE,),
@@ -84,12 +86,16 @@ def _integer(value: Any, what: str, low: int, high: int) -> int:
 def _codecs_known() -> str:
     usable = ", ".join(c.name.lower() for c in Codec if c in WRITABLE_CODECS)
     on_blocks = ", ".join(c.name.lower() for c in Codec if c in _BLOCK_PLUGINS)
+    read_only = ", ".join(c.name.lower() for c in Codec if c in _READ_ONLY_PLUGINS)
     plugins = ", ".join(
-        c.name.lower() for c in Codec if c not in WRITABLE_CODECS and c not in _BLOCK_PLUGINS
+        c.name.lower()
+        for c in Codec
+        if c not in WRITABLE_CODECS and c not in _BLOCK_PLUGINS and c not in _READ_ONLY_PLUGINS
     )
     return (
         f"b2store reads and writes {usable} ('blosc2' is blosclz), and {on_blocks} in b2nd "
-        f"arrays; the c-blosc2 plugins {plugins} are known but neither read nor written"
+        f"arrays; the c-blosc2 plugins {read_only} are read only (JPEG 2000, through "
+        f"imagecodecs), and {plugins} known but neither read nor written"
     )
 
 
@@ -137,6 +143,11 @@ def unwritable_codec(codec: Codec) -> UnsupportedError:
             f"unsupported codec {codec.name.lower()!r} for bare chunks: a c-blosc2 plugin "
             "working on a b2nd array's blocks; write a b2nd array, or use the 'b2nd' codec, "
             f"which knows its blocks; {_codecs_known()}",
+        )
+    elif codec in _READ_ONLY_PLUGINS:
+        exc.args = (
+            f"unsupported codec {codec.name.lower()!r} for writing: a c-blosc2 JPEG 2000 "
+            f"plugin that b2store reads but does not write; {_codecs_known()}",
         )
     else:
         exc.args = (

@@ -10,6 +10,8 @@ ZFP goes through zfpy, LLNL's own Python binding of the zfp library (the ``zfp``
 c-blosc2's plugin writes zfp's bare stream, no header, in the mode its meta byte names, and
 zfpy reads and writes exactly those. NDLZ, NDCELL and NDMEAN are b2store's own kernels
 (:mod:`b2store._ndlz`, :mod:`b2store._ndcell`).
+
+The JPEG 2000 plugins, which need no block shape, are read in :mod:`.jpeg2000`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 
 from ..constants import Codec, Filter
 from ..errors import FormatError, UnsupportedError
+from .jpeg2000 import J2K_CODECS
 
 __all__ = [
     "PLUGIN_CODECS",
@@ -47,7 +50,12 @@ _ZFP_MAX_PREC = 64
 def uses_plugins(header) -> bool:
     """Whether a chunk's header names a plugin codec or filter (which b2store's C block
     loops do not run: those chunks are decoded block by block in Python)."""
-    return header.codec in PLUGIN_CODECS or any(f in PLUGIN_FILTERS for f in header.pipeline)
+    codec = header.codec
+    return (
+        codec in PLUGIN_CODECS
+        or codec in J2K_CODECS
+        or any(f in PLUGIN_FILTERS for f in header.pipeline)
+    )
 
 
 def needs_blockshape(what: str, ident: int) -> UnsupportedError:
