@@ -223,3 +223,51 @@ def test_b2stores_zfp_default_is_no_filter_and_keeps_the_bound(tmp_path):
     assert np.abs(read[...] - data).max() <= 1e-3
     theirs = blosc2.asarray(data, cparams={"codec": Codec.ZFP_ACC, "codec_meta": 253})
     assert np.abs(theirs[...] - data).max() > 1.0  # python-blosc2's default, for contrast
+
+
+def test_xarray_opens_a_zfp_file_python_blosc2_wrote(tmp_path):
+    xr = pytest.importorskip("xarray")
+    data = _data((24, 30, 40), "f4")
+    path = tmp_path / "t2m.b2nd"
+    blosc2.asarray(data, chunks=(8, 30, 40), blocks=(4, 15, 20), urlpath=str(path), mode="w",
+                   cparams={"codec": Codec.ZFP_ACC, "codec_meta": 254,
+                            "filters": [Filter.NOFILTER]})  # fmt: skip
+    want = blosc2.open(str(path))[...]
+    with xr.open_dataset(path, engine="b2nd") as ds:
+        (name,) = ds.data_vars
+        assert np.array_equal(ds[name].values, want)
+        assert ds[name].encoding["codec"] == "zfp_acc"
+    with xr.open_dataset(path, engine="b2nd", chunks={}) as ds:
+        (name,) = ds.data_vars
+        assert np.array_equal(ds[name].isel({ds[name].dims[0]: slice(3, 17)}).values, want[3:17])
+        assert float(ds[name].mean()) == pytest.approx(float(want.mean(dtype="f8")), rel=1e-6)
+
+
+def test_the_b2nd_codecs_take_zfp_by_name(tmp_path):
+    import numcodecs
+    import zarr
+
+    from b2store.integrations.zarr.b2nd import B2ndCodec
+
+    data = _data((40, 30), "f8")
+    # numcodecs: the b2nd codec's configuration names the plugin and its meta byte.
+    codec = numcodecs.get_codec({"id": "b2nd", "chunkshape": [40, 30], "blockshape": [8, 10],
+                                 "dtype": "<f8", "cname": "zfp_acc", "codec_meta": 253,
+                                 "filters": []})  # fmt: skip
+    assert codec.get_config()["cname"] == "zfp_acc" and codec.get_config()["codec_meta"] == 253
+    chunk = codec.encode(data)
+    back = codec.decode(chunk).reshape(data.shape)
+    assert 0 < np.abs(back - data).max() <= 1e-3
+    # The chunk is a b2nd chunk python-blosc2 writes the same way.
+    theirs = blosc2.asarray(data, chunks=(40, 30), blocks=(8, 10), cparams={
+        "codec": Codec.ZFP_ACC, "codec_meta": 253, "filters": [Filter.NOFILTER]})  # fmt: skip
+    assert bytes(chunk) == theirs.schunk.get_chunk(0)
+    # Zarr v3: the b2nd array-to-bytes codec, through its dict form.
+    spec = B2ndCodec(blockshape=(8, 10), cname="zfp_rate", codec_meta=50, filters=()).to_dict()
+    assert spec["configuration"]["codec_meta"] == 50
+    z = zarr.create_array(tmp_path / "z.zarr", shape=data.shape, chunks=(20, 30), dtype="f8",
+                          serializer=spec, compressors=None)  # fmt: skip
+    z[...] = data
+    again = zarr.open_array(tmp_path / "z.zarr", mode="r")
+    assert np.abs(again[...] - data).max() < 1e-3
+    assert again.metadata.codecs[0].cname == "zfp_rate"
