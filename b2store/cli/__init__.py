@@ -105,7 +105,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("dst", help="the output, its format chosen by suffix")
     p.add_argument("--chunks", help="chunk shape, e.g. 100,200,200 (default: a choice by size)")
     p.add_argument("--blocks", help="block shape (Blosc2 outputs)")
-    p.add_argument("--codec", help="blosclz, lz4, lz4hc, zlib or zstd (default zstd)")
+    p.add_argument(
+        "--codec",
+        help="blosclz, lz4, lz4hc, zlib or zstd (default zstd); for Blosc2 outputs also "
+        "zfp_acc, zfp_prec, zfp_rate (the zfp extra) and ndlz, with --codec-meta",
+    )
+    p.add_argument(
+        "--codec-meta",
+        type=int,
+        choices=range(256),
+        metavar="0-255",
+        help="the plugin codec's parameter, as python-blosc2's codec_meta: zfp_acc's error "
+        "exponent as an int8 (253: 10**-3), zfp_prec's bit planes, zfp_rate's percent of "
+        "the item's bits, ndlz's cell (4 or 8)",
+    )
     p.add_argument(
         "--clevel",
         type=int,

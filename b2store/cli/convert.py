@@ -58,10 +58,12 @@ def _dst_kind(dst: str) -> str:
 # --- compression options -----------------------------------------------------------------
 
 
-def _b2_options(codec, clevel, filters) -> dict:
+def _b2_options(codec, clevel, filters, codec_meta=None) -> dict:
     out: dict[str, Any] = {}
     if codec is not None:
         out["codec"] = codec
+    if codec_meta is not None:
+        out["codec_meta"] = codec_meta
     if clevel is not None:
         out["clevel"] = clevel
     if filters is not None:
@@ -135,7 +137,7 @@ def _array_to(src, dst: str, dst_kind: str, attrs: dict, opts: dict, bar) -> Non
             chunks=chunks,
             blocks=blocks,
             vlmeta=_vlmeta(attrs),
-            **_b2_options(opts["codec"], opts["clevel"], opts["filters"]),
+            **_b2_options(opts["codec"], opts["clevel"], opts["filters"], opts["codec_meta"]),
         )
         with out:
             _copy(src, out, out.chunks, bar)
@@ -252,7 +254,9 @@ def _prepared(ds, dst_kind: str, opts: dict, bar):
             if dst_kind in ("b2nd", "b2d", "b2z"):
                 enc = {
                     "chunks": chunks,
-                    **_b2_options(opts["codec"], opts["clevel"], opts["filters"]),
+                    **_b2_options(
+                        opts["codec"], opts["clevel"], opts["filters"], opts["codec_meta"]
+                    ),
                 }
                 if opts["blocks"] is not None and len(opts["blocks"]) == var.ndim:
                     enc["blocks"] = opts["blocks"]
@@ -360,6 +364,7 @@ def convert(
     blocks=None,
     codec: str | None = None,
     clevel: int | None = None,
+    codec_meta: int | None = None,
     filters=None,
     variable: str | None = None,
     zarr_format: int = 3,
@@ -384,6 +389,8 @@ def convert(
     codec, clevel, filters
         Blosc2 compression of Blosc2 and Zarr outputs (``"zstd"``, 5, ``["shuffle"]`` by
         default); ``filters=[]`` for none.
+    codec_meta : int, optional
+        The parameter of c-blosc2's plugin codecs (ZFP, NDLZ), for Blosc2 outputs.
     variable : str, optional
         The variable of a dataset to write to an array output (``.npy``, ``.b2nd`` of one
         array); the only one when there is one.
@@ -417,6 +424,7 @@ def convert(
         blocks=tuple(blocks) if blocks is not None else None,
         codec=codec,
         clevel=clevel,
+        codec_meta=codec_meta,
         filters=filters,
         zarr_format=zarr_format,
         nc_compression=nc_compression,
@@ -482,6 +490,7 @@ def run(args) -> int:
         blocks=ints(args.blocks, "--blocks"),
         codec=args.codec,
         clevel=args.clevel,
+        codec_meta=args.codec_meta,
         filters=names(args.filters),
         variable=args.variable,
         zarr_format=args.zarr_format,

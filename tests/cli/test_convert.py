@@ -373,3 +373,21 @@ def test_help_texts(capsys):
         out = capsys.readouterr().out
         assert "example" in out.lower(), command
         assert f"b2store {command}" in out.split("xample", 1)[1], command
+
+
+def test_convert_to_zfp_with_its_codec_meta(tmp_path):
+    pytest.importorskip("zfpy", reason="ZFP needs the zfp extra (zfpy)")
+    blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 is the interop oracle")
+    x = np.cumsum(np.random.default_rng(0).normal(size=(100, 80)), axis=1)
+    np.save(tmp_path / "t.npy", x)
+    dst = tmp_path / "t.b2nd"
+    args = ["convert", tmp_path / "t.npy", dst, "--codec", "zfp_acc", "--codec-meta", "253"]
+    result = run_b2store(*args)
+    assert result.code == 0, result
+    arr = blosc2.open(str(dst))
+    assert arr.schunk.cparams.codec == blosc2.Codec.ZFP_ACC
+    assert arr.schunk.cparams.codec_meta == 253
+    assert 0 < np.abs(arr[...] - x).max() <= 1e-3
+    # A Zarr output's chunks carry no b2nd blocks: refused, saying so.
+    result = run_b2store("convert", tmp_path / "t.npy", tmp_path / "t.zarr", "--codec", "zfp_acc")
+    assert_user_error(result, "zfp_acc", "bare chunks")
