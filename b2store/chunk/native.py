@@ -156,6 +156,10 @@ def _resolve() -> dict[str, int]:
         import numcodecs.zstd  # noqa: F401
     except ImportError:  # a numcodecs built without them: the wheels decode
         pass
+    except ValueError:
+        # numcodecs 0.15-0.17 fail to import at all beside zfpy 1.0.1.post0 (they read its
+        # version as integers): the lz4 and zstandard wheels' own entry points serve.
+        pass
 
     lz4_path = _module_path("lz4.block._block")
     found = _symbols(lz4_path, _LZ4_ENCODE)
