@@ -271,3 +271,27 @@ def test_the_b2nd_codecs_take_zfp_by_name(tmp_path):
     again = zarr.open_array(tmp_path / "z.zarr", mode="r")
     assert np.abs(again[...] - data).max() < 1e-3
     assert again.metadata.codecs[0].cname == "zfp_rate"
+
+
+SWEEP = (
+    [("ZFP_ACC", m) for m in (*range(236, 256, 2), *range(0, 10, 3), 127, 128)]
+    + [("ZFP_PREC", m) for m in (0, 1, 2, 5, 9, 14, 20, 27, 35, 44, 53, 60, 64, 255)]
+    + [("ZFP_RATE", m) for m in (1, 2, 5, 10, 17, 25, 33, 50, 67, 80, 99, 100, 150, 255)]
+)
+
+
+@pytest.mark.parametrize("dtype", ["f4", "f8"])
+@pytest.mark.parametrize("codec,meta", SWEEP)
+def test_every_kind_of_meta_value_both_ways(codec, meta, dtype):
+    """Meta values across each mode's range (int8 exponents both sides of 0 for ZFP_ACC,
+    precisions past 64, rates past 100 %): read as python-blosc2 reads, written as it
+    writes, one interior chunk of 2-d blocks."""
+    data = _data((16, 24), dtype, seed=meta)
+    cparams = {"codec": getattr(Codec, codec), "codec_meta": meta, "filters": [Filter.NOFILTER]}
+    theirs = blosc2.asarray(data, chunks=(16, 24), blocks=(8, 12), cparams=cparams)
+    with b2store.open(theirs.schunk.to_cframe()) as arr:
+        assert _same(arr[...], theirs[...])
+    mine = b2store.asarray(
+        data, chunks=(16, 24), blocks=(8, 12), codec=codec.lower(), codec_meta=meta, filters=[]
+    )
+    assert mine.schunk.get_chunk(0) == theirs.schunk.get_chunk(0)
