@@ -76,8 +76,9 @@ def _frame_lines(info: dict, indent: str) -> list[str]:
             f"(b2nd metalayer version {info['b2nd_metalayer_version']})"
         )
         lines.append(f"{indent}chunks    {tuple(info['chunks'])}  blocks {tuple(info['blocks'])}")
+    meta = f" (codec_meta {info['codec_meta']})" if info.get("codec_meta") else ""
     lines.append(
-        f"{indent}codec     {info['codec']}  clevel {info['clevel']}  filters "
+        f"{indent}codec     {info['codec']}{meta}  clevel {info['clevel']}  filters "
         f"{_filters_text(info['filters'])}  splitmode {info['splitmode']}"
     )
     lines.append(

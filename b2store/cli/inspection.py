@@ -263,6 +263,7 @@ def _frame_info(obj, *, chunks: bool) -> dict:
     out.update(
         typesize=schunk.typesize,
         codec=_name(schunk.codec),
+        codec_meta=header.compcode_meta,
         clevel=schunk.clevel,
         filters=_filters(schunk.filters, schunk.filters_meta),
         splitmode=_splitmode(header.splitmode),

@@ -189,3 +189,15 @@ def test_python_blosc2_chunk(tmp_path):
     assert info["kind"] == "chunk" and info["codec"] == "zstd"
     assert info["nbytes"] == data.nbytes and info["cbytes"] == len(chunk)
     assert info["typesize"] == 4
+
+
+def test_info_shows_a_plugin_codecs_meta(tmp_path):
+    pytest.importorskip("zfpy", reason="ZFP needs the zfp extra (zfpy)")
+    from b2store.cli.info import format_info
+    from b2store.cli.inspection import describe
+
+    x = np.cumsum(np.ones((16, 16)), axis=1)
+    b2store.asarray(x, tmp_path / "z.b2nd", codec="zfp_prec", codec_meta=20).close()
+    info = describe(tmp_path / "z.b2nd")
+    assert info["codec"] == "zfp_prec" and info["codec_meta"] == 20
+    assert "zfp_prec (codec_meta 20)" in format_info(info)
