@@ -302,10 +302,10 @@ def _ndlz_encoder(meta: int, typesize: int, blockshape: tuple[int, ...], clevel:
 
     def encode(stream: np.ndarray) -> bytes | None:
         if len(stream) != nbytes:
+            wide = " (items of more than one byte need splitmode='always')" if typesize > 1 else ""
             raise ValueError(
                 f"NDLZ codes streams of {nbytes} bytes (the {blockshape} block, one byte "
-                f"an item), not {len(stream)}: items of {typesize} bytes need "
-                "splitmode='always'"
+                f"an item), not {len(stream)}{wide}; c-blosc2 fails such a chunk too"
             )
         out = np.empty(nbytes, np.uint8)
         n = _ndlz.compress(stream, out, blockshape, meta, typesize, clevel)
@@ -375,6 +375,11 @@ def filter_step(fid: int, meta: int, typesize: int, blockshape, *, encoding: boo
 
     def run(src: np.ndarray, dst: np.ndarray) -> None:
         if len(src) != want:
+            if encoding:  # the caller's data: a short last block, say
+                raise ValueError(
+                    f"{name} filters whole blocks of {blockshape} x {typesize} bytes, not "
+                    f"{len(src)} bytes (c-blosc2 fails such a chunk too)"
+                )
             check_geometry(blockshape, typesize, len(src), f"{name} block")
         try:
             kernel(src, dst, blockshape, typesize, meta)

@@ -202,3 +202,12 @@ def test_ndlz_never_writes_a_stream_python_blosc2_misreads(tmp_path):
                         filters=[])  # fmt: skip
         assert np.array_equal(blosc2.open(str(path))[...], x)
     assert misread_by_theirs  # the case is real: python-blosc2's own writes come back wrong
+
+
+@pytest.mark.parametrize(
+    "kw", [{"codec": "ndlz", "codec_meta": 4}, {"filters": ["ndcell"], "filters_meta": [4]}]
+)
+def test_a_bare_chunk_with_a_short_last_block_is_the_callers_error(kw):
+    # 70 bytes in blocks of 8x8: the last block is 6 bytes, which c-blosc2 fails on too.
+    with pytest.raises(ValueError, match="not 6"):
+        b2store.encode_chunk(np.arange(70, dtype="u1"), blockshape=(8, 8), **kw)
