@@ -355,9 +355,10 @@ class SChunk(Changes, BlockReads, RunReads):
             raise FrameClosedError(f"{self._backend.name}: the frame is closed")
 
     def __reduce__(self):
-        # The backend pickles as the recipe to reopen it; the state is read again there.
+        # The backend pickles as the recipe to reopen it; the state is read again there. The
+        # b2nd block shape goes along: the copy's plugin chunks need it as this frame's do.
         self._check_open()
-        return _reopen, (self._backend.reopen(), self.limits)
+        return _reopen, (self._backend.reopen(), self.limits, self.blockshape)
 
     def __dask_tokenize__(self):
         if isinstance(self._backend, ContiguousFrame) and self._backend.name == "<bytes>":
@@ -657,5 +658,7 @@ def replace_path(made, path) -> None:
     os.replace(made, path)
 
 
-def _reopen(backend: Backend, limits: Limits | None = None) -> SChunk:
-    return SChunk(backend, read_header(backend, limits), limits)
+def _reopen(backend: Backend, limits: Limits | None = None, blockshape=None) -> SChunk:
+    schunk = SChunk(backend, read_header(backend, limits), limits)
+    schunk.blockshape = blockshape
+    return schunk

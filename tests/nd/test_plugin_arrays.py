@@ -211,3 +211,27 @@ def test_a_bare_chunk_with_a_short_last_block_is_the_callers_error(kw):
     # 70 bytes in blocks of 8x8: the last block is 6 bytes, which c-blosc2 fails on too.
     with pytest.raises(ValueError, match="not 6"):
         b2store.encode_chunk(np.arange(70, dtype="u1"), blockshape=(8, 8), **kw)
+
+
+@pytest.mark.parametrize("how", ["pickle", "copy", "deepcopy", "schunk"])
+def test_copies_and_pickles_of_a_plugin_array_read_it(tmp_path, how):
+    # A copy reopens the frame from its recipe: the block shape the plugins need goes along.
+    import copy
+    import pickle
+
+    data = _field((40, 30), "f4")
+    path = tmp_path / "m.b2nd"
+    b2store.asarray(data, path, chunks=(20, 30), blocks=(10, 10),
+                    filters=["ndcell", "shuffle"], filters_meta=[4, 0]).close()  # fmt: skip
+    with b2store.open(path) as arr:
+        if how == "schunk":
+            again = pickle.loads(pickle.dumps(arr.schunk))
+            assert np.array_equal(again.decompress_chunk(1), arr.schunk.decompress_chunk(1))
+            again.close()
+            return
+        other = {
+            "pickle": lambda a: pickle.loads(pickle.dumps(a)),
+            "copy": copy.copy,
+            "deepcopy": copy.deepcopy,
+        }[how](arr)
+        assert np.array_equal(other[3], data[3]) and np.array_equal(other[...], data)
