@@ -287,6 +287,16 @@ def test_every_kind_of_meta_value_both_ways(codec, meta, dtype):
     precisions past 64, rates past 100 %): read as python-blosc2 reads, written as it
     writes, one interior chunk of 2-d blocks."""
     data = _data((16, 24), dtype, seed=meta)
+    if codec == "ZFP_RATE" and meta > 100:
+        # More bits than the item has: every stream is stored raw. python-blosc2 cannot be
+        # the oracle here: c-blosc2 sizes its ZFP_RATE buffer for zfp's default maximum,
+        # and writes past it (valgrind: invalid writes; the oldest-release run aborted).
+        mine = b2store.asarray(
+            data, chunks=(16, 24), blocks=(8, 12), codec="zfp_rate", codec_meta=meta, filters=[]
+        )
+        read = blosc2.ndarray_from_cframe(mine.schunk.to_cframe())
+        assert np.array_equal(read[...], data) and np.array_equal(mine[...], data)
+        return
     cparams = {"codec": getattr(Codec, codec), "codec_meta": meta, "filters": [Filter.NOFILTER]}
     theirs = blosc2.asarray(data, chunks=(16, 24), blocks=(8, 12), cparams=cparams)
     with b2store.open(theirs.schunk.to_cframe()) as arr:
