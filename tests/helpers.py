@@ -203,3 +203,31 @@ def box_chunks(lo, hi, shape, chunks, blocks):
         number = int(np.ravel_multi_index(tuple(k for k, _, _ in combo), grid))
         touched = int(np.prod([t for _, t, _ in combo]))
         yield number, touched, all(w for _, _, w in combo)
+
+
+def plugin_blocks_fit(
+    blocks, itemsize: int, codec: str = "zstd", codec_meta: int = 0, filters=(), filters_meta=()
+) -> bool:
+    """Whether c-blosc2's plugins code blocks of this shape, stated from c-blosc2's plugin
+    sources (blosc2-zfp.c, ndlz.c, ndcell.c, ndmean.c) apart from b2store's own checks: ZFP
+    takes float32/float64 blocks of 1-4 dimensions, none under 4 long; NDLZ 2-d blocks and
+    cells of 4 or 8; NDCELL a cell's ``cell**ndim`` items in the block; NDMEAN floats, and a
+    first block side at least the cell unless no other side holds two cells."""
+    blocks = tuple(blocks)
+    if 0 in blocks:
+        return True  # an empty array's: nothing is ever coded
+    ndim = len(blocks)
+    if codec.startswith("zfp") and not (itemsize in (4, 8) and 1 <= ndim <= 4 and min(blocks) >= 4):
+        return False
+    if codec == "ndlz" and not (ndim == 2 and codec_meta in (4, 8)):
+        return False
+    for name, cell in zip(filters, filters_meta):
+        if name == "ndcell" and not (1 <= cell <= 255 and cell**ndim <= np.prod(blocks)):
+            return False
+        if name == "ndmean" and not (
+            1 <= cell <= 127
+            and itemsize in (4, 8)
+            and (blocks[0] >= cell or all(b <= cell for b in blocks[1:]))
+        ):
+            return False
+    return True

@@ -29,10 +29,12 @@ __all__ = [
     "PLUGIN_CODECS",
     "PLUGIN_FILTERS",
     "ZFP_CODECS",
+    "block_rules",
     "check_encodable",
     "check_filters_encodable",
     "check_geometry",
     "filter_step",
+    "fits_block",
     "needs_blockshape",
     "uses_plugins",
     "plugin_decoder",
@@ -183,6 +185,10 @@ def check_encodable(codec: int, meta: int, typesize: int, blockshape, split=None
     if codec not in PLUGIN_CODECS:
         return
     blockshape = tuple(blockshape)
+    if 0 in blockshape:
+        # An empty array's: no chunk of it is ever coded (it cannot grow), and python-blosc2
+        # writes such arrays with any plugin.
+        return
     name = Codec(codec).name
     if codec == Codec.NDLZ:
         if len(blockshape) != 2 or meta not in (4, 8):
@@ -235,6 +241,44 @@ def check_filters_encodable(filters, filters_meta, typesize: int, blockshape) ->
                 f"{name} with filters_meta {meta} on blocks {blockshape} of {typesize}-byte "
                 f"items: {exc}"
             ) from None
+
+
+def block_rules(
+    codec: int, codec_meta: int, filters, filters_meta, maxshape: Sequence[int]
+) -> tuple[list[int], list[int], int]:
+    """What the plugins among these settings ask of a block inside ``maxshape`` (the array's
+    shape, or its chunks'): per dimension the least and the most side, and the least number
+    of items (the rules :func:`check_encodable` and :func:`check_filters_encodable` check).
+    A least side above the most says that no block fits."""
+    ndim = len(maxshape)
+    least, most, items = [1] * ndim, [int(n) for n in maxshape], 1
+    if codec in ZFP_CODECS:
+        # zfp codes cells of 4 items a side: c-blosc2's plugin fails a shorter block side.
+        least = [4] * ndim
+    for fid, meta in zip(filters, filters_meta):
+        if fid == Filter.NDCELL and meta:
+            # c-blosc2's NDCELL wants a whole cell's items (cell**ndim) in the block.
+            items = max(items, meta**ndim)
+            least = [max(lo, min(meta, n)) for lo, n in zip(least, maxshape)]
+        elif fid == Filter.NDMEAN and 0 < meta < 128 and ndim:
+            # NDMEAN places its cells by the first block side: one shorter than the cell
+            # is read back only if no other side holds two cells.
+            if maxshape[0] >= meta:
+                least[0] = max(least[0], meta)
+            else:
+                most[1:] = [min(hi, meta) for hi in most[1:]]
+    return least, most, items
+
+
+def fits_block(codec: int, codec_meta: int, filters, filters_meta, typesize: int, blockshape):
+    """Whether c-blosc2's plugins among these settings code blocks of this shape (whatever
+    the split mode, which is the caller's choice, not the shape's)."""
+    try:
+        check_encodable(codec, codec_meta, typesize, blockshape)
+        check_filters_encodable(filters, filters_meta, typesize, blockshape)
+    except ValueError:
+        return False
+    return True
 
 
 def _zfp_encoder(codec: int, meta: int, typesize: int, blockshape: tuple[int, ...]):

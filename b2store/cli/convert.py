@@ -220,7 +220,10 @@ def _target_chunks(var, opts, dst_kind: str) -> tuple[int, ...]:
         source = var.encoding.get("preferred_chunks")
         if isinstance(source, dict) and set(source) == set(var.dims):
             return tuple(min(int(source[d]), n) or 1 for d, n in zip(var.dims, var.shape))
-    chunks, _ = default_chunks_blocks(tuple(var.shape), var.dtype.itemsize)
+    coding = {}
+    if dst_kind in ("b2nd", "b2d", "b2z"):  # its blocks are cut inside these chunks
+        coding = _b2_options(opts["codec"], opts["clevel"], opts["filters"], opts["codec_meta"])
+    chunks, _ = default_chunks_blocks(tuple(var.shape), var.dtype.itemsize, **coding)
     return tuple(chunks)
 
 

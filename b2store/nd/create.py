@@ -135,7 +135,16 @@ def _new(shape, dtype, urlpath, opts: _Options, storage_options=None):
     shape = _as_shape(shape)
     dtype = _check_dtype(dtype)
     chunks, blocks = default_chunks_blocks(
-        shape, dtype.itemsize, chunks=opts.chunks, blocks=opts.blocks
+        shape,
+        dtype.itemsize,
+        chunks=opts.chunks,
+        blocks=opts.blocks,
+        codec=opts.codec,
+        clevel=opts.clevel,
+        filters=opts.filters,
+        filters_meta=opts.filters_meta,
+        splitmode=opts.splitmode,
+        codec_meta=opts.codec_meta,
     )
     b2nd = B2ndMeta(shape=shape, chunkshape=chunks, blockshape=blocks, dtype=dtype)
     cparams = opts.cparams(dtype, blocks)

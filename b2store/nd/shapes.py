@@ -9,11 +9,13 @@ so the same call gives different shapes on different computers. The rules, as
    none, no block dimension above its chunk dimension) and returned as they are.
 2. The block size in bytes. With ``blocks`` given it is ``prod(blocks) * itemsize`` (and the
    given block *shape* is then thrown away: only its size is kept). Otherwise it starts at
-   32 KiB, or, for the codecs c-blosc2 tunes with STUNE (NDLZ, ZFP_*), at STUNE's block size
-   for an 8 MiB buffer: 32 KiB scaled by the compression level (x1/4 at 0, x1/2 at 1, x1 at 2,
-   x2 at 3, x4 at 4-5, x8 at 6-9). It is then raised to a floor: on x86_64 a quarter of L2,
-   or 4 x L1 when L2 is 2 MiB or more; on any other machine L1. Finally at least ``itemsize``.
-   Above ``MAX_BLOCKSIZE`` is an error.
+   32 KiB, or, with the NDLZ or a ZFP codec or the NDCELL or NDMEAN filter, at the block size
+   c-blosc2's STUNE picks for 8 MiB of items with the same settings (the filters other than
+   SHUFFLE and BITSHUFFLE left out): 32 KiB scaled by the compression level (x1/4 at 0, x1/2
+   at 1, x1 at 2, x2 at 3, x4 at 4-5, x8 at 6-9), more for the codecs that like large blocks,
+   or its own size for split blocks (:func:`b2store.chunk.tuning.compute_blocksize`). It is
+   then raised to a floor: on x86_64 a quarter of L2, or 4 x L1 when L2 is 2 MiB or more; on
+   any other machine L1. Finally at least ``itemsize``. Above ``MAX_BLOCKSIZE`` is an error.
 3. ``blocks = partition(blocksize // itemsize, chunks if given else shape)``.
 4. Without ``chunks``: the chunk size in bytes starts at 32 blocks (if that stays below
    64 MiB, else one block), becomes L3 when L3 > L2, is divided by 4, is raised to L2 / 4
@@ -21,6 +23,14 @@ so the same call gives different shapes on different computers. The rules, as
    least one block, and rounded down to whole blocks. ``chunks = partition(chunksize //
    itemsize, shape, minimum=blocks)``, each dimension then rounded up to a multiple of the
    block dimension but not above the shape.
+5. b2store's own rule: where c-blosc2's plugins among the settings cannot code the blocks of
+   step 3 (ZFP wants every block side at least 4; NDCELL a whole cell's items in a block;
+   NDMEAN a first block side of at least its cell, or else no other side longer than the
+   cell), the blocks are cut again, as in step 3 but with those bounds on each side, from
+   as many items (at least a cell's). python-blosc2 keeps its blocks and fails to write: the
+   block it picks depends on the machine's caches, so the same call worked on one machine
+   and failed on another. Its blocks are kept wherever the plugins code them, and where no
+   block fits (a ZFP array with a side under 4) the writer refuses the array, saying why.
 
 ``partition(nitems, maxshape, minimum)`` fills dimensions from the last one: a dimension
 that fits in the items left takes its full length; one that does not takes the items left
@@ -41,8 +51,12 @@ import platform
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from ..constants import CLEVEL_BLOCK_FACTOR, MAX_BLOCKSIZE, MAX_BUFFERSIZE, Codec
+from ..chunk.encoder import resolve_filters, resolve_splitmode
+from ..chunk.plugins import PLUGIN_FILTERS, block_rules, fits_block
+from ..chunk.tuning import compute_blocksize
+from ..constants import MAX_BLOCKSIZE, MAX_BUFFERSIZE, Codec, Filter
 
 __all__ = ["DEFAULT_CACHE_SIZES", "cache_sizes", "default_chunks_blocks"]
 
@@ -52,11 +66,12 @@ MiB = 1 << 20
 # What python-blosc2 assumes for any level it cannot detect.
 DEFAULT_CACHE_SIZES: Mapping[str, int] = {"l1": 32 * KiB, "l2": 256 * KiB, "l3": 1 * MiB}
 
-# Codecs whose default block size python-blosc2 asks STUNE for, instead of taking 32 KiB.
+# Codecs and filters whose default block size python-blosc2 asks STUNE for (it compresses
+# 8 MiB of zeros and takes the block size of the chunk), instead of taking 32 KiB.
 _STUNE_CODECS = frozenset({Codec.NDLZ, Codec.ZFP_ACC, Codec.ZFP_PREC, Codec.ZFP_RATE})
-# STUNE scales its 32 KiB base per compression level by CLEVEL_BLOCK_FACTOR for codecs that
-# are neither "high compression ratio" ones nor split into streams (true of every codec above).
 _STUNE_PROBE_NBYTES = 8 * MiB
+# The filters python-blosc2 keeps in that probe; it empties the other slots.
+_PROBE_FILTERS = frozenset({Filter.SHUFFLE, Filter.BITSHUFFLE})
 
 
 # --- cache sizes ------------------------------------------------------------------------
@@ -252,13 +267,51 @@ def _codec_id(codec: object) -> int | None:
     return int(value)
 
 
-def _default_blocksize(
-    itemsize: int, codec: int | None, clevel: int, caches: Mapping[str, int]
-) -> int:
-    if codec in _STUNE_CODECS:
-        probe = _STUNE_PROBE_NBYTES // itemsize * itemsize
-        blocksize = int(32 * KiB * CLEVEL_BLOCK_FACTOR[clevel]) if probe >= 32 * KiB else probe
-        blocksize = min(blocksize, probe)
+@dataclass(frozen=True)
+class _Coding:
+    """The compression settings the default shapes depend on, resolved."""
+
+    codec: Codec
+    clevel: int
+    codec_meta: int
+    filters: tuple[int, ...]
+    filters_meta: tuple[int, ...]
+    splitmode: int
+
+    @property
+    def stune(self) -> bool:
+        return self.codec in _STUNE_CODECS or any(f in PLUGIN_FILTERS for f in self.filters)
+
+    def fits(self, itemsize: int, blocks: Sequence[int]) -> bool:
+        """Whether c-blosc2's plugins among these settings, if any, code such blocks."""
+        if not self.stune:  # (its codecs and filters are the plugins with block rules)
+            return True
+        return fits_block(
+            self.codec, self.codec_meta, self.filters, self.filters_meta, itemsize, blocks
+        )
+
+
+def _coding(codec, clevel: int, codec_meta: int, filters, filters_meta, splitmode) -> _Coding:
+    if filters is None:  # python-blosc2's default (b2store's too, but for ZFP: no matter)
+        filters, filters_meta = [Filter.SHUFFLE], None
+    ids, metas = resolve_filters(filters, filters_meta)
+    return _Coding(
+        codec=Codec(_codec_id(codec) if codec is not None else Codec.ZSTD),
+        clevel=clevel,
+        codec_meta=int(codec_meta),
+        filters=ids,
+        filters_meta=metas,
+        splitmode=resolve_splitmode(splitmode),
+    )
+
+
+def _default_blocksize(itemsize: int, coding: _Coding, caches: Mapping[str, int]) -> int:
+    if coding.stune:
+        nbytes = _STUNE_PROBE_NBYTES // itemsize * itemsize
+        probe = [f if f in _PROBE_FILTERS else Filter.NOFILTER for f in coding.filters]
+        blocksize = compute_blocksize(
+            nbytes, itemsize, coding.clevel, coding.codec, probe, coding.splitmode
+        )
     else:
         blocksize = 32 * KiB
     if _host()[1] == "x86_64":
@@ -282,6 +335,50 @@ def _default_chunksize(blocksize: int, caches: Mapping[str, int]) -> int:
     return chunksize // blocksize * blocksize
 
 
+# --- blocks the plugins code -------------------------------------------------------------
+
+
+def _partition_within(
+    nitems: int, maxshape: Sequence[int], least: Sequence[int], most: Sequence[int]
+) -> list[int]:
+    """:func:`_partition` with bounds on each side: dimensions are filled from the last as
+    python-blosc2 fills them, each keeping room for the least sides of those before it."""
+    part = list(least)
+    left = nitems
+    for i in reversed(range(len(maxshape))):
+        size, lo, hi = maxshape[i], least[i], most[i]
+        room = left // math.prod(least[:i])
+        n = hi if hi <= room else max(room, lo)
+        if size % n:
+            n = _largest_divisor_in(size, max(n // 2, lo - 1), n) or n
+        part[i] = n
+        left //= n
+    return part
+
+
+def _fitted_blocks(
+    blocks: tuple[int, ...], nitems: int, maxshape: Sequence[int], itemsize: int, coding: _Coding
+) -> tuple[int, ...]:
+    """Blocks of about ``nitems`` items that the plugins among ``coding`` code, where
+    python-blosc2's ``blocks`` are ones they fail on; ``blocks`` where none fit (the writer
+    then refuses them, saying why)."""
+    least, most, items = block_rules(
+        coding.codec, coding.codec_meta, coding.filters, coding.filters_meta, maxshape
+    )
+    if any(lo > hi for lo, hi in zip(least, most)):
+        return blocks
+    # Snapping to divisors may leave fewer items than a cell needs: then twice as many.
+    nitems = max(nitems, items)
+    while nitems * itemsize <= MAX_BLOCKSIZE:
+        fitted = tuple(_partition_within(nitems, maxshape, least, most))
+        if coding.fits(itemsize, fitted):
+            return fitted
+        if nitems >= math.prod(maxshape):
+            break
+        nitems *= 2
+    return blocks
+
+
 # --- the entry point ----------------------------------------------------------------------
 
 
@@ -302,6 +399,10 @@ def default_chunks_blocks(
     blocks: int | Sequence[int] | None = None,
     codec: Codec | int | str | None = None,
     clevel: int = 5,
+    filters: Sequence[str | int] | None = None,
+    filters_meta: Sequence[int] | None = None,
+    splitmode: str | int = "auto",
+    codec_meta: int = 0,
     cache_sizes: Mapping[str, int] | None = None,
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """The ``(chunks, blocks)`` python-blosc2 4.14.1 picks for an array of this shape and itemsize.
@@ -316,9 +417,12 @@ def default_chunks_blocks(
         What the caller asked for: both are checked and returned as given; with ``chunks``
         alone, blocks are computed inside them; with ``blocks`` alone only their number of
         items is kept (python-blosc2 re-partitions it over the shape).
-    codec, clevel
-        Only matter for the codecs python-blosc2 tunes with STUNE (NDLZ and ZFP); ``None``
-        is python-blosc2's default codec (ZSTD).
+    codec, clevel, filters, filters_meta, splitmode, codec_meta
+        The compression the array is written with, as the writers take it (``None``:
+        python-blosc2's defaults, ZSTD and SHUFFLE). They matter where python-blosc2 tunes
+        the block size with STUNE (the NDLZ and ZFP codecs, the NDCELL and NDMEAN filters),
+        and where c-blosc2's plugins among them cannot code python-blosc2's blocks: those
+        blocks are then re-cut to ones they code (see the module's rule 5).
     cache_sizes
         ``{"l1": bytes, "l2": bytes, "l3": bytes}`` instead of the detected ones
         (:func:`cache_sizes`), for results that do not depend on this machine's caches. The
@@ -333,7 +437,7 @@ def default_chunks_blocks(
     ------
     ValueError
         Inconsistent ``chunks``/``blocks``, a block larger than ``MAX_BLOCKSIZE``, or a 0
-        that python-blosc2 cannot partition.
+        that python-blosc2 cannot partition; unknown codec, filters or split mode.
 
     Examples
     --------
@@ -351,6 +455,7 @@ def default_chunks_blocks(
         raise ValueError(f"itemsize must be positive, not {itemsize}")
     if not 0 <= clevel <= 9:
         raise ValueError(f"clevel must be in 0..9, not {clevel}")
+    coding = _coding(codec, clevel, codec_meta, filters, filters_meta, splitmode)
     if chunks is not None:
         chunks = _as_dims("chunks", chunks, ndim)
         if any(c == 0 and s != 0 for c, s in zip(chunks, shape)):
@@ -377,12 +482,15 @@ def default_chunks_blocks(
         caches = {k: int(cache_sizes[k]) for k in ("l1", "l2", "l3")}
 
     if blocks is None:
-        blocksize = _default_blocksize(itemsize, _codec_id(codec), clevel, caches)
+        blocksize = _default_blocksize(itemsize, coding, caches)
     else:
         blocksize = math.prod(blocks) * itemsize
     if blocksize > MAX_BLOCKSIZE:
         raise ValueError(f"a block of {blocksize} bytes exceeds MAX_BLOCKSIZE ({MAX_BLOCKSIZE})")
-    blocks = tuple(_partition(blocksize // itemsize, shape if chunks is None else chunks))
+    within = shape if chunks is None else chunks
+    blocks = tuple(_partition(blocksize // itemsize, within))
+    if not coding.fits(itemsize, blocks):
+        blocks = _fitted_blocks(blocks, blocksize // itemsize, within, itemsize, coding)
 
     if chunks is None:
         blocksize = math.prod(blocks) * itemsize

@@ -9,6 +9,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from helpers import plugin_blocks_fit
 
 from b2store.constants import Codec
 from b2store.nd import shapes
@@ -211,7 +212,13 @@ def test_stune_codecs_match_blosc2(blosc2, monkeypatch, host, codec):
                     clevel=clevel,
                     cache_sizes=caches(16 * KiB, MiB, 32 * MiB),
                 )
-                assert got == reference(blosc2, shape, itemsize, codec=codec, clevel=clevel)
+                theirs = reference(blosc2, shape, itemsize, codec=codec, clevel=clevel)
+                if plugin_blocks_fit(theirs[1], itemsize, codec.name.lower(), 4):
+                    assert got == theirs
+                elif itemsize == 300 or len(shape) == 1:  # no ZFP block or NDLZ one fits
+                    assert got == theirs
+                else:  # ZFP's (1, 2048) cut again (tests/nd/test_plugin_shapes.py)
+                    assert plugin_blocks_fit(got[1], itemsize, codec.name.lower(), 4)
 
 
 def test_random_shapes_match_blosc2(blosc2, monkeypatch, host):

@@ -534,7 +534,18 @@ def _chunking(var: xr.Variable, storage: dict) -> tuple[tuple, tuple]:
             chunks = tuple(c[0] for c in var.chunks)
     if isinstance(chunks, Mapping):
         chunks = tuple(chunks.get(d, n) for d, n in zip(var.dims, var.shape))
-    return default_chunks_blocks(var.shape, var.dtype.itemsize, chunks=chunks, blocks=blocks)
+    return default_chunks_blocks(
+        var.shape,
+        var.dtype.itemsize,
+        chunks=chunks,
+        blocks=blocks,
+        codec=storage.get("codec", "zstd"),
+        clevel=storage.get("clevel", 5),
+        filters=storage.get("filters"),
+        filters_meta=storage.get("filters_meta"),
+        splitmode=storage.get("splitmode", "auto"),
+        codec_meta=storage.get("codec_meta", 0),
+    )
 
 
 def _chunks_of(var: xr.Variable, meta: B2ndMeta, cparams: dict, nthreads, bar):

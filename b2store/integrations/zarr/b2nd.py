@@ -37,10 +37,12 @@ __all__ = ["B2ndCodec", "default_blockshape"]
 _ENDIANS = ("little", "big")
 
 
-def default_blockshape(chunkshape, itemsize: int) -> tuple[int, ...]:
-    """The block shape python-blosc2 picks for chunks of ``chunkshape``."""
+def default_blockshape(chunkshape, itemsize: int, **coding) -> tuple[int, ...]:
+    """The block shape python-blosc2 picks for chunks of ``chunkshape`` (``coding``: the
+    compression, as :func:`~b2store.nd.shapes.default_chunks_blocks` takes it: c-blosc2's
+    plugins get blocks they code)."""
     chunkshape = tuple(int(c) for c in chunkshape)
-    return default_chunks_blocks(chunkshape, itemsize, chunks=chunkshape)[1]
+    return default_chunks_blocks(chunkshape, itemsize, chunks=chunkshape, **coding)[1]
 
 
 def _native_dtype(spec: ArraySpec) -> np.dtype:
@@ -151,7 +153,7 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
     def _blocks(self, spec: ArraySpec, dtype: np.dtype) -> tuple[int, ...]:
         if self.blockshape is not None:
             return self.blockshape
-        return default_blockshape(spec.shape, dtype.itemsize)
+        return default_blockshape(spec.shape, dtype.itemsize, **self.coding())
 
     def _nbytes(self, spec: ArraySpec, dtype: np.dtype) -> int:
         blocks = self._blocks(spec, dtype)
@@ -194,19 +196,20 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
             encode_array_chunk(buf, dtype, self.cparams(dtype, blocks), nthreads=1)
         )
 
-    def cparams(self, dtype: np.dtype, blocks) -> dict:
-        """The chunk parameters new chunks are encoded with."""
-        names = metas = None
-        if self.filters is not None:
-            names = [n for n, _ in self.filters]
-            metas = [m for _, m in self.filters]
+    def coding(self) -> dict[str, Any]:
+        """The compression keywords of new chunks, as the writers take them."""
         kwargs: dict[str, Any] = dict(codec=self.cname, clevel=self.clevel)
         kwargs["splitmode"] = self.splitmode
         kwargs["codec_meta"] = self.codec_meta
-        if names is not None:
-            slots, packed = resolve_filters(names, metas)
+        if self.filters is not None:
+            names = [n for n, _ in self.filters]
+            slots, packed = resolve_filters(names, [m for _, m in self.filters])
             kwargs.update(filters=list(slots), filters_meta=list(packed))
-        return cparams_for(dtype, blocks, **kwargs)
+        return kwargs
+
+    def cparams(self, dtype: np.dtype, blocks) -> dict:
+        """The chunk parameters new chunks are encoded with."""
+        return cparams_for(dtype, blocks, **self.coding())
 
     async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> NDBuffer:
         return await asyncio.to_thread(self._decode_sync, chunk_bytes, chunk_spec)

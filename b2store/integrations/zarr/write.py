@@ -353,6 +353,8 @@ class Writer:
         chunks = tuple(meta.chunk_grid.chunk_shape)
         if codec is not None and codec.blockshape is not None:
             blocks = codec.blockshape
+        elif codec is not None:
+            blocks = default_blockshape(chunks, dtype.itemsize, **codec.coding())
         else:
             blocks = default_blockshape(chunks, dtype.itemsize)
         vlmeta = dict(meta.attributes)
