@@ -6,6 +6,7 @@ this one runs in the suite: a few seconds per target, and a longer ``slow`` run.
 
 from __future__ import annotations
 
+import importlib
 import random
 import time
 
@@ -64,3 +65,21 @@ def test_quick_fuzz(name):
 @pytest.mark.parametrize("name", sorted(TARGETS))
 def test_longer_fuzz(name):
     assert fuzz_for(name, 30.0, seed=int(time.time())) > 0
+
+
+@pytest.mark.parametrize("kind", ["b2z", "b2d"])
+def test_tree_seeds_come_from_both_writers(tmp_path, kind):
+    # No corpus: the trees made here, python-blosc2's and b2store's (and the .b2z shapes).
+    assert len(seeds(kind, tmp_path)) == (6 if kind == "b2z" else 2)
+
+
+@pytest.mark.parametrize("writer", ["b2store.to_b2nd", "blosc2.DictStore"])
+def test_a_seed_tree_that_cannot_be_written_fails_the_run(tmp_path, monkeypatch, writer):
+    module, name = writer.split(".")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError(f"{writer} broke")
+
+    monkeypatch.setattr(importlib.import_module(module), name, broken)
+    with pytest.raises(RuntimeError, match=f"^{writer} broke$"):
+        seeds("b2d", tmp_path)

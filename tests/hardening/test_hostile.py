@@ -73,7 +73,7 @@ def test_the_record_sees_a_call_the_library_swallows(nothing_runs):
     # What a broad `except` inside the library would do with the refusal: the record stays.
     try:
         pickle.loads(b"\x80\x04K\x01.")
-    except Exception:
+    except Exception:  # noqa: S110 (what the test shows such an except cannot hide)
         pass
     assert nothing_runs == ["pickle.loads"]
     nothing_runs.clear()
