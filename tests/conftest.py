@@ -4,6 +4,7 @@ package rather than the source tree when CI asks for that."""
 from __future__ import annotations
 
 import os
+import zlib
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,17 @@ def _serial_oracle() -> None:
     except ImportError:
         return
     blosc2.set_nthreads(1)
+
+
+@pytest.fixture
+def run_seed(request) -> int:
+    """The seed of a randomised run (fuzz mutants, kill times): ``B2STORE_SEED`` when set,
+    else one fixed per test, and printed, so that a failure runs again with the same inputs
+    (``B2STORE_SEED=<seed> pytest <test>``; other seeds explore further)."""
+    given = os.environ.get("B2STORE_SEED")
+    seed = int(given) if given else zlib.crc32(request.node.nodeid.encode())
+    print(f"seed {seed}: B2STORE_SEED={seed} runs {request.node.nodeid} again")
+    return seed
 
 
 @pytest.fixture

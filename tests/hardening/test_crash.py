@@ -214,9 +214,9 @@ def test_a_few_kills_whatever_the_sync_setting(tmp_path, monkeypatch, mode, kind
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("kind", "contiguous"), KINDS)
-def test_hundreds_of_kills(tmp_path, kind, contiguous):
+def test_hundreds_of_kills(tmp_path, kind, contiguous, run_seed):
     kills = int(os.environ.get("B2STORE_KILLS", "100"))
-    assert run_kills(tmp_path, kind, contiguous, kills=kills, seed=int(time.time())) > kills
+    assert run_kills(tmp_path, kind, contiguous, kills=kills, seed=run_seed) > kills
 
 
 def test_the_parent_sees_every_step_the_child_printed():

@@ -94,9 +94,9 @@ def test_a_few_kills(tmp_path, kind):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", list(KINDS))
-def test_many_kills(tmp_path, kind):
+def test_many_kills(tmp_path, kind, run_seed):
     kills = int(os.environ.get("B2STORE_KILLS", "40"))
-    assert run_kills(tmp_path, kind, kills=kills, seed=int(time.time())) > 0
+    assert run_kills(tmp_path, kind, kills=kills, seed=run_seed) > 0
 
 
 # --- the journal's window, made to happen -------------------------------------------------

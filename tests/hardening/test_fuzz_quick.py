@@ -63,8 +63,8 @@ def test_quick_fuzz(name):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(TARGETS))
-def test_longer_fuzz(name):
-    assert fuzz_for(name, 30.0, seed=int(time.time())) > 0
+def test_longer_fuzz(name, run_seed):
+    assert fuzz_for(name, 30.0, seed=run_seed) > 0
 
 
 @pytest.mark.parametrize("kind", ["b2z", "b2d"])
