@@ -212,3 +212,42 @@ def test_sync_methods_of_a_transcoding_store_inside_async_code(tmp_path):
 
     assert sync(inside()) is not None
     np.testing.assert_array_equal(zarr.open_array(store, path="x")[...], [5, 6, 7, 8, 9] * 2)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "codec"),
+    [
+        ("f4", {"cname": "zfp_acc", "codec_meta": 254}),  # errors of at most 10**-2
+        ("u2", {"cname": "ndlz", "codec_meta": 4, "splitmode": "always"}),
+    ],
+    ids=["zfp_acc", "ndlz"],
+)
+def test_a_plugin_codecs_settings_are_the_frames(tmp_path, dtype, codec):
+    # The frame keeps the b2nd codec's codec_meta and split mode: later writes through
+    # b2store or python-blosc2 code with them (the frame had codec_meta 0 and "auto": ZFP_ACC
+    # at 10**0 and NDLZ refused outright).
+    if codec["cname"] == "zfp_acc":
+        pytest.importorskip("zfpy", reason="ZFP is written through zfpy (the zfp extra)")
+    import b2store
+
+    path = tmp_path / "x.b2nd"
+    rng = np.random.default_rng(5)
+    data = (rng.normal(0, 1, (40, 40)) * (1 if dtype == "f4" else 900) + 2000).astype(dtype)
+    z = zarr.create_array(
+        store=B2ndStore(path, mode="w"),
+        shape=data.shape,
+        chunks=(20, 40),
+        dtype=dtype,
+        serializer=B2ndCodec(filters=(), **codec),
+        compressors=None,
+    )
+    z[:20] = data[:20]
+    with b2store.open(path, mode="a") as arr:
+        assert arr.schunk.params.codec_meta == codec["codec_meta"]
+        arr[20:] = data[20:]
+        back = arr[...]
+    np.testing.assert_array_equal(blosc2.open(str(path))[...], back)
+    if dtype == "f4":
+        assert np.abs(back - data).max() <= 1e-2
+    else:
+        np.testing.assert_array_equal(back, data)

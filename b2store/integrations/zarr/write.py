@@ -54,7 +54,15 @@ def _compression_of(codecs) -> dict:
     for codec in codecs:
         name = type(codec).__name__
         if isinstance(codec, B2ndCodec):
-            return {"cname": codec.cname, "clevel": codec.clevel, "filters": codec.filters}
+            return {
+                "cname": codec.cname,
+                "clevel": codec.clevel,
+                "filters": codec.filters,
+                # A plugin codec's parameter (ZFP's error bound, rate or precision): the
+                # frame's, which later writes through b2store or python-blosc2 code with.
+                "codec_meta": codec.codec_meta,
+                "splitmode": codec.splitmode,
+            }
         if name == "Blosc2Codec":
             # its whole pipeline (the b2nd engine's compressor, kept by to_zarr), not just
             # its codec and level
@@ -420,6 +428,9 @@ class Writer:
             self._ensure_embed()
         comp = _compression_of(client.meta.codecs)
         kwargs = {"codec": comp.get("cname", "zstd"), "clevel": comp.get("clevel", 5)}
+        for key in ("codec_meta", "splitmode"):
+            if key in comp:
+                kwargs[key] = comp[key]
         filters = comp.get("filters")
         if filters:
             kwargs["filters"] = [name for name, _ in filters]
