@@ -58,7 +58,7 @@ from ..chunk.plugins import PLUGIN_FILTERS, block_rules, fits_block
 from ..chunk.tuning import compute_blocksize
 from ..constants import MAX_BLOCKSIZE, MAX_BUFFERSIZE, Codec, Filter
 
-__all__ = ["DEFAULT_CACHE_SIZES", "cache_sizes", "default_chunks_blocks"]
+__all__ = ["DEFAULT_CACHE_SIZES", "blocks_of_blocksize", "cache_sizes", "default_chunks_blocks"]
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -361,7 +361,10 @@ def _fitted_blocks(
 ) -> tuple[int, ...]:
     """Blocks of about ``nitems`` items that the plugins among ``coding`` code, where
     python-blosc2's ``blocks`` are ones they fail on; ``blocks`` where none fit (the writer
-    then refuses them, saying why)."""
+    then refuses them, saying why).
+
+    Only blocks that their own size derives (:func:`_derived`) are taken: a reader that has
+    no block shape but the chunk's block size finds them again."""
     least, most, items = block_rules(
         coding.codec, coding.codec_meta, coding.filters, coding.filters_meta, maxshape
     )
@@ -372,11 +375,64 @@ def _fitted_blocks(
     while nitems * itemsize <= MAX_BLOCKSIZE:
         fitted = tuple(_partition_within(nitems, maxshape, least, most))
         if coding.fits(itemsize, fitted):
-            return fitted
+            derived = _derived(math.prod(fitted), maxshape, itemsize, coding)
+            if derived is not None and derived == _derived(
+                math.prod(derived), maxshape, itemsize, coding
+            ):
+                return derived
         if nitems >= math.prod(maxshape):
             break
         nitems *= 2
     return blocks
+
+
+def _derived(
+    nitems: int, maxshape: Sequence[int], itemsize: int, coding: _Coding
+) -> tuple[int, ...] | None:
+    """The blocks of ``nitems`` items the defaults give inside ``maxshape``: python-blosc2's
+    partition where the plugins among ``coding`` code it, else the partition within their
+    bounds; None where neither codes."""
+    blocks = tuple(_partition(nitems, maxshape))
+    if coding.fits(itemsize, blocks):
+        return blocks
+    least, most, _ = block_rules(
+        coding.codec, coding.codec_meta, coding.filters, coding.filters_meta, maxshape
+    )
+    if any(lo > hi for lo, hi in zip(least, most)):
+        return None
+    blocks = tuple(_partition_within(nitems, maxshape, least, most))
+    return blocks if coding.fits(itemsize, blocks) else None
+
+
+def blocks_of_blocksize(
+    chunks: Sequence[int],
+    itemsize: int,
+    blocksize: int,
+    *,
+    codec: Codec | int | str | None = None,
+    clevel: int = 5,
+    filters: Sequence[str | int] | None = None,
+    filters_meta: Sequence[int] | None = None,
+    splitmode: str | int = "auto",
+    codec_meta: int = 0,
+) -> tuple[int, ...] | None:
+    """The block shape python-blosc2's default gives chunks of ``chunks`` whose blocks are
+    ``blocksize`` bytes, or None where no default gives blocks of that size.
+
+    The default's only tie to the machine is the block size it aims at: the shape follows
+    from the size by a fixed partition, and partitioning again by the size of the blocks
+    found gives them back (the blocks cut again for the plugins are chosen so that it does,
+    :func:`_fitted_blocks`). So a chunk's own ``blocksize`` names its block shape on any
+    machine, where the writer's caches do not.
+    """
+    chunks = tuple(int(c) for c in chunks)
+    itemsize = int(itemsize)
+    if itemsize < 1 or blocksize < itemsize or blocksize % itemsize or 0 in chunks:
+        return None
+    coding = _coding(codec, clevel, codec_meta, filters, filters_meta, splitmode)
+    nitems = blocksize // itemsize
+    blocks = _derived(nitems, chunks, itemsize, coding)
+    return blocks if blocks is not None and math.prod(blocks) == nitems else None
 
 
 # --- the entry point ----------------------------------------------------------------------

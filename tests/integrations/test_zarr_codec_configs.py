@@ -72,3 +72,68 @@ def test_a_whole_frame_as_a_b2nd_chunk_is_named_a_frame(tmp_path, selection):
         zarr.open_array(LocalStore(path), mode="r")[selection]
     with pytest.raises(FormatError, match=msg):  # the numcodecs twin says the same
         B2nd((5, 5), (5, 5), "<f4").decode(frame)
+
+
+# Two machines' caches under which python-blosc2's default blocks differ in size.
+_SMALL_L2 = (32 << 10, 256 << 10, 8 << 20)
+_LARGE_L2 = (48 << 10, 2 << 20, 32 << 20)
+
+
+@pytest.mark.parametrize(
+    "coding",
+    [
+        {},
+        {"cname": "lz4", "filters": [{"id": "ndcell", "meta": 4}]},
+        pytest.param({"cname": "zfp_acc", "codec_meta": 254, "filters": []}, id="zfp_acc"),
+    ],
+    ids=["default", "ndcell", "zfp_acc"],
+)
+@pytest.mark.parametrize("caches", [(_SMALL_L2, _LARGE_L2), (_LARGE_L2, _SMALL_L2)])
+def test_a_b2nd_array_without_blockshape_reads_on_a_machine_with_other_caches(
+    tmp_path, monkeypatch, coding, caches
+):
+    """The codec's default blocks follow the writer's caches; the reader takes the blocks the
+    chunk's own block size names, not its own machine's (which refused the chunks, or would
+    lay them out in other places)."""
+    from b2store.nd import shapes
+
+    if coding.get("cname", "").startswith("zfp"):
+        pytest.importorskip("zfpy", reason="ZFP needs the zfp extra (zfpy)")
+    writer, reader = caches
+    rng = np.random.default_rng(7)
+    data = rng.standard_normal((16, 96, 200)).astype("f4")
+    monkeypatch.setattr(shapes, "_detected_cache_sizes", lambda: writer)
+    written = shapes.default_chunks_blocks(data.shape, 4, chunks=data.shape, **B2ndCodec(
+        **coding).coding())[1]
+    monkeypatch.setattr(shapes, "_detected_cache_sizes", lambda: reader)
+    read_with = shapes.default_chunks_blocks(data.shape, 4, chunks=data.shape, **B2ndCodec(
+        **coding).coding())[1]
+    assert written != read_with  # the two machines disagree: the case this test is about
+
+    monkeypatch.setattr(shapes, "_detected_cache_sizes", lambda: writer)
+    z = zarr.create_array(
+        LocalStore(tmp_path / "a.zarr"), shape=data.shape, chunks=data.shape, dtype="f4",
+        serializer=B2ndCodec(**coding), compressors=None,
+    )
+    z[:] = data
+    expected = z[:]
+    monkeypatch.setattr(shapes, "_detected_cache_sizes", lambda: reader)
+    again = zarr.open_array(LocalStore(tmp_path / "a.zarr"), mode="r")
+    np.testing.assert_array_equal(again[:], expected)
+    np.testing.assert_array_equal(again[3, 10:20, 5:9], expected[3, 10:20, 5:9])
+    if not coding.get("cname", "").startswith("zfp"):
+        np.testing.assert_array_equal(expected, data)
+
+
+def test_a_b2nd_chunk_whose_blocks_are_not_the_configured_ones_is_refused(tmp_path):
+    data = np.arange(64 * 64, dtype="f4").reshape(64, 64)
+    z = zarr.create_array(
+        LocalStore(tmp_path / "a.zarr"), shape=data.shape, chunks=data.shape, dtype="f4",
+        serializer=B2ndCodec(blockshape=(16, 16)), compressors=None,
+    )
+    z[:] = data
+    meta = json.loads((tmp_path / "a.zarr" / "zarr.json").read_text())
+    meta["codecs"][0]["configuration"]["blockshape"] = [8, 16]
+    (tmp_path / "a.zarr" / "zarr.json").write_text(json.dumps(meta))
+    with pytest.raises(FormatError, match=r"b2nd chunk blocksize.*blocks \(8, 16\)"):
+        zarr.open_array(LocalStore(tmp_path / "a.zarr"), mode="r")[:]

@@ -227,3 +227,29 @@ def test_empty_arrays_are_written_as_python_blosc2_writes_them(tmp_path, name):
         with b2store.zeros(shape, dtype, tmp_path / "e.b2nd", **kw) as arr:
             assert (arr.chunks, arr.blocks) == (shape, shape)
         assert blosc2.open(str(tmp_path / "e.b2nd"))[...].shape == shape
+
+
+@pytest.mark.parametrize("name", ["plain", *SETTINGS])
+def test_a_chunks_block_size_names_its_default_blocks_on_every_machine(monkeypatch, name):
+    """Readers without the blocks (the Zarr b2nd codec without a blockshape) take them from
+    the chunk's block size: every machine's default is found again from its size alone, so
+    no two machines' defaults of one size differ in shape."""
+    kw = {"codec": "zstd"} if name == "plain" else SETTINGS[name]
+    found = 0
+    for shape in SHAPES:
+        if 0 in shape or _no_block_fits(kw, shape):
+            continue
+        chunks = shape if np.prod(shape) <= 1 << 22 else shape[:-1] + (shape[-1] // 16,)
+        for itemsize in (4, 8):
+            by_size: dict[int, tuple] = {}
+            for machine in MACHINES:
+                _fake(monkeypatch, machine)
+                blocks = default_chunks_blocks(shape, itemsize, chunks=chunks, **kw)[1]
+                nbytes = int(np.prod(blocks)) * itemsize
+                assert by_size.setdefault(nbytes, blocks) == blocks
+                assert shapes.blocks_of_blocksize(chunks, itemsize, nbytes, **kw) == blocks
+                found += 1
+            # A size no default has is no shape at all (the reader refuses it).
+            odd = int(np.prod(chunks)) * itemsize + itemsize
+            assert shapes.blocks_of_blocksize(chunks, itemsize, odd, **kw) is None
+    assert found

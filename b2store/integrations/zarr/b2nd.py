@@ -30,7 +30,7 @@ from ...constants import EXTENDED_HEADER_LENGTH, FRAME_MAGIC, MIN_HEADER_LENGTH,
 from ...errors import FormatError
 from ...nd.chunks import cparams_for, encode_array_chunk
 from ...nd.geometry import array_to_chunk, blocks_per_chunk, blocks_touched, chunk_to_array
-from ...nd.shapes import default_chunks_blocks
+from ...nd.shapes import blocks_of_blocksize, default_chunks_blocks
 
 __all__ = ["B2ndCodec", "default_blockshape"]
 
@@ -155,35 +155,58 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
             return self.blockshape
         return default_blockshape(spec.shape, dtype.itemsize, **self.coding())
 
-    def _nbytes(self, spec: ArraySpec, dtype: np.dtype) -> int:
+    def _stored_blocks(self, spec: ArraySpec, dtype: np.dtype, header: ChunkHeader):
+        """The block shape of a stored chunk: the configuration's, or (without one) the
+        default that gives blocks of the chunk's own size. Not this machine's default: it
+        follows the caches, and blocks of another shape but the same padded chunk would be
+        laid out in other places, read without an error."""
         blocks = self._blocks(spec, dtype)
+        if header.special or not header.nbytes:
+            return blocks  # one repeated item (or none): laid out alike by any block shape
+        found = header.effective_blocksize
+        if self.blockshape is None:
+            derived = blocks_of_blocksize(spec.shape, dtype.itemsize, found, **self.coding())
+            if derived is not None:
+                return derived
+        elif math.prod(blocks) * dtype.itemsize == found:
+            return blocks
+        expected = (
+            f"blocks {blocks} ({math.prod(blocks) * dtype.itemsize} bytes)"
+            if self.blockshape is not None
+            else f"a block size that python-blosc2's default blocks of a {spec.shape} "
+            "chunk have (else give the codec its blockshape)"
+        )
+        raise FormatError("b2nd chunk blocksize", expected, found, 8)
+
+    def _nbytes(self, spec: ArraySpec, dtype: np.dtype, blocks=None) -> int:
+        blocks = self._blocks(spec, dtype) if blocks is None else blocks
         per_dim = blocks_per_chunk(spec.shape, blocks)
         return math.prod(n * b for n, b in zip(per_dim, blocks)) * dtype.itemsize
 
-    def _to_array(self, buf: np.ndarray, spec: ArraySpec, dtype: np.dtype) -> np.ndarray:
-        ext = chunk_to_array(buf, spec.shape, self._blocks(spec, dtype), dtype)
+    def _to_array(self, buf: np.ndarray, spec: ArraySpec, dtype: np.dtype, blocks=None):
+        blocks = self._blocks(spec, dtype) if blocks is None else blocks
+        ext = chunk_to_array(buf, spec.shape, blocks, dtype)
         return ext[tuple(slice(0, c) for c in spec.shape)]
 
     # --- whole chunks ------------------------------------------------------------------------
 
     def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> NDBuffer:
         dtype = self._dtype(chunk_spec)
-        nbytes = self._nbytes(chunk_spec, dtype)
-        buf = np.empty(nbytes, np.uint8)
         src = chunk_bytes.as_numpy_array()
         # The header parsed, not its nbytes bytes read: a whole frame as the chunk (imagecodecs'
         # b2nd layout) or a short one is named there, not reported as a garbage nbytes.
-        found = ChunkHeader.from_bytes(src).nbytes
-        if found != nbytes:
+        header = ChunkHeader.from_bytes(src)
+        blocks = self._stored_blocks(chunk_spec, dtype, header)
+        nbytes = self._nbytes(chunk_spec, dtype, blocks)
+        if header.nbytes != nbytes:
             raise FormatError(
-                "b2nd chunk nbytes",
-                f"{nbytes} (chunk {chunk_spec.shape}, blocks {self._blocks(chunk_spec, dtype)})",
-                found,
-                4,
+                "b2nd chunk nbytes", f"{nbytes} (chunk {chunk_spec.shape}, blocks {blocks})",
+                header.nbytes, 4,
             )
-        decode_chunk(src, out=buf, blockshape=self._blocks(chunk_spec, dtype))
+        buf = np.empty(nbytes, np.uint8)
+        decode_chunk(src, out=buf, blockshape=blocks)
         return chunk_spec.prototype.nd_buffer.from_numpy_array(
-            self._to_array(buf, chunk_spec, dtype)
+            self._to_array(buf, chunk_spec, dtype, blocks)
         )
 
     def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> Buffer | None:
