@@ -58,6 +58,7 @@ ctypedef void* (*zstd_create_f)() noexcept nogil
 ctypedef size_t (*zstd_free_f)(void*) noexcept nogil
 ctypedef unsigned (*zstd_iserr_f)(size_t) noexcept nogil
 ctypedef unsigned long long (*zstd_fcs_f)(const void*, size_t) noexcept nogil
+ctypedef size_t (*zstd_ffs_f)(const void*, size_t) noexcept nogil
 ctypedef size_t (*zstd_dctx_f)(void*, void*, size_t, const void*, size_t) noexcept nogil
 ctypedef size_t (*zstd_dctx_dict_f)(void*, void*, size_t, const void*, size_t,
                                     const void*, size_t) noexcept nogil
@@ -81,6 +82,7 @@ cdef struct Natives:
     zstd_free_f zstd_free_cctx
     zstd_iserr_f zstd_is_error
     zstd_fcs_f zstd_frame_content_size
+    zstd_ffs_f zstd_frame_size
     zstd_dctx_f zstd_decompress
     zstd_dctx_dict_f zstd_decompress_dict
     zstd_cctx_f zstd_compress

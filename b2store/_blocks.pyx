@@ -44,7 +44,8 @@ DEF ZSTD_MAX_RATIO = 131072
 _NAMES = (
     "LZ4_decompress_safe", "LZ4_decompress_safe_usingDict", "LZ4_compress_fast",
     "LZ4_compress_HC", "ZSTD_createDCtx", "ZSTD_freeDCtx", "ZSTD_createCCtx", "ZSTD_freeCCtx",
-    "ZSTD_isError", "ZSTD_getFrameContentSize", "ZSTD_decompressDCtx",
+    "ZSTD_isError", "ZSTD_getFrameContentSize", "ZSTD_findFrameCompressedSize",
+    "ZSTD_decompressDCtx",
     "ZSTD_decompress_usingDict", "ZSTD_compressCCtx", "uncompress2", "zng_inflateInit2",
     "zng_inflate", "zng_inflateReset", "zng_inflateEnd", "zng_deflateInit2", "zng_deflate",
     "zng_deflateReset", "zng_deflateEnd",
@@ -70,6 +71,7 @@ def set_entry_points(addresses):
     N.zstd_free_cctx = <zstd_free_f>_address(addresses, "ZSTD_freeCCtx")
     N.zstd_is_error = <zstd_iserr_f>_address(addresses, "ZSTD_isError")
     N.zstd_frame_content_size = <zstd_fcs_f>_address(addresses, "ZSTD_getFrameContentSize")
+    N.zstd_frame_size = <zstd_ffs_f>_address(addresses, "ZSTD_findFrameCompressedSize")
     N.zstd_decompress = <zstd_dctx_f>_address(addresses, "ZSTD_decompressDCtx")
     N.zstd_decompress_dict = <zstd_dctx_dict_f>_address(addresses, "ZSTD_decompress_usingDict")
     N.zstd_compress = <zstd_cctx_f>_address(addresses, "ZSTD_compressCCtx")
@@ -103,7 +105,8 @@ cdef bint can_decode(int codec_format, bint with_dict) noexcept nogil:
         return not with_dict and (N.zlib_uncompress2 != NULL or N.zng_inflate_init2 != NULL)
     if codec_format == F_ZSTD:
         zstd = (N.zstd_create_dctx != NULL and N.zstd_free_dctx != NULL
-                and N.zstd_is_error != NULL and N.zstd_frame_content_size != NULL)
+                and N.zstd_is_error != NULL and N.zstd_frame_content_size != NULL
+                and N.zstd_frame_size != NULL)
         return zstd and (N.zstd_decompress_dict if with_dict else N.zstd_decompress) != NULL
     return False
 
@@ -314,6 +317,10 @@ cdef Py_ssize_t _inflate(const Job* J, const uint8_t* payload, Py_ssize_t n, uin
                                          <const char*>J.dictionary, <int>J.dictsize)
         return N.lz4_decompress(<const char*>payload, <char*>out, <int>n, <int>size)
     if J.codec_format == F_ZSTD:
+        # One frame, ending where the stream ends. (c-blosc2's ZSTD_decompressDCtx also reads
+        # frames after it that add no bytes, skippable or empty; no writer puts any there.)
+        if N.zstd_frame_size(payload, n) != <size_t>n:
+            return -1
         if J.dictionary != NULL:
             r = N.zstd_decompress_dict(dctx, out, size, payload, n, J.dictionary, J.dictsize)
         else:

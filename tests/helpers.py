@@ -231,3 +231,38 @@ def plugin_blocks_fit(
         ):
             return False
     return True
+
+
+def restream(chunk, j: int, change) -> bytes:
+    """``chunk`` (a Blosc2 chunk of one stream a block) with block ``j``'s stream replaced by
+    ``change(stream)``, laid out again block after block: the block starts, the stream's
+    size and cbytes made to agree with it, the header and any dictionary kept. What a writer
+    that lies about nothing but that one stream would write."""
+    chunk = bytes(chunk)
+    nbytes, blocksize = (int.from_bytes(chunk[k : k + 4], "little") for k in (4, 8))
+    nblocks = -(-nbytes // blocksize)
+    starts = [int.from_bytes(chunk[32 + 4 * i : 36 + 4 * i], "little") for i in range(nblocks)]
+    streams = []
+    for i, start in enumerate(starts):
+        csize = int.from_bytes(chunk[start : start + 4], "little", signed=True)
+        assert 0 < csize, "a run (csize < 0) has no stream to change"
+        stream = chunk[start + 4 : start + 4 + csize]
+        streams.append(change(stream) if i == j else stream)
+    prefix = bytearray(chunk[: min(starts)])  # header, block starts, dictionary
+    pos, body = len(prefix), b""
+    for i, stream in enumerate(streams):
+        prefix[32 + 4 * i : 36 + 4 * i] = (pos + len(body)).to_bytes(4, "little")
+        body += len(stream).to_bytes(4, "little") + stream
+    out = prefix + body
+    out[12:16] = len(out).to_bytes(4, "little")
+    return bytes(out)
+
+
+def blosc2_file_with_chunk(path, n: int, chunk) -> None:
+    """Chunk ``n`` of python-blosc2's frame file ``path`` replaced by ``chunk``, as it is:
+    python-blosc2's own update, which does not decode it."""
+    import blosc2
+
+    arr = blosc2.open(str(path), mode="a")
+    arr.schunk.update_chunk(n, bytes(chunk))
+    del arr

@@ -1,7 +1,9 @@
 """Stream codecs: decode one compressed stream into a buffer of known size.
 
 Each decoder takes the payload and a writable uint8 array of exactly the size the stream must
-inflate to, and raises :class:`FormatError` unless the payload inflates to exactly that.
+inflate to, and raises :class:`FormatError` unless the payload inflates to exactly that, and
+is exactly one stream of its codec: cut short or followed by other bytes, it is refused (a
+zlib stream's trailing bytes excepted, which c-blosc2 ignores too).
 BloscLZ is b2store's own Cython decoder; LZ4, zlib and Zstd use the lz4, zlib and zstandard
 packages.
 """
@@ -83,11 +85,19 @@ def _zlib_decoder(dictionary: bytes | None) -> StreamDecoder:
             surplus = b"" if d.eof else d.decompress(d.unconsumed_tail, 1)
         except zlib.error as exc:
             raise _bad("zlib stream", f"a valid stream inflating to {size} bytes", exc) from None
-        if len(out) != size or surplus or (not d.eof and d.unconsumed_tail):
+        if len(out) != size or surplus:
             raise _bad(
                 "zlib stream",
                 f"to inflate to exactly {size} bytes",
                 f"{len(out)} bytes{' or more' if surplus else ''}",
+            )
+        if not d.eof:
+            # Cut before its end: its last bytes check what it inflated, and c-blosc2's
+            # uncompress refuses it. (Bytes after the end it ignores, and so does this.)
+            raise _bad(
+                "zlib stream",
+                f"a whole stream, its Adler-32 checksum included, in its {len(payload)} bytes",
+                "one cut short",
             )
         target[:] = np.frombuffer(out, np.uint8)
 
@@ -111,9 +121,12 @@ def _zstd_decoder(dictionary: bytes | None) -> StreamDecoder:
             if declared not in (-1, size):
                 # Refuse before zstandard allocates what a hostile frame header asks for.
                 raise _bad("Zstd frame content size", f"{size} (the stream's size)", declared)
-            out = dctx.decompress(payload, max_output_size=size)
+            # One frame, ending where the stream ends, as the C block loop reads it too.
+            out = dctx.decompress(payload, max_output_size=size, allow_extra_data=False)
         except zstandard.ZstdError as exc:
-            raise _bad("Zstd stream", f"a valid frame inflating to {size} bytes", exc) from None
+            raise _bad(
+                "Zstd stream", f"one frame inflating to {size} bytes, nothing after it", exc
+            ) from None
         if len(out) != size:
             raise _bad("Zstd stream", f"to inflate to {size} bytes", f"{len(out)} bytes")
         target[:] = np.frombuffer(out, np.uint8)

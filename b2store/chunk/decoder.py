@@ -20,7 +20,14 @@ from .filters import Pipeline
 from .header import LAST_BLOSC1_VERSION, ChunkHeader, ChunkInfo
 from .repeat import fill_repeated
 
-__all__ = ["decode_chunk", "chunk_info", "ChunkDecoder", "as_uint8", "out_size_error"]
+__all__ = [
+    "decode_chunk",
+    "chunk_info",
+    "ChunkDecoder",
+    "as_uint8",
+    "in_chunk",
+    "out_size_error",
+]
 
 _I32 = struct.Struct("<i")
 _NAN_BYTES = {4: np.float32("nan").tobytes(), 8: np.float64("nan").tobytes()}
@@ -48,6 +55,29 @@ def out_size_error(room: int, nbytes: int) -> FormatError:
     shape, a frame's chunksize, a Zarr chunk), so a mismatch is a chunk that lies about its
     size: a FormatError, as every entry point (b2store.open, zarr, numcodecs) reports it."""
     return FormatError("nbytes", f"{room} (the bytes of out)", nbytes, 4)
+
+
+def _in_stream(exc: FormatError, j: int, s: int | None, pos: int) -> FormatError:
+    """``exc``, raised decoding one stream, naming it: block ``j`` (stream ``s`` of the block
+    where blocks are split), and the offset in the chunk (``pos``, where the stream starts,
+    plus the offset in the stream the error names, if any)."""
+    where = f"block {j}" if s is None else f"stream {s} of block {j}"
+    offset = pos + (exc.offset or 0)
+    named = FormatError(f"{exc.field} of {where}", exc.expected, exc.found, offset)
+    named.block = j
+    return named
+
+
+def in_chunk(exc: FormatError, label: str) -> FormatError:
+    """A stream's error naming its chunk too (``label``: "chunk 7"); any other as it is.
+
+    The chunk decoder knows the block a bad stream is in, not which chunk of a frame it
+    decodes: the callers that know say it."""
+    if getattr(exc, "block", None) is None or exc.field.endswith(label):
+        return exc
+    named = FormatError(f"{exc.field} of {label}", exc.expected, exc.found, exc.offset)
+    named.block = exc.block
+    return named
 
 
 def chunk_info(buf) -> ChunkInfo:
@@ -495,7 +525,10 @@ class ChunkDecoder:
             if csize == neblock:
                 out[:] = self.src[pos : pos + csize]
             elif csize > 0:
-                decode_stream(self._bytes[pos : pos + csize], out)
+                try:
+                    decode_stream(self._bytes[pos : pos + csize], out)
+                except FormatError as exc:
+                    raise _in_stream(exc, j, s if len(entries) > 1 else None, pos) from None
             else:
                 out[:] = -csize  # a run: zeros, or -csize repeated
 
@@ -504,7 +537,10 @@ class ChunkDecoder:
         if end - start == len(target):
             target[:] = self.src[start:end]
         else:
-            decode_stream(self._bytes[start:end], target)
+            try:
+                decode_stream(self._bytes[start:end], target)
+            except FormatError as exc:
+                raise _in_stream(exc, j, None, start) from None
 
     def fill_special(self, dest: np.ndarray) -> None:
         """Fill ``dest`` (uint8, a whole number of items) with a special chunk's value."""

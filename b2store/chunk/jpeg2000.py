@@ -7,7 +7,8 @@ image's header says its shape, so no b2nd block shape is needed. They are read t
 imagecodecs' OpenJPEG (the ``jpeg2000`` extra), whose decoding of these blocks was checked to
 be python-blosc2's bit for bit, and refused, named, where it is not (tests/fixture/jpeg2000).
 The main header is read first, so an image larger than its block is refused before OpenJPEG
-allocates it.
+allocates it, and so is an image that does not fill the block's stream exactly (cut short,
+or with bytes after it).
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ import numpy as np
 from ..constants import Codec
 from ..errors import FormatError, UnsupportedError
 
-__all__ = ["J2K_CODECS", "j2k_codestream", "j2k_decoder", "j2k_header"]
+__all__ = ["J2K_CODECS", "j2k_check_extent", "j2k_codestream", "j2k_decoder", "j2k_header"]
 
 J2K_CODECS = frozenset({Codec.GROK, Codec.OPENHTJ2K})
 J2K_EXTRA = "pip install 'b2store[jpeg2000]'"
 _SOC_SIZ = b"\xff\x4f\xff\x51"
+_EOC = b"\xff\xd9"
 _JP2_SIGNATURE = b"\x00\x00\x00\x0cjP  \r\n\x87\n"
 _PLUGIN_PACKAGE = {Codec.GROK: "blosc2_grok", Codec.OPENHTJ2K: "blosc2_openhtj2k"}
 
@@ -44,14 +46,14 @@ def _imagecodecs(codec: int):
 
 def j2k_codestream(payload) -> memoryview:
     """The JPEG 2000 codestream of a block: the payload itself, or a JP2 file's ``jp2c``
-    box (blosc2_grok writes JP2 files by default)."""
+    box (blosc2_grok writes JP2 files by default), whose boxes must fill the stream exactly."""
     data = memoryview(payload)
     if bytes(data[:4]) == _SOC_SIZ:
         return data
     if bytes(data[:12]) != _JP2_SIGNATURE:
-        raise FormatError("JPEG 2000 block", "a codestream or a JP2 file", bytes(data[:12]))
-    pos = 0
-    while pos + 8 <= len(data):
+        raise FormatError("JPEG 2000 stream", "a codestream or a JP2 file", bytes(data[:12]))
+    pos, found = 0, None
+    while pos < len(data):
         size = int.from_bytes(data[pos : pos + 4], "big")
         kind = bytes(data[pos + 4 : pos + 8])
         head = 8
@@ -59,12 +61,51 @@ def j2k_codestream(payload) -> memoryview:
             size, head = int.from_bytes(data[pos + 8 : pos + 16], "big"), 16
         elif size == 0:
             size = len(data) - pos  # the last box runs to the end
-        if size < head or pos + size > len(data):
-            break
-        if kind == b"jp2c":
-            return data[pos + head : pos + size]
+        if pos + 8 > len(data) or size < head or pos + size > len(data):
+            raise FormatError(
+                "JP2 box", f"boxes filling the stream's {len(data)} bytes", f"{size} bytes", pos
+            )
+        if kind == b"jp2c" and found is None:
+            found = data[pos + head : pos + size]
         pos += size
-    raise FormatError("JP2 file", "a jp2c box holding the codestream", "none")
+    if found is None:
+        raise FormatError("JP2 file", "a jp2c box holding the codestream", "none")
+    return found
+
+
+def j2k_check_extent(codestream: memoryview) -> None:
+    """Refuse a codestream that does not end where its tile-parts do, with its EOC marker:
+    one cut short (OpenJPEG out of its strict mode reads it as a coarser image) or with bytes
+    after it (which OpenJPEG ignores).
+
+    The main header's marker segments lead to the first tile-part (SOT); each says its
+    length (Psot; 0: the last, running to the EOC)."""
+    n = len(codestream)
+    pos = 2  # after SOC
+    while True:
+        if pos + 4 > n or codestream[pos] != 0xFF:
+            raise FormatError(
+                "JPEG 2000 main header", "marker segments up to a tile-part (SOT)", "none"
+            )
+        if codestream[pos + 1] == 0x90:
+            break
+        pos += 2 + int.from_bytes(codestream[pos + 2 : pos + 4], "big")
+    end = pos
+    while end + 2 <= n and bytes(codestream[end : end + 2]) == b"\xff\x90":
+        if end + 10 > n:
+            end = n + 1
+            break
+        psot = int.from_bytes(codestream[end + 6 : end + 10], "big")
+        if psot == 0:
+            end = n - 2
+            break
+        end += psot
+    if end != n - 2 or bytes(codestream[n - 2 :]) != _EOC:
+        raise FormatError(
+            "JPEG 2000 codestream",
+            f"tile-parts (SOT's Psot), then the EOC marker, filling its {n} bytes",
+            f"tile-parts ending at byte {end}" if end <= n else "a tile-part past its end",
+        )
 
 
 def j2k_header(codestream: memoryview) -> tuple[int, bool, bool]:
@@ -107,7 +148,9 @@ def _j2k_decoder(codec: int, typesize: int):
         return exc
 
     def decode(payload: memoryview, target: np.ndarray) -> None:
-        samples, mct, reversible = j2k_header(j2k_codestream(payload))
+        codestream = j2k_codestream(payload)
+        samples, mct, reversible = j2k_header(codestream)
+        j2k_check_extent(codestream)
         if samples > len(target):
             # Refused before OpenJPEG allocates what a hostile header asks for.
             raise FormatError(f"{name} image", f"at most {len(target)} samples", samples)
@@ -124,7 +167,7 @@ def _j2k_decoder(codec: int, typesize: int):
         try:
             image = imagecodecs.jpeg2k_decode(bytes(payload))
         except Exception as exc:  # imagecodecs raises its own Jpeg2kError (and others)
-            raise FormatError(f"{name} block", "an image OpenJPEG decodes", exc) from None
+            raise FormatError(f"{name} stream", "an image OpenJPEG decodes", exc) from None
         if codec == Codec.OPENHTJ2K:
             # Components are planes (C, X, Y) of int32 in the block; OpenJPEG gives (Y, X, C).
             if image.ndim == 2:

@@ -54,6 +54,7 @@ _ZSTD_DECODE = (
     "ZSTD_createDCtx",
     "ZSTD_freeDCtx",
     "ZSTD_getFrameContentSize",
+    "ZSTD_findFrameCompressedSize",
     "ZSTD_decompressDCtx",
     "ZSTD_decompress_usingDict",
 )

@@ -6,10 +6,8 @@ chunk's header does not say the block's shape: c-blosc2 takes it from the array'
 metalayer, so these run only where that shape is known (a b2nd array, or a codec told its
 blocks), and are refused, named, elsewhere.
 
-ZFP goes through zfpy, LLNL's own Python binding of the zfp library (the ``zfp`` extra):
-c-blosc2's plugin writes zfp's bare stream, no header, in the mode its meta byte names, and
-zfpy reads and writes exactly those. NDLZ, NDCELL and NDMEAN are b2store's own kernels
-(:mod:`b2store._ndlz`, :mod:`b2store._ndcell`).
+ZFP goes through zfpy and zfp's own library (:mod:`.zfp`). NDLZ, NDCELL and NDMEAN are
+b2store's own kernels (:mod:`b2store._ndlz`, :mod:`b2store._ndcell`).
 
 The JPEG 2000 plugins, which need no block shape, are read in :mod:`.jpeg2000`.
 """
@@ -24,6 +22,7 @@ import numpy as np
 from ..constants import Codec, Filter
 from ..errors import FormatError, UnsupportedError
 from .jpeg2000 import J2K_CODECS
+from .zfp import ZFP_CODECS, check_zfp_encodable, zfp_decoder, zfp_encoder
 
 __all__ = [
     "PLUGIN_CODECS",
@@ -41,12 +40,8 @@ __all__ = [
     "plugin_encoder",
 ]
 
-ZFP_CODECS = frozenset({Codec.ZFP_ACC, Codec.ZFP_PREC, Codec.ZFP_RATE})
 PLUGIN_CODECS = ZFP_CODECS | {Codec.NDLZ}
 PLUGIN_FILTERS = frozenset({Filter.NDCELL, Filter.NDMEAN})
-ZFP_EXTRA = "pip install 'b2store[zfp]'"
-_ZFP_MAX_DIM = 4
-_ZFP_MAX_PREC = 64
 
 
 def uses_plugins(header) -> bool:
@@ -89,95 +84,6 @@ def check_geometry(blockshape: Sequence[int], typesize: int, nbytes: int, what: 
         )
 
 
-# --- ZFP ----------------------------------------------------------------------------------
-
-
-def _zfpy():
-    try:
-        import zfpy
-    except ImportError:
-        exc = UnsupportedError("codec", "ZFP")
-        exc.args = (
-            "unsupported codec ZFP: its chunks are read and written through zfpy, the zfp "
-            f"library's binding, which is not installed ({ZFP_EXTRA})",
-        )
-        raise exc from None
-    return zfpy
-
-
-def _int8(meta: int) -> int:
-    return meta - 256 if meta > 127 else meta
-
-
-def zfp_mode(codec: int, meta: int, typesize: int, ndim: int) -> dict:
-    """zfpy's keywords for the mode c-blosc2's plugin derives from its meta byte.
-
-    ZFP_ACC: an absolute error of ``10**meta`` (meta an int8). ZFP_PREC: ``meta`` bit planes
-    beyond the ones a cell of ``ndim`` dimensions needs (5, 7, 9, 11), at most 64. ZFP_RATE:
-    ``meta`` percent of the item's bits, and never fewer bits per cell than zfp's floor
-    (its exponent and sign), which zfp applies itself, and which is given here, because
-    zfpy sizes its buffer by the rate asked and wrote past it below that floor.
-    """
-    if codec == Codec.ZFP_ACC:
-        return {"tolerance": 10.0 ** _int8(meta)}
-    if codec == Codec.ZFP_PREC:
-        return {"precision": min(meta + 3 + 2 * ndim, _ZFP_MAX_PREC)}
-    cell = 1 << (2 * ndim)
-    rate = meta / 100.0 * typesize * 8
-    bits = max(math.floor(cell * rate + 0.5), 1 + (8 if typesize == 4 else 11))
-    return {"rate": bits / cell}
-
-
-def _zfp_checks(codec: int, typesize: int, blockshape: Sequence[int]) -> None:
-    name = Codec(codec).name
-    if typesize not in (4, 8):
-        raise FormatError("typesize", f"4 or 8 (float32 or float64) for {name}", typesize, 3)
-    if not 1 <= len(blockshape) <= _ZFP_MAX_DIM:
-        raise FormatError("b2nd ndim", f"1 to 4 dimensions for {name}", len(blockshape))
-
-
-def _zfp_read_bound(typesize: int, blockshape: Sequence[int], mode: dict) -> int:
-    """The most bytes zfp's decoder can read for this field, whatever the stream says.
-
-    zfp reads its stream without bounds: a short or hostile stream would be read past its
-    end. Per cell of ``4**ndim`` values it reads one bit, the exponent, then per bit plane
-    at most two bits per value and one more; in fixed rate it reads (or skips) exactly the
-    rate's bits. Words are 64 bits, and one more word may be fetched ahead.
-    """
-    ndim = len(blockshape)
-    values = 1 << (2 * ndim)
-    intprec = 8 * typesize
-    ebits = 8 if typesize == 4 else 11
-    per_cell = 1 + ebits + intprec * (2 * values + 1)
-    if "rate" in mode:
-        per_cell = max(per_cell, int(mode["rate"] * values))
-    cells = math.prod(-(-n // 4) for n in blockshape)
-    return (cells * per_cell + 63) // 64 * 8 + 16
-
-
-def _zfp_decoder(codec: int, meta: int, typesize: int, blockshape: tuple[int, ...]):
-    zfpy = _zfpy()
-    _zfp_checks(codec, typesize, blockshape)
-    mode = zfp_mode(codec, meta, typesize, len(blockshape))
-    dtype = np.dtype("<f4" if typesize == 4 else "<f8")
-    ztype = zfpy.dtype_to_ztype(dtype)
-    bound = _zfp_read_bound(typesize, blockshape, mode)
-    name = Codec(codec).name
-
-    def decode(payload: memoryview, target: np.ndarray) -> None:
-        check_geometry(blockshape, typesize, len(target), f"{name} stream")
-        # The stream, followed by zeros up to what the decoder can read.
-        padded = np.zeros(max(bound, len(payload) + 16), np.uint8)
-        padded[: len(payload)] = np.frombuffer(payload, np.uint8)
-        out = target.view(dtype).reshape(blockshape)
-        try:
-            zfpy._decompress(padded, ztype, list(blockshape), out=out, **mode)
-        except Exception as exc:  # zfpy raises bare exceptions (RuntimeError, IndexError)
-            raise FormatError(f"{name} stream", "a zfp stream zfp decodes", exc) from None
-
-    return decode
-
-
 def check_encodable(codec: int, meta: int, typesize: int, blockshape, split=None) -> None:
     """ValueError where c-blosc2's plugin would fail to compress with these settings (the
     writers check before anything is written, constant chunks, which no codec sees, too).
@@ -189,7 +95,6 @@ def check_encodable(codec: int, meta: int, typesize: int, blockshape, split=None
         # An empty array's: no chunk of it is ever coded (it cannot grow), and python-blosc2
         # writes such arrays with any plugin.
         return
-    name = Codec(codec).name
     if codec == Codec.NDLZ:
         if len(blockshape) != 2 or meta not in (4, 8):
             raise ValueError(
@@ -203,13 +108,7 @@ def check_encodable(codec: int, meta: int, typesize: int, blockshape, split=None
                 "(c-blosc2 fails the chunk otherwise)"
             )
         return
-    if typesize not in (4, 8):
-        raise ValueError(f"{name} compresses float32 or float64 items, not typesize {typesize}")
-    if not 1 <= len(blockshape) <= _ZFP_MAX_DIM or min(blockshape) < 4:
-        # c-blosc2's plugin fails the chunk on these.
-        raise ValueError(
-            f"{name} needs blocks of 1 to 4 dimensions, each at least 4 long, not {blockshape}"
-        )
+    check_zfp_encodable(codec, typesize, blockshape)
 
 
 def check_filters_encodable(filters, filters_meta, typesize: int, blockshape) -> None:
@@ -279,24 +178,6 @@ def fits_block(codec: int, codec_meta: int, filters, filters_meta, typesize: int
     except ValueError:
         return False
     return True
-
-
-def _zfp_encoder(codec: int, meta: int, typesize: int, blockshape: tuple[int, ...]):
-    zfpy = _zfpy()
-    check_encodable(codec, meta, typesize, blockshape)
-    mode = zfp_mode(codec, meta, typesize, len(blockshape))
-    dtype = np.dtype("<f4" if typesize == 4 else "<f8")
-    nbytes = math.prod(blockshape) * typesize
-
-    def encode(stream: np.ndarray) -> bytes | None:
-        if len(stream) != nbytes:
-            return None  # a split stream or a short block: c-blosc2 stores those raw
-        out = zfpy.compress_numpy(
-            stream.view(dtype).reshape(blockshape), write_header=False, **mode
-        )
-        return out if 0 < len(out) < nbytes else None
-
-    return encode
 
 
 # --- NDLZ ---------------------------------------------------------------------------------
@@ -381,7 +262,7 @@ def plugin_decoder(codec: int, meta: int, typesize: int, blockshape: tuple[int, 
     if codec == Codec.NDLZ:
         decode = _ndlz_decoder(meta, typesize, blockshape)
     else:
-        decode = _zfp_decoder(codec, meta, typesize, blockshape)
+        decode = zfp_decoder(codec, meta, typesize, blockshape)
 
     def make(dictionary):
         if dictionary is not None:
@@ -400,7 +281,7 @@ def plugin_encoder(
     blockshape = tuple(int(n) for n in blockshape)
     if codec == Codec.NDLZ:
         return _ndlz_encoder(meta, typesize, blockshape, clevel)
-    return _zfp_encoder(codec, meta, typesize, blockshape)
+    return zfp_encoder(codec, meta, typesize, blockshape)
 
 
 def filter_step(fid: int, meta: int, typesize: int, blockshape, *, encoding: bool):

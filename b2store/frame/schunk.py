@@ -20,7 +20,7 @@ import numpy as np
 from .. import _files, _platform
 from .._sync import sync_mode
 from .._userpath import names_user_path
-from ..chunk.decoder import decode_chunk
+from ..chunk.decoder import decode_chunk, in_chunk
 from ..chunk.encoder import (
     resolve_codec,
     resolve_filters,
@@ -197,17 +197,20 @@ class SChunk(Changes, BlockReads, RunReads):
         newer state to go to raises its FormatError: the frame is damaged. With ``state``
         given, the read is from that state alone, and the caller tries again."""
         self._check_open()
-        if state is not None:
-            return read(state, self._index(i, state))
-        for _ in range(READ_TRIES - 1):
+        try:
+            if state is not None:
+                return read(state, self._index(i, state))
+            for _ in range(READ_TRIES - 1):
+                st = self._state
+                try:
+                    return read(st, self._index(i, st))
+                except FormatError:
+                    if not self._fresh(st):
+                        raise
             st = self._state
-            try:
-                return read(st, self._index(i, st))
-            except FormatError:
-                if not self._fresh(st):
-                    raise
-        st = self._state
-        return read(st, self._index(i, st))
+            return read(st, self._index(i, st))
+        except FormatError as exc:
+            raise in_chunk(exc, f"chunk {i}") from None
 
     @classmethod
     def open(
@@ -560,12 +563,13 @@ class SChunk(Changes, BlockReads, RunReads):
 
     def decompress_chunk(self, i: int, out=None) -> np.ndarray:
         """Chunk ``i`` decoded: a 1-d uint8 array (or written into ``out``)."""
-        return decode_chunk(
-            self.get_chunk(i),
-            out=out,
-            max_nbytes=self.limits.max_chunk_nbytes,
-            blockshape=self.blockshape,
-        )
+        chunk = self.get_chunk(i)
+        try:
+            return decode_chunk(
+                chunk, out=out, max_nbytes=self.limits.max_chunk_nbytes, blockshape=self.blockshape
+            )
+        except FormatError as exc:
+            raise in_chunk(exc, f"chunk {i}") from None
 
     def to_cframe(self) -> bytes:
         """The whole frame as one contiguous frame's bytes."""

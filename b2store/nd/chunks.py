@@ -50,7 +50,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..chunk import native
-from ..chunk.decoder import ChunkDecoder, as_uint8, decode_chunk
+from ..chunk.decoder import ChunkDecoder, as_uint8, decode_chunk, in_chunk
 from ..chunk.encoder import encode_chunk, special_chunk
 from ..chunk.header import ChunkHeader
 from ..chunk.params import ChunkParams, parse_b2nd_codec
@@ -263,6 +263,13 @@ def decode_selection(
     label : str
         How errors name the chunk (``"chunk 7"``).
     """
+    try:
+        _decode_selection(source, chunkshape, blockshape, dtype, selection, out, scratch, label)
+    except FormatError as exc:
+        raise in_chunk(exc, label) from None
+
+
+def _decode_selection(source, chunkshape, blockshape, dtype, selection, out, scratch, label):
     dtype = np.dtype(dtype)
     chunkshape = tuple(int(c) for c in chunkshape)
     blockshape = tuple(int(b) for b in blockshape)

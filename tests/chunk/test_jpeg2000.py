@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import restream
 
 import b2store
 
@@ -125,3 +126,41 @@ def test_without_imagecodecs_the_error_names_the_plugin_and_the_extra(monkeypatc
 def test_the_jpeg2000_plugins_are_not_written():
     with pytest.raises(b2store.UnsupportedError, match="grok"):
         b2store.asarray(np.zeros((8, 8), "u1"), codec="grok")
+
+
+# --- a block's image fills its stream exactly (issue 35) --------------------------------------
+# OpenJPEG ignores what follows the EOC marker, and out of its strict mode (imagecodecs' 2.5
+# is strict) decodes a codestream cut short as a coarser image: the image's own lengths (the
+# JP2 boxes, each tile-part's Psot) must end where the stream does, with its EOC.
+
+
+def _image_case(name: str, change):
+    with b2store.open(HERE / f"{name}.b2nd") as arr:
+        chunk = arr.schunk.get_chunk(0)
+    return restream(chunk, 0, change)
+
+
+@pytest.mark.parametrize("name", ["grok_rgb_j2k", "htj2k_gray_lossless"])
+def test_a_codestream_cut_short_or_followed_by_bytes_is_refused(imagecodecs, name):
+    cut = _image_case(name, lambda s: s[:-52] + b"\xff\xd9")  # packets cut, EOC kept
+    with pytest.raises(b2store.FormatError, match=(
+        r"JPEG 2000 codestream of block 0 at offset 40: expected tile-parts \(SOT's Psot\), "
+        r"then the EOC marker, filling its \d+ bytes, found a tile-part past its end"
+    )):  # fmt: skip
+        b2store.decode_chunk(cut)
+    after = _image_case(name, lambda s: s + b"\x00\x01")  # served as it was, before
+    with pytest.raises(b2store.FormatError, match=(
+        r"JPEG 2000 codestream of block 0 at offset 40: expected .* filling its \d+ bytes, "
+        r"found tile-parts ending at byte \d+"
+    )):  # fmt: skip
+        b2store.decode_chunk(after)
+
+
+def test_a_jp2_file_whose_boxes_do_not_fill_the_stream_is_refused(imagecodecs):
+    # blosc2_grok's JP2 files end with the codestream's box (jp2c): bytes after it, or that
+    # box cut short, are not an image's.
+    for change in (lambda s: s + b"\x01\x02\x03", lambda s: s[:-1]):
+        with pytest.raises(b2store.FormatError, match=(
+            r"JP2 box of block 0 at offset \d+: expected boxes filling the stream's \d+ bytes"
+        )):  # fmt: skip
+            b2store.decode_chunk(_image_case("grok_u8_two_blocks", change))

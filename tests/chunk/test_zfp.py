@@ -12,9 +12,12 @@ import math
 
 import numpy as np
 import pytest
+from helpers import blosc2_file_with_chunk, restream
 
 import b2store
-from b2store.chunk.plugins import zfp_mode
+from b2store.chunk import zfp
+from b2store.chunk.plugins import plugin_decoder
+from b2store.chunk.zfp import zfp_mode
 from b2store.constants import Codec as B2Codec
 
 blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 is the interop oracle")
@@ -265,12 +268,17 @@ def test_the_b2nd_codecs_take_zfp_by_name(tmp_path):
     # Zarr v3: the b2nd array-to-bytes codec, through its dict form.
     spec = B2ndCodec(blockshape=(8, 10), cname="zfp_rate", codec_meta=50, filters=()).to_dict()
     assert spec["configuration"]["codec_meta"] == 50
-    z = zarr.create_array(tmp_path / "z.zarr", shape=data.shape, chunks=(20, 30), dtype="f8",
+    z = zarr.create_array(tmp_path / "z.zarr", shape=data.shape, chunks=(16, 30), dtype="f8",
                           serializer=spec, compressors=None)  # fmt: skip
     z[...] = data
     again = zarr.open_array(tmp_path / "z.zarr", mode="r")
-    assert np.abs(again[...] - data).max() < 1e-3
     assert again.metadata.codecs[0].cname == "zfp_rate"
+    # python-blosc2's chunks and its reading of them are the oracle, not b2store's own.
+    theirs = blosc2.asarray(data[:32], chunks=(16, 30), blocks=(8, 10), cparams={
+        "codec": Codec.ZFP_RATE, "codec_meta": 50, "filters": [Filter.NOFILTER]})  # fmt: skip
+    assert (tmp_path / "z.zarr" / "c" / "1" / "0").read_bytes() == theirs.schunk.get_chunk(1)
+    assert np.array_equal(again[:32], theirs[...])
+    assert 0 < np.abs(again[...] - data).max() < 1e-3
 
 
 SWEEP = (
@@ -305,3 +313,172 @@ def test_every_kind_of_meta_value_both_ways(codec, meta, dtype):
         data, chunks=(16, 24), blocks=(8, 12), codec=codec.lower(), codec_meta=meta, filters=[]
     )
     assert mine.schunk.get_chunk(0) == theirs.schunk.get_chunk(0)
+
+
+# --- a stream zfp does not read exactly is refused, never padded (issue 35) ------------------
+# zfp reads past its stream's end without bounds and has no checksum: a stream shorter than
+# its mode needs decodes into other values. Its size is the check: a fixed-rate stream's is
+# known beforehand, the others' is what zfp's decoder consumed. python-blosc2 refuses only
+# ZFP_RATE streams shorter than the rate needs, and reads the others' damage as values.
+
+
+def _zfp_file(tmp_path, codec, meta):
+    path = tmp_path / "theirs.b2nd"
+    theirs = blosc2.asarray(_data((40, 100), "f8"), chunks=(40, 100), blocks=(20, 100),
+                            urlpath=str(path), mode="w", cparams={
+                                "codec": getattr(Codec, codec), "codec_meta": meta,
+                                "filters": [Filter.NOFILTER], "nthreads": 1})  # fmt: skip
+    return path, theirs[...], theirs.schunk.get_chunk(0)
+
+
+def _meta(byte: int):
+    return lambda chunk: chunk[:23] + bytes([byte]) + chunk[24:]
+
+
+def _theirs(path) -> np.ndarray | None:
+    try:
+        return blosc2.open(str(path))[...]
+    except RuntimeError:
+        return None
+
+
+RATE_DAMAGE = {
+    # c-blosc2 3.3.5 compares a ZFP_RATE stream's size with the rate's need (the issue's
+    # two cases), not bytes after it, nor a rate byte lowered.
+    "rate byte raised": (_meta(100), "refused", 0, 16000, 8000),
+    "rate byte lowered": (_meta(25), "other values", 0, 4000, 8000),
+    "stream 64 bytes short": (lambda c: restream(c, 1, lambda s: s[:-64]), "refused", 1, 8000,
+                              7936),
+    "8 bytes after the stream": (lambda c: restream(c, 1, lambda s: s + bytes(8)), "the same",
+                                 1, 8000, 8008),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("damage", RATE_DAMAGE)
+def test_a_zfp_rate_stream_of_any_other_size_than_its_rate_is_refused(tmp_path, damage):
+    change, theirs_read, block, want_size, found = RATE_DAMAGE[damage]
+    path, want, chunk = _zfp_file(tmp_path, "ZFP_RATE", 50)
+    bad = change(chunk)
+    blosc2_file_with_chunk(path, 0, bad)
+    got = _theirs(path)
+    outcome = "refused" if got is None else "the same" if _same(got, want) else "other values"
+    assert outcome == theirs_read
+    meta = bad[23]
+    with b2store.open(path) as arr, pytest.raises(b2store.FormatError, match=(
+        rf"ZFP_RATE stream of block {block} of chunk 0 at offset \d+: expected {want_size} "
+        rf"bytes \(every ZFP_RATE stream of a \(20, 100\) block at codec_meta {meta}\), "
+        rf"found {found} bytes"
+    )):  # fmt: skip
+        arr[...]
+
+
+def test_another_codecs_chunk_relabelled_as_zfp_rate_is_refused(tmp_path):
+    path, _, chunk = _zfp_file(tmp_path, "ZFP_RATE", 50)
+    _, _, acc = _zfp_file(tmp_path / "..", "ZFP_ACC", 253)
+    relabelled = acc[:22] + bytes([35, 50]) + acc[24:]
+    blosc2_file_with_chunk(path, 0, relabelled)
+    assert _theirs(path) is None  # shorter than the rate needs: python-blosc2 refuses too
+    with (
+        b2store.open(path) as arr,
+        pytest.raises(
+            b2store.FormatError,
+            match=r"ZFP_RATE stream of block 0 of chunk 0 .*expected 8000 bytes",
+        ),
+    ):
+        arr[...]
+
+
+@pytest.mark.parametrize("codec,meta", [("ZFP_ACC", 253), ("ZFP_PREC", 20)])
+def test_a_zfp_stream_read_past_its_end_or_short_of_it_is_refused(tmp_path, codec, meta):
+    path, want, chunk = _zfp_file(tmp_path, codec, meta)
+    start = int.from_bytes(chunk[32:36], "little")  # block 0's, block 1's stream after it
+    csize = int.from_bytes(chunk[start : start + 4], "little")
+    for cut in (8, 64):
+        blosc2_file_with_chunk(path, 0, restream(chunk, 0, lambda s, cut=cut: s[:-cut]))
+        got = _theirs(path)
+        assert got is not None and not _same(got, want)  # python-blosc2 read on, into block 1
+        with b2store.open(path) as arr, pytest.raises(b2store.FormatError, match=(
+            rf"{codec} stream of block 0 of chunk 0 at offset {start + 4}: expected a zfp "
+            rf"stream of exactly its {csize - cut} bytes, found \d+ bytes read by zfp, past the "
+            "stream's end"
+        )):  # fmt: skip
+            arr[...]
+    blosc2_file_with_chunk(path, 0, restream(chunk, 0, lambda s: s + bytes(8)))
+    assert _same(_theirs(path), want)
+    with (
+        b2store.open(path) as arr,
+        pytest.raises(
+            b2store.FormatError, match=rf"found {csize} bytes read by zfp, and 8 bytes after them"
+        ),
+    ):
+        arr[...]
+    # A meta byte one off: zfp reads the stream in another mode, python-blosc2 other values.
+    for other in (meta - 1, meta + 1):
+        blosc2_file_with_chunk(path, 0, _meta(other)(chunk))
+        got = _theirs(path)
+        assert got is not None and not _same(got, want)
+        with (
+            b2store.open(path) as arr,
+            pytest.raises(
+                b2store.FormatError,
+                match=rf"{codec} stream of block 0 of chunk 0 .* of exactly its",
+            ),
+        ):
+            arr[...]
+
+
+def test_zfps_library_is_found_beside_zfpy_and_decodes_as_it_does():
+    # Where it is not, each stream is decoded twice (the test below): the tests must see
+    # which of the two a run has.
+    assert zfp._library() is not None
+
+
+def test_without_zfps_library_a_stream_is_decoded_twice(tmp_path, monkeypatch):
+    """The fallback: bytes past the stream changed between two decodes, refused if the
+    values change; bytes after a stream are then not seen (ZFP_RATE's size still is)."""
+    monkeypatch.setattr(zfp, "_library", lambda: None)
+    path, want, chunk = _zfp_file(tmp_path, "ZFP_ACC", 253)
+    with b2store.open(path) as arr:
+        assert _same(arr[...], want)
+    blosc2_file_with_chunk(path, 0, restream(chunk, 1, lambda s: s[:-8]))
+    with (
+        b2store.open(path) as arr,
+        pytest.raises(
+            b2store.FormatError,
+            match=r"ZFP_ACC stream of block 1 of chunk 0 .*bytes read past its end",
+        ),
+    ):
+        arr[...]
+    blosc2_file_with_chunk(path, 0, restream(chunk, 1, lambda s: s + bytes(8)))
+    with b2store.open(path) as arr:
+        assert _same(arr[...], want)
+    path, want, chunk = _zfp_file(tmp_path, "ZFP_RATE", 50)
+    blosc2_file_with_chunk(path, 0, restream(chunk, 1, lambda s: s + bytes(8)))
+    with b2store.open(path) as arr, pytest.raises(b2store.FormatError, match="found 8008 bytes"):
+        arr[...]
+
+
+@pytest.mark.parametrize("dtype", ["f4", "f8"])
+@pytest.mark.parametrize("ndim", [1, 2, 3, 4])
+def test_blocks_decode_as_zfps_own_round_trip_with_its_header(ndim, dtype):
+    """zfp as the oracle: the bare stream of each mode decoded by b2store equals zfpy's
+    decoding of the same field written with zfp's header (which names the mode itself)."""
+    import zfpy
+
+    shape = (5, 6, 7, 9)[-ndim:]  # edge cells on every side
+    data = _data(shape, dtype, seed=ndim)
+    typesize = data.itemsize
+    for codec, meta in [(B2Codec.ZFP_ACC, 253), (B2Codec.ZFP_PREC, 20), (B2Codec.ZFP_RATE, 40)]:
+        mode = zfp_mode(codec, meta, typesize, ndim)
+        want = zfpy.decompress_numpy(zfpy.compress_numpy(data, write_header=True, **mode))
+        bare = zfpy.compress_numpy(data, write_header=False, **mode)
+        got = np.empty_like(data)
+        decode = plugin_decoder(codec, meta, typesize, shape)(None)
+        decode(memoryview(bare), got.reshape(-1).view(np.uint8))
+        assert got.tobytes() == want.tobytes(), codec.name
+        # What zfp writes is what it reads back, to the byte; a fixed rate's is known.
+        padded = np.zeros(len(bare) + 1024 * data.nbytes, np.uint8)
+        padded[: len(bare)] = np.frombuffer(bare, np.uint8)
+        assert zfp._library().decode(padded, mode, typesize, np.empty_like(data)) == len(bare)
+        if codec == B2Codec.ZFP_RATE:
+            assert len(bare) == zfp.rate_stream_size(meta, typesize, shape)

@@ -13,7 +13,7 @@ import json
 import numpy as np
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 
-from ...chunk.decoder import decode_chunk
+from ...chunk.decoder import decode_chunk, in_chunk
 from ...chunk.header import ChunkHeader
 from ...constants import SpecialValue
 from ...errors import FormatError
@@ -119,9 +119,15 @@ class StoreKeys(StoreNodes):
             # The frame's chunksize fits the array but this chunk's header does not: the
             # chunk lies, as b2store.open reports it (not a wrong-sized `out`).
             raise FormatError(f"chunk {key} nbytes", str(out.nbytes), found, 4)
-        decode_chunk(
-            chunk, out=out, max_nbytes=schunk.limits.max_chunk_nbytes, blockshape=schunk.blockshape
-        )
+        try:
+            decode_chunk(
+                chunk,
+                out=out,
+                max_nbytes=schunk.limits.max_chunk_nbytes,
+                blockshape=schunk.blockshape,
+            )
+        except FormatError as exc:
+            raise in_chunk(exc, f"chunk {key}") from None
         return True
 
     def _get_range_of(self, key: str, byte_range: ByteRequest) -> bytes | None:
