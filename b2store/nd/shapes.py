@@ -54,6 +54,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..chunk.encoder import resolve_filters, resolve_splitmode
+from ..chunk.params import parse_b2nd_codec
 from ..chunk.plugins import PLUGIN_FILTERS, block_rules, fits_block
 from ..chunk.tuning import compute_blocksize
 from ..constants import MAX_BLOCKSIZE, MAX_BUFFERSIZE, Codec, Filter
@@ -258,13 +259,10 @@ def _partition(
 def _codec_id(codec: object) -> int | None:
     if codec is None:
         return None
-    if isinstance(codec, str):
-        try:
-            return int(Codec[codec.upper()])
-        except KeyError:
-            raise ValueError(f"unknown codec {codec!r}") from None
-    value = getattr(codec, "value", codec)  # blosc2.Codec is a plain Enum
-    return int(value)
+    # The writers' own parsing: a misspelt or unwritable name is refused here as they refuse
+    # it (this runs before them, when they ask for default shapes).
+    value = codec if isinstance(codec, str) else int(getattr(codec, "value", codec))
+    return int(parse_b2nd_codec(value))  # (blosc2.Codec is a plain Enum: its value)
 
 
 @dataclass(frozen=True)
