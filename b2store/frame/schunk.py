@@ -423,19 +423,10 @@ class SChunk(Changes, BlockReads, RunReads):
 
     @property
     def params(self) -> ChunkParams:
-        """The compression parameters the header records (what new chunks are encoded with)."""
-        h = self.header
-        return ChunkParams(
-            codec=h.compcode,
-            clevel=h.clevel,
-            typesize=h.typesize,
-            filters=h.filters,
-            filters_meta=h.filters_meta,
-            splitmode=h.splitmode,
-            blocksize=h.blocksize,
-            codec_meta=h.compcode_meta,
-            blockshape=self.blockshape,
-        )
+        """The compression parameters the header records (what new chunks are encoded
+        with); a header holding values no chunk can be written with is a FormatError
+        naming the field (:meth:`FrameHeader.params`)."""
+        return self.header.params(self.blockshape)
 
     # --- what the header says ----------------------------------------------------------------
 
