@@ -8,10 +8,12 @@ One place for the rules every reader and writer of local files follows:
   file is a :class:`~b2store.errors.FormatError` naming its path.
 - *Writers* never follow a symbolic link inside the frame or tree they write: a lock file is
   opened with ``O_NOFOLLOW``, a temporary is created with ``O_CREAT | O_EXCL | O_NOFOLLOW``
-  (never an existing file, never through a link), and a path inside a target is checked for
-  links from the target's root down (:func:`refuse_links`). A link found there is a
-  :class:`~b2store.errors.LinkError` (a ``PermissionError``) naming it. The path the user
-  gives is the user's choice and is followed, as every tool follows it.
+  (never an existing file, never through a link), and every path a writer writes is walked
+  component by component before its first byte (:func:`check_write`): once the walk is
+  inside a tree (a ``.b2d``, a directory holding ``embed.b2e``, or the tree or frame the
+  writer was given), a link is a :class:`~b2store.errors.LinkError` (a ``PermissionError``)
+  naming it. The links on the way to a tree are the user's choice and are followed, as every
+  tool follows them.
 - *Temporaries* carry the writer's pid in their name (``.NAME.PID.RANDOM.tmp`` or ``.new``)
   and are locked (``flock``) by their writer while it lives, when they are files or
   directories b2store holds open. :func:`sweep` removes those of dead writers: a temporary
@@ -42,7 +44,7 @@ __all__ = [
     "make_temp_dir",
     "write_atomic",
     "naming",
-    "refuse_links",
+    "check_write",
     "sweep",
     "temp_name",
 ]
@@ -288,15 +290,103 @@ def sweep(directory, name: str | None = None) -> list[str]:
 
 # --- links inside a target -----------------------------------------------------------------
 
+#: Links followed on the way to a target before the walk gives up, as the kernel's ELOOP.
+_MAX_HOPS = 40
+#: python-blosc2's mark of a tree (its embedded store), in every ``.b2d`` it writes.
+_TREE_MARK = "embed.b2e"
 
-def refuse_links(root, path) -> Path:
-    """``path`` (inside ``root``) if no part of it below ``root`` is a symbolic link, else a
-    :class:`LinkError` naming the link: a write must not leave the tree through one planted
-    in it. ``root`` itself is the user's choice and may be a link."""
-    root, path = Path(root), Path(path)
-    at = path
-    while at != root and at != at.parent:
-        if at.is_symlink():
-            raise LinkError(at)
-        at = at.parent
-    return path
+
+def _is_tree(directory: str, name: str) -> bool:
+    """Whether ``directory`` (reached by the name ``name``) is a tree's root: a ``.b2d`` by
+    either name, or a directory holding python-blosc2's ``embed.b2e``."""
+    return (
+        name.endswith(".b2d")
+        or directory.endswith(".b2d")
+        or os.path.lexists(os.path.join(directory, _TREE_MARK))
+    )
+
+
+class _Walk:
+    """One path walked as the kernel resolves it, component by component: links are
+    followed until the walk enters a tree, and refused from there on (see
+    :func:`check_write`). Paths are strings here: this runs before every write."""
+
+    def __init__(self) -> None:
+        self.hops = 0
+
+    def step(self, at: str, tree: str | None, name: str, spelled: str | None):
+        """``(where, tree)`` after the component ``name`` from the real directory ``at``, or
+        None where the walk ends (``name`` is not there yet, or cannot be looked at: the
+        write then makes it, or fails on it with the system's own error)."""
+        if name in ("", "."):
+            return at, tree
+        if name == "..":
+            # inside a tree ``at`` holds no link, so its parent is the real one
+            return os.path.dirname(at), (None if tree == at else tree)
+        nxt = os.path.join(at, name)
+        try:
+            st = os.lstat(nxt)
+        except OSError:
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            if tree is not None:
+                raise LinkError(spelled if spelled is not None else nxt)
+            self.hops += 1
+            if self.hops > _MAX_HOPS:
+                return None  # (the write fails on it with ELOOP)
+            target = Path(os.readlink(nxt))
+            got = (target.anchor, tree) if target.is_absolute() else (at, tree)
+            for part in target.parts[1:] if target.is_absolute() else target.parts:
+                got = self.step(got[0], got[1], part, None)
+                if got is None:
+                    return None
+            where, tree = got
+            if tree is None and os.path.isdir(where) and _is_tree(where, name):
+                tree = where  # a tree's root reached through a link: the user's choice
+            return where, tree
+        if tree is None and stat.S_ISDIR(st.st_mode) and _is_tree(nxt, name):
+            tree = nxt
+        return nxt, tree
+
+
+def check_write(path, root=None) -> Path | None:
+    """Refuse a write at ``path`` that would pass through a symbolic link inside a tree;
+    return the root of the tree ``path`` lies in (None: in none).
+
+    ``path`` is walked from the file system's root as the kernel resolves it. Links on the
+    way to a tree are the user's (followed, as every tool follows them); once the walk is
+    inside a tree (a ``.b2d`` directory, a directory holding ``embed.b2e``, or ``root``: the
+    tree or frame the writer was given), every component below must be a real directory or
+    file. A link there (to a file or a directory, out of the tree or inside it, dangling or
+    not) is a :class:`LinkError` naming it, raised before the caller writes a byte: a link
+    that points inside today can be pointed outside tomorrow, and one frame with two names
+    would be replaced under one and written through under the other. Components not there
+    yet end the walk: the writer makes them (``mkdir``, ``O_EXCL``, which follow no link).
+    A ``..`` is resolved where the walk is, so it can only climb out of real directories.
+
+    The check comes before the first byte; the files a writer then opens inside a tree are
+    opened with ``O_NOFOLLOW`` (the caller's, from the tree returned), so a link planted
+    between the check and the write is refused there too, for the file itself.
+    """
+    given = Path(os.fspath(path)).expanduser()
+    given = given if given.is_absolute() else Path.cwd() / given  # (".." kept: walked)
+    parts = given.parts
+    enter = None  # how many components of ``given`` lead to ``root``
+    if root is not None:
+        base = Path(os.fspath(root)).expanduser()
+        base = base if base.is_absolute() else Path.cwd() / base
+        if parts[: len(base.parts)] != base.parts:
+            raise ValueError(f"{path} is not inside {root}")
+        enter = len(base.parts)
+    walk = _Walk()
+    got: tuple[str, str | None] = (given.anchor, None)
+    spelled = given.anchor  # the path as the user gave it, to name a link in it
+    for i in range(1, len(parts)):
+        spelled = os.path.join(spelled, parts[i])
+        nxt = walk.step(got[0], got[1], parts[i], spelled)
+        if nxt is None:
+            break
+        got = nxt
+        if got[1] is None and enter == i + 1:
+            got = (got[0], got[0])  # the writer's own target: nothing below it is followed
+    return None if got[1] is None else Path(got[1])

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from . import _files
 from ._sync import sync_mode
-from .errors import UnsupportedError
+from .errors import FormatError, LinkError, UnsupportedError
 from .frame.header import FrameHeader
 from .frame.layout import LOCK_TIMEOUT, _WriteLock
 
@@ -58,6 +58,8 @@ def recover(root, timeout: float = LOCK_TIMEOUT) -> bool:
     try:
         with lock.hold():
             return _roll(root)
+    except LinkError:
+        raise
     except PermissionError as exc:
         raise PermissionError(
             exc.errno,
@@ -75,12 +77,12 @@ def _roll(root: Path) -> bool:
     except FileNotFoundError:
         return False
     frames = [
-        (root / f["path"], bytes.fromhex(f["old"]), bytes.fromhex(f["new"]), f["new_len"])
+        (_member(root, f["path"]), bytes.fromhex(f["old"]), bytes.fromhex(f["new"]), f["new_len"])
         for f in doc["frames"]
     ]
     # (source, destination, where the destination's old file is kept: None when new)
     renames = [
-        (root / src, root / dst, None if keep is None else root / keep)
+        (_staged(root, src), _member(root, dst), None if keep is None else _staged(root, keep))
         for src, dst, keep in doc["renames"]
     ]
     heads = {p: _head(p, len(new)) for p, _, new, _ in frames}
@@ -112,6 +114,31 @@ def _roll(root: Path) -> bool:
             with contextlib.suppress(OSError):
                 os.rmdir(staging)
     return True
+
+
+def _member(root: Path, rel) -> Path:
+    """The journal's path ``rel`` in the tree: a relative path that stays in it (no ``..``)
+    and passes through no link there, or refused before the journal is rolled."""
+    parts = Path(rel).parts if isinstance(rel, str) else ()
+    if not parts or Path(rel).is_absolute() or ".." in parts:
+        raise FormatError(JOURNAL_NAME, "paths inside the tree", repr(rel))
+    path = root.joinpath(*parts)
+    _files.check_write(path, root)
+    return path
+
+
+def _staged(root: Path, rel) -> Path:
+    """The journal's path ``rel`` of a file its writer built beside the tree: in one of that
+    writer's temporary directories next to it (``../.NAME.PID.RANDOM.tmp/...``), or refused."""
+    parts = Path(rel).parts if isinstance(rel, str) else ()
+    if (
+        len(parts) < 3
+        or parts[0] != ".."
+        or _files._TEMP.match(parts[1]) is None
+        or any(p in ("..", ".", "") for p in parts[1:])
+    ):
+        raise FormatError(JOURNAL_NAME, "files built beside the tree", repr(rel))
+    return root.parent.joinpath(*parts[1:])
 
 
 def _apply(frames, renames) -> None:
@@ -173,6 +200,7 @@ class TreeCommit:
 
     def __init__(self, root, timeout: float = LOCK_TIMEOUT):
         self.root = Path(root)
+        _files.check_write(self.root)  # (a tree inside a tree, reached through a link)
         self._lock = _WriteLock(self.root / LOCK_NAME, timeout, nofollow=True)
         self._stack = contextlib.ExitStack()
         self._frames: list[tuple[str, bytes, list]] = []
@@ -221,6 +249,8 @@ class TreeCommit:
         self._renames.append((Path(built), rel))
 
     def commit(self) -> None:
+        for _, rel in self._renames:  # put in place through no link in the tree
+            _files.check_write(self.root / rel, self.root)
         frames = []
         for rel, old, held in self._frames:
             if len(held) != 1:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _progress
+from .. import _files, _progress
 from .._userpath import names_user_path
 from .arguments import ints, names
 from .inspection import InputError
@@ -417,6 +417,7 @@ def convert(
     """
     src, dst = os.fspath(src), os.fspath(dst)
     dst_kind = _dst_kind(dst)
+    _files.check_write(dst)  # (an output inside a tree, through a link planted there)
     if os.path.lexists(dst):
         if not overwrite:
             raise InputError(f"{dst} exists; give --overwrite to replace it")

@@ -26,6 +26,8 @@ def run(args) -> int:
     data = _files.read_regular(args.path)
     decoder = ChunkDecoder(data)  # the header and layout checked, nothing decoded
     nbytes = DEFAULT_LIMITS.check("max_chunk_nbytes", decoder.header.nbytes, "nbytes", 4)
+    if args.output != "-":
+        _files.check_write(args.output)  # (an output inside a tree, through a link there)
     out = sys.stdout.buffer if args.output == "-" else open(args.output, "wb")
     with out:
         if decoder.special:

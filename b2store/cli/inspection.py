@@ -19,12 +19,13 @@ import msgpack
 import numpy as np
 
 from .. import _files
-from ..chunk.decoder import chunk_info, decode_chunk
+from ..chunk.decoder import chunk_info
 from ..chunk.header import ChunkHeader
 from ..constants import Filter, SplitMode
 from ..errors import B2StoreError
 from ..frame.header import MAGIC
 from ..frame.sniff import FRAME_PREFIX_LENGTH, looks_like
+from .chunks import LazyBytes, chunk_bytes, schunk_bytes
 
 __all__ = [
     "InputError",
@@ -510,18 +511,18 @@ def open_arrays(path, *, dtype=None) -> Iterator[tuple[str, Any]]:
     kind = detect(path)
     if kind == "chunk":
         data = _files.read_regular(path)
-        # Decoded only when indexed, after the caller checked the selection's size: the
-        # header's nbytes is all the shape needs (a 32-byte chunk may say 1 GiB).
-        nbytes = chunk_info(data).nbytes
-        yield Path(path).name, _LazyBytes(nbytes, dtype, lambda lo, hi: decode_chunk(data)[lo:hi])
+        # Checked now, decoded only when indexed, after the caller checked the selection's
+        # size: the header's nbytes is all the shape needs (a 32-byte chunk may say 1 GiB).
+        read = chunk_bytes(data)
+        yield Path(path).name, _lazy_bytes(chunk_info(data).nbytes, dtype, read)
     elif kind in ("frame", "sparse-frame"):
         obj = open_frame_path(path)
         try:
             if hasattr(obj, "shape"):
                 yield Path(os.fspath(path).rstrip("/")).name, obj
             else:
-                read = lambda lo, hi: _schunk_bytes(obj, lo, hi)  # noqa: E731
-                yield Path(path).name, _LazyBytes(obj.nbytes, dtype, read)
+                read = lambda lo, hi: schunk_bytes(obj, lo, hi)  # noqa: E731
+                yield Path(path).name, _lazy_bytes(obj.nbytes, dtype, read)
         finally:
             obj.close()
     elif kind == "tree":
@@ -536,46 +537,10 @@ def open_arrays(path, *, dtype=None) -> Iterator[tuple[str, Any]]:
         raise not_blosc(path, kind)
 
 
-class _LazyBytes:
-    """The decoded bytes of a chunk or a super-chunk as a 1-d array of ``dtype`` (uint8 when
-    None) that reads only the bytes an index selects, when indexed (numpy basic indexing)."""
-
-    def __init__(self, nbytes: int, dtype, read):
-        self.dtype = np.dtype("u1" if dtype is None else dtype)
-        size = self.dtype.itemsize
-        if size == 0 or nbytes % size:
-            raise InputError(f"{nbytes} bytes are not whole items of {self.dtype} ({size})")
-        self.shape = (nbytes // size,)
-        self._read = read
-
-    def __getitem__(self, key):
-        key = key[0] if isinstance(key, tuple) and len(key) == 1 else key
-        if key is Ellipsis:
-            key = slice(None)
-        n = self.shape[0]
-        if isinstance(key, int | np.integer):
-            if not -n <= key < n:
-                raise IndexError(f"index {key} is out of bounds for size {n}")
-            return self[int(key) % n : int(key) % n + 1][0]
-        if not isinstance(key, slice):
-            raise IndexError(f"only a slice or an integer indexes this data, not {key!r}")
-        items = range(*key.indices(n))
-        if not items:
-            return np.empty(0, self.dtype)
-        lo, hi = min(items[0], items[-1]), max(items[0], items[-1]) + 1
-        size = self.dtype.itemsize
-        data = np.asarray(self._read(lo * size, hi * size)).view(self.dtype)
-        return data[items[0] - lo :: items.step][: len(items)]
-
-
-def _schunk_bytes(schunk, lo: int, hi: int) -> np.ndarray:
-    """Decoded bytes ``lo:hi`` of a super-chunk, decoding only the chunks they lie in."""
-    size = schunk.chunksize
-    if size <= 0:
-        return np.concatenate(
-            [np.empty(0, "u1")] + [schunk.decompress_chunk(i) for i in range(schunk.nchunks)]
-        )[lo:hi]
-    first, last = lo // size, (hi - 1) // size
-    parts = [schunk.decompress_chunk(i) for i in range(first, last + 1)]
-    data = parts[0] if len(parts) == 1 else np.concatenate(parts)
-    return data[lo - first * size : hi - first * size]
+def _lazy_bytes(nbytes: int, dtype, read) -> LazyBytes:
+    """The bytes ``read`` gives as a 1-d array of ``dtype`` (uint8 when None)."""
+    dtype = np.dtype("u1" if dtype is None else dtype)
+    size = dtype.itemsize
+    if size == 0 or nbytes % size:
+        raise InputError(f"{nbytes} bytes are not whole items of {dtype} ({size})")
+    return LazyBytes(nbytes, dtype, read)

@@ -11,8 +11,9 @@ import numpy as np
 
 from .. import _files
 from ..chunk.decoder import decode_chunk
-from ..errors import B2StoreError, FormatError
-from ..limits import DEFAULT_LIMITS, LimitError
+from ..errors import B2StoreError
+from ..limits import DEFAULT_LIMITS
+from .chunks import check_within, checked_decoder, expected_nbytes
 from .inspection import detect, not_blosc, open_frame_path, zarr_arrays
 
 __all__ = ["Problem", "run", "verify"]
@@ -64,16 +65,22 @@ def _verify_frame(obj, array: str | None) -> tuple[int, list[Problem]]:
     header = schunk.header
     limit = schunk.limits.max_chunk_nbytes
     scratch = np.empty(0, np.uint8)
+    start = 0  # (where chunk i starts, for frames of chunks of varying size)
     for i in range(schunk.nchunks):
         offset = None
         try:
             span = schunk.chunk_span(i)
             offset = None if span is None else span[1]
             chunk = schunk.get_chunk(i)
-            expected = _expected_nbytes(header, i, schunk.nchunks)
-            nbytes = _check_chunk(chunk, expected, limit, i, schunk.blockshape)
-            if nbytes is None:
-                continue  # a special chunk: its header is all there is to check
+            # Checked as the readers check it (and dump), before anything is allocated.
+            expected = expected_nbytes(header, i, schunk.nchunks)
+            decoder = checked_decoder(chunk, expected, limit, i, schunk.blockshape, header.typesize)
+            nbytes = decoder.header.nbytes
+            if expected is None:
+                check_within(header, i, start, nbytes)
+                start += nbytes
+            if decoder.special:
+                continue  # its header is all there is to check (never fill gigabytes)
             # One buffer for every chunk (they are one size but the last): memory stays at
             # one chunk, however many there are.
             if len(scratch) < nbytes:
@@ -94,38 +101,12 @@ def _verify_frame(obj, array: str | None) -> tuple[int, list[Problem]]:
     return schunk.nchunks, problems
 
 
-def _check_chunk(chunk, expected: int | None, limit: int, i: int, blockshape=None) -> int | None:
-    """The chunk's decoded size, checked against the frame and the limit before anything is
-    allocated; None for a special chunk (zeros, NaN, a repeated value, uninitialized), whose
-    header the decoder checks without filling gigabytes of the value it names."""
-    from ..chunk.decoder import ChunkDecoder
-
-    # The header and layout, as a decode checks them (``blockshape``: a b2nd array's, which
-    # c-blosc2's plugin codecs and filters need).
-    decoder = ChunkDecoder(chunk, blockshape=blockshape)
-    nbytes = decoder.header.nbytes
-    if expected is not None and nbytes != expected:
-        raise FormatError(f"chunk {i} nbytes", expected, nbytes)
-    if nbytes > limit:
-        raise LimitError("nbytes", "max_chunk_nbytes", limit, nbytes, 4)
-    if decoder.special:
-        return None
-    return nbytes
-
-
 def _index_entry(schunk, i: int) -> int | None:
     try:
         entry = int(schunk.offsets[i])
     except Exception:
         return None
     return entry if entry >= 0 else None
-
-
-def _expected_nbytes(header, i: int, nchunks: int) -> int | None:
-    if header.chunksize <= 0:
-        return None
-    last = header.nbytes - header.chunksize * (nchunks - 1)
-    return header.chunksize if i < nchunks - 1 else last
 
 
 def _verify_zarr(path) -> tuple[int, list[Problem]]:
@@ -162,7 +143,7 @@ def verify(path) -> dict:
         count = 1
         try:
             data = _files.read_regular(path)
-            if _check_chunk(data, None, DEFAULT_LIMITS.max_chunk_nbytes, 0) is not None:
+            if not checked_decoder(data, None, DEFAULT_LIMITS.max_chunk_nbytes, 0).special:
                 decode_chunk(data)
         except Exception as exc:
             off = getattr(exc, "offset", None)

@@ -76,11 +76,15 @@ class ContiguousFrame(Backend):
         self._sync = sync_mode() if writable else "none"
         self._dirty = False  # written and not synced ("close" mode)
         self._held = None
+        self._in_tree = False
         if writable:
             if isinstance(source, MemorySource):
                 self._buf = bytearray(source.read(0, source.size))
                 self._mlock = threading.RLock()
             elif isinstance(source, FileSource) and source.offset == 0:
+                # Inside a tree no link is written through: refused now, before any byte,
+                # and the file opened for writing with O_NOFOLLOW (one planted since).
+                self._in_tree = _files.check_write(source.path) is not None
                 self._lock = _WriteLock(source.path, lock_timeout)
             else:
                 raise ValueError(
@@ -178,7 +182,7 @@ class ContiguousFrame(Backend):
             self._buf[offset:end] = data
             return
         if self._wfd < 0:
-            self._wfd = _files.open_writable(self._source.path)
+            self._wfd = _files.open_writable(self._source.path, nofollow=self._in_tree)
         # A short write (a full disk, a file-size limit) is written on from where it stopped:
         # the next write fails with the errno that says why (ENOSPC, EFBIG).
         view, at = memoryview(data), 0
@@ -428,6 +432,8 @@ def open_backend(
         backend = _open_url(urlpath, storage_options, offset, writable, limits)
     else:
         path = local_path(urlpath)
+        if writable:  # a link inside a tree is refused, even one that leads nowhere
+            _files.check_write(path)
         if path.is_dir():
             if offset:
                 raise ValueError(

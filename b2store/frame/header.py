@@ -10,7 +10,15 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field, replace
 
-from ..constants import FRAME_MAGIC, MAX_FILTERS
+from ..chunk.params import (
+    ChunkParams,
+    parse_blocksize,
+    parse_clevel,
+    parse_codec,
+    parse_filters,
+    parse_typesize,
+)
+from ..constants import FRAME_MAGIC, MAX_BLOCKSIZE, MAX_FILTERS
 from ..errors import FormatError, UnsupportedError
 from . import wire
 from .sniff import NotBlosc2Error, looks_like
@@ -265,6 +273,43 @@ class FrameHeader:
     @property
     def use_dict(self) -> bool:
         return bool(self.other_flags2 & 0x01)
+
+    def params(self, blockshape=None) -> ChunkParams:
+        """The parameters the header gives new chunks (the stored ones each say their own,
+        in their own header). Values no chunk can be written with (a codec or filter id
+        c-blosc2 does not know, a clevel past 9, a blocksize out of range) are a
+        :class:`FormatError` naming the field: python-blosc2 reads such a frame, and so do
+        b2store's readers, which never ask for these; the writers that do refuse it."""
+        values = dict(
+            codec=self.compcode,
+            clevel=self.clevel,
+            typesize=self.typesize,
+            filters=self.filters,
+            filters_meta=self.filters_meta,
+            splitmode=self.splitmode,
+            blocksize=self.blocksize,
+            codec_meta=self.compcode_meta,
+        )
+        try:
+            return ChunkParams(**values, blockshape=blockshape)
+        except (ValueError, TypeError, UnsupportedError):
+            pass
+        udcodec = self.nfields == 14 and self.codec_flags & 0x0F >= 6
+        known = "ids c-blosc2 knows"
+        for name, at, parse, expected in (
+            ("codec", 77 if udcodec else 27, parse_codec, f"a codec of the {known}"),
+            ("clevel", 27, parse_clevel, "0..9"),
+            ("typesize", 48, parse_typesize, f"1..{MAX_BLOCKSIZE}"),
+            ("filters", 71, lambda f: parse_filters(f, self.filters_meta), f"filter {known}"),
+            ("blocksize", 53, parse_blocksize, f"0..{MAX_BLOCKSIZE}"),
+        ):
+            try:
+                parse(values[name])
+            except (ValueError, TypeError, UnsupportedError):
+                raise FormatError(
+                    name, f"{expected} (what new chunks are written with)", values[name], at
+                ) from None
+        return ChunkParams(**values, blockshape=blockshape)  # (the error names its field)
 
     def with_fields(self, **changes) -> FrameHeader:
         new = replace(self, **changes)

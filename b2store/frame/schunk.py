@@ -313,6 +313,7 @@ class SChunk(Changes, BlockReads, RunReads):
         if storage_options:
             raise ValueError("storage_options are for a URL (s3://...), not a local path")
         path = local_path(urlpath)
+        _files.check_write(path)  # (no link inside a tree: refused before the first byte)
         # Made beside the path and renamed into place: a process killed meanwhile leaves
         # the old content or none, never a half-written frame.
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -425,19 +426,10 @@ class SChunk(Changes, BlockReads, RunReads):
 
     @property
     def params(self) -> ChunkParams:
-        """The compression parameters the header records (what new chunks are encoded with)."""
-        h = self.header
-        return ChunkParams(
-            codec=h.compcode,
-            clevel=h.clevel,
-            typesize=h.typesize,
-            filters=h.filters,
-            filters_meta=h.filters_meta,
-            splitmode=h.splitmode,
-            blocksize=h.blocksize,
-            codec_meta=h.compcode_meta,
-            blockshape=self.blockshape,
-        )
+        """The compression parameters the header records (what new chunks are encoded
+        with); a header holding values no chunk can be written with is a FormatError
+        naming the field (:meth:`FrameHeader.params`)."""
+        return self.header.params(self.blockshape)
 
     # --- what the header says ----------------------------------------------------------------
 
@@ -617,6 +609,7 @@ class SChunk(Changes, BlockReads, RunReads):
 def staging_path(path) -> Path:
     """A fresh name beside ``path`` to build a new frame under before :func:`replace_path`."""
     path = local_path(path)
+    _files.check_write(path)  # (no link inside a tree: refused before the first byte)
     path.parent.mkdir(parents=True, exist_ok=True)
     _forget_cached(path)
     # A killed writer's staged frame is never renamed into place: the next writer of the
@@ -650,6 +643,7 @@ def replace_path(made, path) -> None:
     directory replaced is removed first, so a process killed between the two steps leaves
     no frame there (never a half-written one)."""
     path = local_path(path)
+    _files.check_write(path)  # again: what was built beside is put only where it was meant
     if Path(made).is_dir() and path.is_dir() and not path.is_symlink():
         if _platform.exchange(made, path):  # one step: the path is never missing
             shutil.rmtree(made)  # now the old frame

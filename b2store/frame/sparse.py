@@ -59,6 +59,8 @@ class SparseFrame(Backend):
         self.directory = local_path(directory)
         self.name = str(self.directory)
         self.writable = writable
+        if writable:  # (no link inside a tree is written through: refused before any byte)
+            _files.check_write(self.directory)
         if not (self.directory / INDEX_NAME).is_file():
             raise FormatError(
                 INDEX_NAME, f"a sparse frame's index file in {self.directory}", "none"

@@ -528,6 +528,8 @@ def _into_tree(ds, root: Path, mode, append_dim, region, encoding, nthreads, bar
     from .conventions import DTYPE_KEY, STRINGDTYPE
     from .writer import VLMETA_NAME, _write_attrs_frame, _write_variable, plain_attrs
 
+    for name in ds.variables:  # the members it may write: no link there, before any byte
+        _files.check_write(root / f"{name}.b2nd", root)
     journal.recover(root)  # first: its journal may name files a killed writer built beside
     _files.sweep(root.parent, root.name)
     held, work = _files.make_temp_dir(root.parent, root.name)
@@ -571,7 +573,8 @@ def _into_zip(ds, target: Path, mode, append_dim, region, encoding, nthreads, ba
         tree.mkdir()
         with zipfile.ZipFile(target) as zf:
             for info in zf.infolist():
-                dest = _files.refuse_links(tree, tree.joinpath(*_member_parts(info.filename)))
+                dest = tree.joinpath(*_member_parts(info.filename))
+                _files.check_write(dest, tree)
                 if info.is_dir():
                     dest.mkdir(parents=True, exist_ok=True)
                     continue

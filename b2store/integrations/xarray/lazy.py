@@ -21,6 +21,7 @@ from xarray.backends.file_manager import CachingFileManager
 from xarray.core import indexing
 
 from ...chunk.params import ChunkParams
+from ...errors import FormatError
 from ...limits import Limits
 from .conventions import dims_of, restore_attrs, restore_stringdtype, xarray_meta
 
@@ -266,9 +267,7 @@ def _lazy_variable(opener, arr, lock, dims=None) -> tuple[Variable, _Handle]:
         "chunks": tuple(arr.chunks),
         "preferred_chunks": dict(zip(dims, arr.chunks)),
         "blocks": tuple(arr.blocks),
-        "codec": _codec_name(arr),
-        "clevel": arr.schunk.clevel,
-        "compressors": (compressor_of(arr.schunk.params),),
+        **_compression(arr),
         "contiguous": arr.schunk.contiguous,
     }
     data = restore_stringdtype(info, data, encoding)
@@ -300,6 +299,17 @@ def compressor_of(params: ChunkParams) -> dict:
     return {**params.to_numcodecs(), "name": "blosc2", "configuration": params.to_zarr()}
 
 
-def _codec_name(arr) -> str:
-    codec = arr.schunk.codec
-    return getattr(codec, "name", str(codec)).lower()
+def _compression(arr) -> dict:
+    """The encoding keys of the frame's compression: what its header gives new chunks. A
+    header whose values no chunk can be written with (python-blosc2 reads such a frame, and
+    so does this engine: each stored chunk says its own) gives none, so that writing the
+    Dataset again takes the defaults rather than failing on them."""
+    try:
+        params = arr.schunk.params
+    except FormatError:
+        return {}
+    return {
+        "codec": getattr(params.codec, "name", str(params.codec)).lower(),
+        "clevel": params.clevel,
+        "compressors": (compressor_of(params),),
+    }

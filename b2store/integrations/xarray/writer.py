@@ -163,6 +163,9 @@ def to_b2nd(
         raise ValueError("storage_options are for a URL path (s3://...), not a local path")
     mode = resolve_mode(mode, append_dim, region)
     path = os.fspath(path)
+    # Before anything is written, in every mode: a path inside a tree through a link planted
+    # there (a group directory, a member) is refused, never followed out of the tree.
+    _files.check_write(path)
     if mode in ("a", "a-", "r+") and os.path.exists(path):
         write_into(
             obj,
@@ -253,6 +256,7 @@ def _layout(groups: dict, path: str, layout: str | None) -> str:
 
 def _replace(built: Path, target: Path) -> None:
     """Put ``built`` where ``target`` is, replacing a file or directory there."""
+    _files.check_write(target)  # again: what was built beside goes only where it was meant
     if (
         target.is_dir()
         and not target.is_symlink()

@@ -107,7 +107,8 @@ class StoreKeys(StoreNodes):
         if found is None:
             return None
         schunk, n = found
-        if schunk.header.nbytes and schunk._chunk_nbytes(n) != out.nbytes:
+        h = schunk.header  # (chunksize 0: chunks of varying size, each one's header says)
+        if h.nbytes and h.chunksize > 0 and schunk._chunk_nbytes(n) != out.nbytes:
             return False  # not the chunk the codec expects: let it name the field
         if blocks is not None:
             # None: Blosc blocks that are not the array's (their numbers name other bytes).

@@ -35,9 +35,10 @@ class Local(Place):
 
     def frame(self, rel: str) -> Path:
         # Never write through a symbolic link: one planted in the tree (the frame, or a
-        # group directory) could point anywhere outside it.
+        # group directory; or in a tree this store's root lies in) could point anywhere.
         path = self.root / rel if rel else self.root
-        return _files.refuse_links(self.root, path) if rel else path
+        _files.check_write(path, self.root)
+        return path
 
     def exists(self, rel: str) -> bool:
         return (self.root / rel if rel else self.root).exists()

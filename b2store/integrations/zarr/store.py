@@ -27,6 +27,7 @@ import numpy as np
 from zarr.abc.store import ByteRequest, Store
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
+from ... import _files
 from ...limits import Limits, resolve
 from ...tree import is_url
 from .keys import StoreKeys, _slice_bytes
@@ -113,6 +114,9 @@ class B2ndStore(StoreKeys, Store):
         self.dtype = None if dtype is None else np.dtype(dtype).str
         self.storage_options = dict(storage_options) if storage_options else None
         self.limits = limits
+        if not read_only and not is_url(self.path):
+            # before any byte: a root inside a tree reached through a link planted there
+            _files.check_write(self.path)
         self._setup()
 
     def _setup(self) -> None:

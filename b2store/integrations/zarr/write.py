@@ -274,6 +274,10 @@ class Writer:
         workers writing chunks of one array) is refused (ConflictError) and makes its
         change again from the new index, as a local writer would after waiting for the
         lock: a chunk written is the same whatever the other writers did."""
+        # A frame whose header gives new chunks parameters no chunk can be written with (a
+        # clevel past 9, an unknown codec or filter id) takes none from this store either:
+        # a FormatError naming the field, as b2store's other writers refuse it.
+        arr.schunk.params  # noqa: B018
         delay = _CONFLICT_DELAY
         for tries_left in range(_CONFLICT_TRIES - 1, -1, -1):
             try:
