@@ -124,16 +124,3 @@ def test_a_b2nd_array_without_blockshape_reads_on_a_machine_with_other_caches(
     if not coding.get("cname", "").startswith("zfp"):
         np.testing.assert_array_equal(expected, data)
 
-
-def test_a_b2nd_chunk_whose_blocks_are_not_the_configured_ones_is_refused(tmp_path):
-    data = np.arange(64 * 64, dtype="f4").reshape(64, 64)
-    z = zarr.create_array(
-        LocalStore(tmp_path / "a.zarr"), shape=data.shape, chunks=data.shape, dtype="f4",
-        serializer=B2ndCodec(blockshape=(16, 16)), compressors=None,
-    )
-    z[:] = data
-    meta = json.loads((tmp_path / "a.zarr" / "zarr.json").read_text())
-    meta["codecs"][0]["configuration"]["blockshape"] = [8, 16]
-    (tmp_path / "a.zarr" / "zarr.json").write_text(json.dumps(meta))
-    with pytest.raises(FormatError, match=r"b2nd chunk blocksize.*blocks \(8, 16\)"):
-        zarr.open_array(LocalStore(tmp_path / "a.zarr"), mode="r")[:]

@@ -157,26 +157,19 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
 
     def _stored_blocks(self, spec: ArraySpec, dtype: np.dtype, header: ChunkHeader):
         """The block shape of a stored chunk: the configuration's, or (without one) the
-        default that gives blocks of the chunk's own size. Not this machine's default: it
-        follows the caches, and blocks of another shape but the same padded chunk would be
-        laid out in other places, read without an error."""
+        default that gives Blosc blocks of the chunk's own size. Not this machine's default
+        alone: that follows the caches, and a plugin's chunk written on a machine with
+        other caches was refused (its blocks are n-d fields of that shape)."""
         blocks = self._blocks(spec, dtype)
-        if header.special or not header.nbytes:
-            return blocks  # one repeated item (or none): laid out alike by any block shape
+        if self.blockshape is not None or header.special or not header.nbytes:
+            return blocks  # (a special chunk is one repeated item: any blocks lay it out)
         found = header.effective_blocksize
-        if self.blockshape is None:
-            derived = blocks_of_blocksize(spec.shape, dtype.itemsize, found, **self.coding())
-            if derived is not None:
-                return derived
-        elif math.prod(blocks) * dtype.itemsize == found:
+        if math.prod(blocks) * dtype.itemsize == found:
             return blocks
-        expected = (
-            f"blocks {blocks} ({math.prod(blocks) * dtype.itemsize} bytes)"
-            if self.blockshape is not None
-            else f"a block size that python-blosc2's default blocks of a {spec.shape} "
-            "chunk have (else give the codec its blockshape)"
-        )
-        raise FormatError("b2nd chunk blocksize", expected, found, 8)
+        # A chunk of another writer's Blosc blocks (several array blocks each, which the
+        # array's layout allows) names no default: this machine's is all there is to go by.
+        derived = blocks_of_blocksize(spec.shape, dtype.itemsize, found, **self.coding())
+        return blocks if derived is None else derived
 
     def _nbytes(self, spec: ArraySpec, dtype: np.dtype, blocks=None) -> int:
         blocks = self._blocks(spec, dtype) if blocks is None else blocks
