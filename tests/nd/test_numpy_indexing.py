@@ -2,6 +2,8 @@
 integers, ``None``, bool scalars and ``...``) on B2ndArray, read and written, against NumPy
 on the same data; reads decode only the chunks the selection touches."""
 
+import tracemalloc
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -55,6 +57,11 @@ CASES = {
     "empty ellipsis between array and integer": (slice(None), np.array([0, 0, 0]), ..., 0),
     "empty ellipsis between integer and array": (0, slice(None), ..., [1, 2]),
     "ellipsis between arrays": (np.array([1, 2]), ..., np.array([0, 1])),
+    # NumPy checks no index where the arrays broadcast to no point (a False among them).
+    "out of range beside false": (np.array([[0], [5]]), False),
+    "out of range broadcast to nothing": (np.array([9]), np.zeros((0, 1), np.intp)),
+    "indices from both ends": (slice(None), [-1, 0, -6, 5]),
+    "indices from the end only": (slice(None), slice(None), [-1, -3]),
 }
 
 
@@ -74,6 +81,16 @@ REFUSED = {
     "arrays that do not broadcast": (([0, 1], [0, 1, 2]), "could not be broadcast"),
     "float array": (np.array([1.0]), "integer .or boolean. type"),
     "too many indices": (([0], [0], [0], [0]), "too many indices"),
+    "out of range beside an empty slice": (
+        ([5], slice(0, 0)),
+        "index 5 is out of bounds for axis 0 with size 5",
+    ),
+    "out of range in a broadcast array": (
+        (np.array([[0], [1]]), slice(None), np.array([[6, 7]])),
+        "index 7 is out of bounds for axis 2 with size 7",
+    ),
+    "out of range, and arrays that do not broadcast": (([5, 0], [0, 1, 2]), "could not be"),
+    "a float among index arrays": (([0], np.array([0.5])), "integer .or boolean. type"),
 }
 
 
@@ -333,6 +350,65 @@ def test_a_sparse_selection_reads_a_small_part_of_the_file(big, monkeypatch):
     np.testing.assert_array_equal(arr[key], BIG[key])
     # Three points in three chunks: a few blocks of them, not the array.
     assert 0 < sum(read) < arr.cbytes / 8
+
+
+_RNG = np.random.default_rng(35)
+_SMALL = _RNG.random((3, 4, 5, 6)).astype("<f4")  # (one chunk)
+_GRID = (np.arange(400 * 300) % 1001 / 8).astype("<f4").reshape(400, 300)
+_GRID_CHUNKS = {"chunks": (50, 60), "blocks": (25, 30)}  # 12 kB chunks
+LARGE_KEYS = {
+    # Issue 35's key, smaller: many indices into a small array (a result 75x the array's).
+    "one index array into a small array": ("small", (_RNG.integers(-3, 3, 20_000),)),
+    "half the items by a mask": ("grid", (_RNG.random(_GRID.shape) < 0.5,)),
+    "an outer product": ("grid", (_RNG.integers(0, 400, 200)[:, None], _RNG.integers(0, 300, 150))),
+    "an index array after an Ellipsis": ("grid", (..., _RNG.integers(0, 300, 600))),
+    "rows by a mask, reversed columns": ("grid", (_RNG.random(400) < 0.3, slice(None, None, -1))),
+}
+
+
+@pytest.mark.parametrize("which, key", LARGE_KEYS.values(), ids=LARGE_KEYS.keys())
+def test_a_key_holds_little_besides_its_result(tmp_path, which, key):
+    # Before, a read held the result twice (a working copy, then NumPy's indexing of it),
+    # and NumPy's check of the key a stand-in result of a byte per item; a mask's read held
+    # a few integers per item. Now: its box (or tiles of it) of at most the result's size
+    # (or a chunk's), and copies of the index arrays.
+    data, geometry = (_SMALL, {}) if which == "small" else (_GRID, _GRID_CHUNKS)
+    arr = b2store.asarray(data, tmp_path / "a.b2nd", **geometry)
+    chunk = int(np.prod(arr.chunks)) * data.itemsize
+    indices = sum(k.nbytes for k in key if isinstance(k, np.ndarray))
+    tracemalloc.start()
+    try:
+        got = arr[key]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_array_equal(got, data[key])
+    # (Besides: the scratch of a chunk and the stored bytes read, as any read holds them.)
+    held = max(got.nbytes, chunk) + indices + 2 * chunk + arr.cbytes
+    assert peak - got.nbytes <= held, (peak - got.nbytes, got.nbytes)
+
+
+def test_tiles_decode_each_chunk_once_and_only_those_touched(big, monkeypatch):
+    arr = b2store.open(big)
+    rows, cols = np.array([3, 70, 0, 119, 65]), np.array([150, 21, 39, 151])
+    key = (rows[:, None], cols)  # an outer product: 3 chunk rows by 2 chunk columns
+    boxes = []
+    original = B2ndArray._read_state
+
+    def read_state(self, dims, out, scratch, st):
+        boxes.append(dims)
+        return original(self, dims, out, scratch, st)
+
+    monkeypatch.setattr(B2ndArray, "_read_state", read_state)
+    np.testing.assert_array_equal(arr[key], BIG[key])
+    chunks = [
+        (r, c)
+        for dims in boxes
+        for r in range(dims[0][0] // 20, dims[0][-1] // 20 + 1)
+        for c in range(dims[1][0] // 20, dims[1][-1] // 20 + 1)
+    ]
+    assert sorted(chunks) == sorted({(r // 20, c // 20) for r in rows for c in cols})
+    assert len(boxes) > 1  # (the box of the whole key, 120 x 140, would exceed the result)
 
 
 # --- the module's array, for @given tests (which cannot take function-scoped fixtures) ----
