@@ -2,7 +2,9 @@
 integers, ``None``, bool scalars and ``...``) on B2ndArray, read and written, against NumPy
 on the same data; reads decode only the chunks the selection touches."""
 
+import itertools
 import tracemalloc
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -104,51 +106,59 @@ def test_what_numpy_refuses_is_refused_the_same(stored, key, message):
 
 # --- random keys ------------------------------------------------------------------------
 
+_SOMETIMES = [False] * 7 + [True]
+
 
 @st.composite
 def advanced_keys(draw):
-    """A key of up to 4 parts with at least one index array or mask among slices,
-    integers, None, bool scalars and an Ellipsis; the indices sometimes out of range."""
-    kinds = draw(
-        st.lists(
-            st.sampled_from(["slice", "int", "none", "bool", "ellipsis", "array", "mask"]),
-            min_size=1,
-            max_size=4,
-        ).filter(lambda ks: "array" in ks or "mask" in ks)
-    )
-    key, axis = [], 0
-    for kind in kinds:
+    """A key with at least one index array or mask among slices (negative steps, empty ones)
+    and integers, taking all of DATA's axes or fewer (or one too many); with an Ellipsis
+    (standing for no axis as often as for some, anywhere, between index arrays too), and
+    np.newaxis and bool scalars among the parts: what moves NumPy's broadcast dimensions."""
+    ellipsis = draw(st.sampled_from([True, True, False]))
+    # (All of the axes taken, most often: an Ellipsis then stands for none.)
+    taking = draw(st.sampled_from([3, 3, 3, 3, 2, 1] if ellipsis else [3, 3, 2, 1, 4]))
+    parts, axis = [], 0
+    while axis < taking:
         n = DATA.shape[min(axis, 2)]
+        kind = draw(st.sampled_from(["slice", "slice", "int", "array", "array", "list", "mask"]))
         if kind == "slice":
-            key.append(
-                slice(
-                    draw(st.none() | st.integers(-n - 1, n + 1)),
-                    draw(st.none() | st.integers(-n - 1, n + 1)),
-                    draw(st.none() | st.integers(-3, 3).filter(bool)),
-                )
-            )
+            bound = st.none() | st.integers(-n - 1, n + 1)
+            parts.append(slice(draw(bound), draw(bound), draw(st.none() | st.sampled_from(
+                [1, 2, 3, -1, -2, -3]))))  # fmt: skip
         elif kind == "int":
-            key.append(draw(st.integers(-n, n - 1)))
-        elif kind == "none":
-            key.append(None)
-        elif kind == "bool":
-            key.append(draw(st.booleans()))
-        elif kind == "ellipsis":
-            key.append(Ellipsis)
-        elif kind == "array":
-            shape = draw(st.sampled_from([(3,), (1,), (2, 1), (0,), (2, 3)]))
-            values = draw(st.lists(st.integers(-n - 1, n), min_size=6, max_size=6))
-            key.append(np.array(values[: int(np.prod(shape))], np.intp).reshape(shape))
+            parts.append(draw(st.integers(-n, n - 1)))
+        elif kind in ("array", "list"):
+            shape = draw(st.sampled_from([(3,), (1,), (2, 1), (0,), (2, 3), (1, 3)]))
+            high = n if draw(st.sampled_from(_SOMETIMES)) else n - 1  # (out of range, at times)
+            values = draw(st.lists(st.integers(-n, high), min_size=6, max_size=6))
+            index = np.array(values[: int(np.prod(shape))], np.intp).reshape(shape)
+            parts.append(index.tolist() if kind == "list" and index.ndim == 1 else index)
         else:
-            ndim = draw(st.integers(1, 2))
-            shape = DATA.shape[min(axis, 2) : min(axis, 2) + ndim]
-            key.append(
-                np.array(draw(st.lists(st.booleans(), min_size=42, max_size=42)))[
-                    : int(np.prod(shape))
-                ].reshape(shape)
-            )
-        axis += kind not in ("none", "bool", "ellipsis")
-    return tuple(key)
+            ndim = draw(st.integers(1, min(2, max(1, taking - axis))))
+            shape = DATA.shape[min(axis, 2) : min(axis, 2) + ndim] or (n,)
+            bits = draw(st.lists(st.booleans(), min_size=42, max_size=42))
+            parts.append(np.array(bits[: int(np.prod(shape))]).reshape(shape))
+            axis += len(shape) - 1
+        axis += 1
+    if not any(isinstance(k, (np.ndarray, list)) for k in parts):
+        parts[draw(st.integers(0, len(parts) - 1))] = np.array([0, -1])
+    # An Ellipsis or a None between two advanced parts (arrays, masks, integers) is where
+    # NumPy's placement of the broadcast dimensions turns: drawn there more often.
+    if ellipsis:
+        parts.insert(draw(st.sampled_from(_places(parts))), Ellipsis)
+    for _ in range(draw(st.sampled_from([0, 0, 1, 2]))):
+        extra = draw(st.sampled_from([None, None, True, False, np.True_]))
+        parts.insert(draw(st.sampled_from(_places(parts))), extra)
+    return tuple(parts)
+
+
+def _places(parts) -> list[int]:
+    """Where a part may go into ``parts``: anywhere, and thrice as often between two
+    advanced parts."""
+    advanced = [not isinstance(k, slice) and k is not Ellipsis and k is not None for k in parts]
+    between = [i for i in range(1, len(parts)) if advanced[i - 1] and advanced[i]]
+    return list(range(len(parts) + 1)) + between * 3
 
 
 def _numpy(op):
@@ -158,35 +168,118 @@ def _numpy(op):
         return None, exc
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(key=advanced_keys())
-def test_any_advanced_key_reads_as_numpy_or_raises(key):
-    arr = _STORED[0]
+# How a read goes (see b2store.nd.fancy): its box at once; in tiles of at most two chunks'
+# bytes each (where the key's axes cut so, point by point otherwise); or point by point.
+READ_BUDGETS = {
+    "box": lambda arr: 1 << 62,
+    "tiles": lambda arr: 2 * arr.dtype.itemsize * int(np.prod(arr.chunks)),
+    "points": lambda arr: 0,
+}
+
+
+def _read_as_numpy(arr, key, way) -> None:
     expected, refused = _numpy(lambda: DATA[key])
-    if refused is not None:
-        with pytest.raises(IndexError):
-            arr[key]
-        return
-    got = arr[key]
-    assert got.shape == expected.shape, key
+    budget = READ_BUDGETS[way]
+    with mock.patch.object(B2ndArray, "_fancy_budget", lambda self, plan: budget(self)):
+        if refused is not None:
+            with pytest.raises(IndexError) as err:
+                arr[key]
+            assert str(err.value) == str(refused), key
+            return
+        got = arr[key]
+    assert got.shape == expected.shape and got.dtype == expected.dtype, key
     np.testing.assert_array_equal(got, expected)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(key=advanced_keys(), value=st.integers(-100, -1))
-def test_any_advanced_key_writes_as_numpy_or_raises(tmp_path_factory, key, value):
-    path = tmp_path_factory.mktemp("w") / "a.b2nd"
+def _arranged(key: tuple):
+    """``key``; then with its Ellipsis (or one) at each other place, and the same again with
+    its first part a reversed slice: where an Ellipsis stands for no axis between index
+    arrays (or integers) after a slice, NumPy moves their dimensions first."""
+    yield key
+    parts = [k for k in key if k is not Ellipsis]
+    firsts = [parts]
+    if parts and isinstance(parts[0], (int, list, np.ndarray)):
+        firsts.append([slice(None, None, -1), *parts[1:]])
+    for first in firsts:
+        for at in range(len(first) + 1):
+            moved = (*first[:at], Ellipsis, *first[at:])
+            if len(moved) != len(key) or any(a is not b for a, b in zip(moved, key)):
+                yield moved
+
+
+def _reads_as_numpy(arr, key) -> None:
+    for way in READ_BUDGETS:
+        for moved in _arranged(key):
+            _read_as_numpy(arr, moved, way)
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(key=advanced_keys())
+def test_any_advanced_key_reads_as_numpy_or_raises(key):
+    _reads_as_numpy(_STORED[0], key)
+
+
+@pytest.mark.slow
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(key=advanced_keys())
+def test_many_advanced_keys_read_as_numpy_or_raise(key):
+    _reads_as_numpy(_STORED[0], key)
+
+
+def _arrangements():
+    """Every key of up to four parts among a reversed slice, an integer, an index array,
+    None and an Ellipsis, with an index array and at most three of DATA's axes taken."""
+    taking = ("slice", "int", "array")
+    for n in range(1, 5):
+        for kinds in itertools.product((*taking, "none", "ellipsis"), repeat=n):
+            if "array" in kinds and kinds.count("ellipsis") < 2:
+                if sum(k in taking for k in kinds) <= 3:
+                    yield kinds
+
+
+_PARTS = {"slice": slice(None, None, -2), "int": -1, "none": None, "ellipsis": Ellipsis}
+
+
+@pytest.mark.parametrize("way", sorted(READ_BUDGETS))
+def test_every_arrangement_of_a_key_reads_as_numpy(stored, way):
+    # Random keys may miss an arrangement (an Ellipsis standing for no axis between an index
+    # array and an integer, dropped from the key, went unseen once): every one of them,
+    # each way a read goes.
+    keys = [
+        tuple(np.array([-1, 1]) if k == "array" else _PARTS[k] for k in kinds)
+        for kinds in _arrangements()
+    ]
+    assert len(keys) == 326
+    for key in keys:
+        _read_as_numpy(stored, key, way)
+
+
+def _write_as_numpy(path, key, value) -> None:
     b2store.asarray(DATA, path, **GEOMETRY)
     expected = DATA.copy()
     _, refused = _numpy(lambda: expected.__setitem__(key, value))
     arr = b2store.open(path, mode="a")
     if refused is not None:
-        with pytest.raises(IndexError):
+        with pytest.raises(IndexError) as err:
             arr[key] = value
+        assert str(err.value) == str(refused), key
     else:
         arr[key] = value
     np.testing.assert_array_equal(b2store.open(path)[...], expected)
     np.testing.assert_array_equal(blosc2.open(str(path))[...], expected)
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(key=advanced_keys(), value=st.integers(-100, -1))
+def test_any_advanced_key_writes_as_numpy_or_raises(tmp_path_factory, key, value):
+    _write_as_numpy(tmp_path_factory.mktemp("w") / "a.b2nd", key, value)
+
+
+@pytest.mark.slow
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(key=advanced_keys(), value=st.integers(-100, -1))
+def test_many_advanced_keys_write_as_numpy_or_raise(tmp_path_factory, key, value):
+    _write_as_numpy(tmp_path_factory.mktemp("w") / "a.b2nd", key, value)
 
 
 # --- writes -------------------------------------------------------------------------------
