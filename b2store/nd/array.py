@@ -26,6 +26,7 @@ from .geometry import _c_index, blocks_touched, chunk_grid, chunk_nitems
 from .indexing import chunks_touched as _chunks_touched
 from .indexing import normalize, split_whole, table_parts
 from .meta import B2ndMeta
+from .points import PointPlan
 from .writes import ArrayWrites
 
 __all__ = ["B2ndArray"]
@@ -411,7 +412,7 @@ class B2ndArray(ArrayWrites):
             if not plan.size:
                 return plan.nothing(self.dtype)
             tiled = plan.tiles(self.dtype.itemsize, self.chunks, self._fancy_budget(plan))
-            if tiled is not None:
+            if tiled is not None and not plan.far_apart(self.dtype.itemsize):
                 scratch = np.empty(
                     chunk_nitems(self.chunks, self.blocks) * self.dtype.itemsize, np.uint8
                 )
@@ -441,12 +442,14 @@ class B2ndArray(ArrayWrites):
             _place(out, places, part)
         return out
 
-    def _read_points(self, plan: fancy.PointPlan) -> np.ndarray:
+    def _read_points(self, plan: PointPlan) -> np.ndarray:
         """An index-array key read point by point: of each chunk its points fall in, the
-        bounding box of those points (and of the slices) is decoded, then gathered."""
-        t = np.empty(plan.t_shape, self.dtype)
+        bounding box of those points (and of the slices) is decoded, then gathered into the
+        result (or, where its layout is not found, a working array NumPy then indexes)."""
+        made = plan.result(self.dtype)
+        t = None if made is not None else np.empty(plan.t_shape, self.dtype)
         if not plan.empty:
-            work = plan.working(t)
+            out, work = made if made is not None else (None, plan.working(t))
             k = len(plan.adv_axes)
             scratch = np.empty(
                 chunk_nitems(self.chunks, self.blocks) * self.dtype.itemsize, np.uint8
@@ -464,6 +467,8 @@ class B2ndArray(ArrayWrites):
                     work[dst] = moved[at]
 
             self._committed(read)
+            if out is not None:
+                return out
         return t[plan.final]
 
     def _read_chunk(self, nchunk, parts, out: np.ndarray, scratch: np.ndarray, state=None) -> None:

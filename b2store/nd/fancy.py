@@ -12,10 +12,10 @@ index dimensions go) and NumPy's own gather runs. A box larger than the result i
 tiles along the chunks (:meth:`FancyPlan.tiles`), each filling its part of the result: tiles
 cut the axes of slices, of a lone mask, and of index arrays that vary along a broadcast
 dimension of their own (one array, or an outer product ``a[i[:, None], j]``). Keys whose
-box neither fits nor cuts so (points far apart in a large array) are read point by point
-(:meth:`FancyPlan.points`): the points the index arrays select (broadcast together) are
-grouped by the chunk they fall in, and of each chunk only the bounding box of its points is
-decoded. Writes go point by point too.
+box neither fits nor cuts so (points far apart in a large array), and points of many items
+each in a box much larger than the cache (:meth:`FancyPlan.far_apart`), are read point by
+point (:mod:`b2store.nd.points`): grouped by the chunk they fall in, of each chunk only the
+bounding box of its points decoded. Writes go point by point too.
 
 NumPy checks the key first, on a stand-in of the array's shape that holds no data, with the
 index arrays emptied: every error it raises (a mask of the wrong shape, a float array, too
@@ -36,11 +36,18 @@ from typing import NoReturn
 
 import numpy as np
 
-from .indexing import _bool_scalar, chunks_touched, normalize
+from .indexing import _bool_scalar, _is_mask
+from .points import PointPlan, plan_points
 
-__all__ = ["FancyPlan", "PointPlan", "plan"]
+__all__ = ["FancyPlan", "plan"]
 
 _ALL, _REVERSED = slice(None), slice(None, None, -1)
+# A box larger than this (a few times a core's share of the cache) gathered by points of
+# FAR_ITEMS items or more each reads point by point: 3-d a[None, i, ..., j, None] of 10**5
+# points of 300 items, a box of 92 MiB, took 2.1x NumPy's time gathered from the box, 1.03x
+# point by point (which reads more per point, but from a chunk's box in the cache).
+FAR_BYTES = 32 << 20
+FAR_ITEMS = 16
 # Items of no bytes: a stand-in of them indexed by any key allocates nothing.
 _NO_BYTES = np.dtype([])
 
@@ -51,10 +58,6 @@ def _is_array_index(k) -> bool:
     if isinstance(k, (list, tuple)):
         return True
     return isinstance(k, np.ndarray) and k.ndim > 0
-
-
-def _is_mask(k) -> bool:
-    return isinstance(k, np.ndarray) and k.ndim > 0 and k.dtype == bool
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,8 @@ class FancyPlan:
     owners: tuple
     #: The number of items of the result.
     size: int
+    #: The number of points the index arrays select (broadcast together).
+    npoints: int = 0
 
     @property
     def box_shape(self) -> tuple:
@@ -90,25 +95,29 @@ class FancyPlan:
         ``(lengths, tiles)``: per axis of the result that tiles cut, its length (None: one
         tile, the box, whose indexing is the result); and per tile ``(ranges, key,
         places)``: its ranges of the array, the key NumPy applies to it, and per axis of the
-        result it cuts ``(q, place)``, the slice or the positions there that it fills."""
+        result it cuts ``(q, place)``, the slice or the positions there that it fills.
+        A tile holds a third of ``budget`` at most (or a chunk's bytes): with it, a read
+        holds its part of the result (until placed) and the stored bytes it was decoded
+        from."""
         box_bytes = math.prod(self.box_shape) * itemsize
         if box_bytes <= budget:
             return None, [(self.box, self.box_key, ())]
+        most = max(budget // 3, math.prod(chunks) * itemsize)
         cuts, extents = [], list(self.box_shape)
         for d in self._splittable():
-            if math.prod(extents) * itemsize <= budget // 2:
+            if math.prod(extents) * itemsize <= most:
                 break
             split = self._split(d, chunks[d])
             if split is None:
                 continue
             cuts.append(split)
             extents[d] = max(hi - lo + 1 for _, _, lo, hi in split.runs)
-        if not cuts or math.prod(extents) * itemsize > budget // 2:
+        if not cuts or math.prod(extents) * itemsize > most:
             return None
         # The last axis cut takes as many of its runs per tile as fit.
         last = cuts[-1]
         others = math.prod(extents) // extents[last.d]
-        last.runs = _merged(last.runs, (budget // 2) // (others * itemsize))
+        last.runs = _merged(last.runs, most // (others * itemsize))
         lengths = {c.q: c.length for c in cuts}
         groups = [[c.group(u, v) for u, v, _, _ in c.runs] for c in cuts]
         tiles = []
@@ -121,6 +130,18 @@ class FancyPlan:
                 places.append((c.q, place))
             tiles.append((tuple(ranges), tuple(key), tuple(places)))
         return lengths, tiles
+
+    def far_apart(self, itemsize: int) -> bool:
+        """Whether NumPy's gather from the box would fetch each point's items from far apart
+        in memory, better read point by point (each chunk's gather then reads a box in the
+        cache): a box larger than :data:`FAR_BYTES`, points of many items each, and index
+        arrays no tile cuts (points, not one array or an outer product)."""
+        if math.prod(self.box_shape) * itemsize <= FAR_BYTES or not self.npoints:
+            return False
+        arrays = [i for i, k in enumerate(self.key) if _is_array_index(k)]
+        return self.size // self.npoints >= FAR_ITEMS and any(
+            _is_mask(self.key[i]) or self._own_dimension(i) is None for i in arrays
+        )
 
     def _splittable(self) -> Iterator[int]:
         """The box's axes a tile may cut: basic ones, a lone mask's first, and those of
@@ -232,7 +253,7 @@ class FancyPlan:
 
     def points(self) -> PointPlan:
         """The point-by-point plan of the key (see :class:`PointPlan`)."""
-        return _points(self.key, self.shape)
+        return plan_points(self.key, self.shape)
 
 
 @dataclass
@@ -337,7 +358,7 @@ def plan(key, shape) -> FancyPlan | None:
     owners.extend([("basic", None)] * (len(shape) - axis))
     per_point *= math.prod(shape[axis:])
     size = npoints * per_point
-    return FancyPlan(key, tuple(shape), tuple(box), tuple(box_key), tuple(owners), size)
+    return FancyPlan(key, tuple(shape), tuple(box), tuple(box_key), tuple(owners), size, npoints)
 
 
 def _emptied(k):
@@ -389,144 +410,6 @@ def _mask_box(k: np.ndarray) -> tuple[list[range], int]:
         hit = np.flatnonzero(k.any(axis=tuple(a for a in range(k.ndim) if a != j)))
         ranges.append(range(int(hit[0]), int(hit[-1]) + 1))
     return ranges, count
-
-
-# --- point by point: keys whose box is too large, and writes --------------------------
-
-
-@dataclass(frozen=True)
-class PointPlan:
-    """A key read or written point by point: its points grouped by chunk (see the module
-    docstring)."""
-
-    #: Per array axis, the ascending range of items read (advanced axes: unused).
-    dims: list
-    #: The array axes the index arrays take, in order.
-    adv_axes: tuple
-    #: Per advanced axis, the (non-negative) coordinate of each point, shape (P,).
-    points: tuple
-    #: The shape of the array NumPy indexes with ``final``: the first advanced axis holds
-    #: the P points, the others are of length 1.
-    t_shape: tuple
-    #: The key NumPy applies to the ``t_shape`` array to give the result.
-    final: tuple
-    #: Whether the key selects nothing (a ``False``, an empty array, an empty slice).
-    empty: bool
-
-    @property
-    def basic_axes(self) -> list[int]:
-        return [d for d in range(len(self.dims)) if d not in self.adv_axes]
-
-    def working(self, t: np.ndarray) -> np.ndarray:
-        """The view of ``t`` (of ``t_shape``) with the points first, then the basic axes."""
-        k = len(self.adv_axes)
-        moved = np.moveaxis(t, self.adv_axes, range(k))
-        return moved[(slice(None),) + (0,) * (k - 1)]
-
-    def pieces(self, chunks) -> Iterator:
-        """Per chunk touched: its coordinates in the chunk grid; per array axis the
-        chunk-local ascending range to decode (the bounding box of the piece); the point
-        numbers that fall in it; their chunk-local coordinates on the advanced axes; and the
-        positions of the basic axes' items in the working array."""
-        if self.empty:
-            return
-        adv, basic = self.adv_axes, self.basic_axes
-        grid = [int(p.max()) // chunks[d] + 1 for d, p in zip(adv, self.points)]
-        # Each point's chunk, numbered in C order of the advanced axes' grid (one array of
-        # them at a time, not one per axis: a few integers per point are what this holds).
-        flat = self.points[0] // chunks[adv[0]]
-        for d, p, g in zip(adv[1:], self.points[1:], grid[1:]):
-            flat *= g
-            flat += p // chunks[d]
-        if math.prod(grid) <= 1 << 16:
-            flat = flat.astype(np.uint16)  # (NumPy sorts 16-bit keys by radix: in linear time)
-        counts = np.bincount(flat, minlength=math.prod(grid))
-        order = np.argsort(flat, kind="stable")  # stable: points keep NumPy's order
-        del flat
-        touched = np.flatnonzero(counts)
-        groups = np.split(order, np.cumsum(counts[touched])[:-1])
-        basic_pieces = list(
-            _basic_pieces([self.dims[d] for d in basic], [chunks[d] for d in basic])
-        )
-        for group, nchunk in zip(groups, touched.tolist()):
-            ccoords = [int(c) for c in np.unravel_index(nchunk, grid)]
-            local = [p[group] - cc * chunks[d] for d, p, cc in zip(adv, self.points, ccoords)]
-            boxes = {d: range(int(lc.min()), int(lc.max()) + 1) for d, lc in zip(adv, local)}
-            for bcoords, bparts in basic_pieces:
-                coords = [0] * len(self.dims)
-                ranges = [None] * len(self.dims)
-                for d, cc in zip(adv, ccoords):
-                    coords[d], ranges[d] = cc, boxes[d]
-                for d, bc, (loc, _) in zip(basic, bcoords, bparts):
-                    coords[d], ranges[d] = bc, loc
-                yield tuple(coords), ranges, group, local, [pos for _, pos in bparts]
-
-
-def _basic_pieces(dims, chunks):
-    if not dims:
-        yield (), []
-        return
-    yield from chunks_touched(dims, chunks)
-
-
-def _points(key, shape) -> PointPlan:
-    """The point plan of ``key`` (checked by :func:`plan`) over an array of ``shape``."""
-    taking = sum(
-        (k.ndim if _is_mask(k) else 1)
-        for k in key
-        if k is not Ellipsis and k is not None and not _bool_scalar(k)
-    )
-    expanded, ellipsis = [], None
-    for k in key:
-        if k is Ellipsis:
-            ellipsis = (len(expanded), len(shape) - taking)  # where, and how many axes
-            expanded.extend([slice(None)] * (len(shape) - taking))
-        elif _is_mask(k):
-            expanded.extend(k.nonzero())  # a mask is its nonzero() arrays, in NumPy too
-        else:
-            expanded.append(k)
-    arrays = [i for i, k in enumerate(expanded) if isinstance(k, np.ndarray) and k.ndim]
-    dims, final, empty = normalize(
-        tuple(slice(None) if i in arrays else k for i, k in enumerate(expanded)), shape
-    )
-    final = list(final)
-    # Which array axis each element of the key takes (None and bool scalars take none).
-    axis_of, axis = {}, 0
-    for i, k in enumerate(expanded):
-        if k is None or _bool_scalar(k):
-            continue
-        axis_of[i] = axis
-        axis += 1
-    broadcast = np.broadcast_arrays(*(expanded[i] for i in arrays))
-    bshape = broadcast[0].shape if broadcast else ()
-    adv_axes = tuple(axis_of[i] for i in arrays)
-    points = []
-    for b, d in zip(broadcast, adv_axes):
-        p = np.asarray(b, np.intp).reshape(-1)  # (a view where b is one array, unbroadcast)
-        if p.size and p.min() < 0:  # (in bounds, checked: negative indices count from the end)
-            p = np.where(p < 0, p + shape[d], p)
-        points.append(p)
-    npoints = math.prod(bshape)
-    t_shape = [len(r) for r in dims]
-    for j, (i, d) in enumerate(zip(arrays, adv_axes)):
-        t_shape[d] = npoints if j == 0 else 1
-        # (The other arrays index an axis of one item: zeros, of no memory.)
-        final[i] = (
-            np.arange(npoints).reshape(bshape)
-            if j == 0
-            else np.broadcast_to(np.zeros((), np.intp), bshape)
-        )
-    if ellipsis is not None:
-        # The Ellipsis goes back into the key NumPy applies: it separates the index arrays on
-        # either side of it even where it stands for no axis, and NumPy then moves their
-        # dimensions first ((:, [0, 0, 0], ..., 0) of a 3-d array is (3, 5), not (5, 3)).
-        # (Its axes are whole, so they index the working array as slice(None) would.)
-        at, n = ellipsis
-        final[at : at + n] = [Ellipsis]
-    empty = (
-        empty or npoints == 0 or any(len(r) == 0 for d, r in enumerate(dims) if d not in adv_axes)
-    )
-    return PointPlan(dims, adv_axes, tuple(points), tuple(t_shape), tuple(final), empty)
 
 
 def _as_array(k) -> np.ndarray:

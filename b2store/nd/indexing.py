@@ -30,6 +30,11 @@ def _bool_scalar(k) -> bool:
     )
 
 
+def _is_mask(k) -> bool:
+    """Whether ``k`` is a boolean mask (an n-d bool array, not a bool scalar)."""
+    return isinstance(k, np.ndarray) and k.ndim > 0 and k.dtype == bool
+
+
 def normalize(key, shape):
     """``(dims, final, empty)``: per axis the ascending range of items read; the key that
     NumPy applies to the block read (of shape ``len(r) for r in dims``) to give the result;

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import b2store
 from b2store.frame import sources
+from b2store.nd import fancy
 from b2store.nd.array import B2ndArray
 
 blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 reads what is written here")
@@ -168,19 +169,18 @@ def _numpy(op):
         return None, exc
 
 
-# How a read goes (see b2store.nd.fancy): its box at once; in tiles of at most two chunks'
-# bytes each (where the key's axes cut so, point by point otherwise); or point by point.
-READ_BUDGETS = {
-    "box": lambda arr: 1 << 62,
-    "tiles": lambda arr: 2 * arr.dtype.itemsize * int(np.prod(arr.chunks)),
-    "points": lambda arr: 0,
+# How a read goes (see b2store.nd.fancy): its box at once; in tiles of a chunk each (where
+# the key's axes cut so, point by point otherwise); or point by point.
+READ_WAYS = {
+    "box": (B2ndArray, "_fancy_budget", lambda self, plan: 1 << 62),
+    "tiles": (B2ndArray, "_fancy_budget", lambda self, plan: 0),
+    "points": (fancy.FancyPlan, "tiles", lambda self, itemsize, chunks, budget: None),
 }
 
 
 def _read_as_numpy(arr, key, way) -> None:
     expected, refused = _numpy(lambda: DATA[key])
-    budget = READ_BUDGETS[way]
-    with mock.patch.object(B2ndArray, "_fancy_budget", lambda self, plan: budget(self)):
+    with mock.patch.object(*READ_WAYS[way]):
         if refused is not None:
             with pytest.raises(IndexError) as err:
                 arr[key]
@@ -208,7 +208,7 @@ def _arranged(key: tuple):
 
 
 def _reads_as_numpy(arr, key) -> None:
-    for way in READ_BUDGETS:
+    for way in READ_WAYS:
         for moved in _arranged(key):
             _read_as_numpy(arr, moved, way)
 
@@ -240,7 +240,7 @@ def _arrangements():
 _PARTS = {"slice": slice(None, None, -2), "int": -1, "none": None, "ellipsis": Ellipsis}
 
 
-@pytest.mark.parametrize("way", sorted(READ_BUDGETS))
+@pytest.mark.parametrize("way", sorted(READ_WAYS))
 def test_every_arrangement_of_a_key_reads_as_numpy(stored, way):
     # Random keys may miss an arrangement (an Ellipsis standing for no axis between an index
     # array and an integer, dropped from the key, went unseen once): every one of them,
@@ -502,6 +502,22 @@ def test_tiles_decode_each_chunk_once_and_only_those_touched(big, monkeypatch):
     ]
     assert sorted(chunks) == sorted({(r // 20, c // 20) for r in rows for c in cols})
     assert len(boxes) > 1  # (the box of the whole key, 120 x 140, would exceed the result)
+
+
+@pytest.mark.parametrize(
+    "key, far",
+    [
+        ((None, np.arange(10**4) % 200, ..., np.arange(10**4) % 400, None), True),
+        ((np.arange(10**4) % 200, 7, np.arange(10**4) % 400), False),  # (a point an item)
+        ((np.arange(10**4) % 200,), False),  # (one array: tiles cut it, if need be)
+        ((np.arange(200)[:, None], slice(None), np.arange(400)), False),  # (an outer product)
+        ((slice(0, 20), np.arange(10**4) % 300, np.arange(10**4) % 400), False),  # (9 MiB)
+    ],
+)
+def test_points_far_apart_in_a_large_box_read_point_by_point(key, far):
+    # NumPy's gather of 10**4 points of 300 items each from a 92 MiB box fetches every item
+    # from its own cache line; chunk by chunk, the same gather reads from a box in cache.
+    assert fancy.plan(key, (200, 300, 400)).far_apart(4) is far
 
 
 # --- the module's array, for @given tests (which cannot take function-scoped fixtures) ----
