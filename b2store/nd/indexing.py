@@ -80,7 +80,7 @@ def normalize(key, shape):
                 final.append(slice(None))
         else:
             n = next(axes)
-            dims.append(_integer(k, n))
+            dims.append(_integer(k, n, len(dims)))
             final.append(0)
     rest = [range(n) for n in axes]
     dims.extend(rest)
@@ -89,7 +89,7 @@ def normalize(key, shape):
     return dims, tuple(final), empty
 
 
-def _integer(k, n: int) -> range:
+def _integer(k, n: int, axis: int) -> range:
     try:
         i = operator.index(k)
     except TypeError:
@@ -102,7 +102,7 @@ def _integer(k, n: int) -> range:
             f"bool scalars are valid indices, not {type(k).__name__}"
         ) from None
     if not -n <= i < n:
-        raise IndexError(f"index {i} is out of bounds for axis with size {n}")
+        raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
     return range(i % n, i % n + 1)
 
 
