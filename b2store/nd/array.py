@@ -26,6 +26,7 @@ from .geometry import _c_index, blocks_touched, chunk_grid, chunk_nitems
 from .indexing import chunks_touched as _chunks_touched
 from .indexing import normalize, split_whole, table_parts
 from .meta import B2ndMeta
+from .points import PointPlan
 from .writes import ArrayWrites
 
 __all__ = ["B2ndArray"]
@@ -291,7 +292,25 @@ class B2ndArray(ArrayWrites):
         a read beside a writer sees the array as one of its commits left it, never chunks
         of two. A state a writer has since replaced may fail to read (a sparse frame's old
         chunk file discarded); the whole read is then done again from the newer one."""
+        self._committed(lambda st: self._read_state(dims, out, scratch, st))
+
+    def _committed(self, read):
+        """``read(state)`` of the frame's committed state, done again from a newer one
+        where a writer replaced it meanwhile (see :meth:`_read`)."""
         schunk = self.schunk
+        for _ in range(READ_TRIES):
+            st = schunk.committed()
+            try:
+                return read(st)
+            except FormatError:
+                if not schunk.refreshed(st):
+                    raise
+        raise FormatError(
+            "frame", "a committed state that stays readable", "writers kept replacing it"
+        )
+
+    def _read_state(self, dims, out: np.ndarray, scratch: np.ndarray, st) -> None:
+        """:meth:`_read` from committed state ``st``."""
         # Small chunks a read takes whole are read a run of neighbours at a time and decoded
         # in one compiled call per run (nd/runs.py); the others one by one.
         in_runs = (
@@ -300,29 +319,19 @@ class B2ndArray(ArrayWrites):
             and self.ndim > 0
             and runs.available()
         )
-        for _ in range(READ_TRIES):
-            st = schunk.committed()
-            try:
-                grid = chunk_grid(self.shape, self.chunks)
-                if in_runs and self._read_box(dims, grid, out, scratch, st):
-                    return
-                if in_runs:
-                    whole, few, others = split_whole(dims, self.chunks, self.blocks, self.shape)
-                    if whole is not None:
-                        self._read_runs(whole, grid, out, scratch, st)
-                    if few is not None:
-                        self._read_parts(few, grid, out, scratch, st)
-                else:
-                    others = _chunks_touched(dims, self.chunks)
-                self._read_each(
-                    ((_c_index(coords, grid), parts) for coords, parts in others), out, scratch, st
-                )
-                return
-            except FormatError:
-                if not schunk.refreshed(st):
-                    raise
-        raise FormatError(
-            "frame", "a committed state that stays readable", "writers kept replacing it"
+        grid = chunk_grid(self.shape, self.chunks)
+        if in_runs and self._read_box(dims, grid, out, scratch, st):
+            return
+        if in_runs:
+            whole, few, others = split_whole(dims, self.chunks, self.blocks, self.shape)
+            if whole is not None:
+                self._read_runs(whole, grid, out, scratch, st)
+            if few is not None:
+                self._read_parts(few, grid, out, scratch, st)
+        else:
+            others = _chunks_touched(dims, self.chunks)
+        self._read_each(
+            ((_c_index(coords, grid), parts) for coords, parts in others), out, scratch, st
         )
 
     def _read_box(self, dims, grid, out: np.ndarray, scratch: np.ndarray, state) -> bool:
@@ -396,36 +405,70 @@ class B2ndArray(ArrayWrites):
         remote.overlapped(one, work, at_once=max(1, _SCRATCH_IN_FLIGHT // max(1, len(scratch))))
 
     def _read_fancy(self, plan: fancy.FancyPlan) -> np.ndarray:
-        """An index-array key read piece by piece: of each chunk its points fall in, the
-        bounding box of those points (and of the slices) is decoded, then gathered."""
-        t = np.empty(plan.t_shape, self.dtype)
+        """An index-array key read: its box read as a basic selection is and indexed by
+        NumPy, in tiles of at most as many bytes as the result has (or one chunk);
+        where the box cannot be cut so, point by point."""
+        if self.dtype.subdtype is None:
+            if not plan.size:
+                return plan.nothing(self.dtype)
+            tiled = plan.tiles(self.dtype.itemsize, self.chunks, self._fancy_budget(plan))
+            if tiled is not None and not plan.far_apart(self.dtype.itemsize):
+                scratch = np.empty(
+                    chunk_nitems(self.chunks, self.blocks) * self.dtype.itemsize, np.uint8
+                )
+                return self._committed(lambda st: self._read_tiles(*tiled, scratch, st))
+        return self._read_points(plan.points())
+
+    def _fancy_budget(self, plan: fancy.FancyPlan) -> int:
+        """The bytes of box a read of ``plan`` may hold at once: as many as its result has
+        (so that it holds at most twice the result), or one chunk's (which any read
+        decodes whole in the worst case)."""
+        return max(plan.size, chunk_nitems(self.chunks, self.blocks)) * self.dtype.itemsize
+
+    def _read_tiles(self, lengths, tiles, scratch: np.ndarray, st) -> np.ndarray:
+        """The tiles of :meth:`FancyPlan.tiles` read and indexed by NumPy, each into its
+        place in the result (``lengths``: of the result's axes they cut)."""
+        out = None
+        for ranges, key, places in tiles:
+            box = np.empty(tuple(len(r) for r in ranges), self.dtype)
+            self._read_state(list(ranges), box, scratch, st)
+            part = box[key]
+            if lengths is None:
+                return part  # (the one box)
+            del box
+            if out is None:
+                shape = [lengths.get(q, n) for q, n in enumerate(part.shape)]
+                out = np.empty(shape, self.dtype)
+            _place(out, places, part)
+        return out
+
+    def _read_points(self, plan: PointPlan) -> np.ndarray:
+        """An index-array key read point by point: of each chunk its points fall in, the
+        bounding box of those points (and of the slices) is decoded, then gathered into the
+        result (or, where its layout is not found, a working array NumPy then indexes)."""
+        made = plan.result(self.dtype)
+        t = None if made is not None else np.empty(plan.t_shape, self.dtype)
         if not plan.empty:
-            work = plan.working(t)
+            out, work = made if made is not None else (None, plan.working(t))
             k = len(plan.adv_axes)
             scratch = np.empty(
                 chunk_nitems(self.chunks, self.blocks) * self.dtype.itemsize, np.uint8
             )
-            schunk = self.schunk
             grid = chunk_grid(self.shape, self.chunks)
-            for _ in range(READ_TRIES):
-                st = schunk.committed()
-                try:
-                    for coords, ranges, group, local, out_pos in plan.pieces(self.chunks):
-                        box = np.empty(tuple(len(r) for r in ranges), self.dtype)
-                        parts = [(r, range(len(r))) for r in ranges]
-                        self._read_chunk(_c_index(coords, grid), parts, box, scratch, st)
-                        at = tuple(lc - ranges[d].start for d, lc in zip(plan.adv_axes, local))
-                        moved = np.moveaxis(box, plan.adv_axes, range(k))
-                        dst = (group,) + tuple(slice(p.start, p.stop) for p in out_pos)
-                        work[dst] = moved[at]
-                    break
-                except FormatError:
-                    if not schunk.refreshed(st):
-                        raise
-            else:
-                raise FormatError(
-                    "frame", "a committed state that stays readable", "writers kept replacing it"
-                )
+
+            def read(st) -> None:
+                for coords, ranges, group, local, out_pos in plan.pieces(self.chunks):
+                    box = np.empty(tuple(len(r) for r in ranges), self.dtype)
+                    parts = [(r, range(len(r))) for r in ranges]
+                    self._read_chunk(_c_index(coords, grid), parts, box, scratch, st)
+                    at = tuple(lc - ranges[d].start for d, lc in zip(plan.adv_axes, local))
+                    moved = np.moveaxis(box, plan.adv_axes, range(k))
+                    dst = (group,) + tuple(slice(p.start, p.stop) for p in out_pos)
+                    work[dst] = moved[at]
+
+            self._committed(read)
+            if out is not None:
+                return out
         return t[plan.final]
 
     def _read_chunk(self, nchunk, parts, out: np.ndarray, scratch: np.ndarray, state=None) -> None:
@@ -474,6 +517,20 @@ class B2ndArray(ArrayWrites):
         """What :func:`decode_selection` reads chunk ``nchunk`` through (from committed
         state ``state``, or the newest)."""
         return _ChunkReader(self.schunk, nchunk, state)
+
+
+def _place(out: np.ndarray, places, part: np.ndarray) -> None:
+    """``part`` written where ``places`` (per axis of ``out``, a slice or positions) say."""
+    at = [_ALL] * out.ndim
+    picks = [(q, p) for q, p in places if not isinstance(p, slice)]
+    for q, p in places:
+        at[q] = p
+    if len(picks) > 1:
+        # Several axes by positions: NumPy would pair them; moved first, they cross (ix_).
+        qs = [q for q, _ in picks]
+        out, part = np.moveaxis(out, qs, range(len(qs))), np.moveaxis(part, qs, range(len(qs)))
+        at = list(np.ix_(*(p for _, p in picks))) + [a for q, a in enumerate(at) if q not in qs]
+    out[tuple(at)] = part
 
 
 class _ChunkReader:

@@ -30,6 +30,11 @@ def _bool_scalar(k) -> bool:
     )
 
 
+def _is_mask(k) -> bool:
+    """Whether ``k`` is a boolean mask (an n-d bool array, not a bool scalar)."""
+    return isinstance(k, np.ndarray) and k.ndim > 0 and k.dtype == bool
+
+
 def normalize(key, shape):
     """``(dims, final, empty)``: per axis the ascending range of items read; the key that
     NumPy applies to the block read (of shape ``len(r) for r in dims``) to give the result;
@@ -75,7 +80,7 @@ def normalize(key, shape):
                 final.append(slice(None))
         else:
             n = next(axes)
-            dims.append(_integer(k, n))
+            dims.append(_integer(k, n, len(dims)))
             final.append(0)
     rest = [range(n) for n in axes]
     dims.extend(rest)
@@ -84,7 +89,7 @@ def normalize(key, shape):
     return dims, tuple(final), empty
 
 
-def _integer(k, n: int) -> range:
+def _integer(k, n: int, axis: int) -> range:
     try:
         i = operator.index(k)
     except TypeError:
@@ -97,7 +102,7 @@ def _integer(k, n: int) -> range:
             f"bool scalars are valid indices, not {type(k).__name__}"
         ) from None
     if not -n <= i < n:
-        raise IndexError(f"index {i} is out of bounds for axis with size {n}")
+        raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
     return range(i % n, i % n + 1)
 
 

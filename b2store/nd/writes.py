@@ -20,6 +20,7 @@ from .geometry import _c_index, chunk_grid, chunk_nitems
 from .indexing import chunks_touched as _chunks_touched
 from .indexing import normalize
 from .meta import B2ndMeta
+from .points import PointPlan
 
 __all__ = ["ArrayWrites"]
 
@@ -44,7 +45,7 @@ class ArrayWrites:
         """The body of :meth:`__setitem__`, with the writer lock held."""
         advanced = fancy.plan(key, self.shape)
         if advanced is not None:
-            return self._write_fancy(advanced, value)
+            return self._write_fancy(advanced.points(), value)
         dims, final, empty = normalize(key, self.shape)
         selected = np.empty(tuple(len(d) for d in dims), self.dtype)
         # NumPy expands a subarray dtype into trailing dimensions (``selected`` has them):
@@ -66,7 +67,7 @@ class ArrayWrites:
         if updates:
             self.schunk.update_chunks(updates)
 
-    def _write_fancy(self, plan: fancy.FancyPlan, value) -> None:
+    def _write_fancy(self, plan: PointPlan, value) -> None:
         """An index-array key written: each chunk its points fall in decoded, changed at
         those points, re-encoded; all published at once (as the basic writes are)."""
         t = np.empty(plan.t_shape, self.dtype)

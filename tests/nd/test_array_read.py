@@ -285,8 +285,8 @@ def test_properties_and_errors(tmp_path):
     assert arr.chunks == (4, 4) and arr.blocks == (2, 3) and arr.dtype == np.dtype("<i4")
     assert arr.cratio == arr.nbytes / arr.cbytes and arr.info["shape"] == (6, 10)
     for bad, match in [
-        ((6, 0), "index 6 is out of bounds for axis with size 6"),
-        ((0, -11), "index -11 is out of bounds for axis with size 10"),
+        ((6, 0), "index 6 is out of bounds for axis 0 with size 6"),
+        ((0, -11), "index -11 is out of bounds for axis 1 with size 10"),
         ((1, 2, 3), "too many indices"),
         ((..., ...), "a single ellipsis"),
         (("a",), "not str"),

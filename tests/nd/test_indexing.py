@@ -67,6 +67,22 @@ def test_what_numpy_refuses_is_an_index_error(stored, key):
         stored[key]
 
 
+@pytest.mark.parametrize(
+    "key", [4, -5, (0, 5), (..., 6), (None, 1, -6), (True, 0, slice(None), 9), (0, 6, 0)]
+)
+def test_an_integer_out_of_range_is_numpys_error_word_for_word(tmp_path, key):
+    # Before, the message named no axis ("for axis with size 5"), where NumPy's does.
+    arr = b2store.asarray(DATA, tmp_path / "a.b2nd", chunks=(3, 2, 4), blocks=(2, 2, 3))
+    with pytest.raises(IndexError) as expected:
+        DATA[key]
+    with pytest.raises(IndexError) as got:
+        arr[key]
+    assert str(got.value) == str(expected.value)
+    with pytest.raises(IndexError) as got:
+        b2store.open(tmp_path / "a.b2nd", mode="a")[key] = 1
+    assert str(got.value) == str(expected.value)
+
+
 def test_setitem_with_bool_scalars(tmp_path):
     path = tmp_path / "w.b2nd"
     b2store.asarray(DATA, path, chunks=(3, 2, 4), blocks=(2, 2, 3))
