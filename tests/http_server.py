@@ -16,8 +16,9 @@ from pathlib import Path
 
 #: What a request can meet: a server error, a missing object, a body cut short (the full
 #: Content-Length announced, half of it sent, the connection closed), a connection closed
-#: before any answer, a slow answer (``SLOW_SECONDS``), or nothing wrong.
-FAULTS = ("500", "503", "404", "truncate", "reset", "slow", "ok")
+#: before any answer, a slow answer (``SLOW_SECONDS``), an answer without Content-Length,
+#: or nothing wrong.
+FAULTS = ("500", "503", "404", "truncate", "reset", "slow", "nolength", "ok")
 SLOW_SECONDS = 0.3
 #: Answers that bend HTTP rather than fail: a body that stops half way and hangs (the
 #: connection open, nothing more sent, until the server stops), no Content-Length (the body

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 
 from ..errors import ConflictError, FormatError
 from ..limits import Limits, resolve
-from . import remote, writer
+from . import ranges, remote, writer
 from .header import FrameHeader
 from .layout import INDEX_NAME, Backend
 from .sources import FsspecSource, MemorySource, ObjectReplaced
@@ -166,10 +166,10 @@ class RemoteSparseFrame(Backend):
     def chunk_name(self, chunk_id: int) -> str:
         return chunk_file_name(chunk_id)
 
-    def _get(self, name: str, start: int | None = None, stop: int | None = None) -> bytes:
+    def _get(self, name: str, start: int, stop: int) -> bytes:
         url = self._join(name)
         try:
-            return remote.call(url, self._fs.cat_file, self._key(name), start=start, end=stop)
+            return ranges.read(url, self._fs, self._key(name), start, stop, exact=False)
         except FileNotFoundError:
             raise FormatError("chunk object", f"{name} under {self.url}", "none") from None
 
@@ -196,7 +196,7 @@ class RemoteSparseFrame(Backend):
         name = self.chunk_name(entry)
         url = self._join(name)
         try:
-            size = int(remote.call(url, self._fs.size, self._key(name)))
+            size = int(ranges.stat(url, self._fs, self._key(name))["size"])
         except FileNotFoundError:
             raise FormatError("chunk object", f"{name} under {self.url}", "none") from None
         return url, 0, size
