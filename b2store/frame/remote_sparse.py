@@ -46,8 +46,8 @@ _INDEX_HEADROOM = 64 << 10  # an index's fixed parts: header fields, chunk and t
 
 def conditional_writes(fs) -> bool:
     """Whether ``fs`` sends S3's ``If-Match`` / ``If-None-Match`` on a PUT: s3fs with a
-    botocore whose PutObject knows them (1.35.6x and newer), or an obstore store's (its put
-    modes, :mod:`b2store.frame.obstores`)."""
+    botocore whose PutObject knows them (1.35.70 and newer: every stack the remote extra
+    admits), or an obstore store's (its put modes, :mod:`b2store.frame.obstores`)."""
     if getattr(fs, "conditional_writes", False) is True:
         return True
     if "s3" not in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):

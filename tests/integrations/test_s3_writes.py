@@ -167,8 +167,7 @@ def test_two_writers_cannot_overwrite_each_others_index(s3):
     url = f"s3://{bucket}/w.b2frame"
     options = s3.storage_options
     fs, _ = fsspec.core.url_to_fs(url, **options)
-    if not conditional_writes(fs):
-        pytest.skip("this botocore sends no If-Match (conditional writes need botocore>=1.35.6x)")
+    assert conditional_writes(fs)  # (every admitted stack: pyproject.toml's remote extra)
     a = b2store.SChunk.create(url, contiguous=False, typesize=8, storage_options=options)
     a.append_data(np.full(100, 5.0))  # (not zeros: a chunk of zeros stores no object)
     b = b2store.SChunk.open(url, mode="a", storage_options=options)
@@ -185,6 +184,35 @@ def test_two_writers_cannot_overwrite_each_others_index(s3):
     np.testing.assert_array_equal(np.frombuffer(reader.decompress_chunk(0), "f8"), 5.0)
     np.testing.assert_array_equal(np.frombuffer(reader.decompress_chunk(1), "f8"), 2.0)
     assert _keys(s3, bucket, "w.b2frame/") == ["00000000.chunk", "00000002.chunk", INDEX]
+
+
+def test_every_put_of_a_sparse_frame_carries_its_condition(s3):
+    """What the server received: each chunk object PUT with ``If-None-Match: *``, a new
+    frame's index with ``If-None-Match: *``, each later index with ``If-Match`` the ETag of
+    the index it replaces. On every admitted stack (the oldest: aiobotocore 2.16, whose
+    botocore 1.35.74 is the first that sends If-Match; the two-writer tests above only see
+    a refusal, which a stack sending no condition would never get)."""
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/c.b2nd"
+    options = s3.storage_options
+    data = np.random.default_rng(3).random((40, 50))
+    s3.reset()
+    b2store.asarray(data, url, contiguous=False, chunks=(10, 50), storage_options=options)
+    chunks = [r for r in s3.counted("PUT") if r.path.endswith(".chunk")]
+    index = [r for r in s3.counted("PUT") if r.path.endswith(INDEX)]
+    assert len(chunks) == 4 and len(index) == 1
+    assert {(r.if_none_match, r.if_match) for r in chunks + index} == {("*", None)}
+    etag = s3.client().head_object(Bucket=bucket, Key=f"c.b2nd/{INDEX}")["ETag"]
+
+    arr = b2store.open(url, mode="a", storage_options=options)
+    for step in range(2):
+        s3.reset()
+        arr[10:20] = np.arange(500.0).reshape(10, 50) + step  # (stored: not one value)
+        chunks = [r for r in s3.counted("PUT") if r.path.endswith(".chunk")]
+        index = [r for r in s3.counted("PUT") if r.path.endswith(INDEX)]
+        assert [(r.if_none_match, r.if_match) for r in chunks] == [("*", None)]
+        assert [(r.if_none_match, r.if_match) for r in index] == [(None, etag)]
+        etag = s3.client().head_object(Bucket=bucket, Key=f"c.b2nd/{INDEX}")["ETag"]
 
 
 def _encoded(schunk, values) -> bytes:
@@ -388,8 +416,7 @@ def test_writers_of_one_array_in_a_bucket_make_their_change_again(s3, monkeypatc
     bucket = s3.new_bucket()
     url = f"s3://{bucket}/many.b2nd"
     options = s3.storage_options
-    if not conditional_writes(_fs(url, options)):
-        pytest.skip("this botocore sends no If-Match (conditional writes need botocore>=1.35.6x)")
+    assert conditional_writes(_fs(url, options))  # (every admitted stack)
     zarr.create_array(b2store.B2ndStore(url, mode="w", storage_options=options),
                       shape=(4, 50), chunks=(1, 50), dtype="i4", fill_value=-1)  # fmt: skip
     gathered, first = threading.Barrier(4, timeout=60), set()
