@@ -444,6 +444,60 @@ def test_writers_of_one_array_in_a_bucket_make_their_change_again(s3, monkeypatc
     assert len(_keys(s3, bucket, "many.b2nd/")) == 4 + 1  # (the refused writers' went)
 
 
+def _object_store(request, name: str, where: str) -> tuple[str, dict]:
+    """A URL and options for a new sparse frame in: the local S3 server (conditional
+    writes), fsspec's memory filesystem (none), an obstore in-memory store (its put
+    modes)."""
+    import uuid
+
+    if where == "s3":
+        s3 = request.getfixturevalue("s3")
+        return f"s3://{s3.new_bucket()}/{name}", s3.storage_options
+    url = f"memory://b2store-{uuid.uuid4().hex[:12]}/{name}"
+    if where == "memory":
+        return url, {}
+    obstore = pytest.importorskip("obstore")
+    return url, {"store": obstore.store.MemoryStore()}
+
+
+@pytest.mark.parametrize("where", ["s3", "memory", "obstore"])
+def test_the_highest_chunk_id_deleted_is_never_given_again(request, where):
+    """The chunk with the highest id is deleted, then other handles (as other processes:
+    they know the index alone) append: no id an older index named is given again, and a
+    reader still holding that index reads its chunk's own bytes, never the new chunk's.
+    (Before: through fsspec's memory filesystem, which takes no If-None-Match, the next
+    writer stored its chunk under the deleted id, over the object kept for such readers,
+    and the reader read the new values as the old chunk's.)"""
+    url, options = _object_store(request, "ids.b2frame", where)
+    n = 1000
+
+    def values(v):
+        return np.arange(n, dtype="<f8") + v  # (not one value: stored, not special)
+
+    made = b2store.SChunk.create(url, contiguous=False, typesize=8, chunksize=8 * n,
+                                 storage_options=options)  # fmt: skip
+    for v in (0, 10, 20):
+        made.append_data(values(v))
+    made.close()
+    old = b2store.SChunk.open(url, storage_options=options)
+    given = set(old.offsets.tolist())  # every id given so far
+    with b2store.SChunk.open(url, mode="a", storage_options=options) as writer:
+        writer.delete_chunk(2)  # the highest id
+    for step in range(3):
+        with b2store.SChunk.open(url, mode="a", storage_options=options) as writer:
+            before = set(writer.offsets.tolist())
+            writer.append_data(values(100 + step))
+            new = set(writer.offsets.tolist()) - before
+            assert len(new) == 1 and not new & given, (sorted(given), sorted(new))
+            given |= new
+            if step == 1:
+                writer.delete_chunk(writer.nchunks - 1)  # the highest again
+        np.testing.assert_array_equal(np.frombuffer(old.decompress_chunk(2), "<f8"), values(20))
+    with b2store.SChunk.open(url, storage_options=options) as now:
+        got = [np.frombuffer(now.decompress_chunk(i), "<f8")[0] for i in range(now.nchunks)]
+    assert got == [0, 10, 100, 102]
+
+
 def _fs(url, options):
     import fsspec
 
