@@ -39,7 +39,9 @@ def open(
     offset
         Where the frame starts inside the file (a member of a ``.b2z`` zip stored as is).
     storage_options
-        Options for the fsspec filesystem of a URL.
+        Options for the fsspec filesystem of a URL, and b2store's ``read_timeout``: the
+        seconds a request may go without a byte (60 when absent; see
+        :mod:`b2store.frame.remote`).
     limits
         The largest chunk, frame, chunk count, metalayer, vlmeta entry and dimension count
         accepted (:class:`b2store.Limits`; its defaults when None). A file asking for more

@@ -32,7 +32,7 @@ import numpy as np
 
 from . import _files, journal
 from .errors import FormatError
-from .frame import remote
+from .frame import ranges, remote
 from .frame.header import FrameHeader
 from .frame.sniff import FRAME_PREFIX_LENGTH, NotBlosc2Error, looks_like_directory
 from .limits import LimitError, Limits, resolve
@@ -102,7 +102,7 @@ class _Files:
 
     def size(self, rel: str = "") -> int:
         if self.remote:
-            return int(remote.call(self.join(rel), self.fs.size, self._fspath(rel)))
+            return int(ranges.stat(self.join(rel), self.fs, self._fspath(rel))["size"])
         # Checked as read() checks it: stat gives a FIFO or device a size of 0, and the tree
         # would then be refused as a zip with no signature instead of as no regular file.
         fd = _files.open_regular(self.root / rel)
@@ -115,16 +115,13 @@ class _Files:
         if size <= 0:
             return b""
         if self.remote:
-            data = remote.call(
-                self.join(rel), self.fs.cat_file, self._fspath(rel), start=start, end=start + size
-            )
-        else:
-            # Non-blocking, and only a regular file: a FIFO or device member never blocks.
-            fd = _files.open_regular(self.root / rel)
-            try:
-                data = os.pread(fd, size, start)
-            finally:
-                os.close(fd)
+            return ranges.read(self.join(rel), self.fs, self._fspath(rel), start, start + size)
+        # Non-blocking, and only a regular file: a FIFO or device member never blocks.
+        fd = _files.open_regular(self.root / rel)
+        try:
+            data = os.pread(fd, size, start)
+        finally:
+            os.close(fd)
         if len(data) != size:
             raise FormatError(rel or "file", f"{size} bytes at {start}", f"{len(data)} bytes")
         return data

@@ -1,6 +1,8 @@
 """A real S3 API on localhost for the object-storage tests: moto's server, in a thread of the
-test process, behind a counter of the requests it answers (method, key, range, bytes sent)
-and an optional delay per request, as an object store far away would answer.
+test process, behind a counter of the requests it answers (method, key, range, the
+conditional headers, bytes sent), an optional delay per request, as an object store far
+away would answer, and stalls on demand (a GET whose answer never starts, or whose body
+stops half way).
 
 The tests start and stop it themselves (the ``s3`` fixture in conftest.py); nothing outside
 the test process is needed beyond the ``moto[server]`` and ``s3fs`` packages of the test
@@ -25,6 +27,8 @@ class Request:
     range: str | None
     status: int
     sent: int  # body bytes in the answer
+    if_match: str | None = None  # the conditional headers the request carried
+    if_none_match: str | None = None
 
 
 class S3Server:
@@ -43,6 +47,14 @@ class S3Server:
                 pass
 
         self.delay = 0.0  # seconds each request waits before it is answered
+        # Requests (``stall_methods``) of keys holding ``stall_key`` stall: "headers" (no
+        # answer at all) or "body" (half the body, then nothing), until ``release()`` or
+        # ``stop()``.
+        self.stall: str | None = None
+        self.stall_key = ""
+        self.stall_methods = ("GET",)
+        self.stalled = 0  # requests that stalled
+        self._released = threading.Event()
         self.requests: list[Request] = []
         self.in_flight = self.most_in_flight = 0
         self._lock = threading.Lock()
@@ -62,6 +74,9 @@ class S3Server:
             try:
                 if self.delay:
                     time.sleep(self.delay)
+                released = self._stalls(environ)
+                if released is not None:
+                    return self._stalled(answer(environ, start_response), released)
                 return answer(environ, start_response)
             finally:
                 with self._lock:
@@ -78,13 +93,41 @@ class S3Server:
             path = environ.get("PATH_INFO", "")
             if environ.get("QUERY_STRING"):
                 path += "?" + environ["QUERY_STRING"]
+            conditions = environ.get("HTTP_IF_MATCH"), environ.get("HTTP_IF_NONE_MATCH")
             request = Request(environ["REQUEST_METHOD"], path, environ.get("HTTP_RANGE"),
-                              status[0] if status else 0, sum(len(b) for b in body))  # fmt: skip
+                              status[0] if status else 0, sum(len(b) for b in body),
+                              *conditions)  # fmt: skip
             with self._lock:
                 self.requests.append(request)
             return body
 
         return wrapped
+
+    def _stalls(self, environ) -> threading.Event | None:
+        """The event that ends this request's stall, or None when it does not stall."""
+        stall, released = self.stall, self._released
+        if not stall or environ["REQUEST_METHOD"] not in self.stall_methods:
+            return None
+        if self.stall_key not in environ.get("PATH_INFO", ""):
+            return None
+        with self._lock:
+            self.stalled += 1
+        if stall == "headers":
+            released.wait()  # (werkzeug sends nothing before the app returns)
+        return released
+
+    @staticmethod
+    def _stalled(body, released: threading.Event):
+        body = b"".join(body)
+        yield body[: len(body) // 2]
+        released.wait()
+        yield body[len(body) // 2 :]
+
+    def release(self) -> None:
+        """End the stalls under way, and stall no more."""
+        self.stall, self.stall_methods = None, ("GET",)
+        self._released.set()
+        self._released = threading.Event()
 
     @property
     def storage_options(self) -> dict:
@@ -118,11 +161,13 @@ class S3Server:
         with self._lock:
             self.requests.clear()
             self.most_in_flight = self.in_flight
+            self.stalled = 0
 
     def counted(self, method: str | None = None) -> list[Request]:
         with self._lock:
             return [r for r in self.requests if method is None or r.method == method]
 
     def stop(self) -> None:
+        self.release()
         self._server.shutdown()
         self._thread.join()

@@ -10,7 +10,9 @@ Where the store takes conditional writes (S3 through s3fs, with a botocore that 
 a chunk object is written only where none is (``If-None-Match: *``) and the index only over
 the version this writer read (``If-Match`` its ETag): two writers never overwrite each
 other's chunks or index silently; the one that loses gets :class:`~b2store.ConflictError`.
-Elsewhere the last index written wins, as on a local filesystem without locks.
+Elsewhere the last index written wins, as on a local filesystem without locks, and each
+change lists the chunk objects to give only ids past them (an id an older index names is
+never given again, which If-None-Match ensures where there is one).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from collections.abc import Iterable
 
 from ..errors import ConflictError, FormatError
 from ..limits import Limits, resolve
-from . import remote, writer
+from . import ranges, remote, writer
 from .header import FrameHeader
 from .layout import INDEX_NAME, Backend
 from .sources import FsspecSource, MemorySource, ObjectReplaced
@@ -46,8 +48,8 @@ _INDEX_HEADROOM = 64 << 10  # an index's fixed parts: header fields, chunk and t
 
 def conditional_writes(fs) -> bool:
     """Whether ``fs`` sends S3's ``If-Match`` / ``If-None-Match`` on a PUT: s3fs with a
-    botocore whose PutObject knows them (1.35.6x and newer), or an obstore store's (its put
-    modes, :mod:`b2store.frame.obstores`)."""
+    botocore whose PutObject knows them (1.35.70 and newer: every stack the remote extra
+    admits), or an obstore store's (its put modes, :mod:`b2store.frame.obstores`)."""
     if getattr(fs, "conditional_writes", False) is True:
         return True
     if "s3" not in (fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)):
@@ -137,6 +139,7 @@ class RemoteSparseFrame(Backend):
                 self._replaced = sorted({int(e) for e in before.offsets if e >= 0})
             self._etag = old._etag
             self._next_id = self._replaced[-1] + 1 if self._replaced else 0
+        self._past_stored_ids()
         self._index = MemorySource(frame)
         self._frame_len = len(frame)
         return self
@@ -166,10 +169,10 @@ class RemoteSparseFrame(Backend):
     def chunk_name(self, chunk_id: int) -> str:
         return chunk_file_name(chunk_id)
 
-    def _get(self, name: str, start: int | None = None, stop: int | None = None) -> bytes:
+    def _get(self, name: str, start: int, stop: int) -> bytes:
         url = self._join(name)
         try:
-            return remote.call(url, self._fs.cat_file, self._key(name), start=start, end=stop)
+            return ranges.read(url, self._fs, self._key(name), start, stop, exact=False)
         except FileNotFoundError:
             raise FormatError("chunk object", f"{name} under {self.url}", "none") from None
 
@@ -196,7 +199,7 @@ class RemoteSparseFrame(Backend):
         name = self.chunk_name(entry)
         url = self._join(name)
         try:
-            size = int(remote.call(url, self._fs.size, self._key(name)))
+            size = int(ranges.stat(url, self._fs, self._key(name))["size"])
         except FileNotFoundError:
             raise FormatError("chunk object", f"{name} under {self.url}", "none") from None
         return url, 0, size
@@ -270,6 +273,7 @@ class RemoteSparseFrame(Backend):
                 changed = fresh is not None
                 if changed:
                     self._index, self._etag, self._frame_len = fresh
+            self._past_stored_ids()
             self._depth += 1
             try:
                 yield changed
@@ -282,6 +286,20 @@ class RemoteSparseFrame(Backend):
                 raise
             finally:
                 self._depth -= 1
+
+    def _past_stored_ids(self) -> None:
+        """Where the store takes no If-None-Match: new ids start past every chunk object
+        there (one listing a change). The highest id a change discards is kept as an
+        object (:meth:`discard`), so an id an older index names is never given again: a
+        reader holding that index would read the new chunk's bytes as the old one's."""
+        if self._conditional or not self.writable:
+            return
+        try:
+            listed = remote.call(self.url, self._fs.find, self._root + "/")
+        except FileNotFoundError:
+            return
+        ids = [_chunk_id(str(key).rsplit("/", 1)[-1]) for key in listed]
+        self._next_id = max([self._next_id, *(i + 1 for i in ids if i is not None)])
 
     def store(self, chunk: bytes, header: FrameHeader, in_use) -> int:
         ids = [int(e) for e in in_use if e >= 0]
@@ -382,6 +400,16 @@ class RemoteSparseFrame(Backend):
     def reopen(self, writable: bool | None = None) -> Backend:
         writable = self.writable if writable is None else writable
         return RemoteSparseFrame(self.url, self.storage_options, writable, self._limits)
+
+
+def _chunk_id(name: str) -> int | None:
+    """The id of a chunk object's name (``%08X.chunk``), or None for another name."""
+    if len(name) == 14 and name.endswith(".chunk"):
+        try:
+            return int(name[:8], 16)
+        except ValueError:
+            return None
+    return None
 
 
 def _read_header(backend: Backend) -> FrameHeader:

@@ -18,7 +18,8 @@ import numpy as np
 
 from .. import _files
 from ..errors import FormatError
-from . import remote
+from . import ranges, remote
+from .ranges import ObjectReplaced
 
 __all__ = [
     "ByteSource",
@@ -229,42 +230,6 @@ class RangeSource(ByteSource):
         self.name = state["name"]
 
 
-class ObjectReplaced(FormatError):
-    """A remote object was replaced since it was opened (its ETag changed)."""
-
-
-def _pinned_range(fs, path: str, start: int, stop: int, etag: str | None) -> bytes:
-    """Bytes ``start:stop`` of ``path`` read only from the version whose ETag is ``etag``
-    (``If-Match``), where the filesystem can send it: s3fs, an obstore store, fsspec's
-    HTTP; another version is refused by the server. Elsewhere (or with no ETag) a plain
-    range read."""
-    if etag:
-        kind = type(fs).__name__
-        if kind == "S3FileSystem" and hasattr(fs, "_call_s3"):
-            from fsspec.asyn import sync
-
-            async def get():
-                bucket, key, _ = fs.split_path(path)
-                answer = await fs._call_s3(
-                    "get_object",
-                    Bucket=bucket,
-                    Key=key,
-                    Range=f"bytes={start}-{stop - 1}",
-                    IfMatch=etag,
-                )
-                try:
-                    return await answer["Body"].read()
-                finally:
-                    answer["Body"].close()
-
-            return sync(fs.loop, get)
-        if kind == "ObstoreFileSystem":
-            return fs.cat_file(path, start=start, end=stop, if_match=etag)
-        if kind == "HTTPFileSystem":
-            return fs.cat_file(path, start=start, end=stop, headers={"If-Match": etag})
-    return fs.cat_file(path, start=start, end=stop)
-
-
 # A frame is opened from its two ends: its header and metalayers at the start, its index and
 # trailer at the end, each a few small reads. Remotely each read is a round trip (tens of ms on
 # an object store), so the first read that lies within this many bytes of either end fetches
@@ -275,8 +240,9 @@ END_BYTES = 16 << 10
 
 class FsspecSource(RangeSource):
     """A file behind an fsspec URL (``http://``, ``s3://``, ``memory://`` ...), read by byte
-    ranges only. Transient failures are tried again; every failure is an ``OSError`` naming
-    the URL (see :mod:`b2store.frame.remote`). The first and last :data:`END_BYTES` are kept
+    ranges only (:mod:`b2store.frame.ranges`), each from the version opened. Transient
+    failures are tried again; every failure is an ``OSError`` naming the URL (see
+    :mod:`b2store.frame.remote`). The first and last :data:`END_BYTES` are kept
     once read (not in a pickle)."""
 
     def __init__(self, url: str, storage_options: dict | None = None, offset: int = 0):
@@ -285,7 +251,7 @@ class FsspecSource(RangeSource):
         self.offset = offset
         self.storage_options = dict(storage_options or {})
         self._fs, self._path = remote.filesystem(url, self.storage_options)
-        info = remote.call(url, self._fs.info, self._path)
+        info = ranges.stat(url, self._fs, self._path)
         if info.get("type") == "directory":  # (a prefix of an object store: a sparse frame?)
             raise IsADirectoryError(errno.EISDIR, "a directory, not one object", url)
         # What the store calls this version of the object: a writer's conditional write of
@@ -322,23 +288,8 @@ class FsspecSource(RangeSource):
             return kept
 
     def _fetch(self, start: int, stop: int) -> bytes:
-        return remote.call(self.url, self._range, self.offset + start, self.offset + stop)
-
-    def _range(self, start: int, stop: int) -> bytes:
-        try:
-            data = _pinned_range(self._fs, self._path, start, stop, self.etag)
-        except Exception as exc:
-            if self.etag and (remote.refused(exc) or getattr(exc, "status", None) == 412):
-                # Replaced since it was opened: its index and block starts, read from the
-                # version opened, would name other bytes of the new one.
-                raise ObjectReplaced(
-                    "object", f"the version of {self.url} opened (ETag {self.etag})",
-                    "another one: it was replaced since; open it again",
-                ) from None  # fmt: skip
-            raise
-        if len(data) != stop - start:  # inside the size the server gave: a body cut short
-            raise remote.ShortBody(f"{len(data)} bytes of the {stop - start} at {start}")
-        return data
+        start, stop = self.offset + start, self.offset + stop
+        return ranges.read(self.url, self._fs, self._path, start, stop, etag=self.etag)
 
     def __reduce__(self):
         return FsspecSource, (self.url, self.storage_options, self.offset)

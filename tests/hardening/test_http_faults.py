@@ -1,6 +1,7 @@
 """The class of a misbehaving HTTP server, generated: random sequences of faults (server
-errors, missing objects, bodies cut short, dropped connections, slow answers) met at random
-points of opening and reading, through every entry point that reads a URL.
+errors, missing objects, bodies cut short, dropped connections, slow answers, answers
+without Content-Length) met at random points of opening and reading, through every entry
+point that reads a URL.
 
 Whatever the sequence: the data read is exactly the data, or the error is a ``RemoteError``
 or a ``FileNotFoundError`` (both ``OSError``, naming the URL); never the HTTP client's own

@@ -25,6 +25,7 @@ blosc2 = pytest.importorskip("blosc2")
 xr = pytest.importorskip("xarray")
 zarr = pytest.importorskip("zarr")
 
+from http_server import guarded  # noqa: E402
 from s3server import S3Server  # noqa: E402
 
 import b2store  # noqa: E402
@@ -331,6 +332,58 @@ def test_a_missing_object_is_file_not_found(s3):
     bucket = s3.new_bucket()
     with pytest.raises(FileNotFoundError, match="nothing.b2nd"):
         b2store.open(f"s3://{bucket}/nothing.b2nd", storage_options=s3.storage_options)
+
+
+def _open(url, options):
+    return b2store.open(url, storage_options=options)[...]
+
+
+def _zarr(url, options):
+    return zarr.open_array(b2store.B2ndStore(url, storage_options=options), mode="r")[...]
+
+
+def _engine(url, options):
+    with xr.open_dataset(url, engine="b2nd", storage_options=options) as ds:
+        return ds["field"].values
+
+
+@pytest.mark.parametrize("read", [_open, _zarr, _engine], ids=["open", "zarr", "xarray"])
+@pytest.mark.parametrize("stall", ["HEAD", "headers", "body"])
+def test_a_stalled_answer_is_a_remote_error_after_the_read_timeout(s3, field, stall, read):
+    """A HEAD or a GET whose answer never starts, or a GET whose body stops half way: a
+    RemoteError naming the URL after the read timeout. (Before: a stalled body raised
+    botocore's own ReadTimeoutError; a stalled answer was tried 25 times, by botocore and by
+    s3fs, 70 s with a read timeout of 1 s.)"""
+    url, _, _ = field
+    options = {**s3.storage_options, "read_timeout": 2}  # (moto answers slowly under load)
+    s3.stall, s3.stall_key = "body" if stall == "body" else "headers", url.rsplit("/", 1)[-1]
+    s3.stall_methods = ("HEAD",) if stall == "HEAD" else ("GET",)
+    s3.reset()
+    try:
+        with pytest.raises(b2store.RemoteError) as info:
+            guarded(read, url, options)
+    finally:
+        s3.release()
+    assert s3.stalled == 1  # (not tried again: the try took the read timeout)
+    assert str(info.value).startswith(f"reading {url} failed: no complete answer: the ")
+    assert str(info.value).endswith("timed out: no byte for 2 s (read_timeout)")
+
+
+def test_a_stall_in_a_sparse_frames_chunk_object_is_a_remote_error(s3):
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/sparse.b2nd"
+    options = {**s3.storage_options, "read_timeout": 2}  # (moto answers slowly under load)
+    data = np.arange(4000.0).reshape(40, 100)
+    b2store.asarray(data, url, contiguous=False, chunks=(10, 100), storage_options=options)
+    arr = b2store.open(url, storage_options=options)
+    s3.stall, s3.stall_key = "headers", ".chunk"
+    try:
+        with pytest.raises(b2store.RemoteError, match=r"/sparse.b2nd/0000000\d.chunk failed: "
+                           r".*timed out: no byte for 2 s \(read_timeout\)"):  # fmt: skip
+            guarded(arr.__getitem__, (slice(10, 20),))
+    finally:
+        s3.release()
+    np.testing.assert_array_equal(arr[10:20], data[10:20])
 
 
 @pytest.mark.slow

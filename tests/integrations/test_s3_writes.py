@@ -167,8 +167,7 @@ def test_two_writers_cannot_overwrite_each_others_index(s3):
     url = f"s3://{bucket}/w.b2frame"
     options = s3.storage_options
     fs, _ = fsspec.core.url_to_fs(url, **options)
-    if not conditional_writes(fs):
-        pytest.skip("this botocore sends no If-Match (conditional writes need botocore>=1.35.6x)")
+    assert conditional_writes(fs)  # (every admitted stack: pyproject.toml's remote extra)
     a = b2store.SChunk.create(url, contiguous=False, typesize=8, storage_options=options)
     a.append_data(np.full(100, 5.0))  # (not zeros: a chunk of zeros stores no object)
     b = b2store.SChunk.open(url, mode="a", storage_options=options)
@@ -185,6 +184,35 @@ def test_two_writers_cannot_overwrite_each_others_index(s3):
     np.testing.assert_array_equal(np.frombuffer(reader.decompress_chunk(0), "f8"), 5.0)
     np.testing.assert_array_equal(np.frombuffer(reader.decompress_chunk(1), "f8"), 2.0)
     assert _keys(s3, bucket, "w.b2frame/") == ["00000000.chunk", "00000002.chunk", INDEX]
+
+
+def test_every_put_of_a_sparse_frame_carries_its_condition(s3):
+    """What the server received: each chunk object PUT with ``If-None-Match: *``, a new
+    frame's index with ``If-None-Match: *``, each later index with ``If-Match`` the ETag of
+    the index it replaces. On every admitted stack (the oldest: aiobotocore 2.16, whose
+    botocore 1.35.74 is the first that sends If-Match; the two-writer tests above only see
+    a refusal, which a stack sending no condition would never get)."""
+    bucket = s3.new_bucket()
+    url = f"s3://{bucket}/c.b2nd"
+    options = s3.storage_options
+    data = np.random.default_rng(3).random((40, 50))
+    s3.reset()
+    b2store.asarray(data, url, contiguous=False, chunks=(10, 50), storage_options=options)
+    chunks = [r for r in s3.counted("PUT") if r.path.endswith(".chunk")]
+    index = [r for r in s3.counted("PUT") if r.path.endswith(INDEX)]
+    assert len(chunks) == 4 and len(index) == 1
+    assert {(r.if_none_match, r.if_match) for r in chunks + index} == {("*", None)}
+    etag = s3.client().head_object(Bucket=bucket, Key=f"c.b2nd/{INDEX}")["ETag"]
+
+    arr = b2store.open(url, mode="a", storage_options=options)
+    for step in range(2):
+        s3.reset()
+        arr[10:20] = np.arange(500.0).reshape(10, 50) + step  # (stored: not one value)
+        chunks = [r for r in s3.counted("PUT") if r.path.endswith(".chunk")]
+        index = [r for r in s3.counted("PUT") if r.path.endswith(INDEX)]
+        assert [(r.if_none_match, r.if_match) for r in chunks] == [("*", None)]
+        assert [(r.if_none_match, r.if_match) for r in index] == [(None, etag)]
+        etag = s3.client().head_object(Bucket=bucket, Key=f"c.b2nd/{INDEX}")["ETag"]
 
 
 def _encoded(schunk, values) -> bytes:
@@ -388,8 +416,7 @@ def test_writers_of_one_array_in_a_bucket_make_their_change_again(s3, monkeypatc
     bucket = s3.new_bucket()
     url = f"s3://{bucket}/many.b2nd"
     options = s3.storage_options
-    if not conditional_writes(_fs(url, options)):
-        pytest.skip("this botocore sends no If-Match (conditional writes need botocore>=1.35.6x)")
+    assert conditional_writes(_fs(url, options))  # (every admitted stack)
     zarr.create_array(b2store.B2ndStore(url, mode="w", storage_options=options),
                       shape=(4, 50), chunks=(1, 50), dtype="i4", fill_value=-1)  # fmt: skip
     gathered, first = threading.Barrier(4, timeout=60), set()
@@ -415,6 +442,60 @@ def test_writers_of_one_array_in_a_bucket_make_their_change_again(s3, monkeypatc
     got = b2store.open(url, storage_options=options)[...]
     np.testing.assert_array_equal(got, np.arange(50) + 100 * np.arange(4)[:, None])
     assert len(_keys(s3, bucket, "many.b2nd/")) == 4 + 1  # (the refused writers' went)
+
+
+def _object_store(request, name: str, where: str) -> tuple[str, dict]:
+    """A URL and options for a new sparse frame in: the local S3 server (conditional
+    writes), fsspec's memory filesystem (none), an obstore in-memory store (its put
+    modes)."""
+    import uuid
+
+    if where == "s3":
+        s3 = request.getfixturevalue("s3")
+        return f"s3://{s3.new_bucket()}/{name}", s3.storage_options
+    url = f"memory://b2store-{uuid.uuid4().hex[:12]}/{name}"
+    if where == "memory":
+        return url, {}
+    obstore = pytest.importorskip("obstore")
+    return url, {"store": obstore.store.MemoryStore()}
+
+
+@pytest.mark.parametrize("where", ["s3", "memory", "obstore"])
+def test_the_highest_chunk_id_deleted_is_never_given_again(request, where):
+    """The chunk with the highest id is deleted, then other handles (as other processes:
+    they know the index alone) append: no id an older index named is given again, and a
+    reader still holding that index reads its chunk's own bytes, never the new chunk's.
+    (Before: through fsspec's memory filesystem, which takes no If-None-Match, the next
+    writer stored its chunk under the deleted id, over the object kept for such readers,
+    and the reader read the new values as the old chunk's.)"""
+    url, options = _object_store(request, "ids.b2frame", where)
+    n = 1000
+
+    def values(v):
+        return np.arange(n, dtype="<f8") + v  # (not one value: stored, not special)
+
+    made = b2store.SChunk.create(url, contiguous=False, typesize=8, chunksize=8 * n,
+                                 storage_options=options)  # fmt: skip
+    for v in (0, 10, 20):
+        made.append_data(values(v))
+    made.close()
+    old = b2store.SChunk.open(url, storage_options=options)
+    given = set(old.offsets.tolist())  # every id given so far
+    with b2store.SChunk.open(url, mode="a", storage_options=options) as writer:
+        writer.delete_chunk(2)  # the highest id
+    for step in range(3):
+        with b2store.SChunk.open(url, mode="a", storage_options=options) as writer:
+            before = set(writer.offsets.tolist())
+            writer.append_data(values(100 + step))
+            new = set(writer.offsets.tolist()) - before
+            assert len(new) == 1 and not new & given, (sorted(given), sorted(new))
+            given |= new
+            if step == 1:
+                writer.delete_chunk(writer.nchunks - 1)  # the highest again
+        np.testing.assert_array_equal(np.frombuffer(old.decompress_chunk(2), "<f8"), values(20))
+    with b2store.SChunk.open(url, storage_options=options) as now:
+        got = [np.frombuffer(now.decompress_chunk(i), "<f8")[0] for i in range(now.nchunks)]
+    assert got == [0, 10, 100, 102]
 
 
 def _fs(url, options):

@@ -131,7 +131,8 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
     (``.b2d``, ``.b2z``, directories of frames) with ``xr.open_dataset(path, engine="b2nd")``.
 
     Backend options: ``group`` (a tree's group path), ``storage_options`` (fsspec options for
-    URLs), ``lock`` (a lock held around each read; reads are positional, so None by default),
+    URLs, and b2store's ``read_timeout``: seconds a request may go without a byte, 60),
+    ``lock`` (a lock held around each read; reads are positional, so None by default),
     ``limits`` (a :class:`b2store.Limits`: what the files may ask for, carried by the
     Dataset's lazy arrays into pickles and dask workers; the defaults when None),
     ``variable_name`` (the name of a single frame's array when the frame stores none, as

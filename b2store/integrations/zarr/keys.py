@@ -264,10 +264,10 @@ def _read_span(url: str, offset: int, size: int, storage_options) -> bytes:
     if size <= 0:
         return b""
     if is_url(url):
-        from ...frame import remote
+        from ...frame import ranges, remote
 
         fs, path = remote.filesystem(url, storage_options)
-        return remote.call(url, fs.cat_file, path, start=offset, end=offset + size)
+        return ranges.read(url, fs, path, offset, offset + size)
     import os
 
     fd = os.open(url, os.O_RDONLY)

@@ -59,7 +59,8 @@ class B2ndStore(StoreKeys, Store):
     dtype : numpy dtype, optional
         The item type of legacy ``caterva`` frames, which store none.
     storage_options : dict, optional
-        fsspec options for a remote ``path``.
+        fsspec options for a remote ``path``, and b2store's ``read_timeout`` (seconds a
+        request may go without a byte; 60 when absent).
     read_only : bool, optional
         Overrides what ``mode`` says (zarr's ``Store.open(read_only=...)`` passes it).
     limits : b2store.Limits, optional
