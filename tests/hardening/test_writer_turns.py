@@ -182,8 +182,12 @@ def test_writer_threads_take_turns(tmp_path, handles):
     # this test finds), threads of their own handles as processes do (not at all).
     path = tmp_path / "a.b2nd"
     make_array(path)
-    arrays = [b2store.open(path, mode="a")]
-    arrays.append(arrays[0] if handles == "one handle" else b2store.open(path, mode="a"))
+    b2store.set_sync("none")  # (as in run_loops)
+    try:
+        arrays = [b2store.open(path, mode="a")]
+        arrays.append(arrays[0] if handles == "one handle" else b2store.open(path, mode="a"))
+    finally:
+        b2store.set_sync(None)
     records: dict[int, dict] = {}
     acquire = layout._WriteLock._acquire
 
