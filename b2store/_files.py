@@ -232,18 +232,6 @@ def _unlink(path: Path) -> None:
         pass
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True  # someone else's process (or no way to tell): alive
-    return True
-
-
 def sweep(directory, name: str | None = None) -> list[str]:
     """Remove dead writers' temporaries in ``directory`` (those of target ``name`` only, when
     given); returns the names removed. A temporary is dead when the pid in its name is not a
@@ -260,7 +248,7 @@ def sweep(directory, name: str | None = None) -> list[str]:
         # (a temporary's name may be a temporary's name: a frame staged for ``name``)
         if m is None or (name is not None and not m["name"].lstrip(".").startswith(name)):
             continue
-        if _pid_alive(int(m["pid"])):
+        if _platform.pid_alive(int(m["pid"])):
             continue
         path = os.path.join(directory, entry)
         try:

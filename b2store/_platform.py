@@ -1,11 +1,12 @@
 """Platform specifics behind one small interface: an exclusive, non-blocking lock on an open
-file (``flock`` on POSIX, ``msvcrt.locking`` on Windows), so ``import b2store`` works anywhere."""
+file (``flock`` on POSIX, ``msvcrt.locking`` on Windows) and who holds it where the system
+says (Linux), whether a pid runs, so ``import b2store`` works anywhere."""
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["try_lock", "unlock", "exchange"]
+__all__ = ["try_lock", "unlock", "lock_holder", "pid_alive", "exchange"]
 
 try:
     import fcntl
@@ -40,6 +41,42 @@ def unlock(fd: int) -> None:
     else:  # pragma: no cover - Windows
         os.lseek(fd, 0, os.SEEK_SET)
         msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+
+
+def lock_holder(fd: int) -> int | None:
+    """The pid of the process holding the ``flock`` on ``fd``'s file, where the system lists
+    its locks (Linux's ``/proc/locks``); None when unknown. For error messages only: the pid
+    is the one that took the lock, as the kernel recorded it."""
+    try:
+        st = os.fstat(fd)
+        with open("/proc/locks", encoding="ascii", errors="replace") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    # "1: FLOCK  ADVISORY  WRITE 4754 fe:00:2157151 0 EOF" (waiters have "->" after the id)
+    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == where:
+            try:
+                return int(fields[4])
+            except ValueError:
+                return None
+    return None
+
+
+def pid_alive(pid: int | None) -> bool:
+    """Whether ``pid`` is a running process on this machine (another user's counts; True
+    when there is no telling)."""
+    if pid is None or pid == os.getpid() or fcntl is None:
+        return True  # (on Windows, os.kill's signal 0 is a Ctrl-C: never sent)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
 
 
 def exchange(a, b) -> bool:

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-__all__ = ["B2StoreError", "FormatError", "LinkError", "RemoteError", "UnsupportedError"]
+import os
+
+__all__ = [
+    "B2StoreError",
+    "FormatError",
+    "LinkError",
+    "RemoteError",
+    "UnsupportedError",
+    "WriterLockedError",
+]
 
 
 class B2StoreError(Exception):
@@ -95,3 +104,35 @@ class ConflictError(B2StoreError, OSError):
             f"{url}: another writer replaced {what} while this change was made; nothing of "
             "this change was published (open the frame again and redo it)"
         )
+
+
+class WriterLockedError(B2StoreError):
+    """A writer did not get a frame's (or tree's) writer lock within the lock timeout.
+
+    Writers are served in turn: a writer waits for those ahead of it, each one's change;
+    past the timeout (30 s), one of them hangs, or holds the lock for long changes.
+
+    Parameters
+    ----------
+    path
+        The file locked (the frame's file, or the lock file of a sparse frame or tree).
+    holder
+        The pid of the process holding the lock when the wait ended, where the system says.
+    timeout
+        The seconds waited.
+    """
+
+    def __init__(self, path, holder: int | None, timeout: float):
+        self.path = str(path)
+        self.holder = holder
+        self.timeout = timeout
+        if holder is None:
+            who = ""
+        elif holder == os.getpid():
+            who = ", another handle or thread of this process"
+        else:
+            who = f", process {holder}"
+        super().__init__(f"{path} is locked by another writer{who} (waited {timeout:g} s)")
+
+    def __reduce__(self):  # (its arguments, not its message: a dask task's error travels)
+        return type(self), (self.path, self.holder, self.timeout)

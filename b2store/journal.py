@@ -67,6 +67,8 @@ def recover(root, timeout: float = LOCK_TIMEOUT) -> bool:
             "access so that b2store finishes it",
             str(root),
         ) from exc
+    finally:
+        lock.close()
 
 
 def _roll(root: Path) -> bool:
@@ -224,6 +226,7 @@ class TreeCommit:
                         os.truncate(path, length)
         finally:
             self._stack.close()
+            self._lock.close()
 
     @contextlib.contextmanager
     def frame(self, schunk):

@@ -347,6 +347,8 @@ class ContiguousFrame(Backend):
 
     def close(self) -> None:
         self._source.close()
+        if self._lock is not None:
+            self._lock.close()
         if self._wfd >= 0:
             try:
                 if self._dirty:  # "close" mode: what this handle wrote, now on disk

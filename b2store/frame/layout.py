@@ -5,8 +5,9 @@ A layout answers what an SChunk asks of storage, whatever it is: read the frame 
 file), read a stored chunk or part of one, store a new chunk where no reader looks yet,
 publish a new header/index/trailer in one step, discard what the index no longer names.
 Writers take a lock for each change (not for the life of a handle), so a handle never blocks
-another one that is merely open; a writer that finds the frame changed by another writer
-reloads it before changing it. Layouts pickle as the recipe to reopen them.
+another one that is merely open, and are served in turn (:mod:`b2store._turns`); a writer
+that finds the frame changed by another writer reloads it before changing it. Layouts
+pickle as the recipe to reopen them.
 """
 
 from __future__ import annotations
@@ -15,13 +16,12 @@ import contextlib
 import hashlib
 import os
 import threading
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from .. import _files, _platform
+from .. import _files, _platform, _turns
 from ..constants import MIN_HEADER_LENGTH
-from ..errors import B2StoreError, FormatError
+from ..errors import FormatError, WriterLockedError
 from .header import FrameHeader
 
 __all__ = ["Backend", "WriterLockedError", "INDEX_NAME", "LOCK_NAME", "LOCK_TIMEOUT"]
@@ -29,10 +29,6 @@ __all__ = ["Backend", "WriterLockedError", "INDEX_NAME", "LOCK_NAME", "LOCK_TIME
 INDEX_NAME = "chunks.b2frame"
 LOCK_NAME = ".b2store-lock"
 LOCK_TIMEOUT = 30.0
-
-
-class WriterLockedError(B2StoreError):
-    """Another writer held the frame for longer than the lock timeout."""
 
 
 class Backend:
@@ -165,10 +161,12 @@ class Backend:
 
 
 class _WriteLock:
-    """A lock for one change at a time: threads of this process, then other processes (and
-    other handles of this one) through an OS file lock on ``path``. ``nofollow``: ``path``
-    is inside the frame (a sparse frame's lock file), so a link there is refused rather than
-    followed out of the frame (a contiguous frame locks itself, the path the user gave).
+    """A lock for one change at a time, between the threads of this process, its other
+    handles and other processes: an OS file lock on ``path``, taken in turn with the other
+    writers of the same file (:mod:`b2store._turns`: each outermost :meth:`hold` of any
+    thread queues on its own). ``nofollow``: ``path`` is inside the frame (a sparse frame's
+    lock file), so a link there is refused rather than followed out of the frame (a
+    contiguous frame locks itself, the path the user gave).
 
     A lock file of its own (``nofollow``) also keeps, in its byte 8, whether a change is
     under way: found set when the lock is taken (``unfinished``), the last holder died or
@@ -179,52 +177,62 @@ class _WriteLock:
         self.timeout = timeout
         self.nofollow = nofollow
         self.unfinished = False
-        self._thread_lock = threading.RLock()
+        self._queue = _turns.queue_path(path)
+        self._depth = threading.local()  # holds of the thread that has the lock
         self._fd = -1
-        self._depth = 0
+        self._turn: _turns.Turn | None = None
 
     @contextlib.contextmanager
     def hold(self):
-        with self._thread_lock:
-            if self._depth == 0:
-                self._acquire()
-            self._depth += 1
-            done = False
-            try:
-                yield
-                done = True
-            finally:
-                self._depth -= 1
-                if self._depth == 0:
-                    fd, self._fd = self._fd, -1
-                    try:
-                        if done and self.nofollow:
-                            os.pwrite(fd, b"\0", 8)  # the change is over
-                    finally:
-                        _platform.unlock(fd)
-                        os.close(fd)
+        depth = getattr(self._depth, "n", 0)
+        if depth == 0:
+            self._acquire()
+        self._depth.n = depth + 1
+        done = False
+        try:
+            yield
+            done = True
+        finally:
+            self._depth.n -= 1
+            if self._depth.n == 0:
+                self._release(done)
 
     def _acquire(self) -> None:
         fd = _files.open_lock(self.path, nofollow=self.nofollow)
-        deadline = time.monotonic() + self.timeout
-        delay = 0.001
-        while not _platform.try_lock(fd):
-            if time.monotonic() > deadline:
-                os.close(fd)
-                raise WriterLockedError(
-                    f"{self.path} is locked by another writer (waited {self.timeout:.0f} s)"
-                )
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
+        try:
+            turn = _turns.take(fd, self.path, self._queue, self.timeout)
+        except BaseException:
+            os.close(fd)
+            raise
         if self.nofollow:
             try:  # (a lock file of an older b2store has no byte 8: unknown, so unfinished)
                 self.unfinished = os.pread(fd, 1, 8) != b"\0"
                 os.pwrite(fd, b"\1", 8)
             except BaseException:
+                self._fd, self._turn = fd, turn
+                self._release(False)
+                raise
+        self._fd, self._turn = fd, turn
+
+    def _release(self, done: bool) -> None:
+        """Let go of the lock, then of this writer's place in the queue (the next one looks
+        for the lock only once that place is gone, so it finds the lock free)."""
+        fd, self._fd = self._fd, -1
+        turn, self._turn = self._turn, None
+        try:
+            if done and self.nofollow:
+                os.pwrite(fd, b"\0", 8)  # the change is over
+        finally:
+            try:
                 _platform.unlock(fd)
                 os.close(fd)
-                raise
-        self._fd = fd
+            finally:
+                if turn is not None:
+                    turn.leave()
+
+    def close(self) -> None:
+        """The handle closes: the queue beside the lock goes if no one waits in it."""
+        _turns.tidy(self._queue)
 
     def next_id(self) -> int:
         """The high-water mark of chunk-file ids kept in the lock file (0 if none yet)."""

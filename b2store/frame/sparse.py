@@ -243,6 +243,8 @@ class SparseFrame(Backend):
 
     def close(self) -> None:
         self._index.close()
+        if self._lock is not None:
+            self._lock.close()
         unsynced, self._unsynced = self._unsynced, set()
         for path in sorted(unsynced):  # "close" mode: what this handle wrote, now on disk
             with contextlib.suppress(FileNotFoundError):  # a chunk file dropped since
