@@ -17,6 +17,19 @@ __all__ = [
 class B2StoreError(Exception):
     """Root of every error b2store raises on purpose."""
 
+    def __reduce__(self):
+        # Rebuilt from its message and attributes, not by calling __init__ again with the
+        # message alone (which the subclasses' signatures refuse): an error raised in a
+        # dask worker crosses back to the client pickled.
+        return _rebuilt, (type(self), self.args, self.__dict__)
+
+
+def _rebuilt(cls, args, state):
+    exc = cls.__new__(cls, *args)
+    exc.args = args
+    exc.__dict__.update(state)
+    return exc
+
 
 class FormatError(B2StoreError, ValueError):
     """Bytes that break the Blosc format: truncated, corrupt or lying.
@@ -133,6 +146,3 @@ class WriterLockedError(B2StoreError):
         else:
             who = f", process {holder}"
         super().__init__(f"{path} is locked by another writer{who} (waited {timeout:g} s)")
-
-    def __reduce__(self):  # (its arguments, not its message: a dask task's error travels)
-        return type(self), (self.path, self.holder, self.timeout)
