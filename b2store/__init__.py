@@ -16,8 +16,8 @@ from .errors import (
     LinkError,
     RemoteError,
     UnsupportedError,
+    WriterLockedError,
 )
-from .frame.backends import WriterLockedError
 from .frame.schunk import FrameClosedError, SChunk
 from .limits import LimitError, Limits
 from .nd.array import B2ndArray

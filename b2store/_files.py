@@ -59,6 +59,11 @@ _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _TEMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[0-9a-f]{12}\.(?:tmp|new)$")
 
 
+def is_temp_name(name: str) -> bool:
+    """Whether ``name`` is one :func:`temp_name` (or :func:`make_temp_dir`) makes."""
+    return _TEMP.match(name) is not None
+
+
 def _kind(mode: int) -> str:
     for test, name in (
         (stat.S_ISDIR, "a directory"),

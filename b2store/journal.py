@@ -1,6 +1,6 @@
 """One commit across several frames of a local tree (a ``.b2d`` or a directory of frames).
 
-A frame commits alone in one write of its header (see :mod:`b2store.frame.writer`); an append
+A frame commits alone in one write of its header (see :mod:`b2store.frame.publishing`); an append
 to a Dataset changes several frames, and per-frame commits would leave a writer killed
 between two of them with some variables extended and others not. Here every frame's change
 is first written whole but for its header (chunks, index, trailer, synced: the header write
@@ -34,7 +34,7 @@ from . import _files
 from ._sync import sync_mode
 from .errors import FormatError, LinkError, UnsupportedError
 from .frame.header import FrameHeader
-from .frame.layout import LOCK_TIMEOUT, _WriteLock
+from .frame.lock import LOCK_TIMEOUT, WriteLock
 
 __all__ = ["JOURNAL_NAME", "LOCK_NAME", "TreeCommit", "recover", "pending"]
 
@@ -54,7 +54,7 @@ def recover(root, timeout: float = LOCK_TIMEOUT) -> bool:
     root = Path(root)
     if not pending(root):
         return False
-    lock = _WriteLock(root / LOCK_NAME, timeout, nofollow=True)
+    lock = WriteLock(root / LOCK_NAME, timeout, nofollow=True)
     try:
         with lock.hold():
             return _roll(root)
@@ -112,7 +112,7 @@ def _roll(root: Path) -> bool:
     _sync_dir(root)
     for staging in {src.parent for src, _, _ in renames}:
         # the writer's directory of new files, now empty (it removes it itself if alive)
-        if _files._TEMP.match(staging.name):
+        if _files.is_temp_name(staging.name):
             with contextlib.suppress(OSError):
                 os.rmdir(staging)
     return True
@@ -136,7 +136,7 @@ def _staged(root: Path, rel) -> Path:
     if (
         len(parts) < 3
         or parts[0] != ".."
-        or _files._TEMP.match(parts[1]) is None
+        or not _files.is_temp_name(parts[1])
         or any(p in ("..", ".", "") for p in parts[1:])
     ):
         raise FormatError(JOURNAL_NAME, "files built beside the tree", repr(rel))
@@ -203,7 +203,7 @@ class TreeCommit:
     def __init__(self, root, timeout: float = LOCK_TIMEOUT):
         self.root = Path(root)
         _files.check_write(self.root)  # (a tree inside a tree, reached through a link)
-        self._lock = _WriteLock(self.root / LOCK_NAME, timeout, nofollow=True)
+        self._lock = WriteLock(self.root / LOCK_NAME, timeout, nofollow=True)
         self._stack = contextlib.ExitStack()
         self._frames: list[tuple[str, bytes, list]] = []
         self._renames: list[tuple[Path, str]] = []
@@ -232,14 +232,14 @@ class TreeCommit:
     def frame(self, schunk):
         """Hold ``schunk``'s writer lock until the commit ends, and its next change's commit
         back (one change per frame: its header is written by :meth:`commit`)."""
-        backend = schunk._backend
+        backend = schunk.backend
         if not hasattr(backend, "hold_commit"):
             raise UnsupportedError(
                 f"{schunk.urlpath}: only contiguous frames of a tree are committed together "
                 "(this one is a sparse frame)"
             )
         self._stack.enter_context(schunk.changing())
-        old = backend._committed_head()
+        old = backend.committed_head()
         self._lengths.append((schunk.urlpath, FrameHeader.from_bytes(old).frame_len))
         with backend.hold_commit() as held:
             yield

@@ -32,7 +32,7 @@ import json, os, sys, time
 import numpy as np
 import b2store
 from b2store import _turns
-from b2store.frame import layout
+from b2store.frame import lock as frame_lock
 
 path, seconds, ident, mode = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 
@@ -49,7 +49,7 @@ if os.environ.get("LAST_POLL"):  # (to try other poll times)
 if mode == "before":
     _turns.take = before
 asked, got, left = [], [], []
-acquire, release = layout._WriteLock._acquire, layout._WriteLock._release
+acquire, release = frame_lock.WriteLock._acquire, frame_lock.WriteLock._release
 
 def timed_acquire(self):
     asked.append(time.monotonic())
@@ -60,7 +60,7 @@ def timed_release(self, done):
     left.append(time.monotonic())
     release(self, done)
 
-layout._WriteLock._acquire, layout._WriteLock._release = timed_acquire, timed_release
+frame_lock.WriteLock._acquire, frame_lock.WriteLock._release = timed_acquire, timed_release
 arr = b2store.open(path, mode="a")
 asked.clear(), got.clear(), left.clear()  # (opening may take the lock once)
 print("ready", flush=True)

@@ -11,7 +11,7 @@ from ..chunk import partial
 from ..chunk.decoder import ChunkDecoder, as_uint8
 from ..constants import MAX_BUFFERSIZE, MIN_HEADER_LENGTH, SpecialValue
 from ..errors import FormatError
-from .changes import State
+from .state import State
 
 __all__ = ["BlockReads", "check_value_item"]
 

@@ -1,7 +1,7 @@
 """How a super-chunk changes: append, insert, update, delete and reorder chunks, and update
 vlmeta and fixed metalayers. Each change runs under the writer lock, starts from the state on
 disk, stores new chunks where no reader looks yet and is published in one step (see
-:mod:`b2store.frame.writer` for why that never leaves a frame unreadable).
+:mod:`b2store.frame.publishing` for why that never leaves a frame unreadable).
 """
 
 from __future__ import annotations
@@ -9,29 +9,17 @@ from __future__ import annotations
 import contextlib
 import struct
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
 
 import numpy as np
 
 from ..chunk.encoder import encode_chunk
 from ..chunk.header import ChunkHeader
 from ..constants import MIN_HEADER_LENGTH
-from . import remote, writer
-from .backends import read_header
-from .header import FrameHeader
+from . import publishing, remote
+from .state import State, read_header
 from .trailer import trailer_bytes
 
-__all__ = ["Changes", "State"]
-
-
-class State(NamedTuple):
-    """One committed state of a frame, swapped whole: a reader takes it once and so never
-    pairs a new header with an old index (or vlmeta) while a writer publishes."""
-
-    header: FrameHeader
-    offsets: np.ndarray
-    raw_vlmeta: dict
-    trailer_start: int
+__all__ = ["Changes"]
 
 
 class Changes:
@@ -81,7 +69,7 @@ class Changes:
             if not 0 <= i <= self.nchunks:
                 raise IndexError(f"cannot insert at {i} in {self.nchunks} chunks")
             chunk, nbytes = _checked(chunk)
-            chunksize = writer.chunksize_after(
+            chunksize = publishing.chunksize_after(
                 self.chunksize, self.nchunks, self.nbytes, _op, i, nbytes
             )
             entry = self._store(chunk, chunksize)
@@ -97,7 +85,7 @@ class Changes:
             offsets, nbytes, chunksize = list(self.offsets), self.nbytes, self.chunksize
             for chunk in chunks:
                 chunk, n = _checked(chunk)
-                chunksize = writer.chunksize_after(
+                chunksize = publishing.chunksize_after(
                     chunksize, len(offsets), nbytes, "append", len(offsets), n
                 )
                 offsets.append(self._store(chunk, chunksize, pending=offsets))
@@ -119,7 +107,7 @@ class Changes:
             self._backend.claim([entry for entry, _ in stored])
             offsets, nbytes, chunksize = list(self.offsets), self.nbytes, self.chunksize
             for entry, n in stored:
-                chunksize = writer.chunksize_after(
+                chunksize = publishing.chunksize_after(
                     chunksize, len(offsets), nbytes, "append", len(offsets), n
                 )
                 offsets.append(entry)
@@ -143,7 +131,7 @@ class Changes:
             for k, (i, chunk, n) in enumerate(items):
                 old_nbytes, old_stored = sizes[k] if sizes else self._stored_sizes(i)
                 nbytes += n - old_nbytes
-                chunksize = writer.chunksize_after(
+                chunksize = publishing.chunksize_after(
                     chunksize, len(offsets), self.nbytes, "update", i, n
                 )
                 gone.append(int(offsets[i]))
@@ -153,7 +141,7 @@ class Changes:
                 else:
                     stores.append((i, chunk, chunksize))
             if stores:
-                kept = [(i, writer.special_kind_of(c) and cs > 0) for i, c, cs in stores]
+                kept = [(i, publishing.special_kind_of(c) and cs > 0) for i, c, cs in stores]
                 stored = self._backend.store_many(
                     [c for (i, c, cs), (_, special) in zip(stores, kept) if not special],
                     self.header,
@@ -224,9 +212,9 @@ class Changes:
 
     def _store(self, chunk: bytes, chunksize: int, pending=()) -> int:
         """Write a chunk where no reader looks yet; returns its index entry."""
-        kind = writer.special_kind_of(chunk)
+        kind = publishing.special_kind_of(chunk)
         if kind and chunksize > 0:
-            return writer.special_offset(kind)  # no bytes: the index entry says it all
+            return publishing.special_offset(kind)  # no bytes: the index entry says it all
         self._stored_bytes += len(chunk)
         in_use = np.concatenate([self.offsets, np.asarray(pending, np.int64)])
         return self._backend.store(chunk, self.header, in_use)
@@ -246,7 +234,7 @@ class Changes:
         index: bool = True,
         metalayers: dict[str, bytes] | None = None,
     ) -> None:
-        """Make a change visible in one step (see :mod:`b2store.frame.writer`); new
+        """Make a change visible in one step (see :mod:`b2store.frame.publishing`); new
         metalayers, of the same sizes, go in the same step."""
         vlmeta = self._raw_vlmeta if vlmeta is None else vlmeta
         h = self.header
@@ -256,7 +244,7 @@ class Changes:
             h = h.with_fields(metalayers=metalayers)
             if len(h.to_bytes()) != self.header.header_len:
                 raise ValueError("metalayers can only change in place, keeping their sizes")
-        h = writer.published_header(
+        h = publishing.published_header(
             h,
             nbytes=nbytes,
             cbytes=h.cbytes,
@@ -267,7 +255,7 @@ class Changes:
         new, trailer_at = self._backend.publish(
             h,
             # A frame with no data has no index: c-blosc2 reads its trailer after the header.
-            writer.encode_index(offsets) if index and nbytes else None,
+            publishing.encode_index(offsets) if index and nbytes else None,
             trailer_bytes(vlmeta),
             stored_bytes=self._stored_bytes,
             full_header=metalayers is not None,

@@ -1,5 +1,8 @@
-"""Reading many chunks of a contiguous frame with few reads: chunks that lie one after another
-in the frame are read together, a run of up to a few MB at a time.
+"""Where a frame's stored chunks lie, from its index alone, and the reads that knowing it
+allows: chunks that lie one after another in a contiguous frame read together, a run of up
+to a few MB at a time (:meth:`ChunkBounds.stored_runs`); a local frame's file places handed
+to a compiled reader (:meth:`ChunkBounds.file_positions`, :meth:`ChunkBounds.file_index`);
+a remote chunk read in one request (``_span``).
 
 A whole-array read of small chunks took two reads per chunk (its header, then its bytes);
 with 20 kB chunks, those reads and the Python around them cost as much as decoding. A run's
@@ -17,17 +20,18 @@ from collections.abc import Iterator
 import numpy as np
 
 from . import remote
-from .changes import State
+from .state import State
 
-__all__ = ["RunReads"]
+__all__ = ["ChunkBounds"]
 
 # The most bytes one read of a run takes (a longer chunk is a run of its own).
 RUN_BYTES = 4 << 20
 
 
-class RunReads:
-    """The many-chunk reads of :class:`~b2store.frame.schunk.SChunk` (a mixin: it uses the
-    reading half's ``_backend`` and ``_bounds``)."""
+class ChunkBounds:
+    """Where the chunks of :class:`~b2store.frame.schunk.SChunk` lie, and its many-chunk
+    reads (a mixin: it uses the SChunk's ``_backend``, ``_check_open`` and ``_bounds``, the
+    stored starts it keeps for one committed state)."""
 
     def stored_runs(
         self,
@@ -168,7 +172,7 @@ FEW_CHUNKS = 64
 
 
 def plan_runs(entries: np.ndarray, stored: np.ndarray, section: int, max_bytes: int):
-    """The runs of :meth:`RunReads.stored_runs`: ``(first, last, which, starts, ends)`` per
+    """The runs of :meth:`ChunkBounds.stored_runs`: ``(first, last, which, starts, ends)`` per
     read of the chunks section's bytes ``[first, last)``, for chunks at section offsets
     ``entries`` (``stored``: the distinct stored starts, sorted, then ``section``, the
     section's length)."""

@@ -1,8 +1,9 @@
-"""The contiguous frame layout (one run of bytes: a file, memory, a URL), and opening any
-frame: the layout for a path, directory, URL or bytes, and its checked header.
+"""The contiguous frame layout: a whole frame in one run of bytes (a file, memory, a URL, any
+range reader), read by offsets and, in memory or in a local file, changed by appending past
+its end and rewriting its fixed header (:mod:`b2store.frame.publishing`).
 
-The interface the layouts share, and the writer lock, are in :mod:`b2store.frame.layout`;
-the sparse layout (a directory) is in :mod:`b2store.frame.sparse`.
+It answers the :class:`~b2store.frame.backend.Backend` interface; which layout a path, URL
+or bytes is, :mod:`b2store.frame.factory` decides.
 """
 
 from __future__ import annotations
@@ -19,37 +20,13 @@ from .. import _files
 from .._sync import sync_mode
 from ..constants import MIN_HEADER_LENGTH
 from ..errors import B2StoreError, FormatError
-from ..limits import Limits, resolve
+from .backend import Backend
 from .header import HEADER_FIXED_LEN, FrameHeader
-from .layout import (
-    INDEX_NAME,
-    LOCK_NAME,
-    LOCK_TIMEOUT,
-    Backend,
-    WriterLockedError,
-    _WriteLock,
-)
-from .remote_sparse import RemoteSparseFrame
-from .sniff import FRAME_PREFIX_LENGTH, NotBlosc2Error, looks_like_directory
-from .sources import ByteSource, FileSource, FsspecSource, MemorySource, is_url, local_path
-from .sparse import SparseFrame
+from .lock import LOCK_TIMEOUT, WriteLock
+from .sources import ByteSource, FileSource, FsspecSource, MemorySource, RangeSource
 from .trailer import TRAILER_TAIL_LEN, trailer_span
 
-__all__ = [
-    "Backend",
-    "ContiguousFrame",
-    "SparseFrame",
-    "RangeBackend",
-    "open_backend",
-    "read_header",
-    "WriterLockedError",
-    "INDEX_NAME",
-    "LOCK_NAME",
-]
-
-# A read that failed because writers kept replacing what it named is tried this many times,
-# each from a newer committed state.
-READ_TRIES = 64
+__all__ = ["ContiguousFrame", "RangeBackend"]
 
 
 class ContiguousFrame(Backend):
@@ -85,12 +62,12 @@ class ContiguousFrame(Backend):
                 # Inside a tree no link is written through: refused now, before any byte,
                 # and the file opened for writing with O_NOFOLLOW (one planted since).
                 self._in_tree = _files.check_write(source.path) is not None
-                self._lock = _WriteLock(source.path, lock_timeout)
+                self._lock = WriteLock(source.path, lock_timeout)
             else:
                 raise ValueError(
                     f"{source.name}: only local files and memory frames can be changed"
                 )
-            self._seen = self._committed_head()
+            self._seen = self.committed_head()
 
     # --- reading ---------------------------------------------------------------------------
     @property
@@ -162,7 +139,7 @@ class ContiguousFrame(Backend):
         return self.name, shift + header.header_len + entry, cbytes
 
     # --- writing ---------------------------------------------------------------------------
-    def _committed_head(self) -> bytes:
+    def committed_head(self) -> bytes:
         """The whole header on storage (fixed part and metalayers): another writer's change
         of a metalayer in place leaves the fixed part as it was."""
         if self._buf is not None:
@@ -217,7 +194,7 @@ class ContiguousFrame(Backend):
                 yield False
             return
         with self._lock.hold():
-            changed = self._committed_head() != self._seen
+            changed = self.committed_head() != self._seen
             if changed:  # another writer published: the file may have grown
                 self._source.set_size(self._source.file_size())
                 self._frame_len = self._end = self._source.size
@@ -411,128 +388,7 @@ def RangeBackend(
 ) -> ContiguousFrame:
     """A read-only contiguous frame over any ``read_range(start, stop) -> bytes`` callable
     (a zarr store, an object-store client...). It pickles when the callable does."""
-    from .sources import RangeSource
-
     return ContiguousFrame(RangeSource(read_range, size, name=name))
-
-
-def open_backend(
-    urlpath,
-    *,
-    writable: bool = False,
-    offset: int = 0,
-    storage_options: dict | None = None,
-    limits: Limits | None = None,
-) -> tuple[Backend, FrameHeader]:
-    """The layout and header of the frame at ``urlpath``: a local file or directory, an
-    fsspec URL, the frame's bytes, or a :class:`Backend` already made."""
-    if isinstance(urlpath, Backend):
-        backend = urlpath.reopen(writable) if writable != urlpath.writable else urlpath
-    elif isinstance(urlpath, (bytes, bytearray, memoryview)):
-        backend = ContiguousFrame(MemorySource(memoryview(urlpath)[offset:]), writable=writable)
-    elif is_url(urlpath):
-        backend = _open_url(urlpath, storage_options, offset, writable, limits)
-    else:
-        path = local_path(urlpath)
-        if writable:  # a link inside a tree is refused, even one that leads nowhere
-            _files.check_write(path)
-        if path.is_dir():
-            if offset:
-                raise ValueError(
-                    "offset applies to frames inside a file, not to directories"
-                ) from None
-            what = looks_like_directory(path)
-            if what is not None:
-                raise NotBlosc2Error(
-                    what, "chunks.b2frame", "a sparse frame's index file", "none"
-                ).named(str(path))
-            backend = SparseFrame(path, writable=writable)
-        elif path.exists():
-            backend = ContiguousFrame(FileSource(path, offset), writable=writable and not offset)
-            if writable and offset:
-                raise ValueError("a frame inside another file (offset) can only be read")
-        else:
-            raise FileNotFoundError(f"no frame at {path}")
-    try:
-        header = read_header(backend, limits)
-    except BaseException:
-        backend.close()
-        raise
-    return backend, header
-
-
-def _open_url(url: str, storage_options, offset: int, writable: bool, limits=None) -> Backend:
-    """A frame behind a URL: one object (a contiguous frame, read-only: an object store
-    takes it only whole) or a prefix holding a sparse frame (its index and chunk objects)."""
-    try:
-        source = FsspecSource(url, storage_options, offset)
-    except IsADirectoryError:
-        if offset:
-            raise ValueError("offset applies to frames inside a file, not to directories") from None
-        return RemoteSparseFrame(url, storage_options, writable=writable, limits=limits)
-    if writable:
-        raise ValueError(
-            f"{url}: a contiguous frame in an object store is read-only (it is stored whole: "
-            "write it again with asarray or to_b2nd, or store it as a sparse frame, "
-            "contiguous=False, to change it in place)"
-        )
-    return ContiguousFrame(source)
-
-
-def read_header(backend: Backend, limits: Limits | None = None) -> FrameHeader:
-    """Read and check the header; the frame ends where the header says (bytes after a frame
-    are not ours). ``header_len`` and ``nbytes`` are checked against ``limits``.
-
-    Beside a writer in another process the bytes read may be torn (read while its header
-    was being written): a header that fails its checks is read again while the bytes on
-    storage differ from the ones that failed, up to ``READ_TRIES`` times; bytes that fail
-    twice the same are the file's own fault."""
-    limits = resolve(limits)
-    for _ in range(READ_TRIES):
-        spans: list[tuple[int, bytes]] = []
-        try:
-            return _read_header(backend, limits, spans)
-        except FormatError:
-            if not backend.refresh() or all(
-                backend.read(0, len(raw)) == raw
-                for _, raw in spans
-                if len(raw) <= backend.frame_len
-            ):
-                raise
-    raise FormatError(
-        "frame header", "one that stays the same while it is read", "writers kept replacing it"
-    )
-
-
-def _read_header(backend: Backend, limits: Limits, spans: list) -> FrameHeader:
-    """:func:`read_header`'s one try; ``spans`` gets the bytes read, to compare."""
-    available = backend.frame_len
-    spans.append((0, backend.read(0, min(24, available))))
-    try:
-        header_len, frame_len = FrameHeader.peek_len(spans[-1][1])
-    except NotBlosc2Error as exc:
-        head = backend.read(0, min(FRAME_PREFIX_LENGTH, available))
-        raise exc.named(backend.name, head, available) from None
-    limits.check("max_metalayer_nbytes", header_len, "header_len", 10)
-    if header_len > available and backend.refresh():
-        available = backend.frame_len
-    if header_len > available:  # (a file cut inside its header)
-        raise FormatError("frame_len", f"at most the {available} bytes there are", frame_len, 16)
-    spans.append((0, backend.read(0, header_len)))
-    header = FrameHeader.from_bytes(spans[-1][1])
-    if header.frame_len > available and backend.refresh():
-        # The file grew since its size was taken: a writer published meanwhile. Its size is
-        # taken again after the header was read, never before: a writer stores everything
-        # a header names before it writes the header, so the file now holds all of it (a
-        # size taken first could predate a commit the header then read is from).
-        available = backend.frame_len
-    if header.frame_len > available:
-        raise FormatError(
-            "frame_len", f"at most the {available} bytes there are", header.frame_len, 16
-        )
-    limits.check("max_frame_nbytes", header.nbytes, "nbytes", 25)
-    backend.adopt(header)
-    return header
 
 
 def _header_len(head: bytes) -> int:

@@ -26,11 +26,12 @@ from collections.abc import Iterable
 
 from ..errors import ConflictError, FormatError
 from ..limits import Limits, resolve
-from . import ranges, remote, writer
+from . import publishing, ranges, remote
+from .backend import INDEX_NAME, Backend
 from .header import FrameHeader
-from .layout import INDEX_NAME, Backend
 from .sources import FsspecSource, MemorySource, ObjectReplaced
 from .sparse import chunk_file_name, whole_chunk
+from .state import read_header, read_state
 
 __all__ = [
     "RemoteSparseFrame",
@@ -133,10 +134,12 @@ class RemoteSparseFrame(Backend):
         if exclusive and (old is not None or self._replaced_object):
             raise FileExistsError(errno.EEXIST, "a frame is there (mode='x')", self.url)
         if old is not None:
-            from .schunk import SChunk
-
-            with SChunk(old, _read_header(old)) as before:
-                self._replaced = sorted({int(e) for e in before.offsets if e >= 0})
+            # The ids of its chunk objects: its index, read as a reader reads it.
+            try:
+                offsets = read_state(old, read_header(old)).offsets
+            finally:
+                old.close()
+            self._replaced = sorted({int(e) for e in offsets if e >= 0})
             self._etag = old._etag
             self._next_id = self._replaced[-1] + 1 if self._replaced else 0
         self._past_stored_ids()
@@ -412,19 +415,13 @@ def _chunk_id(name: str) -> int | None:
     return None
 
 
-def _read_header(backend: Backend) -> FrameHeader:
-    from .backends import read_header
-
-    return read_header(backend)
-
-
 def fill_new(schunk, vlmeta: dict[str, bytes], chunks=(), nchunks: int = 1, stored_by=None) -> None:
     """Fill the new sparse frame ``schunk`` (in an object store, made by ``SChunk.create``,
     nothing written yet): its chunk objects first, then its index with ``vlmeta`` (stored
     values) in one PUT. The chunks are ``chunks`` (``nchunks`` of them), stored 16 at a time
     (:func:`put_chunks`), or stored elsewhere by ``stored_by(first id)``, which returns
     ``(index entry, nbytes, cbytes)`` per chunk (dask tasks, :func:`put_chunk`)."""
-    backend = schunk._backend
+    backend = schunk.backend
     if stored_by is None:
         url, options = backend.url, backend.storage_options
         stored, cbytes = put_chunks(url, options, chunks, backend.first_free_id, max(1, nchunks))
@@ -503,9 +500,9 @@ def put_chunk(
     Returns its index entry; a special chunk (all zeros, say) stores nothing and returns its
     special entry."""
 
-    kind = writer.special_kind_of(chunk)
+    kind = publishing.special_kind_of(chunk)
     if kind:
-        return writer.special_offset(kind)
+        return publishing.special_offset(kind)
     made, root = remote.filesystem(url.rstrip("/"), storage_options)
     fs = fs or made
     if conditional is None:

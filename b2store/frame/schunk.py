@@ -3,22 +3,27 @@
 Chunk i is found through the offsets index (itself a Blosc2 chunk of int64): an offset into
 the chunks section of a contiguous frame, a chunk-file id in a sparse frame, or a special
 value (zeros, NaN, uninitialized) for which no bytes are stored. Where the bytes live is the
-backend's business (:mod:`b2store.frame.backends`); this module never asks which kind it has.
+layout's business (:class:`~b2store.frame.backend.Backend`); reading never asks which kind
+it has.
+
+:class:`SChunk` is one class, python-blosc2's ``SChunk`` as users know it, built from this
+module (opening, the committed state and its retries, chunks read whole) and three mixins,
+one job each: :mod:`~b2store.frame.changes` (changes, published in one step),
+:mod:`~b2store.frame.block_reads` (the blocks a selection needs) and
+:mod:`~b2store.frame.chunk_bounds` (where stored chunks lie; runs of neighbours read at
+once). They share the committed :class:`~b2store.frame.state.State` and one retry loop
+(``_reading``), so they stay methods of one object rather than helpers handed its privates;
+their modules import only downward (the state, the layouts' interface), never this one.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 import threading
 from collections.abc import Iterator, Mapping, MutableMapping
-from pathlib import Path
 
 import numpy as np
 
-from .. import _files, _platform
-from .._sync import sync_mode
 from .._userpath import names_user_path
 from ..chunk.decoder import decode_chunk, in_chunk
 from ..chunk.encoder import (
@@ -29,33 +34,22 @@ from ..chunk.encoder import (
 )
 from ..chunk.header import ChunkHeader
 from ..chunk.params import ChunkParams
-from ..constants import (
-    EXTENDED_HEADER_LENGTH,
-    MIN_HEADER_LENGTH,
-    Codec,
-    Filter,
-    SpecialValue,
-)
+from ..constants import Codec, Filter, SpecialValue
 from ..errors import B2StoreError, FormatError, UnsupportedError
 from ..limits import Limits, resolve
-from . import writer
-from .backends import (
-    INDEX_NAME,
-    READ_TRIES,
-    Backend,
-    ContiguousFrame,
-    SparseFrame,
-    open_backend,
-    read_header,
-)
+from . import publishing, staging
+from .backend import Backend
 from .block_reads import BlockReads, check_value_item
-from .changes import Changes, State
+from .changes import Changes
+from .chunk_bounds import ChunkBounds
+from .contiguous import ContiguousFrame
+from .factory import open_backend
 from .header import FrameHeader
 from .mappings import MetaView, VLMetaView
 from .remote_sparse import RemoteSparseFrame
-from .runs import RunReads
-from .sources import FileSource, MemorySource, is_url, local_path
-from .trailer import MIN_TRAILER_LEN, TRAILER_TAIL_LEN, read_trailer, trailer_span
+from .sources import FileSource, MemorySource, is_url
+from .sparse import SparseFrame
+from .state import READ_TRIES, State, read_header, read_state
 
 __all__ = ["SChunk", "FrameClosedError"]
 
@@ -73,7 +67,7 @@ def _special_kind(offset: int) -> int:
 _VALUE_CHUNK_MAX = 32 + 255
 
 
-class SChunk(Changes, BlockReads, RunReads):
+class SChunk(Changes, BlockReads, ChunkBounds):
     """The chunks of a Blosc2 frame (contiguous or sparse).
 
     Use :meth:`open` (or :func:`b2store.open`) to read one. ``meta`` maps the fixed
@@ -135,16 +129,7 @@ class SChunk(Changes, BlockReads, RunReads):
 
     def _read_state(self, header: FrameHeader) -> State:
         """The state ``header`` names: its trailer and index, read from storage."""
-        backend = self._backend
-        frame_len = backend.frame_len
-        if frame_len < header.header_len + MIN_TRAILER_LEN:
-            raise FormatError("frame_len", "room for the header and a trailer", frame_len, 16)
-        tail = backend.read(frame_len - TRAILER_TAIL_LEN, TRAILER_TAIL_LEN)
-        trailer_start, trailer_len = trailer_span(tail, frame_len, header.header_len)
-        raw_vlmeta = read_trailer(memoryview(backend.read(trailer_start, trailer_len)))
-        offsets = self._read_offsets(header, trailer_start)
-        offsets.flags.writeable = False
-        return State(header, offsets, raw_vlmeta, trailer_start)
+        return read_state(self._backend, header, self.limits)
 
     # The committed state, read through one attribute (see State).
     header = property(lambda self: self._state.header)
@@ -286,7 +271,7 @@ class SChunk(Changes, BlockReads, RunReads):
                 slots, metas = (0, 0, 0, 0, 0, int(Filter.SHUFFLE)), (0,) * 6
             else:
                 slots, metas = resolve_filters(filters, filters_meta)
-        header, frame = writer.empty_frame(
+        header, frame = publishing.empty_frame(
             contiguous=contiguous or urlpath is None,
             typesize=typesize,
             codec=codec,
@@ -312,27 +297,7 @@ class SChunk(Changes, BlockReads, RunReads):
             return cls(backend, header)
         if storage_options:
             raise ValueError("storage_options are for a URL (s3://...), not a local path")
-        path = local_path(urlpath)
-        _files.check_write(path)  # (no link inside a tree: refused before the first byte)
-        # Made beside the path and renamed into place: a process killed meanwhile leaves
-        # the old content or none, never a half-written frame.
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _files.sweep(path.parent, path.name)  # what killed writers of this path left
-        # (not mkdtemp: a sparse frame's directory keeps the umask's mode). Locked while
-        # this process makes it, so no other writer's sweep takes it.
-        held, tmp = _files.make_temp_dir(path.parent, path.name, "new")
-        try:
-            made = tmp / "frame" if contiguous else tmp
-            with open(made / INDEX_NAME if not contiguous else made, "xb") as fh:
-                fh.write(frame)
-                fh.flush()
-                if sync_mode() != "none":  # closed here: "close" syncs it too
-                    os.fsync(fh.fileno())
-            replace_path(made, path)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
-            os.close(held)
+        path = staging.write_new(urlpath, frame, contiguous)
         if contiguous:
             return cls(ContiguousFrame(FileSource(path), writable=True), header)
         return cls(SparseFrame(path, writable=True), header)
@@ -371,58 +336,17 @@ class SChunk(Changes, BlockReads, RunReads):
         return ("b2store.SChunk", self._backend.name, self.header.to_bytes()[:87].hex())
 
     @property
+    def backend(self) -> Backend:
+        """The layout the frame is read and changed through (see
+        :class:`~b2store.frame.backend.Backend`)."""
+        return self._backend
+
+    @property
     def urlpath(self) -> str:
         """Where the frame lives (a path, a URL, or ``<bytes>`` for a frame in memory)."""
         return self._backend.name
 
     # --- the index -----------------------------------------------------------------------
-
-    def _chunks_end(self) -> int:
-        return self.header.header_len + self.header.cbytes
-
-    def _read_chunk_at(self, offset: int, limit: int) -> bytes:
-        """The chunk at frame offset ``offset``, which must end by ``limit``."""
-        if offset + MIN_HEADER_LENGTH > limit:
-            raise FormatError("chunk offset", f"a chunk header before byte {limit}", offset)
-        head = self._backend.read(offset, min(EXTENDED_HEADER_LENGTH, limit - offset))
-        cbytes = int.from_bytes(head[12:16], "little", signed=True)
-        if not MIN_HEADER_LENGTH <= cbytes <= limit - offset:
-            raise FormatError(
-                "chunk cbytes",
-                f"a chunk inside the chunks section (to {limit})",
-                cbytes,
-                offset + 12,
-            )
-        return self._backend.read(offset, cbytes)
-
-    def _read_offsets(self, h: FrameHeader, trailer_start: int) -> np.ndarray:
-        if h.nbytes == 0 or h.chunksize == -1:  # c-blosc2: no bytes, no chunks
-            return np.zeros(0, np.int64)
-        limits = self.limits
-        if h.chunksize > 0:
-            limits.check("max_nchunks", -(-h.nbytes // h.chunksize), "nchunks", 25)
-        at = self._backend.index_at(h)
-        index = self._read_chunk_at(at, trailer_start)
-        max_index = min(limits.max_chunk_nbytes, 8 * limits.max_nchunks)
-        # The error names the bound that is the tighter one, so raising it lets the index in.
-        name = "max_chunk_nbytes" if max_index == limits.max_chunk_nbytes else "max_nchunks"
-        offsets = decode_chunk(index, max_nbytes=max_index, limit_name=name)
-        if len(offsets) % 8:
-            raise FormatError(
-                "offsets index", "a whole number of int64", f"{len(offsets)} bytes", at
-            )
-        offsets = offsets.view("<i8").astype(np.int64)
-        if h.chunksize > 0:
-            nchunks = -(-h.nbytes // h.chunksize)
-            if nchunks > len(offsets):
-                raise FormatError(
-                    "offsets index",
-                    f"{nchunks} offsets (nbytes {h.nbytes} / chunksize {h.chunksize})",
-                    len(offsets),
-                    at,
-                )
-            offsets = offsets[:nchunks]
-        return offsets
 
     @property
     def params(self) -> ChunkParams:
@@ -604,56 +528,6 @@ class SChunk(Changes, BlockReads, RunReads):
             f"SChunk({kind}, nchunks={self.nchunks}, chunksize={self.chunksize}, "
             f"typesize={self.typesize}, nbytes={self.nbytes}, cbytes={self.cbytes})"
         )
-
-
-def staging_path(path) -> Path:
-    """A fresh name beside ``path`` to build a new frame under before :func:`replace_path`."""
-    path = local_path(path)
-    _files.check_write(path)  # (no link inside a tree: refused before the first byte)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _forget_cached(path)
-    # A killed writer's staged frame is never renamed into place: the next writer of the
-    # path removes it (its name carries the dead writer's pid; see b2store._files).
-    _files.sweep(path.parent, path.name)
-    return _files.temp_name(path.parent, path.name, "new")
-
-
-def _forget_cached(path: Path) -> None:
-    """Let the kernel drop the page cache of a file about to be replaced. It stays whole
-    and readable until the new one is renamed over it, but its cached pages are no use by
-    then: held while the new file is written, they doubled the page cache a rewrite needs,
-    and a 256 MiB rewrite ran 20-50% slower than a write to a new path on a VM."""
-    if not hasattr(os, "posix_fadvise"):
-        return
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # not there, a directory (sparse frames), unreadable: nothing to do
-        return
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def replace_path(made, path) -> None:
-    """Put the frame ``made`` (a file or a sparse frame's directory) at ``path``, replacing
-    what is there: one rename for files, one exchange for directories on Linux; elsewhere a
-    directory replaced is removed first, so a process killed between the two steps leaves
-    no frame there (never a half-written one)."""
-    path = local_path(path)
-    _files.check_write(path)  # again: what was built beside is put only where it was meant
-    if Path(made).is_dir() and path.is_dir() and not path.is_symlink():
-        if _platform.exchange(made, path):  # one step: the path is never missing
-            shutil.rmtree(made)  # now the old frame
-            return
-        shutil.rmtree(path)
-    elif path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    elif Path(made).is_dir() and (path.exists() or path.is_symlink()):
-        path.unlink()
-    os.replace(made, path)
 
 
 def _reopen(backend: Backend, limits: Limits | None = None, blockshape=None) -> SChunk:

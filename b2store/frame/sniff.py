@@ -8,6 +8,8 @@ printable. Nothing here is a full check of the other format.
 
 from __future__ import annotations
 
+import os
+
 from ..chunk.header import ChunkHeader
 from ..errors import B2StoreError, FormatError
 
@@ -92,8 +94,6 @@ def looks_like(head: bytes, *, total: int | None = None) -> str:
 def looks_like_directory(path) -> str | None:
     """What a directory that is not a sparse frame (no ``chunks.b2frame``) looks like, or
     None when it has the index file. Only the names in it are read."""
-    import os
-
     try:
         names = set(os.listdir(path))
     except OSError:

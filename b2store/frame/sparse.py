@@ -6,6 +6,7 @@ files the index no longer names are removed after that."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 from collections.abc import Iterable
@@ -15,21 +16,24 @@ from .. import _files
 from .._sync import sync_mode, sync_path
 from ..constants import MIN_HEADER_LENGTH
 from ..errors import FormatError
+from .backend import INDEX_NAME, Backend
 from .header import FrameHeader
-from .layout import (
-    INDEX_NAME,
-    LOCK_NAME,
-    LOCK_TIMEOUT,
-    Backend,
-    _atomic_write,
-    _digest,
-    _WriteLock,
-)
+from .lock import LOCK_NAME, LOCK_TIMEOUT, WriteLock
 from .sources import FileSource, local_path
 
 __all__ = ["SparseFrame", "chunk_file_name", "whole_chunk"]
 
 _CHUNK_FILE = re.compile(r"^[0-9A-F]{8}\.chunk$")
+
+
+def _digest(data: bytes) -> bytes:
+    # A writer tells whether the index file changed under it by this (see ``locked``).
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def _atomic_write(path: Path, data: bytes, sync: bool = True) -> None:
+    # (one name in this module for every file a change writes: the crash tests stop there)
+    _files.write_atomic(path, data, sync)
 
 
 def chunk_file_name(chunk_id: int) -> str:
@@ -73,7 +77,7 @@ class SparseFrame(Backend):
         self._unsynced: set[Path] = set()  # written since the last sync ("close" mode)
         if writable:
             # The lock file is inside the frame: a link there is refused, never followed.
-            self._lock = _WriteLock(self.directory / LOCK_NAME, lock_timeout, nofollow=True)
+            self._lock = WriteLock(self.directory / LOCK_NAME, lock_timeout, nofollow=True)
 
     @property
     def frame_len(self) -> int:

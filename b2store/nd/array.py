@@ -13,7 +13,8 @@ import numpy as np
 from ..constants import MAX_TYPESIZE
 from ..errors import FormatError
 from ..frame import remote
-from ..frame.schunk import READ_TRIES, SChunk
+from ..frame.schunk import SChunk
+from ..frame.state import READ_TRIES
 from . import fancy, runs
 from .carriers import check_holds_data
 from .chunks import (

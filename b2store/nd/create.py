@@ -28,10 +28,12 @@ from ..chunk.encoder import (
 )
 from ..chunk.params import parse_b2nd_codec
 from ..constants import SpecialValue
+from ..frame import remote
 from ..frame.mappings import check_vlmeta_sum, raw_value
 from ..frame.remote_sparse import drop_sparse, fill_new
-from ..frame.schunk import SChunk, replace_path, staging_path
-from ..frame.sources import is_url
+from ..frame.schunk import SChunk
+from ..frame.sources import is_url, local_path
+from ..frame.staging import replace_path, staging_path
 from ..frame.vlmeta_codec import pack_value
 from .array import B2ndArray
 from .carriers import MARKERS
@@ -128,8 +130,6 @@ def _check_mapping(name: str, value) -> None:
 
 def _new(shape, dtype, urlpath, opts: _Options, storage_options=None):
     if opts.mode == "x" and urlpath is not None and not is_url(urlpath):
-        from ..frame.sources import local_path
-
         if local_path(urlpath).exists():
             raise FileExistsError(f"{urlpath} exists (mode='x')")
     shape = _as_shape(shape)
@@ -307,9 +307,6 @@ def _put_whole(make, url: str, opts: _Options, storage_options) -> B2ndArray:
     Object stores have no rename and no append: the frame is stored in one request (one PUT;
     s3fs sends a large object as a multipart upload, completed only when whole), so the
     object holds the frame it held before or the new one, never a part."""
-
-    from ..frame import remote
-
     fs, path = remote.filesystem(url, storage_options)
     if opts.mode == "x" and remote.call(url, fs.exists, path):
         raise FileExistsError(errno.EEXIST, "the object exists (mode='x')", url)

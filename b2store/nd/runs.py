@@ -23,8 +23,8 @@ import threading
 import numpy as np
 
 from ..chunk import native
-from ..frame.changes import State
 from ..frame.schunk import SChunk
+from ..frame.state import State
 from .geometry import blocks_per_chunk, blocks_touched
 
 try:

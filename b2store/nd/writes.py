@@ -13,7 +13,7 @@ import numpy as np
 
 from ..constants import SpecialValue
 from ..frame import remote
-from ..frame.writer import special_offset
+from ..frame.publishing import special_offset
 from . import fancy
 from .chunks import decode_chunk_array, encode_chunk_array
 from .geometry import _c_index, chunk_grid, chunk_nitems

@@ -14,7 +14,7 @@ from http_server import serve_directory
 
 import b2store
 from b2store import FormatError
-from b2store.frame.backends import RangeBackend
+from b2store.frame.contiguous import RangeBackend
 from b2store.frame.sources import END_BYTES
 
 pytest.importorskip("aiohttp", reason="fsspec's HTTP filesystem needs aiohttp")
@@ -125,7 +125,7 @@ def test_a_reader_of_a_replaced_file_keeps_its_files_size(tmp_path):
     # A writer that rewrites an array replaces the file by rename; a reader that has it open
     # keeps reading the old file, and must take the old file's size with it, never the new
     # path's (its bytes would be read against a size they do not have).
-    from b2store.frame.backends import open_backend
+    from b2store.frame.factory import open_backend
 
     path = tmp_path / "a.b2nd"
     b2store.asarray(np.arange(100, dtype="<i4"), urlpath=path).close()

@@ -142,9 +142,9 @@ def test_two_writers_take_turns_and_lose_nothing(tmp_path, contiguous):
 
 HOLDER = textwrap.dedent("""
     import sys, time
-    from b2store.frame.layout import _WriteLock
+    from b2store.frame.lock import WriteLock
     from pathlib import Path
-    with _WriteLock(Path(sys.argv[1])).hold():
+    with WriteLock(Path(sys.argv[1])).hold():
         print("held", flush=True)
         time.sleep(30)
 """)
@@ -275,20 +275,20 @@ def test_vlmeta_of_frames_without_data_is_where_c_blosc2_looks(tmp_path, contigu
 def test_a_commit_syncs_the_new_bytes_before_the_header_that_names_them(tmp_path, monkeypatch):
     # A kill loses nothing the kernel was given, but a power cut keeps what reached the disk,
     # in any order: the index and trailer must be there before the header points at them.
-    from b2store.frame import backends
+    from b2store.frame import contiguous
 
     path = str(tmp_path / "f.b2frame")
     with SChunk.create(path, chunksize=800, typesize=8) as s:
         s.append_data(np.arange(100.0))
     events = []
-    write = backends.ContiguousFrame._write
+    write = contiguous.ContiguousFrame._write
 
     def recording_write(self, offset, data):
         events.append(("header" if offset == 0 else "data", offset))
         return write(self, offset, data)
 
-    monkeypatch.setattr(backends.ContiguousFrame, "_write", recording_write)
-    monkeypatch.setattr(backends.os, "fsync", lambda fd: events.append(("fsync", fd)))
+    monkeypatch.setattr(contiguous.ContiguousFrame, "_write", recording_write)
+    monkeypatch.setattr(contiguous.os, "fsync", lambda fd: events.append(("fsync", fd)))
     with SChunk.open(path, mode="a") as s:
         s.append_data(np.arange(100.0, 200.0))
         s.vlmeta["note"] = "x"

@@ -94,7 +94,7 @@ def test_python_blosc2_serialized_expressions_are_never_run(nothing_runs, name):
 
 
 def test_sparse_chunk_ids_name_no_other_path(tmp_path):
-    from b2store.frame.backends import SparseFrame
+    from b2store.frame.sparse import SparseFrame
 
     s = b2store.SChunk.create(tmp_path / "s.b2frame", contiguous=False, typesize=1)
     s.append_data(b"abc" * 10)

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 import b2store
-from b2store.frame.backends import ContiguousFrame, read_header
+from b2store.frame.contiguous import ContiguousFrame
 from b2store.frame.schunk import SChunk
 from b2store.frame.sources import FileSource
+from b2store.frame.state import read_header
 
 
 def frame(path):

@@ -33,7 +33,7 @@ from hardening.workers import run_threads
 
 import b2store
 from b2store import LinkError, WriterLockedError
-from b2store.frame import layout
+from b2store.frame import lock as frame_lock
 
 try:
     from b2store import _turns
@@ -48,7 +48,7 @@ LOOP = textwrap.dedent("""
     import json, sys, time
     import numpy as np
     import b2store
-    from b2store.frame import layout
+    from b2store.frame import lock as frame_lock
     try:
         from b2store import _turns
     except ImportError:  # (b2store before the queue)
@@ -56,7 +56,7 @@ LOOP = textwrap.dedent("""
 
     path, seconds, tag = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
     asked, got, lined = [], [], []
-    acquire = layout._WriteLock._acquire
+    acquire = frame_lock.WriteLock._acquire
 
     def timed(self):
         asked.append(time.monotonic())
@@ -66,7 +66,7 @@ LOOP = textwrap.dedent("""
         if _turns is not None:  # in line from its ticket; not queued, it never waited
             asked[-1] = lined[0] if lined else got[-1]
 
-    layout._WriteLock._acquire = timed
+    frame_lock.WriteLock._acquire = timed
     if _turns is not None:
         join = _turns.Turn.join.__func__
 
@@ -189,7 +189,7 @@ def test_writer_threads_take_turns(tmp_path, handles):
     finally:
         b2store.set_sync(None)
     records: dict[int, dict] = {}
-    acquire = layout._WriteLock._acquire
+    acquire = frame_lock.WriteLock._acquire
 
     def timed(self):  # (as in LOOP)
         rec, asked = records[threading.get_ident()], time.monotonic()
@@ -218,11 +218,11 @@ def test_writer_threads_take_turns(tmp_path, handles):
             arr[0:10] = np.full(10, tag * 100000 + rec["n"], arr.dtype)
             rec["n"] += 1
 
-    layout._WriteLock._acquire = timed
+    frame_lock.WriteLock._acquire = timed
     try:
         run_threads(lambda: loop(1), lambda: loop(2))
     finally:
-        layout._WriteLock._acquire = acquire
+        frame_lock.WriteLock._acquire = acquire
         if _turns is not None:
             _turns.Turn.join = classmethod(join)
         for arr in arrays:
@@ -237,8 +237,8 @@ def test_writer_threads_take_turns(tmp_path, handles):
 HOLDER = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from b2store.frame.layout import _WriteLock
-    with _WriteLock(Path(sys.argv[1])).hold():
+    from b2store.frame.lock import WriteLock
+    with WriteLock(Path(sys.argv[1])).hold():
         print("held", flush=True)
         sys.stdin.readline()
     print("let go", flush=True)
@@ -349,8 +349,8 @@ def test_a_writer_behind_a_hung_one_names_it(tmp_path):
 def test_a_handle_behind_another_of_its_process_says_so(tmp_path):
     path = tmp_path / "a.b2nd"
     make_array(path)
-    first = layout._WriteLock(path)
-    second = layout._WriteLock(path, timeout=0.2)
+    first = frame_lock.WriteLock(path)
+    second = frame_lock.WriteLock(path, timeout=0.2)
     with first.hold():
         with pytest.raises(WriterLockedError) as info:
             with second.hold():
@@ -379,7 +379,7 @@ def test_a_link_at_the_queue_is_refused(tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (tmp_path / ".a.b2nd.b2store-queue").symlink_to(elsewhere)
-    first, second = layout._WriteLock(path), layout._WriteLock(path, timeout=0.2)
+    first, second = frame_lock.WriteLock(path), frame_lock.WriteLock(path, timeout=0.2)
     with first.hold():
         with pytest.raises(LinkError, match=r"\.a\.b2nd\.b2store-queue is a symbolic link"):
             with second.hold():
@@ -391,7 +391,7 @@ def test_a_file_at_the_queue_is_refused(tmp_path):
     path = tmp_path / "a.b2nd"
     make_array(path)
     (tmp_path / ".a.b2nd.b2store-queue").write_bytes(b"not a queue")
-    first, second = layout._WriteLock(path), layout._WriteLock(path, timeout=0.2)
+    first, second = frame_lock.WriteLock(path), frame_lock.WriteLock(path, timeout=0.2)
     with first.hold():
         with pytest.raises(b2store.FormatError) as info:
             with second.hold():
@@ -410,7 +410,7 @@ def test_a_writer_that_cannot_queue_takes_the_lock_by_retrying(tmp_path, monkeyp
     path = tmp_path / "a.b2nd"
     make_array(path)
     monkeypatch.setattr(_turns.os, "mkdir", refused)
-    first, second = layout._WriteLock(path), layout._WriteLock(path, timeout=20)
+    first, second = frame_lock.WriteLock(path), frame_lock.WriteLock(path, timeout=20)
     order = []
 
     def later():

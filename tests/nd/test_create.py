@@ -114,20 +114,20 @@ def test_enums_wherever_names_are_accepted(tmp_path, name):
 def test_rewriting_a_file_keeps_it_readable_until_the_new_one_is_whole(tmp_path, monkeypatch):
     # The old file's cached pages are dropped before the new one is built beside it; the
     # old file itself stays, readable, until the rename.
-    from b2store.frame import schunk as schunk_module
+    from b2store.frame import staging
 
     path = tmp_path / "a.b2nd"
     old = np.arange(100_000, dtype="<f8")
     b2store.asarray(old, urlpath=path)
     seen = []
-    built = schunk_module.replace_path
+    built = staging.replace_path
 
     def replace_path(made, final):
         if final == path:  # (not the staging file's own making)
             seen.append(np.array_equal(b2store.open(final)[:], old))  # still the old array
         built(made, final)
 
-    monkeypatch.setattr(schunk_module, "replace_path", replace_path)
+    monkeypatch.setattr(staging, "replace_path", replace_path)
     monkeypatch.setattr(b2store.nd.create, "replace_path", replace_path)
     new = old[::-1].copy()
     b2store.asarray(new, urlpath=path)
@@ -135,5 +135,5 @@ def test_rewriting_a_file_keeps_it_readable_until_the_new_one_is_whole(tmp_path,
     np.testing.assert_array_equal(b2store.open(path)[:], new)
     assert [p.name for p in tmp_path.iterdir()] == ["a.b2nd"]  # no staging file left
     # A directory or a missing path has no pages to drop: nothing is raised.
-    schunk_module._forget_cached(tmp_path)
-    schunk_module._forget_cached(tmp_path / "missing")
+    staging._forget_cached(tmp_path)
+    staging._forget_cached(tmp_path / "missing")

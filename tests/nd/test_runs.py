@@ -1,4 +1,4 @@
-"""Whole small chunks read a run at a time (nd/runs.py, frame/runs.py, _runs.pyx): the same
+"""Whole small chunks read a run at a time (nd/runs.py, frame/chunk_bounds.py, _runs.pyx): the same
 items as one chunk at a time, few reads, and every chunk the C loop does not take (special,
 damaged, sharing its bytes, not all in the read) read the general way."""
 
@@ -15,8 +15,7 @@ from b2store.chunk import native
 from b2store.chunk.header import ChunkHeader
 from b2store.constants import SpecialValue
 from b2store.errors import FormatError
-from b2store.frame import runs as frame_runs
-from b2store.frame import sources
+from b2store.frame import chunk_bounds, sources
 from b2store.nd import runs as nd_runs
 from b2store.nd.geometry import blocks_touched
 
@@ -169,8 +168,8 @@ def test_few_chunk_planners_agree_with_the_numpy_ones(data):
     stored = np.append(np.unique(inside), np.int64(section))
     max_bytes = data.draw(st.integers(1, 3000))
     planned = [
-        list(frame_runs.plan_runs(entries, stored, section, max_bytes)),
-        list(frame_runs.plan_few_runs(entries, stored, section, max_bytes)),
+        list(chunk_bounds.plan_runs(entries, stored, section, max_bytes)),
+        list(chunk_bounds.plan_few_runs(entries, stored, section, max_bytes)),
     ]
     assert len(planned[0]) == len(planned[1])
     for a, b in zip(*planned):
@@ -196,8 +195,8 @@ def test_a_whole_read_takes_a_read_per_run_not_two_per_chunk(tmp_path, monkeypat
     # One read of the chunks (about 100 kB), not 400.
     assert len(reads) == 1 and reads[0] < arr.schunk.cbytes
     reads.clear()
-    monkeypatch.setattr(frame_runs, "RUN_BYTES", 8 << 10)
-    monkeypatch.setattr(frame_runs.RunReads.stored_runs, "__defaults__", (8 << 10, None))
+    monkeypatch.setattr(chunk_bounds, "RUN_BYTES", 8 << 10)
+    monkeypatch.setattr(chunk_bounds.ChunkBounds.stored_runs, "__defaults__", (8 << 10, None))
     np.testing.assert_array_equal(arr[:], data)
     assert 1 < len(reads) < 40 and max(reads) <= 8 << 10
 
@@ -254,7 +253,7 @@ def test_a_chunk_with_more_room_than_a_run_is_read_alone(tmp_path, monkeypatch, 
     state = arr.schunk.committed()
     sizes = np.diff(np.append(np.sort(state.offsets), state.header.cbytes))
     smaller = int(sizes.min()) - 1
-    monkeypatch.setattr(frame_runs.RunReads.stored_runs, "__defaults__", (smaller, None))
+    monkeypatch.setattr(chunk_bounds.ChunkBounds.stored_runs, "__defaults__", (smaller, None))
     np.testing.assert_array_equal(arr[:], data)
     assert sum(runs_done) == 0  # every chunk read the general way
 

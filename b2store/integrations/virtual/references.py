@@ -301,7 +301,7 @@ def _open_for_parser(url: str, registry):
         from urllib.parse import unquote, urlparse
 
         return b2open(unquote(urlparse(url).path))
-    from ...frame.backends import RangeBackend
+    from ...frame.contiguous import RangeBackend
 
     store, path = registry.resolve(url)
     path = str(path)

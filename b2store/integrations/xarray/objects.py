@@ -87,7 +87,7 @@ def _write_into(obj, url: str, options: dict, mode, layout, **kwargs) -> None:
     store: the chunks they touch go up as new chunk objects, then the index, in one PUT
     over the version read (a writer that loses to another gets ConflictError). A contiguous
     frame, a zip or a tree there is refused before anything is written."""
-    from ...frame.layout import INDEX_NAME
+    from ...frame.backend import INDEX_NAME
     from .append import resolve_mode, write_into
 
     mode = resolve_mode(mode, kwargs.get("append_dim"), kwargs.get("region"))
