@@ -17,6 +17,8 @@ import numpy as np
 
 from ..chunk.encoder import encode_chunk
 from ..chunk.header import ChunkHeader
+from ..chunk.params import ChunkParams
+from ..chunk.tuning import header_typesize
 from ..constants import Codec, Filter, SpecialValue, SplitMode
 from .header import HEADER_FIXED_LEN, OFFSETS_64BIT, VARIABLE_CHUNKS, FrameHeader
 from .trailer import trailer_bytes
@@ -30,34 +32,32 @@ FIXED_VERSION, VARIABLE_VERSION = 2, 3
 def empty_frame(
     *,
     contiguous: bool,
-    typesize: int,
-    codec: Codec,
-    clevel: int,
-    filters,
-    filters_meta,
-    splitmode: SplitMode,
-    blocksize: int,
+    params: ChunkParams,
     chunksize: int,
     metalayers: dict[str, bytes],
-    codec_meta: int = 0,
 ) -> tuple[FrameHeader, bytes]:
-    """A frame with no chunk yet (header and trailer, no index), as c-blosc2 starts one."""
+    """A frame with no chunk yet (header and trailer, no index), as c-blosc2 starts one; its
+    header records ``params`` (whose ``typesize`` is set), what new chunks are encoded with."""
+    codec, typesize = params.codec, params.typesize
+    # The six filter slots as a chunk of these items stores them (a BYTEDELTA meta of 0 as
+    # the typesize, as python-blosc2's SChunk writes it; items past 255 bytes as bytes).
+    filters, filters_meta = params.slots(header_typesize(typesize))
     header = FrameHeader(
         header_len=0,
         frame_len=0,
         general_flags=OFFSETS_64BIT | FIXED_VERSION,
         frame_type=0 if contiguous else 1,
-        codec_flags=(clevel << 4) | min(int(codec), 6),
-        other_flags=int(splitmode) - 1,
+        codec_flags=(params.clevel << 4) | min(int(codec), 6),
+        other_flags=int(params.splitmode) - 1,
         nbytes=0,
         cbytes=0,
         typesize=typesize,
-        blocksize=blocksize,
+        blocksize=params.blocksize,
         chunksize=chunksize,
-        filters=tuple(filters),
+        filters=filters,
         udcodec=int(codec),
-        compcode_meta=codec_meta,
-        filters_meta=tuple(filters_meta),
+        compcode_meta=params.codec_meta,
+        filters_meta=filters_meta,
         metalayers=dict(metalayers),
     )
     header_len = len(header.to_bytes())

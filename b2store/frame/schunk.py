@@ -26,12 +26,7 @@ import numpy as np
 
 from .._userpath import names_user_path
 from ..chunk.decoder import decode_chunk, in_chunk
-from ..chunk.encoder import (
-    resolve_codec,
-    resolve_filters,
-    resolve_splitmode,
-    special_chunk,
-)
+from ..chunk.encoder import special_chunk
 from ..chunk.header import ChunkHeader
 from ..chunk.params import ChunkParams
 from ..constants import Codec, Filter, SpecialValue
@@ -62,6 +57,9 @@ def _special_kind(offset: int) -> int:
     # A special offset has its top bit set and the special value in the top byte's low bits.
     return (offset >> 56) & 0x7F
 
+
+# c-blosc2's default pipeline as its headers hold it: shuffle in the last of the six slots.
+_DEFAULT_FILTERS = (Filter.NOFILTER,) * 5 + (Filter.SHUFFLE,)
 
 # The longest a special VALUE chunk is: its header and one item of a typesize up to 255.
 _VALUE_CHUNK_MAX = 32 + 255
@@ -257,32 +255,26 @@ class SChunk(Changes, BlockReads, ChunkBounds):
         the index; a frame already there stays readable until then (``exclusive``: refused).
 
         The compression parameters (``params``, or the separate keywords) are stored in the
-        header and used by :meth:`append_data`.
+        header and used by :meth:`append_data`; values no chunk can be written with are
+        refused here, as :class:`~b2store.chunk.params.ChunkParams` refuses them.
         """
-        codec_meta = 0
-        if params is not None:
-            codec, clevel, splitmode = params.codec, params.clevel, params.splitmode
-            codec_meta = params.codec_meta
-            typesize, blocksize = params.typesize or typesize, params.blocksize
-            slots, metas = params.slots(typesize)
-        else:
-            codec = resolve_codec(codec)
-            if filters is None:
-                slots, metas = (0, 0, 0, 0, 0, int(Filter.SHUFFLE)), (0,) * 6
-            else:
-                slots, metas = resolve_filters(filters, filters_meta)
+        if params is None:
+            params = ChunkParams(
+                codec=codec,
+                clevel=clevel,
+                typesize=typesize,
+                filters=_DEFAULT_FILTERS if filters is None else filters,
+                filters_meta=None if filters is None else filters_meta,
+                splitmode=splitmode,
+                blocksize=blocksize,
+            )
+        elif params.typesize is None:
+            params = params.replace(typesize=typesize)
         header, frame = publishing.empty_frame(
             contiguous=contiguous or urlpath is None,
-            typesize=typesize,
-            codec=codec,
-            clevel=clevel,
-            filters=slots,
-            filters_meta=metas,
-            splitmode=resolve_splitmode(splitmode),
-            blocksize=blocksize,
+            params=params,
             chunksize=chunksize,
             metalayers={k: bytes(v) for k, v in (meta or {}).items()},
-            codec_meta=codec_meta,
         )
         if urlpath is None:
             return cls(ContiguousFrame(MemorySource(frame), writable=True), header)
@@ -494,12 +486,7 @@ class SChunk(Changes, BlockReads, ChunkBounds):
             return self._backend.read(0, self._backend.frame_len)
         out = SChunk.create(
             None,
-            typesize=self.typesize,
-            codec=self.codec,
-            clevel=self.clevel,
-            filters=self.filters,
-            filters_meta=self.filters_meta,
-            blocksize=self.blocksize,
+            params=self.params,  # whole: what new chunks are encoded with goes along
             meta=self.header.metalayers,
             chunksize=self.chunksize if self.nchunks else -1,
         )
