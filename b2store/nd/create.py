@@ -13,20 +13,13 @@ import math
 import os
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
 from .. import _progress
 from .._userpath import names_user_path
-from ..chunk.encoder import (
-    resolve_filters,
-    resolve_splitmode,
-    special_chunk,
-    writable_dtype,
-)
-from ..chunk.params import parse_b2nd_codec
+from ..chunk.encoder import special_chunk, writable_dtype
 from ..constants import SpecialValue
 from ..frame import remote
 from ..frame.mappings import check_vlmeta_sum, raw_value
@@ -36,10 +29,10 @@ from ..frame.sources import is_url, local_path
 from ..frame.staging import replace_path, staging_path
 from ..frame.vlmeta_codec import pack_value
 from .array import B2ndArray
-from .carriers import MARKERS
 from .chunks import cparams_for, encode_array_chunk, encode_chunk_array
 from .geometry import chunk_grid, chunk_nitems, chunk_region
 from .meta import B2ndMeta
+from .options import ArrayOptions, array_constructor
 from .shapes import default_chunks_blocks
 
 __all__ = ["asarray", "frombuffer", "zeros", "empty", "full"]
@@ -55,99 +48,18 @@ def _as_shape(shape) -> tuple[int, ...]:
     return tuple(int(n) for n in shape)
 
 
-@dataclass(frozen=True)
-class _Options:
-    """The keywords every constructor takes, checked before anything is written."""
-
-    chunks: Sequence[int] | None = None
-    blocks: Sequence[int] | None = None
-    codec: str | int = "zstd"
-    clevel: int = 5
-    filters: Sequence[str | int] | None = None
-    filters_meta: Sequence[int] | None = None
-    splitmode: str | int = "auto"
-    codec_meta: int = 0
-    contiguous: bool = True
-    mode: str = "w"
-    meta: Mapping[str, Any] | None = None
-    vlmeta: Mapping[str, Any] | None = None
-    nthreads: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.mode not in ("w", "x"):
-            raise ValueError(f"mode must be 'w' (overwrite) or 'x' (create new), not {self.mode!r}")
-        if isinstance(self.clevel, bool) or not isinstance(self.clevel, int):
-            raise TypeError(f"clevel must be an int from 0 to 9, not {self.clevel!r}")
-        if not 0 <= self.clevel <= 9:
-            raise ValueError(f"clevel must be 0 to 9, not {self.clevel}")
-        parse_b2nd_codec(self.codec)  # ZFP and NDLZ too: they work on the array's blocks
-        resolve_splitmode(self.splitmode)
-        if isinstance(self.codec_meta, bool) or not isinstance(self.codec_meta, int):
-            raise TypeError(f"codec_meta must be an int from 0 to 255, not {self.codec_meta!r}")
-        if not 0 <= self.codec_meta <= 255:
-            raise ValueError(f"codec_meta must be 0 to 255, not {self.codec_meta}")
-        if self.filters is not None:
-            resolve_filters(self.filters, self.filters_meta)
-        for name in ("meta", "vlmeta"):
-            _check_mapping(name, getattr(self, name))
-        marked = sorted(set(self.meta or ()) & set(MARKERS))
-        if marked:
-            # Such a frame stands for an object whose values it does not hold, and reading
-            # refuses it (nd/carriers.py): an array written with one would be unreadable.
-            raise ValueError(
-                f"metalayer name {marked[0]!r} is python-blosc2's mark of a frame that holds "
-                "no data of its own (a lazy expression, a proxy); choose another name"
-            )
-
-    @classmethod
-    def of(cls, arguments: Mapping[str, Any]) -> _Options:
-        """The options among a constructor's arguments (``locals()`` at its start: the
-        signatures spell every keyword out, so that an unknown one is a TypeError)."""
-        return cls(**{f.name: arguments[f.name] for f in fields(cls)})
-
-    def cparams(self, dtype: np.dtype, blocks) -> dict:
-        return cparams_for(
-            dtype,
-            blocks,
-            codec=self.codec,
-            clevel=self.clevel,
-            filters=self.filters,
-            filters_meta=self.filters_meta,
-            splitmode=self.splitmode,
-            codec_meta=self.codec_meta,
-        )
-
-
-def _check_mapping(name: str, value) -> None:
-    if value is None:
-        return
-    if not isinstance(value, Mapping):
-        raise TypeError(f"{name} must be a mapping of names to values, not {type(value).__name__}")
-    for key in value:
-        if not isinstance(key, str):
-            raise TypeError(f"{name} names are strings, not {key!r}")
-
-
-def _new(shape, dtype, urlpath, opts: _Options, storage_options=None):
+def _new(shape, dtype, urlpath, opts: ArrayOptions, storage_options=None):
     if opts.mode == "x" and urlpath is not None and not is_url(urlpath):
         if local_path(urlpath).exists():
             raise FileExistsError(f"{urlpath} exists (mode='x')")
     shape = _as_shape(shape)
     dtype = _check_dtype(dtype)
+    coding = opts.coding
     chunks, blocks = default_chunks_blocks(
-        shape,
-        dtype.itemsize,
-        chunks=opts.chunks,
-        blocks=opts.blocks,
-        codec=opts.codec,
-        clevel=opts.clevel,
-        filters=opts.filters,
-        filters_meta=opts.filters_meta,
-        splitmode=opts.splitmode,
-        codec_meta=opts.codec_meta,
+        shape, dtype.itemsize, chunks=opts.chunks, blocks=opts.blocks, **coding
     )
     b2nd = B2ndMeta(shape=shape, chunkshape=chunks, blockshape=blocks, dtype=dtype)
-    cparams = opts.cparams(dtype, blocks)
+    cparams = cparams_for(dtype, blocks, **coding)
     # Packed as python-blosc2 packs them (NumPy arrays, tuples, sets...), read back decoded.
     user_meta = {name: pack_value(value) for name, value in (opts.meta or {}).items()}
     size = math.prod(shape)
@@ -206,25 +118,14 @@ def _finish(schunk, b2nd, vlmeta) -> B2ndArray:
 
 
 @names_user_path
+@array_constructor
 def asarray(
     array,
     urlpath=None,
     *,
-    chunks: Sequence[int] | None = None,
-    blocks: Sequence[int] | None = None,
-    codec: str | int = "zstd",
-    clevel: int = 5,
-    filters: Sequence[str | int] | None = None,
-    filters_meta: Sequence[int] | None = None,
-    splitmode: str | int = "auto",
-    codec_meta: int = 0,
-    contiguous: bool = True,
-    mode: str = "w",
-    meta: Mapping[str, Any] | None = None,
-    vlmeta: Mapping[str, Any] | None = None,
-    nthreads: int | None = None,
     progress: bool | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    **options: Any,
 ) -> B2ndArray:
     """Write ``array`` as a b2nd frame (in memory when ``urlpath`` is None).
 
@@ -236,45 +137,12 @@ def asarray(
         The ``.b2nd`` file (or sparse-frame directory) to write; None keeps it in memory. An
         fsspec URL (``s3://bucket/x.b2nd``) stores one contiguous frame there, whole in one
         request, and returns it opened for reading.
-    chunks, blocks : tuple of int, optional
-        Chunk and block shapes; python-blosc2's choice for the shape and item size when None.
-    codec : str or Codec
-        ``"zstd"`` (default), ``"lz4"``, ``"lz4hc"``, ``"blosclz"``, ``"zlib"``; or one of
-        c-blosc2's plugins: ``"zfp_acc"``, ``"zfp_prec"``, ``"zfp_rate"`` (float32 and
-        float64; the ``zfp`` extra) and ``"ndlz"`` (2-d arrays).
-    clevel : int
-        Compression level, 0 to 9 (default 5).
-    filters : sequence of str or Filter, optional
-        Up to six filters, applied in order; default shuffle, as python-blosc2.
-    filters_meta : sequence of int, optional
-        One meta per filter (shuffle's element size, trunc_prec's bits, ...).
-    splitmode : str or SplitMode
-        ``"auto"`` (default), ``"always"``, ``"never"``.
-    codec_meta : int
-        The plugin codec's parameter byte, as python-blosc2's ``codec_meta``: ZFP_ACC's
-        error exponent (an int8, so 253 is an error of 10**-3), ZFP_PREC's extra bit
-        planes, ZFP_RATE's percent of the item's bits, NDLZ's cell side (4 or 8).
-    contiguous : bool
-        One frame file (default) or a sparse-frame directory.
-    mode : {"w", "x"}
-        Overwrite ``urlpath`` (default) or refuse to when it exists.
-    meta : mapping, optional
-        Fixed metalayers: names to values packed as python-blosc2 packs them (read back
-        decoded by ``array.meta[name]``, the bytes by ``array.meta.raw(name)``).
-    vlmeta : mapping, optional
-        Variable-length metalayers (user attributes such as ``{"units": "K"}``): names to
-        msgpack-packable values; python-blosc2 reads them as ``array.vlmeta``.
-    nthreads : int, optional
-        Chunks' blocks compressed at once (default: as many as reads use, the cores unless
-        ``B2STORE_NTHREADS`` says otherwise, as python-blosc2).
+    <options>
     progress : bool, optional
         A tqdm bar on stderr counting the bytes encoded: always (True), never (False), or
         (None, the default) when stderr is a terminal and the array is large (more than
         64 MiB or 16 chunks, see :mod:`b2store._progress`).
-    storage_options : mapping, optional
-        fsspec's options for a URL ``urlpath`` (credentials, endpoint).
-
-    Unknown keywords raise TypeError: attributes go in ``vlmeta``, never loose keywords.
+    <storage_options>
 
     Returns
     -------
@@ -285,7 +153,7 @@ def asarray(
     >>> a[1, ::2], a.vlmeta["units"]
     (array([4., 6.]), 'K')
     """
-    opts = _Options.of(locals())
+    opts = ArrayOptions(**options)
     data = np.asarray(array)
     if is_url(urlpath):
         return _to_object(data, urlpath, opts, progress, storage_options)
@@ -294,7 +162,7 @@ def asarray(
     return _from_array(data, urlpath, opts, progress)
 
 
-def _to_object(data: np.ndarray, url: str, opts: _Options, progress, storage_options):
+def _to_object(data: np.ndarray, url: str, opts: ArrayOptions, progress, storage_options):
     """``data`` in an object store: a sparse frame (``contiguous=False``, see
     :func:`_to_sparse_object`) or a contiguous frame stored whole (:func:`_put_whole`)."""
     if not opts.contiguous:
@@ -302,7 +170,7 @@ def _to_object(data: np.ndarray, url: str, opts: _Options, progress, storage_opt
     return _put_whole(lambda: _from_array(data, None, opts, progress), url, opts, storage_options)
 
 
-def _put_whole(make, url: str, opts: _Options, storage_options) -> B2ndArray:
+def _put_whole(make, url: str, opts: ArrayOptions, storage_options) -> B2ndArray:
     """The array ``make()`` builds in memory, stored at ``url`` as one contiguous frame.
     Object stores have no rename and no append: the frame is stored in one request (one PUT;
     s3fs sends a large object as a multipart upload, completed only when whole), so the
@@ -317,7 +185,7 @@ def _put_whole(make, url: str, opts: _Options, storage_options) -> B2ndArray:
     return B2ndArray(schunk, made._meta, dtype=made.dtype)
 
 
-def _to_sparse_object(data: np.ndarray, url: str, opts: _Options, progress, storage_options):
+def _to_sparse_object(data: np.ndarray, url: str, opts: ArrayOptions, progress, storage_options):
     """``data`` as a sparse frame in an object store: its chunk objects first, then its index
     with the vlmeta in one PUT (see :mod:`b2store.frame.remote_sparse`). A frame that was
     there stays readable until that PUT, and its chunk objects go after it."""
@@ -342,7 +210,7 @@ def _to_sparse_object(data: np.ndarray, url: str, opts: _Options, progress, stor
     return B2ndArray(schunk, b2nd)
 
 
-def _from_array(data: np.ndarray, urlpath, opts: _Options, progress=False) -> B2ndArray:
+def _from_array(data: np.ndarray, urlpath, opts: ArrayOptions, progress=False) -> B2ndArray:
     dtype = _check_dtype(data.dtype)
     schunk, b2nd, cparams = _new(data.shape, dtype, urlpath, opts)
     nchunks = math.prod(chunk_grid(b2nd.shape, b2nd.chunkshape))
@@ -400,26 +268,8 @@ def _row_blocks(data: np.ndarray, chunks: Sequence[int], blocks: Sequence[int]) 
 
 
 @names_user_path
-def frombuffer(
-    buffer,
-    shape: Sequence[int],
-    dtype,
-    urlpath=None,
-    *,
-    chunks: Sequence[int] | None = None,
-    blocks: Sequence[int] | None = None,
-    codec: str | int = "zstd",
-    clevel: int = 5,
-    filters: Sequence[str | int] | None = None,
-    filters_meta: Sequence[int] | None = None,
-    splitmode: str | int = "auto",
-    codec_meta: int = 0,
-    contiguous: bool = True,
-    mode: str = "w",
-    meta: Mapping[str, Any] | None = None,
-    vlmeta: Mapping[str, Any] | None = None,
-    nthreads: int | None = None,
-) -> B2ndArray:
+@array_constructor
+def frombuffer(buffer, shape: Sequence[int], dtype, urlpath=None, **options: Any) -> B2ndArray:
     """Write the items of ``buffer`` (C order) as an array of ``shape`` and ``dtype``.
 
     Parameters
@@ -430,11 +280,9 @@ def frombuffer(
     dtype : numpy dtype
     urlpath : str or path, optional
         Where to write; None keeps it in memory.
-    chunks, blocks, codec, clevel, filters, filters_meta, splitmode : optional
-        As for :func:`asarray`; so are ``contiguous``, ``mode``, ``meta``, ``vlmeta``,
-        ``nthreads`` and ``storage_options``.
+    <options>
     """
-    opts = _Options.of(locals())
+    opts = ArrayOptions(**options)
     dtype = _check_dtype(dtype)
     shape = _as_shape(shape)
     data = np.frombuffer(buffer, dtype=dtype, count=math.prod(shape)).reshape(shape)
@@ -442,7 +290,7 @@ def frombuffer(
 
 
 def _filled(
-    kind, shape, dtype, value: bytes, urlpath, opts: _Options, storage_options=None
+    kind, shape, dtype, value: bytes, urlpath, opts: ArrayOptions, storage_options=None
 ) -> B2ndArray:
     if is_url(urlpath) and opts.contiguous:
 
@@ -470,25 +318,14 @@ def _filled(
 
 
 @names_user_path
+@array_constructor
 def zeros(
     shape: Sequence[int],
     dtype=np.float64,
     urlpath=None,
     *,
-    chunks: Sequence[int] | None = None,
-    blocks: Sequence[int] | None = None,
-    codec: str | int = "zstd",
-    clevel: int = 5,
-    filters: Sequence[str | int] | None = None,
-    filters_meta: Sequence[int] | None = None,
-    splitmode: str | int = "auto",
-    codec_meta: int = 0,
-    contiguous: bool = True,
-    mode: str = "w",
-    meta: Mapping[str, Any] | None = None,
-    vlmeta: Mapping[str, Any] | None = None,
-    nthreads: int | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    **options: Any,
 ) -> B2ndArray:
     """An array of zeros: every chunk a zeros special chunk (no data stored).
 
@@ -499,64 +336,49 @@ def zeros(
         Default float64.
     urlpath : str or path, optional
         Where to write; None keeps it in memory.
-    chunks, blocks, codec, clevel, filters, filters_meta, splitmode : optional
-        As for :func:`asarray`; so are ``contiguous``, ``mode``, ``meta``, ``vlmeta``,
-        ``nthreads`` and ``storage_options``.
+    <options>
+    <storage_options>
     """
-    opts = _Options.of(locals())
+    opts = ArrayOptions(**options)
     return _filled(SpecialValue.ZERO, shape, dtype, b"", urlpath, opts, storage_options)
 
 
 @names_user_path
+@array_constructor
 def empty(
     shape: Sequence[int],
     dtype=np.float64,
     urlpath=None,
     *,
-    chunks: Sequence[int] | None = None,
-    blocks: Sequence[int] | None = None,
-    codec: str | int = "zstd",
-    clevel: int = 5,
-    filters: Sequence[str | int] | None = None,
-    filters_meta: Sequence[int] | None = None,
-    splitmode: str | int = "auto",
-    codec_meta: int = 0,
-    contiguous: bool = True,
-    mode: str = "w",
-    meta: Mapping[str, Any] | None = None,
-    vlmeta: Mapping[str, Any] | None = None,
-    nthreads: int | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    **options: Any,
 ) -> B2ndArray:
     """An array whose values are not set; like python-blosc2's, it reads as zeros.
 
-    Parameters are those of :func:`zeros`.
+    Parameters
+    ----------
+    shape : int or tuple of int
+    dtype : numpy dtype
+        Default float64.
+    urlpath : str or path, optional
+        Where to write; None keeps it in memory.
+    <options>
+    <storage_options>
     """
-    opts = _Options.of(locals())
+    opts = ArrayOptions(**options)
     return _filled(SpecialValue.ZERO, shape, dtype, b"", urlpath, opts, storage_options)
 
 
 @names_user_path
+@array_constructor
 def full(
     shape: Sequence[int],
     fill_value,
     dtype=None,
     urlpath=None,
     *,
-    chunks: Sequence[int] | None = None,
-    blocks: Sequence[int] | None = None,
-    codec: str | int = "zstd",
-    clevel: int = 5,
-    filters: Sequence[str | int] | None = None,
-    filters_meta: Sequence[int] | None = None,
-    splitmode: str | int = "auto",
-    codec_meta: int = 0,
-    contiguous: bool = True,
-    mode: str = "w",
-    meta: Mapping[str, Any] | None = None,
-    vlmeta: Mapping[str, Any] | None = None,
-    nthreads: int | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    **options: Any,
 ) -> B2ndArray:
     """An array of ``fill_value`` everywhere: repeated-value special chunks.
 
@@ -569,11 +391,10 @@ def full(
         Default: ``fill_value``'s.
     urlpath : str or path, optional
         Where to write; None keeps it in memory.
-    chunks, blocks, codec, clevel, filters, filters_meta, splitmode : optional
-        As for :func:`asarray`; so are ``contiguous``, ``mode``, ``meta``, ``vlmeta``,
-        ``nthreads`` and ``storage_options``.
+    <options>
+    <storage_options>
     """
-    opts = _Options.of(locals())
+    opts = ArrayOptions(**options)
     value = np.asarray(fill_value, dtype=dtype)
     dtype = _check_dtype(value.dtype)
     kind = SpecialValue.VALUE if value.tobytes().strip(b"\0") else SpecialValue.ZERO
