@@ -69,16 +69,13 @@ _MODERN = _Layout(
     filters_at=69,
     metalayers_at=HEADER_FIXED_LEN,
 )
-# 2.0.0 betas: no blocksize, so everything from typesize on sits 5 bytes earlier.
+# 2.0.0 betas: no blocksize (an int32 item, 5 bytes), so every field after it sits 5 bytes
+# earlier.
+_BLOCKSIZE_AT = _MODERN.fields["blocksize"][0]
 _BETA = {
-    "header_len": (10, wire.INT32),
-    "frame_len": (15, wire.UINT64),
-    "nbytes": (29, wire.INT64),
-    "cbytes": (38, wire.INT64),
-    "typesize": (47, wire.INT32),
-    "chunksize": (52, wire.INT32),
-    "nthreads_comp": (57, wire.INT16),
-    "nthreads_decomp": (60, wire.INT16),
+    name: (at - 5 if at > _BLOCKSIZE_AT else at, item)
+    for name, (at, item) in _MODERN.fields.items()
+    if name != "blocksize"
 }
 _LAYOUTS = {
     wire.FIXARRAY + 14: _MODERN,
@@ -351,12 +348,20 @@ def _read_metalayers(mv, at: int, header_len: int) -> dict[str, bytes]:
     if header_len <= at:
         return {}
     cur = wire.Cursor(mv, at, header_len, name="header")
-    cur.marker("metalayers index", wire.FIXARRAY + 3)
-    cur.item(wire.UINT16, "metalayers index")  # the index length: implied by what follows
-    count = cur.item(wire.MAP16, "metalayers count")
-    if count > MAX_METALAYERS:
-        raise FormatError("metalayers count", f"at most {MAX_METALAYERS}", count, cur.pos - 2)
-    return read_named_values(cur, count, "metalayer")
+    return read_named_index(cur, "metalayers", MAX_METALAYERS, "metalayer")
+
+
+def read_named_index(cur: wire.Cursor, field: str, most: int, what: str) -> dict[str, bytes]:
+    """The index at ``cur``, ``[index_len, {name: offset}, ...]``, of at most ``most``
+    entries, and the bin32 values it names: the layout of both the metalayers (``field``
+    "metalayers", in the header) and the vlmetalayers ("vlmeta", in the trailer)."""
+    cur.marker(f"{field} index", wire.FIXARRAY + 3)
+    # The index length: implied by what follows (headers and trailers count it differently).
+    cur.item(wire.UINT16, f"{field} index")
+    count = cur.item(wire.MAP16, f"{field} count")
+    if count > most:
+        raise FormatError(f"{field} count", f"at most {most}", count, cur.pos - 2)
+    return read_named_values(cur, count, what)
 
 
 def read_named_values(cur: wire.Cursor, count: int, what: str) -> dict[str, bytes]:

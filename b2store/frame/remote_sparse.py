@@ -30,7 +30,7 @@ from . import publishing, ranges, remote
 from .backend import INDEX_NAME, Backend
 from .header import FrameHeader
 from .sources import FsspecSource, MemorySource, ObjectReplaced
-from .sparse import chunk_file_name, whole_chunk
+from .sparse import SparseLayout, chunk_file_name, whole_chunk
 from .state import read_header, read_state
 
 __all__ = [
@@ -71,10 +71,9 @@ def _botocore_sends_conditions() -> bool:
     return "IfMatch" in members and "IfNoneMatch" in members
 
 
-class RemoteSparseFrame(Backend):
+class RemoteSparseFrame(SparseLayout):
     """``chunks.b2frame`` and ``%08X.chunk`` objects under the prefix ``url``."""
 
-    contiguous = False
     remote = True
 
     def __init__(
@@ -154,20 +153,6 @@ class RemoteSparseFrame(Backend):
         return f"{self._root}/{name}"
 
     # --- reading ---------------------------------------------------------------------------
-
-    @property
-    def frame_len(self) -> int:
-        return self._frame_len
-
-    def read(self, offset: int, size: int) -> bytes:
-        if offset + size > self._frame_len:
-            raise FormatError(
-                "frame", f"bytes {offset}..{offset + size} of {INDEX_NAME}", self._frame_len
-            )
-        return self._index.read(offset, size)
-
-    def index_at(self, header: FrameHeader) -> int:
-        return header.header_len
 
     def chunk_name(self, chunk_id: int) -> str:
         return chunk_file_name(chunk_id)
@@ -353,10 +338,9 @@ class RemoteSparseFrame(Backend):
         return answer.get("ETag") if isinstance(answer, dict) else None
 
     def publish(self, header, index, trailer, *, stored_bytes, full_header):
-        index = index or b""
-        frame_len = header.header_len + len(index) + len(trailer)
-        new = header.with_fields(cbytes=stored_bytes, frame_len=frame_len)
-        self._replace_index(new.to_bytes() + index + trailer)
+        published = super().publish(
+            header, index, trailer, stored_bytes=stored_bytes, full_header=full_header
+        )
         self._stored = []
         replaced, self._replaced = self._replaced, []
         self._delete(replaced)  # a new frame over an old one: the old one's chunk objects
@@ -364,11 +348,7 @@ class RemoteSparseFrame(Backend):
             self._replaced_object = False
             with contextlib.suppress(FileNotFoundError):
                 remote.call(self.url, self._fs.rm_file, self._root)
-        return new, frame_len - len(trailer)
-
-    def rewrite_header(self, data: bytes) -> None:
-        rest = self._index.read(len(data), self._frame_len - len(data))
-        self._replace_index(data + rest)
+        return published
 
     def _replace_index(self, frame: bytes) -> None:
         condition = {"IfMatch": self._etag} if self._etag else {"IfNoneMatch": "*"}

@@ -65,6 +65,11 @@ _DEFAULT_FILTERS = (Filter.NOFILTER,) * 5 + (Filter.SHUFFLE,)
 _VALUE_CHUNK_MAX = 32 + 255
 
 
+def _from_header(name: str) -> property:
+    """The committed header's field ``name``, read-only."""
+    return property(lambda self: getattr(self.header, name))
+
+
 class SChunk(Changes, BlockReads, ChunkBounds):
     """The chunks of a Blosc2 frame (contiguous or sparse).
 
@@ -349,29 +354,19 @@ class SChunk(Changes, BlockReads, ChunkBounds):
 
     # --- what the header says ----------------------------------------------------------------
 
+    # (python-blosc2's names; the filters and their metas as the header's six slots)
+    chunksize = _from_header("chunksize")
+    typesize = _from_header("typesize")
+    nbytes = _from_header("nbytes")
+    cbytes = _from_header("cbytes")
+    blocksize = _from_header("blocksize")
+    clevel = _from_header("clevel")
+    filters = _from_header("filters")
+    filters_meta = _from_header("filters_meta")
+
     @property
     def nchunks(self) -> int:
         return len(self.offsets)
-
-    @property
-    def chunksize(self) -> int:
-        return self.header.chunksize
-
-    @property
-    def typesize(self) -> int:
-        return self.header.typesize
-
-    @property
-    def nbytes(self) -> int:
-        return self.header.nbytes
-
-    @property
-    def cbytes(self) -> int:
-        return self.header.cbytes
-
-    @property
-    def blocksize(self) -> int:
-        return self.header.blocksize
 
     @property
     def contiguous(self) -> bool:
@@ -389,18 +384,6 @@ class SChunk(Changes, BlockReads, ChunkBounds):
             return Codec(self.header.compcode)
         except ValueError:
             return self.header.compcode
-
-    @property
-    def clevel(self) -> int:
-        return self.header.clevel
-
-    @property
-    def filters(self) -> tuple[int, ...]:
-        return self.header.filters
-
-    @property
-    def filters_meta(self) -> tuple[int, ...]:
-        return self.header.filters_meta
 
     @property
     def meta(self) -> MetaView:

@@ -19,9 +19,9 @@ from ..errors import FormatError
 from .backend import INDEX_NAME, Backend
 from .header import FrameHeader
 from .lock import LOCK_NAME, LOCK_TIMEOUT, WriteLock
-from .sources import FileSource, local_path
+from .sources import ByteSource, FileSource, local_path
 
-__all__ = ["SparseFrame", "chunk_file_name", "whole_chunk"]
+__all__ = ["SparseLayout", "SparseFrame", "chunk_file_name", "whole_chunk"]
 
 _CHUNK_FILE = re.compile(r"^[0-9A-F]{8}\.chunk$")
 
@@ -53,11 +53,55 @@ def whole_chunk(data: bytes, name: str, field: str = "chunk file") -> bytes:
     return data[:cbytes]
 
 
-class SparseFrame(Backend):
-    """``chunks.b2frame`` (header, offsets index, trailer) and one ``%08X.chunk`` file per
-    chunk, in a local directory."""
+class SparseLayout(Backend):
+    """What both sparse layouts (a directory, :class:`SparseFrame`; an object store's prefix,
+    :class:`~b2store.frame.remote_sparse.RemoteSparseFrame`) do alike: the header, offsets
+    index and trailer in one index file (``chunks.b2frame``), read from ``_index`` (a
+    :class:`~b2store.frame.sources.ByteSource` of ``_frame_len`` bytes) and replaced whole
+    by each change (``_replace_index``); each chunk in a file or object of its own."""
 
     contiguous = False
+    _index: ByteSource
+    _frame_len: int
+
+    @property
+    def frame_len(self) -> int:
+        return self._frame_len
+
+    def read(self, offset: int, size: int) -> bytes:
+        if offset + size > self._frame_len:
+            raise FormatError(
+                "frame",
+                f"bytes {offset}..{offset + size} inside {INDEX_NAME}",
+                f"{self._frame_len} bytes",
+            )
+        return self._index.read(offset, size)
+
+    def index_at(self, header: FrameHeader) -> int:
+        return header.header_len
+
+    def publish(self, header, index, trailer, *, stored_bytes, full_header):
+        index = index or b""
+        frame_len = header.header_len + len(index) + len(trailer)
+        # A sparse frame's cbytes is the size of its chunk files (c-blosc2 reads 0 as
+        # "no chunks").
+        new = header.with_fields(cbytes=stored_bytes, frame_len=frame_len)
+        self._replace_index(new.to_bytes() + index + trailer)
+        return new, frame_len - len(trailer)
+
+    def rewrite_header(self, data: bytes) -> None:
+        rest = self._index.read(len(data), self._frame_len - len(data))
+        self._replace_index(data + rest)
+
+    def _replace_index(self, frame: bytes) -> None:  # pragma: no cover - interface
+        """Put ``frame`` (header, index, trailer) in place of the index file at once:
+        readers see the old one or the new one."""
+        raise NotImplementedError
+
+
+class SparseFrame(SparseLayout):
+    """``chunks.b2frame`` (header, offsets index, trailer) and one ``%08X.chunk`` file per
+    chunk, in a local directory."""
 
     def __init__(self, directory, writable: bool = False, lock_timeout: float = LOCK_TIMEOUT):
         self.directory = local_path(directory)
@@ -78,22 +122,6 @@ class SparseFrame(Backend):
         if writable:
             # The lock file is inside the frame: a link there is refused, never followed.
             self._lock = WriteLock(self.directory / LOCK_NAME, lock_timeout, nofollow=True)
-
-    @property
-    def frame_len(self) -> int:
-        return self._frame_len
-
-    def read(self, offset: int, size: int) -> bytes:
-        if offset + size > self._frame_len:
-            raise FormatError(
-                "frame",
-                f"bytes {offset}..{offset + size} inside {INDEX_NAME}",
-                f"{self._frame_len} bytes",
-            )
-        return self._index.read(offset, size)
-
-    def index_at(self, header: FrameHeader) -> int:
-        return header.header_len
 
     def chunk_path(self, chunk_id: int) -> Path:
         return self.directory / chunk_file_name(chunk_id)
@@ -201,18 +229,11 @@ class SparseFrame(Backend):
             raise named from exc
 
     def publish(self, header, index, trailer, *, stored_bytes, full_header):
-        index = index or b""
-        frame_len = header.header_len + len(index) + len(trailer)
-        # A sparse frame's cbytes is the size of its chunk files (c-blosc2 reads 0 as
-        # "no chunks").
-        new = header.with_fields(cbytes=stored_bytes, frame_len=frame_len)
-        self._replace_index(new.to_bytes() + index + trailer)
+        published = super().publish(
+            header, index, trailer, stored_bytes=stored_bytes, full_header=full_header
+        )
         self._next_id = 0
-        return new, frame_len - len(trailer)
-
-    def rewrite_header(self, data: bytes) -> None:
-        rest = self._index.read(len(data), self._frame_len - len(data))
-        self._replace_index(data + rest)
+        return published
 
     def _replace_index(self, frame: bytes) -> None:
         """Swap in a new ``chunks.b2frame`` in one rename; readers see the old or the new."""

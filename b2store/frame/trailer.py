@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..errors import FormatError
 from . import wire
-from .header import named_values_bytes, read_named_values
+from .header import named_values_bytes, read_named_index
 
 __all__ = ["read_trailer", "trailer_bytes", "TRAILER_TAIL_LEN", "MAX_VLMETALAYERS"]
 
@@ -45,12 +45,7 @@ def read_trailer(trailer: memoryview) -> dict[str, bytes]:
         # 2.0 betas: one unnamed usermeta chunk.
         return {LEGACY_USERMETA: wire.read_bin32(trailer, 2, end, "usermeta")}
     cur = wire.Cursor(trailer, 2, end, name="trailer")
-    cur.marker("vlmeta index", wire.FIXARRAY + 3)
-    cur.item(wire.UINT16, "vlmeta index")  # the index length: implied by what follows
-    count = cur.item(wire.MAP16, "vlmeta count")
-    if count > MAX_VLMETALAYERS:
-        raise FormatError("vlmeta count", f"at most {MAX_VLMETALAYERS}", count, cur.pos - 2)
-    return read_named_values(cur, count, "vlmetalayer")
+    return read_named_index(cur, "vlmeta", MAX_VLMETALAYERS, "vlmetalayer")
 
 
 def trailer_bytes(vlmeta: dict[str, bytes]) -> bytes:
