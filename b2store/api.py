@@ -31,7 +31,7 @@ def open(
     urlpath
         A ``.b2nd``/``.b2frame`` file, a sparse-frame directory, an fsspec URL
         (``https://``, ``s3://``, ... read by byte ranges, never whole), the frame's bytes, or a
-        :class:`b2store.frame.backends.Backend`.
+        :class:`b2store.frame.backend.Backend`.
     mode
         ``"r"`` to read, ``"a"`` to change it too (local files and directories only).
     dtype

@@ -19,6 +19,7 @@ Listing reads directory entries or the zip's central directory, never array data
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 from collections.abc import Iterator, Mapping
@@ -30,12 +31,15 @@ from typing import Any
 
 import numpy as np
 
-from . import _files, journal
+from . import _files, api, journal
 from .errors import FormatError
 from .frame import ranges, remote
+from .frame.backend import INDEX_NAME
 from .frame.header import FrameHeader
 from .frame.sniff import FRAME_PREFIX_LENGTH, NotBlosc2Error, looks_like_directory
+from .frame.sources import is_url, local_path
 from .limits import LimitError, Limits, resolve
+from .nd.array import B2ndArray
 from .zipdir import STORED, member_data_offset, read_member, zip_members
 
 __all__ = ["open_tree", "Tree", "ArrayRef", "open_frame", "is_url"]
@@ -44,14 +48,8 @@ ARRAY_EXT = ".b2nd"
 SCHUNK_EXT = ".b2f"
 VLMETA_NAME = "__vlmeta__.b2f"
 EMBED_NAME = "embed.b2e"
-SPARSE_INDEX = "chunks.b2frame"
 # Files a tree may hold: frames, the embed store, chunk files of a sparse frame.
 _BLOSC2_SUFFIXES = (".b2nd", ".b2f", ".b2frame", ".b2e", ".chunk")
-
-
-def is_url(urlpath) -> bool:
-    """Whether ``urlpath`` names a remote (fsspec) location rather than a local path."""
-    return isinstance(urlpath, str) and "://" in urlpath and not urlpath.startswith("file://")
 
 
 # --- bytes of local files or fsspec URLs ------------------------------------------------------
@@ -69,7 +67,7 @@ class _Files:
             self.urlpath = urlpath.rstrip("/")
         else:
             # Absolute: references must reopen from any working directory (or process).
-            self.root = Path(os.fspath(urlpath).removeprefix("file://")).expanduser().absolute()
+            self.root = local_path(urlpath).absolute()
             self.urlpath = str(self.root)
 
     def join(self, rel: str) -> str:
@@ -178,12 +176,8 @@ def open_frame(
     """Open the frame at byte ``offset`` of ``urlpath`` (``length`` bytes long, when known):
     a :class:`~b2store.B2ndArray`, or a :class:`~b2store.SChunk` for frames without the b2nd
     metalayer. ``limits`` bounds what the frame may ask for (see :func:`b2store.open`)."""
-    from . import api
-
-    kwargs: dict[str, Any] = {} if dtype is None else {"dtype": dtype}
-    if storage_options:
-        kwargs["storage_options"] = dict(storage_options)
-    return api.open(urlpath, offset=offset, limits=limits, **kwargs)
+    options = dict(storage_options) if storage_options else None
+    return api.open(urlpath, dtype=dtype, offset=offset, storage_options=options, limits=limits)
 
 
 # --- references and trees ---------------------------------------------------------------------
@@ -222,8 +216,6 @@ class ArrayRef:
     def open(self, dtype=None):
         """The array, opened for reading (a :class:`~b2store.B2ndArray`); ``dtype`` gives
         the item type of legacy caterva frames, which store none."""
-        from .nd.array import B2ndArray
-
         if self.embedded is None:
             obj = open_frame(
                 self.urlpath,
@@ -301,31 +293,36 @@ def _embedded_bytes(estore, entry: Mapping, limits: Limits | None = None) -> byt
     return data
 
 
+def _schunk(frame):
+    """The SChunk of what :func:`open_frame` opened (an array's own, or itself)."""
+    return frame.schunk if hasattr(frame, "schunk") else frame
+
+
+@contextlib.contextmanager
+def _opened(urlpath, offset: int, length: int | None, storage_options, limits):
+    """:func:`open_frame` for a look inside: the frame, closed after."""
+    frame = open_frame(
+        urlpath, offset=offset, length=length, storage_options=storage_options, limits=limits
+    )
+    try:
+        yield frame
+    finally:
+        _schunk(frame).close()
+
+
 def _embed_map(estore) -> dict:
-    schunk = estore.schunk if hasattr(estore, "schunk") else estore
-    meta = schunk.vlmeta.get("estore_metadata")
+    meta = _schunk(estore).vlmeta.get("estore_metadata")
     if not isinstance(meta, Mapping) or not isinstance(meta.get("embed_map"), Mapping):
         return {}
     return dict(meta["embed_map"])
 
 
 def _open_embedded(ref: ArrayRef):
-    from . import api
-
-    estore = open_frame(
-        ref.urlpath,
-        offset=ref.offset,
-        length=ref.length,
-        storage_options=ref.storage_options,
-        limits=ref.limits,
-    )
-    try:
+    with _opened(ref.urlpath, ref.offset, ref.length, ref.storage_options, ref.limits) as estore:
         entry = _embed_map(estore).get(ref.embedded)
         if not isinstance(entry, Mapping) or "offset" not in entry:
             raise KeyError(f"{ref.embedded} is not embedded in {ref.urlpath}")
         data = _embedded_bytes(estore, entry, ref.limits)
-    finally:
-        (estore.schunk if hasattr(estore, "schunk") else estore).close()
     return api.open(data, limits=ref.limits)
 
 
@@ -361,7 +358,7 @@ class Tree:
         if not files.exists():
             raise FileNotFoundError(f"no tree at {urlpath}")
         if files.isdir():
-            if files.exists(SPARSE_INDEX):
+            if files.exists(INDEX_NAME):
                 self.kind = "frame"
                 self._single_frame()
             else:
@@ -379,7 +376,7 @@ class Tree:
             if head[:4] == b"PK\x03\x04" or self.urlpath.endswith(".b2z"):
                 self.kind = "b2z"
                 if self._list_zip() and not self._arrays:
-                    _refuse_zip(self.urlpath)
+                    _refuse(self.urlpath, "a zip file holding no Blosc2 frames")
             else:
                 _check_frame_head(head, size, self.urlpath)
                 self.kind = "frame"
@@ -444,7 +441,7 @@ class Tree:
                 sub = f"{rel}/{d}" if rel else d
                 if d.startswith("."):
                     dirs.remove(d)  # lock files' and writers' temporary directories
-                elif self._files.exists(f"{sub}/{SPARSE_INDEX}"):
+                elif self._files.exists(f"{sub}/{INDEX_NAME}"):
                     dirs.remove(d)  # a sparse frame: one array, not a group
                     path = prefix + "/" + d.removesuffix(ARRAY_EXT)
                     self._add_array(path, self._ref(path, sub))
@@ -497,17 +494,8 @@ class Tree:
         return foreign
 
     def _list_embedded(self, urlpath: str, offset: int, length: int | None) -> None:
-        estore = open_frame(
-            urlpath,
-            offset=offset,
-            length=length,
-            storage_options=self.storage_options,
-            limits=self.limits,
-        )
-        try:
+        with _opened(urlpath, offset, length, self.storage_options, self.limits) as estore:
             embed_map = _embed_map(estore)
-        finally:
-            (estore.schunk if hasattr(estore, "schunk") else estore).close()
         for key, entry in sorted(embed_map.items()):
             if not isinstance(key, str) or not key.startswith("/"):
                 continue
@@ -536,19 +524,8 @@ class Tree:
         return dict(self._attrs)
 
     def _read_attrs(self, where: tuple) -> dict:
-        urlpath, offset, length = where
-        frame = open_frame(
-            urlpath,
-            offset=offset,
-            length=length,
-            storage_options=self.storage_options,
-            limits=self.limits,
-        )
-        schunk = frame.schunk if hasattr(frame, "schunk") else frame
-        try:
-            return dict(schunk.vlmeta)
-        finally:
-            schunk.close()
+        with _opened(*where, self.storage_options, self.limits) as frame:
+            return dict(_schunk(frame).vlmeta)
 
     def arrays(self) -> dict[str, ArrayRef]:
         """Array path (``"/temp"``, ``"/grp/lon"``) -> a reference that opens it."""
@@ -588,11 +565,11 @@ def _refuse_directory(urlpath: str) -> None:
     what = None if is_url(urlpath) else looks_like_directory(urlpath)
     if what is None or not what.startswith("a Zarr store"):
         what = "a directory holding no Blosc2 frames"
-    raise NotBlosc2Error(what, "tree", "Blosc2 frames, a .b2d or a .b2z", "none").named(urlpath)
+    _refuse(urlpath, what)
 
 
-def _refuse_zip(urlpath: str) -> None:
-    what = "a zip file holding no Blosc2 frames"
+def _refuse(urlpath: str, what: str) -> None:
+    """``urlpath`` is no tree: ``what`` it is instead."""
     raise NotBlosc2Error(what, "tree", "Blosc2 frames, a .b2d or a .b2z", "none").named(urlpath)
 
 
