@@ -1,7 +1,7 @@
 """When b2store's writes are forced to the disk (``fsync``): the one setting every writer reads.
 
 A write is in the kernel once it returns: a process killed at any moment loses nothing it
-wrote, and the commit protocol (see :mod:`b2store.frame.writer`) keeps every frame readable
+wrote, and the commit protocol (see :mod:`b2store.frame.publishing`) keeps every frame readable
 whichever the setting. What ``fsync`` adds is surviving a power cut or a kernel crash, at the
 price of waiting for the disk:
 
