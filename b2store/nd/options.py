@@ -138,7 +138,10 @@ def _unexpected(name: str, key: str, names: tuple[str, ...]) -> str:
     """Python's words for a keyword ``name()`` does not take (CPython 3.13 and newer add the
     name it likely meant, found as it finds it)."""
     message = f"{name}() got an unexpected keyword argument {key!r}"
-    guess = None if _suggest is None else _suggest(list(names), key)
+    try:
+        guess = None if _suggest is None else _suggest(list(names), key)
+    except Exception:  # (CPython's private helper changed: the message goes without it)
+        guess = None
     return message if guess is None else f"{message}. Did you mean {guess!r}?"
 
 

@@ -2,6 +2,7 @@
 Codec/Filter/SplitMode enums wherever names are accepted."""
 
 import inspect
+import re
 
 import numpy as np
 import pytest
@@ -49,6 +50,29 @@ def test_signatures_are_explicit(name):
     params = inspect.signature(getattr(b2store, name)).parameters
     assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     assert KEYWORDS <= {n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+@pytest.mark.parametrize("name", CONSTRUCTORS)
+def test_help_documents_every_keyword_it_takes_and_no_other(name):
+    # (frombuffer's help named storage_options, which it does not take, and the others
+    # documented seven of their keywords by "as for asarray")
+    func = getattr(b2store, name)
+    entries = re.findall(r"^ *(\w+(?:, \w+)*) : ", func.__doc__, re.MULTILINE)
+    documented = [n for entry in entries for n in entry.split(", ")]
+    assert documented == list(inspect.signature(func).parameters)
+
+
+@pytest.mark.parametrize("name", CONSTRUCTORS)
+def test_an_unknown_keyword_is_worded_as_python_words_it(name):
+    def native(*, clevel=5):  # (a def of its own, named as the constructor)
+        pass
+
+    native.__qualname__ = name
+    with pytest.raises(TypeError) as expected:
+        native(clvel=9)
+    with pytest.raises(TypeError) as got:
+        CONSTRUCTORS[name](clvel=9)
+    assert str(got.value) == str(expected.value)
 
 
 @pytest.mark.parametrize("name", CONSTRUCTORS)
