@@ -83,6 +83,17 @@ _LAYOUTS = {
     wire.FIXARRAY + 12: _Layout(12, _BETA, filters_at=None, metalayers_at=64),
     wire.FIXARRAY + 11: _Layout(11, _BETA, filters_at=None, metalayers_at=64),
 }
+# ChunkParams's fields a header records, and the header's names for them.
+_PARAMS_FIELDS = (
+    ("codec", "compcode"),
+    ("clevel", "clevel"),
+    ("typesize", "typesize"),
+    ("filters", "filters"),
+    ("filters_meta", "filters_meta"),
+    ("splitmode", "splitmode"),
+    ("blocksize", "blocksize"),
+    ("codec_meta", "compcode_meta"),
+)
 # The flags: a fixstr of 4 bytes (general, frame type, codec, other) at 24.
 _FLAGS_AT = 24
 _HAS_VLMETA_AT = {14: 68, 13: 63, 12: 63, 11: 63}
@@ -277,16 +288,7 @@ class FrameHeader:
         c-blosc2 does not know, a clevel past 9, a blocksize out of range) are a
         :class:`FormatError` naming the field: python-blosc2 reads such a frame, and so do
         b2store's readers, which never ask for these; the writers that do refuse it."""
-        values = dict(
-            codec=self.compcode,
-            clevel=self.clevel,
-            typesize=self.typesize,
-            filters=self.filters,
-            filters_meta=self.filters_meta,
-            splitmode=self.splitmode,
-            blocksize=self.blocksize,
-            codec_meta=self.compcode_meta,
-        )
+        values = {field: getattr(self, name) for field, name in _PARAMS_FIELDS}
         try:
             return ChunkParams(**values, blockshape=blockshape)
         except (ValueError, TypeError, UnsupportedError):
