@@ -1,8 +1,11 @@
-"""Writing xarray Datasets and DataTrees as b2nd frames: one frame per variable, alone or in a
-python-blosc2 ``.b2d``/``.b2z`` tree, encoded chunk by chunk (dask data is never loaded whole).
+"""The frame-writing primitives of ``to_b2nd``: a Dataset's variables as b2nd frames (one
+per variable, encoded chunk by chunk, dask data never loaded whole), the attributes frames
+and ``embed.b2e`` of a python-blosc2 ``.b2d``/``.b2z`` tree, the layout a path asks for,
+and a new Dataset written beside its target and put in its place (:func:`write_new`).
 
-The metadata conventions are those the ``b2nd`` engine reads (see
-:mod:`b2store.integrations.xarray.backend`).
+Writes into a stored Dataset (:mod:`.append`) and into an object store
+(:mod:`.object_store`) are made of the same pieces. The metadata conventions are those the
+``b2nd`` engine reads (see :mod:`b2store.integrations.xarray.backend`).
 """
 
 from __future__ import annotations
@@ -10,27 +13,22 @@ from __future__ import annotations
 import math
 import os
 import shutil
-import warnings
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import msgpack
 import numpy as np
 import xarray as xr
-from xarray import conventions
-from xarray.backends.common import ensure_dtype_not_object
 
 from ... import _files, _platform, _progress
-from ..._userpath import names_user_path
 from ...chunk.encoder import writable_dtype
 from ...frame.schunk import SChunk
-from ...frame.sources import is_url
 from ...nd.chunks import cparams_for, encode_array_chunk
 from ...nd.geometry import array_to_chunk, chunk_grid, chunk_nitems, chunk_region
 from ...nd.meta import B2ndMeta
 from ...nd.shapes import default_chunks_blocks
-from .append import resolve_mode, write_into
+from ...tree import EMBED_NAME, VLMETA_NAME
 from .conventions import (
     DIMENSION_KEY,
     DTYPE_KEY,
@@ -39,153 +37,38 @@ from .conventions import (
     STRINGDTYPE,
     WHOLE_BYTES,
     XARRAY_KEY,
-    is_stringdtype,
     xb2_mirrors,
 )
-from .encoding import (
-    CF_KEYS,
-    STORAGE_KEYS,
-    check_string_fill,
-    check_string_width,
-    finish_encoding,
-    object_strings,
-    split_encoding,
-)
-from .objects import to_object
+from .encoding import encode_group, fixed_width
 
-__all__ = ["to_b2nd", "STORAGE_KEYS", "CF_KEYS"]
+__all__ = [
+    "MAX_EMBEDDED_COORD_BYTES",
+    "choose_layout",
+    "chunks_of",
+    "frame_plan",
+    "groups_of",
+    "new_frame",
+    "plain_attrs",
+    "put_in_place",
+    "values_at",
+    "write_attrs_frame",
+    "write_frame",
+    "write_new",
+    "write_variable",
+    "zip_tree",
+]
 
 #: Coordinates a single-frame Dataset may keep in its vlmeta (larger ones want a tree).
 MAX_EMBEDDED_COORD_BYTES = 1 << 20
-VLMETA_NAME = "__vlmeta__.b2f"
-EMBED_NAME = "embed.b2e"
 _FRAME_SUFFIXES = (".b2nd", ".b2frame")
 
 
-@names_user_path
-def to_b2nd(
-    obj,
-    path,
-    *,
-    encoding: Mapping | None = None,
-    mode: str | None = None,
-    append_dim: str | None = None,
-    region: Mapping | str | None = None,
-    layout: str | None = None,
-    contiguous: bool = True,
-    nthreads: int | None = None,
-    progress: bool | None = None,
-    storage_options: Mapping | None = None,
-) -> str:
-    """Write a Dataset, DataArray or DataTree as Blosc2 b2nd frames.
-
-    Parameters
-    ----------
-    obj : xarray.Dataset, xarray.DataArray or xarray.DataTree
-        What to write. Dask-backed variables are computed and written one chunk (a few
-        at a time) after another, never loaded whole.
-    path : str or os.PathLike
-        Where: ``x.b2nd`` (one frame), ``x.b2d`` (a directory tree) or ``x.b2z`` (a zip). An
-        fsspec URL (``s3://bucket/x.b2nd``, with ``storage_options``) takes a ``.b2nd`` or a
-        ``.b2z``, stored whole in one request (:mod:`.objects`).
-    encoding : dict, optional
-        ``{variable: {key: value}}`` (for a DataTree ``{group_path: {variable: {...}}}``).
-        Storage keys: ``codec`` (and ``codec_meta``, the parameter of c-blosc2's plugin
-        codecs ZFP and NDLZ), ``clevel``, ``filters``, ``filters_meta``, ``splitmode``,
-        ``chunks``, ``blocks``; CF keys: ``dtype``, ``_FillValue``, ``missing_value``,
-        ``scale_factor``, ``add_offset``, ``units``, ``calendar``, ``_Unsigned`` and the CF
-        linkage (``coordinates``, ``grid_mapping``, ``bounds``, ``cell_measures``,
-        ``formula_terms``, ...), also taken from each variable's own ``.encoding``. Unset
-        storage keys come from the variable's own encoding (when it still fits), its dask
-        chunks, then python-blosc2's defaults. A key that cannot be stored, given here or in
-        a variable's ``.encoding``, raises a ValueError (other backends' storage keys in
-        ``.encoding`` are ignored): see :mod:`.encoding`.
-    mode : {"w", "w-", "a", "a-", "r+"}, optional
-        As ``to_zarr``: ``"w"`` replaces what is at ``path``; ``"w-"`` (or ``"x"``) refuses
-        to; ``"a"`` writes into the Dataset stored there (created if absent): variables it
-        holds are overwritten (or, along ``append_dim``, appended to), others added;
-        ``"a-"`` is ``"a"`` leaving stored variables without ``append_dim`` as they are;
-        ``"r+"`` writes into stored variables only (``region``). By default ``"a"`` with
-        ``append_dim``, ``"r+"`` with ``region``, else ``"w"``. Values written into stored
-        variables are encoded with what is stored (CF encoding such as ``dtype``,
-        ``scale_factor``, ``_FillValue`` and the ``units`` of times; chunks, blocks, codec):
-        ``encoding`` for them is refused. Only the chunks the new values touch are written;
-        a ``.b2nd`` frame commits in one step, a ``.b2d`` tree in one journal, a ``.b2z`` is
-        rebuilt beside and renamed (a copy of the whole zip). See
-        :mod:`b2store.integrations.xarray.append` and ``docs/workflows/append.md``.
-    append_dim : str, optional
-        The stored dimension the Dataset's values are appended along (mode ``"a"``).
-    region : dict or "auto", optional
-        ``{dim: slice}``, where in the stored variables the Dataset's values go (its
-        variables must each span one of these dimensions; index coordinates are not
-        written), or ``"auto"``: found from the coordinates' values.
-    layout : {"frame", "b2d", "b2z"}, optional
-        By default from the suffix of ``path``; without one, a single frame for a Dataset
-        with one data variable, else a ``.b2d`` tree.
-    contiguous : bool
-        For the single-frame layout: False writes a sparse frame (a directory).
-    nthreads : int, optional
-        Threads per chunk encoding (default: the cores, as array writes).
-    progress : bool, optional
-        A tqdm bar on stderr counting the bytes written: always (True), never (False), or
-        (None, the default) when stderr is a terminal and the data is large (more than
-        64 MiB or 16 chunks, see :mod:`b2store._progress`).
-    storage_options : mapping, optional
-        fsspec's options for a URL ``path`` (credentials, endpoint).
-
-    Returns
-    -------
-    str
-        The path written.
-
-    Notes
-    -----
-    A single frame holds one data variable; its coordinates (at most 1 MiB) and the
-    Dataset's attributes go in its ``_xarray`` vlmeta. A tree holds every variable as
-    ``<group>/<name>.b2nd`` and each group's attributes in ``<group>/__vlmeta__.b2f``, the
-    layout python-blosc2's ``TreeStore`` reads.
-
-    Examples
-    --------
-    >>> import numpy as np, xarray as xr, tempfile, os
-    >>> ds = xr.Dataset({"t": (("y", "x"), np.arange(6.0).reshape(2, 3))}, {"x": [10, 20, 30]})
-    >>> p = to_b2nd(ds, os.path.join(tempfile.mkdtemp(), "t.b2nd"))
-    >>> xr.open_dataset(p, engine="b2nd").t.sel(x=20).values
-    array([1., 4.])
-    """
-    if is_url(path):
-        return to_object(
-            to_b2nd, obj, path, storage_options, mode, layout, encoding=encoding,
-            append_dim=append_dim, region=region, contiguous=contiguous, nthreads=nthreads,
-            progress=progress,
-        )  # fmt: skip
-    if storage_options:
-        raise ValueError("storage_options are for a URL path (s3://...), not a local path")
-    mode = resolve_mode(mode, append_dim, region)
-    path = os.fspath(path)
-    # Before anything is written, in every mode: a path inside a tree through a link planted
-    # there (a group directory, a member) is refused, never followed out of the tree.
-    _files.check_write(path)
-    if mode in ("a", "a-", "r+") and os.path.exists(path):
-        write_into(
-            obj,
-            path,
-            mode=mode,
-            append_dim=append_dim,
-            region=region,
-            encoding=encoding,
-            nthreads=nthreads,
-            progress=progress,
-        )
-        return path
-    if mode == "r+":
-        raise FileNotFoundError(f"{path}: nothing to write into (mode='r+')")
-    if region is not None:
-        raise FileNotFoundError(f"{path}: nothing to write a region into")
-    if mode not in ("w", "a", "a-") and os.path.lexists(path):
-        raise FileExistsError(f"{path} exists (mode={mode!r})")
+def write_new(obj, path: str, *, encoding, layout, contiguous: bool, nthreads, progress) -> None:
+    """``obj`` written at the local ``path`` as a new frame or tree (what ``to_b2nd`` does
+    where it writes into nothing stored): built in a new directory beside ``path``, then put
+    in its place in one step (:func:`put_in_place`)."""
     groups, encodings = groups_of(obj, encoding)
-    layout = _layout(groups, path, layout)
+    layout = choose_layout(groups, path, layout)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     # Built in a new directory beside the target (its name carries this process's pid and
@@ -198,18 +81,17 @@ def to_b2nd(
     try:
         if layout == "frame":
             built = work / target.name
-            _write_frame(groups["/"], encodings["/"], built, contiguous, nthreads, bar)
+            write_frame(groups["/"], encodings["/"], built, contiguous, nthreads, bar)
         else:
             built = work / "tree"
             _write_tree(groups, encodings, built, nthreads, bar)
             if layout == "b2z":
-                built = _zip_tree(built, work / target.name)
-        _replace(built, target)
+                built = zip_tree(built, work / target.name)
+        put_in_place(built, target)
     finally:
         bar.close()
         shutil.rmtree(work, ignore_errors=True)
         os.close(held)
-    return path
 
 
 def groups_of(obj, encoding: Mapping | None) -> tuple[dict, dict]:
@@ -233,7 +115,8 @@ def _nchunks(var: xr.Variable) -> int:
     return math.prod(len(c) for c in var.chunks) if var.chunks else 1
 
 
-def _layout(groups: dict, path: str, layout: str | None) -> str:
+def choose_layout(groups: dict, path: str, layout: str | None) -> str:
+    """The layout ``to_b2nd`` writes ``groups`` in at ``path``: "frame", "b2d" or "b2z"."""
     suffix = os.path.splitext(path.rstrip("/"))[1].lower()
     single = list(groups) == ["/"] and len(groups["/"].data_vars) == 1
     if layout is None:
@@ -254,7 +137,7 @@ def _layout(groups: dict, path: str, layout: str | None) -> str:
     return layout
 
 
-def _replace(built: Path, target: Path) -> None:
+def put_in_place(built: Path, target: Path) -> None:
     """Put ``built`` where ``target`` is, replacing a file or directory there."""
     _files.check_write(target)  # again: what was built beside goes only where it was meant
     if (
@@ -278,49 +161,7 @@ def _replace(built: Path, target: Path) -> None:
         os.replace(built, target)
 
 
-# --- encoding variables ------------------------------------------------------------------------
-
-
-def _encode_group(ds: xr.Dataset, encoding: Mapping) -> tuple[dict, dict, dict, set, set]:
-    """CF-encoded variables and attributes of ``ds``, the storage options of each variable,
-    the names of its coordinates, and those of its StringDType variables (stored as ``<U``,
-    read back as StringDType)."""
-    unknown = set(encoding) - set(ds.variables)
-    if unknown:
-        raise ValueError(f"encoding for variables not in the dataset: {sorted(map(str, unknown))}")
-    ds = ds.copy(deep=False)
-    storage = {}
-    for name, var in ds.variables.items():
-        if not isinstance(var.dtype, np.dtype):
-            # a pandas extension type (xarray keeps one for some string coordinates):
-            # refused, named, before xarray's CF encoder fails on it with a TypeError of its own
-            writable_dtype(var.dtype)
-        if name is not None and not isinstance(name, str):
-            # the type and words of xarray's own writers (a Hashable is no file name)
-            raise TypeError(
-                f"Invalid name {name!r} for DataArray or Dataset key: must be either a "
-                "string or None for serialization to b2nd"
-            )
-        if name == "":
-            raise ValueError(
-                f"Invalid name {name!r} for DataArray or Dataset key: string must be "
-                "length 1 or greater for serialization to b2nd"
-            )
-        if name is None or "/" in name or name == VLMETA_NAME[:-4]:
-            raise ValueError(f"variable name {name!r} cannot name a b2nd frame")
-        storage[name], var.encoding = split_encoding(name, var, encoding.get(name))
-        check_string_width(name, var)
-    sd_names = {n for n, v in ds.variables.items() if is_stringdtype(v.dtype)}
-    variables, attrs = conventions.encode_dataset_coordinates(ds)
-    for name, var in variables.items():
-        variables[name] = object_strings(var)
-        check_string_fill(name, variables[name])
-    variables, attrs = conventions.cf_encoder(variables, attrs)
-    for name, var in variables.items():
-        # xarray's netCDF writers' next step: object arrays typed from their items, missing
-        # strings as "" (numbers as NaN), mixed items refused naming the variable
-        variables[name] = finish_encoding(name, ensure_dtype_not_object(var, name=name))
-    return variables, attrs, storage, set(ds.coords), sd_names
+# --- attributes as vlmeta -------------------------------------------------------------------
 
 
 def plain_attrs(attrs: Mapping, where: str) -> tuple[dict, dict]:
@@ -354,51 +195,19 @@ def _plain(value, where: str):
     raise TypeError(f"{where}: {type(value).__name__} values cannot be stored in vlmeta")
 
 
-def _fixed_width(var: xr.Variable, name) -> xr.Variable:
-    """Object-dtype strings as fixed-width items (b2nd holds fixed-size items only); so too
-    a StringDType the encoders left (xarray 2026.2 declares a lazily read StringDType
-    variable object while its chunks compute as StringDType)."""
-    if var.dtype != object and var.dtype.kind != "T":
-        return var
-    if hasattr(var.data, "dask"):
-        # the width is only known once every item is: say so, as xarray's writers do
-        warnings.warn(
-            f"variable {name} has data in the form of a dask array with dtype=object, which "
-            "means it is being loaded into memory to determine a data type that can be "
-            "safely stored on disk. To avoid this, coerce this variable to a fixed-size "
-            "dtype with astype() before saving it.",
-            xr.SerializationWarning,
-            stacklevel=2,
-        )
-    values = np.asarray(var.values)
-    if values.dtype.kind == "T":
-        values = values.astype(object)  # NumPy keeps a StringDType through astype(str)
-    flat = values.ravel().tolist()
-    if all(isinstance(v, str) for v in flat):
-        data = values.astype(str) if values.size else values.astype("U1")
-    elif all(isinstance(v, bytes) for v in flat):
-        data = values.astype(bytes) if values.size else values.astype("S1")
-    else:
-        raise TypeError(
-            f"variable {name!r} holds both str and bytes strings: b2nd stores one kind; "
-            "decode the bytes (or encode the str) first"
-        )
-    return xr.Variable(var.dims, data, var.attrs, var.encoding)
-
-
 # --- writing frames ----------------------------------------------------------------------------
 
 
-def _write_frame(
-    ds, encoding, path: Path, contiguous: bool, nthreads, bar, write_variable=None
+def write_frame(
+    ds, encoding, path, contiguous: bool, nthreads, bar, write: Callable | None = None
 ) -> None:
     """``ds`` (one data variable, its coordinates in its vlmeta) as one frame at ``path``,
-    by ``write_variable`` (:func:`_write_variable`'s arguments; it by default)."""
-    variables, attrs, storage, coord_names, sd_names = _encode_group(ds, encoding)
+    by ``write`` (which takes :func:`write_variable`'s arguments; it by default)."""
+    variables, attrs, storage, coord_names, sd_names = encode_group(ds, encoding)
     (name,) = [n for n in variables if n not in coord_names]
     coords, total = {}, 0
     for cname in coord_names:
-        var = _fixed_width(variables[cname], cname)
+        var = fixed_width(variables[cname], cname)
         data = np.asarray(var.values)
         total += data.nbytes
         if total > MAX_EMBEDDED_COORD_BYTES:
@@ -422,7 +231,7 @@ def _write_frame(
     extra = {"name": name, "attrs": dattrs, "dataset_attr_types": dtypes, "coords": coords}
     if name in sd_names:
         extra[DTYPE_KEY] = STRINGDTYPE
-    write = write_variable or _write_variable
+    write = write or write_variable
     write(variables[name], path, storage[name], contiguous, nthreads, extra, bar)
 
 
@@ -432,14 +241,14 @@ def _write_tree(groups: dict, encodings: dict, root: Path, nthreads, bar) -> Non
     for gpath, ds in groups.items():
         gdir = root.joinpath(*[p for p in gpath.split("/") if p])
         gdir.mkdir(parents=True, exist_ok=True)
-        variables, attrs, storage, coords, sd_names = _encode_group(ds, encodings.get(gpath) or {})
+        variables, attrs, storage, coords, sd_names = encode_group(ds, encodings.get(gpath) or {})
         gattrs, gtypes = plain_attrs(attrs, f"group {gpath!r}")
-        _write_attrs_frame(gdir / VLMETA_NAME, gattrs, gtypes)
+        write_attrs_frame(gdir / VLMETA_NAME, gattrs, gtypes)
         for name, var in variables.items():
             extra = {DTYPE_KEY: STRINGDTYPE} if name in sd_names else {}
             path = gdir / f"{name}.b2nd"
             coord = name in coords
-            _write_variable(var, path, storage[name], True, nthreads, extra, bar, coord)
+            write_variable(var, path, storage[name], True, nthreads, extra, bar, coord)
 
 
 def _write_embed(path: Path) -> None:
@@ -451,7 +260,7 @@ def _write_embed(path: Path) -> None:
         schunk.vlmeta["estore_metadata"] = {"embed_map": {}, "current_offset": 0}
 
 
-def _write_attrs_frame(path: Path, attrs: dict, types: dict) -> None:
+def write_attrs_frame(path: Path, attrs: dict, types: dict) -> None:
     """A group's ``__vlmeta__.b2f``: an empty frame whose vlmeta are the group attributes."""
     with SChunk.create(path, typesize=1) as schunk:
         schunk.vlmeta.update(_with_info(attrs, {"attr_types": types} if types else {}))
@@ -471,7 +280,7 @@ def _with_info(attrs: dict, info: dict) -> dict:
     return vlmeta
 
 
-def _write_variable(
+def write_variable(
     var, path: Path, storage: dict, contiguous: bool, nthreads, extra, bar, coord=False
 ) -> None:
     """One variable as one b2nd frame, its chunks computed and encoded in C order; ``coord``
@@ -479,7 +288,7 @@ def _write_variable(
     var, meta, cparams, vlmeta = frame_plan(var, Path(path).stem, storage, extra, coord)
     with new_frame(path, meta, cparams, contiguous=contiguous) as schunk:
         if math.prod(meta.shape):
-            schunk.extend_chunks(_chunks_of(var, meta, cparams, nthreads, bar))
+            schunk.extend_chunks(chunks_of(var, meta, cparams, nthreads, bar))
         schunk.vlmeta.update(vlmeta)
 
 
@@ -499,23 +308,14 @@ def new_frame(path, meta: B2ndMeta, cparams, **where) -> SChunk:
 def frame_plan(var, stem: str, storage: dict, extra: dict, coord: bool = False):
     """``(variable, B2ndMeta, chunk params, vlmeta)`` of the frame ``var`` is written as
     (``stem``: its name where ``extra`` names none, a tree's member ``name.b2nd``)."""
-    var = _fixed_width(var, extra.get("name", stem))
+    var = fixed_width(var, extra.get("name", stem))
     if var.dtype == WHOLE_BYTES:
         extra = {**extra, DTYPE_KEY: WHOLE_BYTES}
     dtype = writable_dtype(var.dtype)  # a writer's input: never B2ndMeta's FormatError
     shape = tuple(var.shape)
     chunks, blocks = _chunking(var, storage)
     meta = B2ndMeta(shape=shape, chunkshape=chunks, blockshape=blocks, dtype=dtype)
-    cparams = cparams_for(
-        dtype,
-        blocks,
-        codec=storage.get("codec", "zstd"),
-        clevel=storage.get("clevel", 5),
-        filters=storage.get("filters"),
-        filters_meta=storage.get("filters_meta"),
-        splitmode=storage.get("splitmode", "auto"),
-        codec_meta=storage.get("codec_meta", 0),
-    )
+    cparams = cparams_for(dtype, blocks, **_coding(storage))
     attrs, types = plain_attrs(var.attrs, f"variable {stem!r}")
     # xarray-blosc2's reader names dimensions from ``dims`` (a lone frame's variable from
     # ``var``) and tells coordinates by ``is_coord``: copies of what _ARRAY_DIMENSIONS and
@@ -539,44 +339,50 @@ def _chunking(var: xr.Variable, storage: dict) -> tuple[tuple, tuple]:
     if isinstance(chunks, Mapping):
         chunks = tuple(chunks.get(d, n) for d, n in zip(var.dims, var.shape))
     return default_chunks_blocks(
-        var.shape,
-        var.dtype.itemsize,
-        chunks=chunks,
-        blocks=blocks,
-        codec=storage.get("codec", "zstd"),
-        clevel=storage.get("clevel", 5),
-        filters=storage.get("filters"),
-        filters_meta=storage.get("filters_meta"),
-        splitmode=storage.get("splitmode", "auto"),
-        codec_meta=storage.get("codec_meta", 0),
+        var.shape, var.dtype.itemsize, chunks=chunks, blocks=blocks, **_coding(storage)
     )
 
 
-def _chunks_of(var: xr.Variable, meta: B2ndMeta, cparams: dict, nthreads, bar):
+def _coding(storage: dict) -> dict:
+    """The coding a variable's storage options choose (the defaults where they choose none),
+    as the chunk and block shapes and the chunk parameters are derived from it."""
+    return {
+        "codec": storage.get("codec", "zstd"),
+        "clevel": storage.get("clevel", 5),
+        "filters": storage.get("filters"),
+        "filters_meta": storage.get("filters_meta"),
+        "splitmode": storage.get("splitmode", "auto"),
+        "codec_meta": storage.get("codec_meta", 0),
+    }
+
+
+def chunks_of(var: xr.Variable, meta: B2ndMeta, cparams: dict, nthreads, bar):
     """The encoded chunks of ``var``; dask data is computed a few chunks at a time."""
     grid = chunk_grid(meta.shape, meta.chunkshape)
     regions = [chunk_region(c, meta.shape, meta.chunkshape) for c in np.ndindex(*grid)]
-    if not grid:
-        regions = [()]
+    for value in values_at(var, regions if grid else [()]):
+        block = np.asarray(value, dtype=meta.dtype)
+        buf = array_to_chunk(block, meta.chunkshape, meta.blockshape)
+        yield encode_array_chunk(buf, meta.dtype, cparams, nthreads)
+        bar.update(block.nbytes)
+
+
+def values_at(var: xr.Variable, regions: list) -> Iterator:
+    """The values of ``var`` in each of ``regions`` (tuples of slices), in order; dask data
+    is computed a few regions at a time (one a core), never whole."""
     data = var.data
-    is_dask = hasattr(data, "dask")
-    batch = max(1, os.cpu_count() or 1) if is_dask else 1
+    if not hasattr(data, "dask"):
+        for r in regions:
+            yield var[r].values if r else var.values
+        return
+    import dask
+
+    batch = max(1, os.cpu_count() or 1)
     for start in range(0, len(regions), batch):
-        part = regions[start : start + batch]
-        if is_dask:
-            import dask
-
-            values = dask.compute(*[data[r] for r in part])
-        else:
-            values = [var[r].values if r else var.values for r in part]
-        for value in values:
-            block = np.asarray(value, dtype=meta.dtype)
-            buf = array_to_chunk(block, meta.chunkshape, meta.blockshape)
-            yield encode_array_chunk(buf, meta.dtype, cparams, nthreads)
-            bar.update(block.nbytes)
+        yield from dask.compute(*[data[r] for r in regions[start : start + batch]])
 
 
-def _zip_tree(tree: Path, zpath: Path) -> Path:
+def zip_tree(tree: Path, zpath: Path) -> Path:
     """A ``.b2z``: the tree's files stored uncompressed, largest first, ``embed.b2e`` last
     (as python-blosc2 writes it), so that every member is a frame readable in place."""
     files = [
