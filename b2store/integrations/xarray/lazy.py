@@ -25,7 +25,16 @@ from ...errors import FormatError
 from ...limits import Limits
 from .conventions import dims_of, restore_attrs, restore_stringdtype, xarray_meta
 
-__all__ = ["B2ndBackendArray", "FrameRecipe", "MAX_PRIMED", "compressor_of", "outer_read"]
+__all__ = [
+    "B2ndBackendArray",
+    "Closer",
+    "FrameRecipe",
+    "MAX_PRIMED",
+    "RefRecipe",
+    "compressor_of",
+    "lazy_variable",
+    "outer_read",
+]
 
 
 # --- opening frames, by a recipe that pickles ------------------------------------------------
@@ -117,7 +126,7 @@ class FrameRecipe(_Primed):
         return f"FrameRecipe({self.urlpath!r}{at})"
 
 
-class _RefRecipe(_Primed):
+class RefRecipe(_Primed):
     """A tree's array reference as a hashable opener (the reference itself pickles)."""
 
     def __init__(self, ref, key: tuple):
@@ -128,10 +137,10 @@ class _RefRecipe(_Primed):
         return arr if arr is not None else self.ref.open()
 
     def __reduce__(self):
-        return _RefRecipe, (self.ref, self._key)
+        return RefRecipe, (self.ref, self._key)
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, _RefRecipe) and self._key == other._key
+        return isinstance(other, RefRecipe) and self._key == other._key
 
     def __hash__(self) -> int:
         return hash(self._key)
@@ -255,7 +264,7 @@ def _as_arrays(local, shape):
     return [np.arange(n) if isinstance(i, slice) else i for i, n in zip(local, shape)]
 
 
-def _lazy_variable(opener, arr, lock, dims=None) -> tuple[Variable, _Handle]:
+def lazy_variable(opener, arr, lock, dims=None) -> tuple[Variable, _Handle]:
     """A Variable over ``arr`` (just opened, for its metadata) that reopens through
     ``opener`` when read, and the file manager that owns the handle."""
     vlmeta = dict(arr.vlmeta)
@@ -287,6 +296,18 @@ class _Handle:
     def close(self) -> None:
         self.opener.drop_primed()
         self.manager.close()
+
+
+class Closer:
+    """Closes a Dataset's variables' handles (``Dataset.set_close``); pickles with them (as
+    recipes)."""
+
+    def __init__(self, handles):
+        self.handles = list(handles)
+
+    def __call__(self) -> None:
+        for handle in self.handles:
+            handle.close()
 
 
 def compressor_of(params: ChunkParams) -> dict:
