@@ -26,6 +26,7 @@ from .geometry import _c_index, blocks_touched, chunk_grid, chunk_nitems
 from .indexing import chunks_touched as _chunks_touched
 from .indexing import normalize, split_whole, table_parts
 from .meta import B2ndMeta
+from .outer import OuterIndex, OuterKey
 from .points import PointPlan
 from .writes import ArrayWrites
 
@@ -188,6 +189,20 @@ class B2ndArray(ArrayWrites):
     def __array__(self, dtype=None, copy=None):
         data = self[...]
         return data.astype(dtype, copy=False) if dtype is not None else data
+
+    @property
+    def oindex(self) -> OuterIndex:
+        """The array indexed orthogonally (zarr's ``oindex``), read and written: each index
+        array along its own axis, ``arr.oindex[[0, 2], :, [1, 3]]`` of shape (2, n, 2), where
+        ``arr[[0, 2], :, [1, 3]]`` pairs them (see :mod:`b2store.nd.outer`)."""
+        return OuterIndex(self._read_outer, self.__setitem__, self.shape, self.dtype)
+
+    def _read_outer(self, outer: OuterKey) -> np.ndarray:
+        """An outer key read: its index arrays' axes cut along the chunks (no chunk between
+        their indices read), or, without index arrays, NumPy's basic indexing."""
+        if not outer.arrays:
+            return self[outer.key]
+        return outer.result(self._read_fancy(fancy.plan(outer.key, self.shape, by_chunks=True)))
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -439,7 +454,7 @@ class B2ndArray(ArrayWrites):
             if out is None:
                 shape = [lengths.get(q, n) for q, n in enumerate(part.shape)]
                 out = np.empty(shape, self.dtype)
-            _place(out, places, part)
+            fancy.place(out, places, part)
         return out
 
     def _read_points(self, plan: PointPlan) -> np.ndarray:
@@ -517,20 +532,6 @@ class B2ndArray(ArrayWrites):
         """What :func:`decode_selection` reads chunk ``nchunk`` through (from committed
         state ``state``, or the newest)."""
         return _ChunkReader(self.schunk, nchunk, state)
-
-
-def _place(out: np.ndarray, places, part: np.ndarray) -> None:
-    """``part`` written where ``places`` (per axis of ``out``, a slice or positions) say."""
-    at = [_ALL] * out.ndim
-    picks = [(q, p) for q, p in places if not isinstance(p, slice)]
-    for q, p in places:
-        at[q] = p
-    if len(picks) > 1:
-        # Several axes by positions: NumPy would pair them; moved first, they cross (ix_).
-        qs = [q for q, _ in picks]
-        out, part = np.moveaxis(out, qs, range(len(qs))), np.moveaxis(part, qs, range(len(qs)))
-        at = list(np.ix_(*(p for _, p in picks))) + [a for q, a in enumerate(at) if q not in qs]
-    out[tuple(at)] = part
 
 
 class _ChunkReader:
