@@ -3,7 +3,7 @@
 An opener reopens its frame in whichever process reads it (a path or URL and options, never a
 descriptor); the one array opened to read a variable's metadata is kept, within a bound, for
 its first read. :class:`B2ndBackendArray` reads through an xarray ``CachingFileManager`` over
-such an opener, orthogonally, one slice per chunk an array index touches.
+such an opener, orthogonally (:attr:`b2store.B2ndArray.oindex`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ __all__ = [
     "RefRecipe",
     "compressor_of",
     "lazy_variable",
-    "outer_read",
 ]
 
 
@@ -185,83 +184,16 @@ class B2ndBackendArray(BackendArray):
         return await asyncio.to_thread(self.__getitem__, key)
 
     def _getitem(self, key: tuple) -> np.ndarray:
-        if self.lock is None:
-            with self.manager.acquire_context() as arr:
-                out = outer_read(arr, key)
-        else:
-            with self.lock, self.manager.acquire_context(needs_lock=False) as arr:
-                out = outer_read(arr, key)
+        out = self._read(key)
         return out if out.dtype == self.dtype else out.astype(self.dtype)
 
-
-def outer_read(arr, key: tuple) -> np.ndarray:
-    """``arr`` indexed orthogonally by ``key`` (integers, slices, 1-d integer arrays), reading
-    for each array index one slice per b2nd chunk it touches, never the chunks between."""
-    key = tuple(key) + (slice(None),) * (len(arr.shape) - len(key))
-    if not any(isinstance(k, np.ndarray) for k in key):
-        return np.asarray(arr[key])
-    basic, squeeze, picks = [], [], {}
-    for axis, (k, n) in enumerate(zip(key, arr.shape)):
-        if isinstance(k, np.ndarray):
-            k = np.where(k < 0, k + n, k).astype(np.intp)
-            if k.size and (k.min() < 0 or k.max() >= n):
-                raise IndexError(f"index out of bounds for axis {axis} with size {n}")
-            unique, inverse = np.unique(k, return_inverse=True)
-            picks[axis] = (unique, inverse)
-            basic.append(None)
-            squeeze.append(slice(None))
-        elif isinstance(k, slice):
-            basic.append(k)
-            squeeze.append(slice(None))
-        else:
-            i = int(k)
-            basic.append(slice(i, i + 1) if i != -1 else slice(i, None))
-            squeeze.append(0)
-    shape = [
-        len(picks[a][0]) if a in picks else len(range(n)[basic[a]]) for a, n in enumerate(arr.shape)
-    ]
-    out = np.empty(shape, arr.dtype)
-    if out.size:
-        groups = {a: _runs_by_chunk(u, arr.chunks[a]) for a, (u, _) in picks.items()}
-        axes = sorted(groups)
-        for combo in _product([groups[a] for a in axes]):
-            sel, dst = list(basic), [slice(None)] * len(shape)
-            local = [slice(None)] * len(shape)
-            for a, (lo, hi, positions, values) in zip(axes, combo):
-                sel[a] = slice(lo, hi)
-                dst[a] = slice(positions[0], positions[-1] + 1)
-                local[a] = values - lo
-            block = np.asarray(arr[tuple(sel)])
-            out[tuple(dst)] = block[np.ix_(*_as_arrays(local, block.shape))]
-    for a, (_, inverse) in picks.items():
-        out = np.take(out, inverse.reshape(-1), axis=a)
-    return out[tuple(squeeze)]
-
-
-def _runs_by_chunk(unique: np.ndarray, chunk: int):
-    """Sorted unique indices split by the chunk they fall in: (lo, hi, positions, values)."""
-    if not len(unique):
-        return []
-    cut = np.flatnonzero(np.diff(unique // max(chunk, 1))) + 1
-    runs, start = [], 0
-    for stop in [*cut.tolist(), len(unique)]:
-        values = unique[start:stop]
-        runs.append((int(values[0]), int(values[-1]) + 1, np.arange(start, stop), values))
-        start = stop
-    return runs
-
-
-def _product(lists):
-    if not lists:
-        yield ()
-        return
-    for head in lists[0]:
-        for rest in _product(lists[1:]):
-            yield (head, *rest)
-
-
-def _as_arrays(local, shape):
-    return [np.arange(n) if isinstance(i, slice) else i for i, n in zip(local, shape)]
+    def _read(self, key: tuple) -> np.ndarray:
+        """The stored values at the outer ``key`` (integers, slices, 1-d integer arrays)."""
+        if self.lock is None:
+            with self.manager.acquire_context() as arr:
+                return arr.oindex[key]
+        with self.lock, self.manager.acquire_context(needs_lock=False) as arr:
+            return arr.oindex[key]
 
 
 def lazy_variable(opener, arr, lock, dims=None) -> tuple[Variable, _Handle]:
