@@ -378,12 +378,8 @@ class B2ndArray(ArrayWrites):
     def _read_runs(self, whole, grid, out: np.ndarray, scratch: np.ndarray, state) -> None:
         """The chunks ``whole`` (from :func:`split_whole`: decoded whole) into ``out``: in
         runs, then each one the runs left, one by one."""
-        coords, origins, lows, extents = whole
-        nchunks = np.ravel_multi_index(tuple(coords.T), grid).astype(np.int64, copy=False)
-        left = runs.read_runs(
-            self.schunk, state, nchunks, origins, lows, extents, self.chunks, self.blocks, out,
-            scratch,
-        )  # fmt: skip
+        nchunks, left = self._read_in_c(runs.read_runs, whole, grid, out, scratch, state)
+        _, origins, lows, extents = whole
         for k in left.tolist():
             parts = [
                 (range(lo, lo + e), range(o, o + e))
@@ -394,16 +390,23 @@ class B2ndArray(ArrayWrites):
     def _read_parts(self, few, grid, out: np.ndarray, scratch: np.ndarray, state) -> None:
         """The chunks ``few`` (from :func:`split_whole`: a few blocks of each) into ``out``:
         in one compiled call, then each one it left, one by one."""
-        coords, origins, lows, extents = few
-        nchunks = np.ravel_multi_index(tuple(coords.T), grid).astype(np.int64, copy=False)
-        left = runs.read_parts(
-            self.schunk, state, nchunks, origins, lows, extents, self.chunks, self.blocks, out,
-            scratch,
-        )  # fmt: skip
+        nchunks, left = self._read_in_c(runs.read_parts, few, grid, out, scratch, state)
         if len(left):
             rows = tuple(column[left] for column in few)
             parts = (p for _, p in table_parts(rows))
             self._read_each(zip(nchunks[left].tolist(), parts), out, scratch, state)
+
+    def _read_in_c(self, read, table, grid, out: np.ndarray, scratch: np.ndarray, state):
+        """``read`` (:func:`runs.read_runs` or :func:`runs.read_parts`) of the chunks of
+        ``table`` (from :func:`split_whole`) into ``out``, in one compiled call: the chunks'
+        numbers, and the positions of those it left."""
+        coords, origins, lows, extents = table
+        nchunks = np.ravel_multi_index(tuple(coords.T), grid).astype(np.int64, copy=False)
+        left = read(
+            self.schunk, state, nchunks, origins, lows, extents, self.chunks, self.blocks, out,
+            scratch,
+        )  # fmt: skip
+        return nchunks, left
 
     def _read_each(self, work, out: np.ndarray, scratch: np.ndarray, state) -> None:
         """:meth:`_read_chunk` of each ``(nchunk, parts)`` of ``work``; of a remote frame,

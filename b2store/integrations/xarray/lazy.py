@@ -23,6 +23,7 @@ from xarray.core import indexing
 from ...chunk.params import ChunkParams
 from ...errors import FormatError
 from ...limits import Limits
+from ...tree import open_frame
 from .conventions import dims_of, restore_attrs, restore_stringdtype, xarray_meta
 
 __all__ = [
@@ -99,8 +100,6 @@ class FrameRecipe(_Primed):
         self._key = (self.urlpath, self.offset, options, limits)
 
     def __call__(self):
-        from ...tree import open_frame
-
         arr = self.take_primed()
         if arr is not None:
             return arr

@@ -85,9 +85,8 @@ def to_b2nd(
     nthreads : int, optional
         Threads per chunk encoding (default: the cores, as array writes).
     progress : bool, optional
-        A tqdm bar on stderr counting the bytes written: always (True), never (False), or
-        (None, the default) when stderr is a terminal and the data is large (more than
-        64 MiB or 16 chunks, see :mod:`b2store._progress`).
+        A tqdm bar on stderr counting the bytes written, as :func:`b2store.asarray` shows
+        one: always (True), never (False), or (None) for large data on a terminal.
     storage_options : mapping, optional
         fsspec's options for a URL ``path`` (credentials, endpoint).
 
@@ -113,18 +112,9 @@ def to_b2nd(
     """
     if is_url(path):
         return to_object(
-            obj,
-            path,
-            storage_options,
-            mode,
-            layout,
-            encoding=encoding,
-            append_dim=append_dim,
-            region=region,
-            contiguous=contiguous,
-            nthreads=nthreads,
-            progress=progress,
-        )
+            obj, path, storage_options, mode, layout, encoding=encoding, append_dim=append_dim,
+            region=region, contiguous=contiguous, nthreads=nthreads, progress=progress,
+        )  # fmt: skip
     if storage_options:
         raise ValueError("storage_options are for a URL path (s3://...), not a local path")
     mode = resolve_mode(mode, append_dim, region)
@@ -134,15 +124,9 @@ def to_b2nd(
     _files.check_write(path)
     if mode in ("a", "a-", "r+") and os.path.exists(path):
         write_into(
-            obj,
-            path,
-            mode=mode,
-            append_dim=append_dim,
-            region=region,
-            encoding=encoding,
-            nthreads=nthreads,
-            progress=progress,
-        )
+            obj, path, mode=mode, append_dim=append_dim, region=region, encoding=encoding,
+            nthreads=nthreads, progress=progress,
+        )  # fmt: skip
         return path
     if mode == "r+":
         raise FileNotFoundError(f"{path}: nothing to write into (mode='r+')")
@@ -151,12 +135,7 @@ def to_b2nd(
     if mode not in ("w", "a", "a-") and os.path.lexists(path):
         raise FileExistsError(f"{path} exists (mode={mode!r})")
     write_new(
-        obj,
-        path,
-        encoding=encoding,
-        layout=layout,
-        contiguous=contiguous,
-        nthreads=nthreads,
+        obj, path, encoding=encoding, layout=layout, contiguous=contiguous, nthreads=nthreads,
         progress=progress,
-    )
+    )  # fmt: skip
     return path

@@ -179,13 +179,9 @@ def _codec_json_cached(key: tuple) -> str:
     except (ValueError, KeyError):
         filters = None
     codec_obj = B2ndCodec(
-        blockshape=blockshape,
-        endian=endian,
-        cname=cname,
-        clevel=clevel,
-        filters=filters,
+        blockshape=blockshape, endian=endian, cname=cname, clevel=clevel, filters=filters,
         splitmode=splitmode,
-    )
+    )  # fmt: skip
     return json.dumps(codec_obj.to_dict())
 
 
