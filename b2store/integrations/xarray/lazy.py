@@ -187,12 +187,13 @@ class B2ndBackendArray(BackendArray):
         return out if out.dtype == self.dtype else out.astype(self.dtype)
 
     def _read(self, key: tuple) -> np.ndarray:
-        """The stored values at the outer ``key`` (integers, slices, 1-d integer arrays)."""
+        """The stored values at the outer ``key`` (integers, slices, 1-d integer arrays), as
+        an array (a 0-d one for integers only)."""
         if self.lock is None:
             with self.manager.acquire_context() as arr:
-                return arr.oindex[key]
+                return np.asarray(arr.oindex[key])
         with self.lock, self.manager.acquire_context(needs_lock=False) as arr:
-            return arr.oindex[key]
+            return np.asarray(arr.oindex[key])
 
 
 def lazy_variable(opener, arr, lock, dims=None) -> tuple[Variable, _Handle]:
