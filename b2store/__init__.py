@@ -65,7 +65,7 @@ __version__ = "0.1.0.dev0"
 _LAZY = {
     "Blosc2": ".integrations.numcodecs.codec",
     "B2ndStore": ".integrations.zarr.store",
-    "to_b2nd": ".integrations.xarray.writer",
+    "to_b2nd": ".integrations.xarray.to_b2nd",
     "open_tree": ".tree",
 }
 

@@ -45,13 +45,15 @@ def _parser() -> argparse.ArgumentParser:
 
     def command(name: str, help: str, example: str, description: str | None = None):
         # The examples are laid out by hand: the raw formatter keeps their lines.
-        return sub.add_parser(
+        made = sub.add_parser(
             name,
             help=help,
             description=description or help[0].upper() + help[1:] + ".",
             epilog="example:\n" + example,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
+        made.set_defaults(command_module=name)  # (each command is the module of its name)
+        return made
 
     p = command(
         "info",
@@ -63,7 +65,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("path", help="a chunk, frame, sparse frame, .b2d/.b2z tree or Zarr store")
     p.add_argument("--json", action="store_true", help="print JSON for machines")
     p.add_argument("--chunks", action="store_true", help="list every chunk too")
-    p.set_defaults(command_module="info")
 
     p = command(
         "dump",
@@ -76,7 +77,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--array", help="only this array of a tree or group (e.g. /temp)")
     p.add_argument("--dtype", help="view the bytes of a chunk or super-chunk as this dtype")
     p.add_argument("--full", action="store_true", help="print every value, however many")
-    p.set_defaults(command_module="dump")
 
     p = command(
         "verify",
@@ -86,7 +86,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("path", help="a chunk, frame, .b2d/.b2z tree or Zarr store to check")
     p.add_argument("--json", action="store_true", help="print JSON for machines")
-    p.set_defaults(command_module="verify")
 
     p = command(
         "convert",
@@ -147,7 +146,6 @@ def _parser() -> argparse.ArgumentParser:
         help="always show a bar on stderr (default: on a terminal, for more than 64 MiB)",
     )
     bar.add_argument("--no-progress", dest="progress", action="store_false", help="never")
-    p.set_defaults(command_module="convert")
 
     p = command(
         "demo",
@@ -156,14 +154,12 @@ def _parser() -> argparse.ArgumentParser:
         "  b2store demo --dir ./demo        keep the files to look at",
     )
     p.add_argument("--dir", help="write the files here and keep them (default: a temp dir)")
-    p.set_defaults(command_module="demo")
 
     p = command(
         "quickstart",
         "decode the embedded sample chunks and check them",
         "  b2store quickstart               takes no arguments",
     )
-    p.set_defaults(command_module="quickstart")
 
     p = command(
         "decode",
@@ -172,7 +168,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("path", help="one Blosc chunk (a file holding its bytes)")
     p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
-    p.set_defaults(command_module="decode")
     return parser
 
 

@@ -6,7 +6,7 @@ Plain arrays (``.npy``, a b2nd frame, a Zarr array) are copied region by region 
 output's chunk grid. Datasets (netCDF/HDF5, ``.b2d``/``.b2z`` trees, Zarr groups) go through
 xarray, each variable rechunked with dask to the output's chunks, and written by
 :func:`b2store.to_b2nd`, ``to_zarr`` or ``to_netcdf``, which compute a few chunks at a time.
-The sources are opened by :mod:`b2store.cli.sources`.
+The sources are opened by :mod:`b2store.cli.inputs`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import numpy as np
 from .. import _files, _progress
 from .._userpath import names_user_path
 from .arguments import ints, names
+from .inputs import open_source, pick_variable
 from .inspection import InputError
-from .sources import open_source, pick_variable
 
 __all__ = ["convert", "run", "ARRAY_SUFFIXES", "TREE_SUFFIXES"]
 
@@ -312,7 +312,7 @@ def _dataset_to(ds, dst: str, dst_kind: str, opts: dict, bar) -> None:
     else:
         out, encoding = _prepared(ds, dst_kind, opts, bar)
     if dst_kind in ("b2nd", "b2d", "b2z"):
-        from ..integrations.xarray.writer import to_b2nd
+        from ..integrations.xarray.to_b2nd import to_b2nd
 
         to_b2nd(
             out,

@@ -134,7 +134,7 @@ def run_demo(directory: str | os.PathLike | None = None, *, keep: bool = False) 
 
 def _run(root: Path, xr, keep: bool) -> int:
     from .. import __version__
-    from ..integrations.xarray.writer import to_b2nd
+    from ..integrations.xarray.to_b2nd import to_b2nd
 
     times: dict[str, float] = {}
     checks: list[bool] = []

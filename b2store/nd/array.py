@@ -27,6 +27,7 @@ from .geometry import _c_index, blocks_touched, chunk_grid, chunk_nitems
 from .indexing import chunks_touched as _chunks_touched
 from .indexing import normalize, split_whole, table_parts
 from .meta import B2ndMeta
+from .outer import OuterIndex, OuterKey
 from .points import PointPlan
 from .writes import ArrayWrites
 
@@ -189,6 +190,20 @@ class B2ndArray(ArrayWrites):
     def __array__(self, dtype=None, copy=None):
         data = self[...]
         return data.astype(dtype, copy=False) if dtype is not None else data
+
+    @property
+    def oindex(self) -> OuterIndex:
+        """The array indexed orthogonally (zarr's ``oindex``), read and written: each index
+        array along its own axis, ``arr.oindex[[0, 2], :, [1, 3]]`` of shape (2, n, 2), where
+        ``arr[[0, 2], :, [1, 3]]`` pairs them (see :mod:`b2store.nd.outer`)."""
+        return OuterIndex(self._read_outer, self.__setitem__, self.shape, self.dtype)
+
+    def _read_outer(self, outer: OuterKey) -> np.ndarray:
+        """An outer key read: its index arrays' axes cut along the chunks (no chunk between
+        their indices read), or, without index arrays, NumPy's basic indexing."""
+        if not outer.arrays:
+            return self[outer.key]
+        return outer.result(self._read_fancy(fancy.plan(outer.key, self.shape, by_chunks=True)))
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -364,12 +379,8 @@ class B2ndArray(ArrayWrites):
     def _read_runs(self, whole, grid, out: np.ndarray, scratch: np.ndarray, state) -> None:
         """The chunks ``whole`` (from :func:`split_whole`: decoded whole) into ``out``: in
         runs, then each one the runs left, one by one."""
-        coords, origins, lows, extents = whole
-        nchunks = np.ravel_multi_index(tuple(coords.T), grid).astype(np.int64, copy=False)
-        left = runs.read_runs(
-            self.schunk, state, nchunks, origins, lows, extents, self.chunks, self.blocks, out,
-            scratch,
-        )  # fmt: skip
+        nchunks, left = self._read_in_c(runs.read_runs, whole, grid, out, scratch, state)
+        _, origins, lows, extents = whole
         for k in left.tolist():
             parts = [
                 (range(lo, lo + e), range(o, o + e))
@@ -380,16 +391,23 @@ class B2ndArray(ArrayWrites):
     def _read_parts(self, few, grid, out: np.ndarray, scratch: np.ndarray, state) -> None:
         """The chunks ``few`` (from :func:`split_whole`: a few blocks of each) into ``out``:
         in one compiled call, then each one it left, one by one."""
-        coords, origins, lows, extents = few
-        nchunks = np.ravel_multi_index(tuple(coords.T), grid).astype(np.int64, copy=False)
-        left = runs.read_parts(
-            self.schunk, state, nchunks, origins, lows, extents, self.chunks, self.blocks, out,
-            scratch,
-        )  # fmt: skip
+        nchunks, left = self._read_in_c(runs.read_parts, few, grid, out, scratch, state)
         if len(left):
             rows = tuple(column[left] for column in few)
             parts = (p for _, p in table_parts(rows))
             self._read_each(zip(nchunks[left].tolist(), parts), out, scratch, state)
+
+    def _read_in_c(self, read, table, grid, out: np.ndarray, scratch: np.ndarray, state):
+        """``read`` (:func:`runs.read_runs` or :func:`runs.read_parts`) of the chunks of
+        ``table`` (from :func:`split_whole`) into ``out``, in one compiled call: the chunks'
+        numbers, and the positions of those it left."""
+        coords, origins, lows, extents = table
+        nchunks = np.ravel_multi_index(tuple(coords.T), grid).astype(np.int64, copy=False)
+        left = read(
+            self.schunk, state, nchunks, origins, lows, extents, self.chunks, self.blocks, out,
+            scratch,
+        )  # fmt: skip
+        return nchunks, left
 
     def _read_each(self, work, out: np.ndarray, scratch: np.ndarray, state) -> None:
         """:meth:`_read_chunk` of each ``(nchunk, parts)`` of ``work``; of a remote frame,
@@ -440,7 +458,7 @@ class B2ndArray(ArrayWrites):
             if out is None:
                 shape = [lengths.get(q, n) for q, n in enumerate(part.shape)]
                 out = np.empty(shape, self.dtype)
-            _place(out, places, part)
+            fancy.place(out, places, part)
         return out
 
     def _read_points(self, plan: PointPlan) -> np.ndarray:
@@ -518,20 +536,6 @@ class B2ndArray(ArrayWrites):
         """What :func:`decode_selection` reads chunk ``nchunk`` through (from committed
         state ``state``, or the newest)."""
         return _ChunkReader(self.schunk, nchunk, state)
-
-
-def _place(out: np.ndarray, places, part: np.ndarray) -> None:
-    """``part`` written where ``places`` (per axis of ``out``, a slice or positions) say."""
-    at = [_ALL] * out.ndim
-    picks = [(q, p) for q, p in places if not isinstance(p, slice)]
-    for q, p in places:
-        at[q] = p
-    if len(picks) > 1:
-        # Several axes by positions: NumPy would pair them; moved first, they cross (ix_).
-        qs = [q for q, _ in picks]
-        out, part = np.moveaxis(out, qs, range(len(qs))), np.moveaxis(part, qs, range(len(qs)))
-        at = list(np.ix_(*(p for _, p in picks))) + [a for q, a in enumerate(at) if q not in qs]
-    out[tuple(at)] = part
 
 
 class _ChunkReader:

@@ -39,7 +39,7 @@ import numpy as np
 from .indexing import _bool_scalar, _is_mask
 from .points import PointPlan, plan_points
 
-__all__ = ["FancyPlan", "plan"]
+__all__ = ["FancyPlan", "place", "plan"]
 
 _ALL, _REVERSED = slice(None), slice(None, None, -1)
 # A box larger than this (a few times a core's share of the cache) gathered by points of
@@ -80,6 +80,9 @@ class FancyPlan:
     size: int
     #: The number of points the index arrays select (broadcast together).
     npoints: int = 0
+    #: Whether the axes of index arrays are always cut along the chunks, so that no chunk
+    #: between the indices is read (an outer key's, :mod:`b2store.nd.outer`).
+    by_chunks: bool = False
 
     @property
     def box_shape(self) -> tuple:
@@ -98,26 +101,35 @@ class FancyPlan:
         result it cuts ``(q, place)``, the slice or the positions there that it fills.
         A tile holds a third of ``budget`` at most (or a chunk's bytes): with it, a read
         holds its part of the result (until placed) and the stored bytes it was decoded
-        from."""
+        from. With :attr:`by_chunks`, the index arrays' axes are cut first, and always;
+        tiles then hold as many bytes as the box would (or a third of ``budget``)."""
         box_bytes = math.prod(self.box_shape) * itemsize
-        if box_bytes <= budget:
+        if box_bytes <= budget and not self.by_chunks:
             return None, [(self.box, self.box_key, ())]
         most = max(budget // 3, math.prod(chunks) * itemsize)
+        if box_bytes <= budget:
+            most = box_bytes  # (by chunks: the cuts of the arrays' axes only)
         cuts, extents = [], list(self.box_shape)
         for d in self._splittable():
-            if math.prod(extents) * itemsize <= most:
+            always = self.by_chunks and self.owners[d][0] == "array"
+            if not always and math.prod(extents) * itemsize <= most:
                 break
             split = self._split(d, chunks[d])
             if split is None:
                 continue
             cuts.append(split)
             extents[d] = max(hi - lo + 1 for _, _, lo, hi in split.runs)
-        if not cuts or math.prod(extents) * itemsize > most:
+        if not cuts:
+            return (None, [(self.box, self.box_key, ())]) if box_bytes <= budget else None
+        if math.prod(extents) * itemsize > most:
             return None
-        # The last axis cut takes as many of its runs per tile as fit.
-        last = cuts[-1]
-        others = math.prod(extents) // extents[last.d]
-        last.runs = _merged(last.runs, most // (others * itemsize))
+        # The last axis cut takes as many of its runs per tile as fit; by chunks, every axis
+        # cut does, from the last, an index array's only where their chunks are neighbours
+        # (a chunk between them would be read).
+        for cut in cuts[::-1] if self.by_chunks else cuts[-1:]:
+            others = math.prod(extents) // extents[cut.d]
+            cut.runs = _merged(cut.runs, most // (others * itemsize), cut.chunk_of)
+            extents[cut.d] = max(hi - lo + 1 for _, _, lo, hi in cut.runs)
         lengths = {c.q: c.length for c in cuts}
         groups = [[c.group(u, v) for u, v, _, _ in c.runs] for c in cuts]
         tiles = []
@@ -146,15 +158,19 @@ class FancyPlan:
     def _splittable(self) -> Iterator[int]:
         """The box's axes a tile may cut: basic ones, a lone mask's first, and those of
         index arrays that vary along a broadcast dimension of their own (an outer product,
-        ``a[i[:, None], j]``, or one array)."""
+        ``a[i[:, None], j]``, or one array); with :attr:`by_chunks`, the arrays' first."""
         arrays = [i for i, k in enumerate(self.key) if _is_array_index(k)]
+        axes = []
         for d, owner in enumerate(self.owners):
             if len(self.box[d]) < 2:
                 continue
             if owner[0] == "basic" or (owner[0] == "mask" and owner[2] == 0 and len(arrays) == 1):
-                yield d
+                axes.append(d)
             elif owner[0] == "array" and self._own_dimension(owner[1]) is not None:
-                yield d
+                axes.append(d)
+        if self.by_chunks:
+            axes.sort(key=lambda d: self.owners[d][0] != "array")
+        yield from axes
 
     def _own_dimension(self, i: int) -> int | None:
         """The axis of index array ``key[i]`` along which it varies where no other index
@@ -200,7 +216,8 @@ class FancyPlan:
                 fitted = (taken - lo).reshape(shape)
                 return range(r.start + lo, r.start + int(taken.max()) + 1), (owner[1], fitted), pos
 
-            return _Split(d, q, len(values), runs, group)
+            chunk_of = (lambda p: (p + r.start) // chunk) if self.by_chunks else None
+            return _Split(d, q, len(values), runs, group, chunk_of)
         q = self._result_axis(d, None)
         if q is None:
             return None
@@ -269,23 +286,49 @@ class _Split:
     length: int
     runs: list
     group: Callable
+    #: The chunk of a box position, where runs merge only across neighbouring chunks.
+    chunk_of: Callable | None = None
 
 
-def _merged(runs: list, most: int) -> list:
-    """Neighbouring ``runs`` merged while their span stays within ``most`` positions."""
+def _merged(runs: list, most: int, chunk_of: Callable | None = None) -> list:
+    """Neighbouring ``runs`` merged while their span stays within ``most`` positions (and,
+    with ``chunk_of``, while the chunks they fall in are neighbours)."""
     out = [runs[0]]
     for u, v, lo, hi in runs[1:]:
         pu, _, plo, phi = out[-1]
-        if max(hi, phi) - min(lo, plo) + 1 <= most:
+        near = chunk_of is None or chunk_of(lo) <= chunk_of(phi) + 1
+        if near and max(hi, phi) - min(lo, plo) + 1 <= most:
             out[-1] = (pu, v, min(lo, plo), max(hi, phi))
         else:
             out.append((u, v, lo, hi))
     return out
 
 
-def plan(key, shape) -> FancyPlan | None:
+def place(out: np.ndarray, places, part: np.ndarray) -> None:
+    """``part`` written where ``places`` (per axis of ``out``, a slice or positions) say."""
+    at = [_ALL] * out.ndim
+    picks = [(q, p) for q, p in places if not isinstance(p, slice)]
+    for q, p in places:
+        at[q] = p
+    if len(picks) > 1:
+        # Several axes by positions: NumPy would pair them; they cross as np.ix_'s, in their
+        # places where they are neighbours (NumPy keeps them there), else moved first.
+        picks.sort(key=lambda pick: pick[0])
+        qs = [q for q, _ in picks]
+        crossed = np.ix_(*(p for _, p in picks))
+        if qs[-1] - qs[0] == len(qs) - 1:
+            for q, p in zip(qs, crossed):
+                at[q] = p
+        else:
+            out, part = np.moveaxis(out, qs, range(len(qs))), np.moveaxis(part, qs, range(len(qs)))
+            at = list(crossed) + [a for q, a in enumerate(at) if q not in qs]
+    out[tuple(at)] = part
+
+
+def plan(key, shape, *, by_chunks: bool = False) -> FancyPlan | None:
     """The plan of ``key`` over an array of ``shape``; None when the key has no index
-    array (NumPy's basic indexing, which :func:`~b2store.nd.indexing.normalize` plans)."""
+    array (NumPy's basic indexing, which :func:`~b2store.nd.indexing.normalize` plans).
+    ``by_chunks``: see :attr:`FancyPlan.by_chunks`."""
     if not isinstance(key, tuple):
         key = (key,)
     if not any(_is_array_index(k) for k in key):
@@ -358,7 +401,9 @@ def plan(key, shape) -> FancyPlan | None:
     owners.extend([("basic", None)] * (len(shape) - axis))
     per_point *= math.prod(shape[axis:])
     size = npoints * per_point
-    return FancyPlan(key, tuple(shape), tuple(box), tuple(box_key), tuple(owners), size, npoints)
+    return FancyPlan(
+        key, tuple(shape), tuple(box), tuple(box_key), tuple(owners), size, npoints, by_chunks
+    )
 
 
 def _emptied(k):

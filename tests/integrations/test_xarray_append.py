@@ -19,7 +19,7 @@ from helpers import WRITE_LAYOUTS as LAYOUTS  # noqa: E402
 
 import b2store  # noqa: E402
 from b2store import journal  # noqa: E402
-from b2store.integrations.xarray.writer import to_b2nd  # noqa: E402
+from b2store.integrations.xarray.to_b2nd import to_b2nd  # noqa: E402
 
 
 def day(k: int, n: int = 2, single: bool = False) -> xr.Dataset:
@@ -302,8 +302,8 @@ def test_xarrays_mode_rplus_cases(tmp_path):
 def test_a_write_planned_on_another_shape_is_refused(tmp_path):
     # Another writer grew the array between the planning of a write and its start: the
     # write would land at the wrong place, so nothing is written.
+    from b2store import _progress
     from b2store.integrations.xarray.append import ConcurrentWriteError, write_region
-    from b2store.integrations.xarray.writer import _progress
 
     path = tmp_path / "t.b2nd"
     to_b2nd(day(0, 3, True), path)

@@ -16,7 +16,6 @@ from helpers import box_chunks  # noqa: E402
 
 from b2store.frame.schunk import SChunk  # noqa: E402
 from b2store.integrations.xarray.backend import B2ndBackendEntrypoint  # noqa: E402
-from b2store.integrations.xarray.lazy import outer_read  # noqa: E402
 
 
 def field(shape=(24, 10, 12), dtype="f4"):
@@ -401,7 +400,7 @@ def test_outer_read_matches_numpy(data):
             if not isinstance(k, slice)
             else expect[(slice(None),) * axis + (k,)]
         )
-    np.testing.assert_array_equal(outer_read(arr, tuple(key)), expect)
+    np.testing.assert_array_equal(arr.oindex[tuple(key)], expect)
 
 
 # --- pickling and closing ----------------------------------------------------------------------

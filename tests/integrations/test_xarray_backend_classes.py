@@ -32,7 +32,7 @@ for _fixture in ("time_unit", "use_dask"):
     if hasattr(_conftest, _fixture):
         globals()[_fixture] = getattr(_conftest, _fixture)
 
-from b2store.integrations.xarray.writer import to_b2nd  # noqa: E402
+from b2store.integrations.xarray.to_b2nd import to_b2nd  # noqa: E402
 
 
 class _B2ndBase(backends.CFEncodedBase):

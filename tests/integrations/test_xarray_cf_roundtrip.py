@@ -14,7 +14,7 @@ xr = pytest.importorskip("xarray")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from b2store.integrations.xarray.writer import to_b2nd  # noqa: E402
+from b2store.integrations.xarray.to_b2nd import to_b2nd  # noqa: E402
 
 HAS_H5NETCDF = importlib.util.find_spec("h5netcdf") is not None
 

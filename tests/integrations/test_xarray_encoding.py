@@ -15,7 +15,7 @@ from b2store.integrations.xarray.encoding import (  # noqa: E402
     STORAGE_KEYS,
     VALUE_KEYS,
 )
-from b2store.integrations.xarray.writer import to_b2nd  # noqa: E402
+from b2store.integrations.xarray.to_b2nd import to_b2nd  # noqa: E402
 
 LAYOUTS = ["t.b2nd", "t.b2d", "t.b2z"]
 

@@ -21,7 +21,7 @@ import b2store  # noqa: E402
 from b2store.integrations.xarray import backend  # noqa: E402
 from b2store.integrations.xarray.backend import B2ndBackendEntrypoint  # noqa: E402
 from b2store.integrations.xarray.foreign import ForeignLayoutError  # noqa: E402
-from b2store.integrations.xarray.writer import to_b2nd  # noqa: E402
+from b2store.integrations.xarray.to_b2nd import to_b2nd  # noqa: E402
 
 ENGINE = B2ndBackendEntrypoint()
 LINEAGE = json.dumps({"history": ["saved by xarray_blosc2 1.7.1"]})

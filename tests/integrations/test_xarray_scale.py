@@ -14,7 +14,7 @@ import pytest
 xr = pytest.importorskip("xarray")
 pytest.importorskip("dask.array")
 
-from b2store.integrations.xarray.writer import to_b2nd  # noqa: E402
+from b2store.integrations.xarray.to_b2nd import to_b2nd  # noqa: E402
 
 
 def daily_files(directory, nfiles=4, nt=6, ny=10, nx=12):

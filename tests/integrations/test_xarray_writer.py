@@ -14,7 +14,7 @@ da = pytest.importorskip("dask.array")
 
 from helpers import WRITE_LAYOUTS as LAYOUTS  # noqa: E402
 
-from b2store.integrations.xarray.writer import to_b2nd  # noqa: E402
+from b2store.integrations.xarray.to_b2nd import to_b2nd  # noqa: E402
 
 DTYPES = ["i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8", "c8", "c16", "?", "U3", "S2"]
 

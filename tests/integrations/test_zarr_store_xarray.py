@@ -16,8 +16,8 @@ pd = pytest.importorskip("pandas")
 blosc2 = pytest.importorskip("blosc2")
 
 import b2store  # noqa: E402
-from b2store.integrations.zarr.meta import plain_fill_attr, zarr_fill_attr  # noqa: E402
 from b2store.integrations.zarr.store import B2ndStore  # noqa: E402
+from b2store.integrations.zarr.zarr_json import plain_fill_attr, zarr_fill_attr  # noqa: E402
 
 # Under zarr's default codec pipeline and its fused one (tests/integrations/conftest.py).
 pytestmark = pytest.mark.usefixtures("zarr_pipeline")

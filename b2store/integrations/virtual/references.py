@@ -51,7 +51,7 @@ def _array_refs(arr, name: str, offset: int = 0) -> dict[str, object]:
 
 
 def _meta(arr, name: str, shape) -> dict[str, str]:
-    from ..zarr.meta import _attribute_vlmeta, json_attributes
+    from ..zarr.zarr_json import attribute_vlmeta, json_attributes
 
     dtype = arr.dtype
     vlmeta = dict(arr.vlmeta)
@@ -74,7 +74,7 @@ def _meta(arr, name: str, shape) -> dict[str, str]:
         "order": "C",
         "dimension_separator": ".",
     }
-    attrs = json_attributes(_attribute_vlmeta(vlmeta, None), name, skip=_SKIP)
+    attrs = json_attributes(attribute_vlmeta(vlmeta, None), name, skip=_SKIP)
     dims = vlmeta.get("_ARRAY_DIMENSIONS")
     if isinstance(dims, (list, tuple)) and len(dims) == arr.ndim:
         attrs["_ARRAY_DIMENSIONS"] = list(dims)
@@ -212,7 +212,7 @@ class B2ndParser:
         from zarr.core.metadata import ArrayV3Metadata
 
         from ...nd.array import B2ndArray
-        from ..zarr.meta import XARRAY_KEY, array_metadata
+        from ..zarr.zarr_json import XARRAY_KEY, array_metadata
 
         arr = _open_for_parser(url, registry)
         try:

@@ -40,8 +40,18 @@ from ...errors import B2StoreError
 from ...frame.mappings import raw_value
 from ...nd.chunks import encode_chunk_array
 from ...nd.geometry import chunk_grid
-from .conventions import XARRAY_KEY
-from .encoding import STORAGE_KEYS, VALUE_KEYS
+from ...tree import VLMETA_NAME
+from .conventions import DTYPE_KEY, STRINGDTYPE, XARRAY_KEY
+from .encoding import STORAGE_KEYS, VALUE_KEYS, encode_group, fixed_width
+from .frames import (
+    MAX_EMBEDDED_COORD_BYTES,
+    plain_attrs,
+    put_in_place,
+    values_at,
+    write_attrs_frame,
+    write_variable,
+    zip_tree,
+)
 
 __all__ = ["write_into", "resolve_mode", "write_region", "ConcurrentWriteError"]
 
@@ -122,8 +132,6 @@ def _is_zip(path: Path) -> bool:
 def _plan(ds, stored: xr.Dataset, mode, append_dim, region, encoding, single: bool) -> _Plan:
     """Check ``ds`` against the ``stored`` Dataset as ``to_zarr`` checks it, and encode it
     with the stored encoding; raises before anything is written."""
-    from .writer import _encode_group
-
     encoding = dict(encoding or {})
     sizes = dict(stored.sizes)
     if append_dim is not None and append_dim not in sizes:
@@ -212,12 +220,12 @@ def _plan(ds, stored: xr.Dataset, mode, append_dim, region, encoding, single: bo
         {k: v for k, v in variables.items() if k in ds.coords},
         attrs=ds.attrs,
     )
-    encoded, attrs, storage, coord_names, sd_names = _encode_group(
+    encoded, attrs, storage, coord_names, sd_names = encode_group(
         new_ds, {k: v for k, v in encoding.items() if k in fresh}
     )
     for name, var in rewrite.items():
         # alone: its size along append_dim is the stored one's and the new one's
-        enc, _, opts, _, sd = _encode_group(xr.Dataset({name: var}), {})
+        enc, _, opts, _, sd = encode_group(xr.Dataset({name: var}), {})
         out.new[name] = (enc[name], opts[name], name in sd, name in ds.coords)
     for name, var in encoded.items():
         if name not in stored.variables:
@@ -348,9 +356,7 @@ def _stored_dtype(name, var, dtype) -> xr.Variable:
         return var
     dtype = np.dtype(dtype)
     if var.dtype.kind in "SUO" or dtype.kind in "SU":
-        from .writer import _fixed_width
-
-        var = _fixed_width(var, name)
+        var = fixed_width(var, name)
         if var.dtype.kind != dtype.kind or var.dtype.itemsize > dtype.itemsize:
             raise ValueError(
                 f"Mismatched dtypes for variable {name} between the b2nd store on disk "
@@ -417,32 +423,22 @@ def write_region(arr, var: xr.Variable, start, shape, was, nthreads, bar, vlmeta
     todo = [tuple(r[i] for r, i in zip(touched, t)) for t in todo]
 
     def pieces():
-        data = var.data
-        is_dask = hasattr(data, "dask")
-        batch = max(1, os.cpu_count() or 1) if is_dask else 1
-        for at in range(0, len(todo), batch):
-            part = todo[at : at + batch]
-            spans = [_spans(coords, start, var.shape, shape, chunks) for coords in part]
-            if is_dask:
-                import dask
-
-                values = dask.compute(*[data[src] for src, _, _ in spans])
+        spans = [_spans(coords, start, var.shape, shape, chunks) for coords in todo]
+        values = values_at(var, [src for src, _, _ in spans])
+        for coords, (_, dst, full), value in zip(todo, spans, values):
+            inside = had and all(c < g for c, g in zip(coords, old_grid))
+            if full or not inside:
+                ext = np.zeros(chunks, dtype)
             else:
-                values = [var[src].values for src, _, _ in spans]
-            for coords, (_, dst, full), value in zip(part, spans, values):
-                inside = had and all(c < g for c, g in zip(coords, old_grid))
-                if full or not inside:
-                    ext = np.zeros(chunks, dtype)
-                else:
-                    ext = arr._whole_chunk(_c_index(coords, old_grid)).copy()
-                ext[dst] = np.asarray(value, dtype)
-                bar.update(int(np.asarray(value).nbytes))
-                yield (
-                    _c_index(coords, grid),
-                    encode_chunk_array(
-                        ext, chunks, blocks, arr.schunk.params, dtype=dtype, nthreads=nthreads
-                    ),
-                )
+                ext = arr._whole_chunk(_c_index(coords, old_grid)).copy()
+            ext[dst] = np.asarray(value, dtype)
+            bar.update(int(np.asarray(value).nbytes))
+            yield (
+                _c_index(coords, grid),
+                encode_chunk_array(
+                    ext, chunks, blocks, arr.schunk.params, dtype=dtype, nthreads=nthreads
+                ),
+            )
 
     # B2ndArray's resize, with the new chunks and vlmeta in its one commit (the chunks the
     # values cover are not re-encoded by the resize first)
@@ -484,8 +480,6 @@ def _into_frame(
     with _open_stored(path, storage_options) as stored:
         name = next(iter(stored.data_vars), None)
         plan = _plan(ds, stored, mode, append_dim, region, encoding, single=True)
-    from .writer import MAX_EMBEDDED_COORD_BYTES, plain_attrs
-
     arr = open_array(os.fspath(path), mode="a", storage_options=storage_options)
     try:
         with arr.schunk.changing():
@@ -525,9 +519,6 @@ def _into_frame(
 
 
 def _into_tree(ds, root: Path, mode, append_dim, region, encoding, nthreads, bar) -> None:
-    from .conventions import DTYPE_KEY, STRINGDTYPE
-    from .writer import VLMETA_NAME, _write_attrs_frame, _write_variable, plain_attrs
-
     for name in ds.variables:  # the members it may write: no link there, before any byte
         _files.check_write(root / f"{name}.b2nd", root)
     journal.recover(root)  # first: its journal may name files a killed writer built beside
@@ -548,11 +539,11 @@ def _into_tree(ds, root: Path, mode, append_dim, region, encoding, nthreads, bar
             for name, (var, storage, stringdtype, coord) in plan.new.items():
                 built = work / f"{name}.b2nd"
                 extra = {DTYPE_KEY: STRINGDTYPE} if stringdtype else {}
-                _write_variable(var, built, storage, True, nthreads, extra, bar, coord)
+                write_variable(var, built, storage, True, nthreads, extra, bar, coord)
                 tx.add_file(built, f"{name}.b2nd")
             if plan.attrs is not None:
                 attrs, types = plain_attrs(plan.attrs, "group '/'")
-                _write_attrs_frame(work / VLMETA_NAME, attrs, types)
+                write_attrs_frame(work / VLMETA_NAME, attrs, types)
                 tx.add_file(work / VLMETA_NAME, VLMETA_NAME)
             tx.commit()
     finally:
@@ -564,8 +555,6 @@ def _into_tree(ds, root: Path, mode, append_dim, region, encoding, nthreads, bar
 
 
 def _into_zip(ds, target: Path, mode, append_dim, region, encoding, nthreads, bar) -> None:
-    from .writer import _replace, _zip_tree
-
     _files.sweep(target.parent, target.name)
     held, work = _files.make_temp_dir(target.parent, target.name)
     try:
@@ -582,7 +571,7 @@ def _into_zip(ds, target: Path, mode, append_dim, region, encoding, nthreads, ba
                 with zf.open(info) as src, open(dest, "wb") as out:
                     shutil.copyfileobj(src, out, 1 << 20)
         _into_tree(ds, tree, mode, append_dim, region, encoding, nthreads, bar)
-        _replace(_zip_tree(tree, work / target.name), target)
+        put_in_place(zip_tree(tree, work / target.name), target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         os.close(held)

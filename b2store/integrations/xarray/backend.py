@@ -34,6 +34,7 @@ from xarray.backends.common import (
 from ... import _files
 from ...errors import FormatError
 from ...limits import Limits, resolve
+from ...tree import open_frame, open_tree
 from .blosc2_layout import refuse_shards, xb2_tree_dataset
 from .foreign import (
     SEALED_MARKER,
@@ -42,7 +43,7 @@ from .foreign import (
     foreign_vlmeta,
     owner_engine_installed,
 )
-from .groups import _ancestor_sizes, _frame_dataset, _group_dataset, _open_tree
+from .groups import ancestor_sizes, frame_dataset, group_dataset
 
 __all__ = ["B2ndBackendEntrypoint"]
 
@@ -101,8 +102,6 @@ def _foreign_frame(path: str) -> bool:
         kind = "frame" if path else None
     if kind != "frame":
         return False
-    from ...tree import open_frame
-
     try:
         arr = open_frame(path)
     except Exception:  # guessing only: opening reports what is wrong
@@ -196,38 +195,23 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
         limits: Limits | None = None,
         variable_name: str | None = None,
     ) -> Dataset:
-        decoders = dict(
-            mask_and_scale=mask_and_scale,
-            decode_times=decode_times,
-            concat_characters=concat_characters,
-            decode_coords=decode_coords,
-            use_cftime=use_cftime,
-            decode_timedelta=decode_timedelta,
-            drop_variables=drop_variables,
-        )
-        resolve(limits)  # a TypeError before anything is opened
-        _check_variable_name(variable_name)
-        path = _path_of(filename_or_obj)
-        xb2 = _xb2_layout(path)  # its markers are a directory's or a zip's: a tree
-        if xb2:
-            refuse_shards(path)
-        kind = "tree" if xb2 else _classify(path) or _kind_by_suffix(path)
+        decoders = _decoders(locals())  # (first: its arguments are all the locals yet)
+        path, xb2, kind = _what_to_open(filename_or_obj, limits, variable_name)
         if kind == "frame":
             if group not in (None, "", "/"):
                 raise ValueError(f"a single frame has no groups; group={group!r}")
-            return _frame_dataset(
+            return frame_dataset(
                 path, storage_options, _lock_of(lock), decoders, limits, variable_name
             )
-        _no_variable_name(variable_name, path)
-        tree = _open_tree(path, storage_options, limits)
+        tree = _open_tree(path, storage_options, limits, variable_name)
         node = _group_path(group)
         if xb2:
             return _xb2_dataset(tree, path, node, _lock_of(lock), decoders)
         if node not in tree.groups():
             raise KeyError(f"no group {node!r} in {path}; groups: {sorted(tree.groups())}")
-        sizes = _ancestor_sizes(tree, node)
+        sizes = ancestor_sizes(tree, node)
         try:
-            return _group_dataset(tree, path, node, _lock_of(lock), decoders, sizes)
+            return group_dataset(tree, path, node, _lock_of(lock), decoders, sizes)
         except ForeignLayoutError:
             # Frames in xarray-blosc2's layout without its manifest or coordinate files (or
             # behind a URL, where the files are not sniffed).
@@ -252,29 +236,14 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
         limits: Limits | None = None,
         variable_name: str | None = None,
     ) -> dict[str, Dataset]:
-        decoders = dict(
-            mask_and_scale=mask_and_scale,
-            decode_times=decode_times,
-            concat_characters=concat_characters,
-            decode_coords=decode_coords,
-            use_cftime=use_cftime,
-            decode_timedelta=decode_timedelta,
-            drop_variables=drop_variables,
-        )
-        resolve(limits)  # a TypeError before anything is opened
-        _check_variable_name(variable_name)
-        path = _path_of(filename_or_obj)
-        xb2 = _xb2_layout(path)  # its markers are a directory's or a zip's: a tree
-        if xb2:
-            refuse_shards(path)
-        kind = "tree" if xb2 else _classify(path) or _kind_by_suffix(path)
+        decoders = _decoders(locals())  # (first: its arguments are all the locals yet)
+        path, xb2, kind = _what_to_open(filename_or_obj, limits, variable_name)
         if kind == "frame":
-            frame = _frame_dataset(
+            frame = frame_dataset(
                 path, storage_options, _lock_of(lock), decoders, limits, variable_name
             )
             return {"/": frame}
-        _no_variable_name(variable_name, path)
-        tree = _open_tree(path, storage_options, limits)
+        tree = _open_tree(path, storage_options, limits, variable_name)
         root = _group_path(group)
         if xb2:
             return {"/": _xb2_dataset(tree, path, root, _lock_of(lock), decoders)}
@@ -287,7 +256,7 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
                 if node == root:
                     sizes[node] = {}
                 try:
-                    out[rel] = _group_dataset(
+                    out[rel] = group_dataset(
                         tree, path, node, _lock_of(lock), decoders, sizes[node]
                     )
                 except ForeignLayoutError:
@@ -301,6 +270,45 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
     def open_datatree(self, filename_or_obj, **kwargs):
         groups = self.open_groups_as_dict(filename_or_obj, **kwargs)
         return datatree_from_dict_with_io_cleanup(groups)
+
+
+#: The arguments of the engine's openers that are CF decoding settings.
+_DECODERS = (
+    "mask_and_scale",
+    "decode_times",
+    "concat_characters",
+    "decode_coords",
+    "use_cftime",
+    "decode_timedelta",
+    "drop_variables",
+)
+
+
+def _decoders(arguments: Mapping) -> dict:
+    """The CF decoding settings among an opener's ``arguments`` (its ``locals()``)."""
+    return {k: arguments[k] for k in _DECODERS}
+
+
+def _what_to_open(filename_or_obj, limits, variable_name) -> tuple[str, bool, str]:
+    """The path an opener was given, whether it is in xarray-blosc2's layout, and whether
+    it is a "frame" or a "tree"; the options checked first, before anything is opened."""
+    resolve(limits)  # a TypeError before anything is opened
+    _check_variable_name(variable_name)
+    path = _path_of(filename_or_obj)
+    xb2 = _xb2_layout(path)  # its markers are a directory's or a zip's: a tree
+    if xb2:
+        refuse_shards(path)
+    return path, xb2, "tree" if xb2 else _classify(path) or _kind_by_suffix(path)
+
+
+def _open_tree(path: str, storage_options, limits, variable_name):
+    # A tree's arrays are named by their paths in it: a name given for them would be ignored.
+    if variable_name is not None:
+        raise ValueError(
+            f"variable_name names the array of a single frame; {path} is a tree, whose "
+            "arrays are named by their paths in it"
+        )
+    return open_tree(path, storage_options=storage_options, limits=limits)
 
 
 def _xb2_layout(path: str) -> bool:
@@ -333,15 +341,6 @@ def _path_of(filename_or_obj) -> str:
 def _check_variable_name(name) -> None:
     if name is not None and (not isinstance(name, str) or not name or "/" in name):
         raise ValueError(f"variable_name must be a non-empty str without '/', not {name!r}")
-
-
-def _no_variable_name(name, path: str) -> None:
-    # A tree's arrays are named by their paths in it: a name given for them would be ignored.
-    if name is not None:
-        raise ValueError(
-            f"variable_name names the array of a single frame; {path} is a tree, whose "
-            "arrays are named by their paths in it"
-        )
 
 
 def _kind_by_suffix(path: str) -> str:

@@ -31,7 +31,7 @@ import numpy as np
 from xarray import Dataset, Variable, conventions
 
 from ...errors import FormatError, UnsupportedError
-from .lazy import _lazy_variable, _RefRecipe
+from .lazy import Closer, RefRecipe, lazy_variable
 from .packings import (
     GEOGRID_ATTRS,
     LOSSY_ATTRS,
@@ -186,7 +186,7 @@ def _read_variable(arr, opener, stem, lock, manifest, where, single, handed):
         attrs = {k: v for k, v in attrs.items() if k not in clean and not k.startswith("_geogrid")}
         if packing.row_diff and not arr.ndim:
             raise FormatError(f"{where} geogrid row_diff", "an array with rows", "a scalar")
-    variable, handle = _lazy_variable(opener, arr, lock, dims)
+    variable, handle = lazy_variable(opener, arr, lock, dims)
     handed.append(handle)
     if packing is None:
         variable.attrs = attrs
@@ -294,7 +294,7 @@ def xb2_tree_dataset(tree, tree_path: str, lock, decoders: dict) -> Dataset:
                     raise _unsupported("sidecar frame", f"{stem}.b2nd")
                 committed = _commit_extent(ref)
                 continue
-            opener = _RefRecipe(ref, (tree_path, apath, ref.limits))
+            opener = RefRecipe(ref, (tree_path, apath, ref.limits))
             name, variable, is_coord, handle = _variable(
                 ref.open(), opener, stem, lock, manifest, where, single=False
             )
@@ -315,8 +315,6 @@ def xb2_tree_dataset(tree, tree_path: str, lock, decoders: dict) -> Dataset:
 
 
 def _dataset(variables, attrs, coord_names, decoders, handles, committed=None) -> Dataset:
-    from .groups import _Closer
-
     vars_, attrs_, decoded_coords = conventions.decode_cf_variables(variables, attrs, **decoders)
     ds = Dataset(vars_, attrs=attrs_)
     ds = ds.set_coords((set(decoded_coords) | coord_names).intersection(vars_))
@@ -324,5 +322,5 @@ def _dataset(variables, attrs, coord_names, decoders, handles, committed=None) -
     # trim_to_commit, its default).
     if committed is not None and "time" in ds.dims and 0 <= committed < ds.sizes["time"]:
         ds = ds.isel(time=slice(0, committed))
-    ds.set_close(_Closer(handles))
+    ds.set_close(Closer(handles))
     return ds

@@ -1,4 +1,5 @@
-"""Which per-variable encoding keys ``to_b2nd`` stores, which it ignores, and which it refuses.
+"""Which per-variable encoding keys ``to_b2nd`` stores, which it ignores, and which it refuses;
+a group CF-encoded with them.
 
 One rule, whatever a key comes through (``encoding=`` or the variable's own ``.encoding``):
 a key the writer cannot store is refused with a ValueError naming the key and the variable,
@@ -13,6 +14,9 @@ CF keys (``_FillValue``, ``scale_factor``, ``_Unsigned``, ``units``, ``grid_mapp
 ``coordinates``, ...) are always honoured: they go through xarray's CF encoder and are stored
 as the attributes it makes of them, which the engine's CF decoder reads back.
 
+:func:`encode_group` applies them: a group's variables and attributes, CF-encoded as
+xarray's netCDF writers encode them, with each variable's storage options beside.
+
 Strings are stored as fixed-width items (``<U`` or ``S``, as wide as the longest): NumPy's
 ``StringDType`` and object arrays of str or bytes alike. A missing value (None, NaN, pandas'
 NA) becomes the empty string, as xarray's Zarr and netCDF writers store it, unless the
@@ -22,16 +26,24 @@ missing, and a present string equal to it is refused (it would read back missing
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 import xarray as xr
+from xarray import conventions
+from xarray.backends.common import ensure_dtype_not_object
 from xarray.conventions import CF_RELATED_DATA
 
+from ...chunk.encoder import writable_dtype
 from ...chunk.params import ChunkParams, codec_name, splitmode_name
+from ...tree import VLMETA_NAME
+from .conventions import is_stringdtype
 
 __all__ = [
+    "encode_group",
+    "fixed_width",
     "STORAGE_KEYS",
     "CF_KEYS",
     "VALUE_KEYS",
@@ -336,3 +348,80 @@ def _blosc2_compressor(compressors) -> dict:
         "filters_meta": [m for _, m in params.pipeline],
         "splitmode": splitmode_name(params.splitmode),
     }
+
+
+# --- a group encoded ---------------------------------------------------------------------------
+
+
+def encode_group(ds: xr.Dataset, encoding: Mapping) -> tuple[dict, dict, dict, set, set]:
+    """CF-encoded variables and attributes of ``ds``, the storage options of each variable,
+    the names of its coordinates, and those of its StringDType variables (stored as ``<U``,
+    read back as StringDType)."""
+    unknown = set(encoding) - set(ds.variables)
+    if unknown:
+        raise ValueError(f"encoding for variables not in the dataset: {sorted(map(str, unknown))}")
+    ds = ds.copy(deep=False)
+    storage = {}
+    for name, var in ds.variables.items():
+        if not isinstance(var.dtype, np.dtype):
+            # a pandas extension type (xarray keeps one for some string coordinates):
+            # refused, named, before xarray's CF encoder fails on it with a TypeError of its own
+            writable_dtype(var.dtype)
+        if name is not None and not isinstance(name, str):
+            # the type and words of xarray's own writers (a Hashable is no file name)
+            raise TypeError(
+                f"Invalid name {name!r} for DataArray or Dataset key: must be either a "
+                "string or None for serialization to b2nd"
+            )
+        if name == "":
+            raise ValueError(
+                f"Invalid name {name!r} for DataArray or Dataset key: string must be "
+                "length 1 or greater for serialization to b2nd"
+            )
+        if name is None or "/" in name or name == VLMETA_NAME[:-4]:
+            raise ValueError(f"variable name {name!r} cannot name a b2nd frame")
+        storage[name], var.encoding = split_encoding(name, var, encoding.get(name))
+        check_string_width(name, var)
+    sd_names = {n for n, v in ds.variables.items() if is_stringdtype(v.dtype)}
+    variables, attrs = conventions.encode_dataset_coordinates(ds)
+    for name, var in variables.items():
+        variables[name] = object_strings(var)
+        check_string_fill(name, variables[name])
+    variables, attrs = conventions.cf_encoder(variables, attrs)
+    for name, var in variables.items():
+        # xarray's netCDF writers' next step: object arrays typed from their items, missing
+        # strings as "" (numbers as NaN), mixed items refused naming the variable
+        variables[name] = finish_encoding(name, ensure_dtype_not_object(var, name=name))
+    return variables, attrs, storage, set(ds.coords), sd_names
+
+
+def fixed_width(var: xr.Variable, name) -> xr.Variable:
+    """Object-dtype strings as fixed-width items (b2nd holds fixed-size items only); so too
+    a StringDType the encoders left (xarray 2026.2 declares a lazily read StringDType
+    variable object while its chunks compute as StringDType)."""
+    if var.dtype != object and var.dtype.kind != "T":
+        return var
+    if hasattr(var.data, "dask"):
+        # the width is only known once every item is: say so, as xarray's writers do
+        warnings.warn(
+            f"variable {name} has data in the form of a dask array with dtype=object, which "
+            "means it is being loaded into memory to determine a data type that can be "
+            "safely stored on disk. To avoid this, coerce this variable to a fixed-size "
+            "dtype with astype() before saving it.",
+            xr.SerializationWarning,
+            stacklevel=2,
+        )
+    values = np.asarray(var.values)
+    if values.dtype.kind == "T":
+        values = values.astype(object)  # NumPy keeps a StringDType through astype(str)
+    flat = values.ravel().tolist()
+    if all(isinstance(v, str) for v in flat):
+        data = values.astype(str) if values.size else values.astype("U1")
+    elif all(isinstance(v, bytes) for v in flat):
+        data = values.astype(bytes) if values.size else values.astype("S1")
+    else:
+        raise TypeError(
+            f"variable {name!r} holds both str and bytes strings: b2nd stores one kind; "
+            "decode the bytes (or encode the str) first"
+        )
+    return xr.Variable(var.dims, data, var.attrs, var.encoding)

@@ -1,7 +1,7 @@
 """Datasets from one b2nd frame or one group of a tree, CF-decoded, dimensions named alike.
 
 A group's unnamed dimensions are named from its ancestors' and its own dimension lengths, so
-that a group opened alone names them as the DataTree does (:func:`_ancestor_sizes`).
+that a group opened alone names them as the DataTree does (:func:`ancestor_sizes`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from xarray import Dataset, conventions
 
 from ...errors import UnsupportedError
 from ...limits import Limits
+from ...nd.array import B2ndArray
 from ..embedded import frame_variable_name
+from .blosc2_layout import xb2_frame_dataset
 from .conventions import (
     dims_of,
     embedded_coords,
@@ -23,17 +25,9 @@ from .conventions import (
     xarray_meta,
 )
 from .foreign import ForeignLayoutError, foreign_vlmeta
-from .lazy import FrameRecipe, _lazy_variable, _RefRecipe
+from .lazy import Closer, FrameRecipe, RefRecipe, lazy_variable
 
-__all__: list[str] = []  # the b2nd engine's own helpers
-
-
-def _open_tree(path: str, storage_options, limits: Limits | None = None):
-    try:
-        from ...tree import open_tree
-    except ImportError:  # pragma: no cover - the tree reader is part of the package
-        raise UnsupportedError("tree reading without b2store.tree", path) from None
-    return open_tree(path, storage_options=storage_options, limits=limits)
+__all__ = ["ancestor_sizes", "frame_dataset", "group_dataset"]
 
 
 def _decode(variables: dict, attrs: dict, decoders: dict, closers, whole=()) -> Dataset:
@@ -44,7 +38,7 @@ def _decode(variables: dict, attrs: dict, decoders: dict, closers, whole=()) -> 
     vars_, attrs_, coord_names = conventions.decode_cf_variables(variables, attrs, **decoders)
     ds = Dataset(vars_, attrs=attrs_)
     ds = ds.set_coords(coord_names.intersection(vars_))
-    ds.set_close(_Closer(closers))
+    ds.set_close(Closer(closers))
     return ds
 
 
@@ -58,18 +52,7 @@ def _whole_strings(variables: dict, decoders: dict, whole) -> dict:
     return out
 
 
-class _Closer:
-    """Closes a Dataset's file managers; pickles with them (as recipes)."""
-
-    def __init__(self, managers):
-        self.managers = list(managers)
-
-    def __call__(self) -> None:
-        for manager in self.managers:
-            manager.close()
-
-
-def _frame_dataset(
+def frame_dataset(
     path: str,
     storage_options,
     lock,
@@ -79,8 +62,6 @@ def _frame_dataset(
 ) -> Dataset:
     """One frame as a Dataset; its array named as it stored, else ``variable_name``
     (``data`` when None)."""
-    from ...nd.array import B2ndArray
-
     recipe = FrameRecipe(path, storage_options=storage_options, limits=limits)
     arr = recipe()
     if not isinstance(arr, B2ndArray):
@@ -88,13 +69,11 @@ def _frame_dataset(
             return _schunk_dataset(arr, decoders)
     try:
         if foreign_vlmeta(arr.vlmeta):
-            from .blosc2_layout import xb2_frame_dataset
-
             stem = variable_name or PurePosixPath(path.rstrip("/")).stem
             return xb2_frame_dataset(arr, recipe, stem, lock, decoders)
         info = xarray_meta(arr.vlmeta)
         name = frame_variable_name(info, variable_name)
-        var, manager = _lazy_variable(recipe, arr, lock)
+        var, handle = lazy_variable(recipe, arr, lock)
     except BaseException:
         arr.schunk.close()
         raise
@@ -105,7 +84,7 @@ def _frame_dataset(
         [n for n, spec in coords.items() if whole_bytes(spec)] if isinstance(coords, dict) else []
     )
     whole += [name] if whole_bytes(info) else []
-    return _decode(variables, attrs, decoders, [manager], whole)
+    return _decode(variables, attrs, decoders, [handle], whole)
 
 
 def _schunk_dataset(schunk, decoders) -> Dataset:
@@ -120,7 +99,7 @@ def _schunk_dataset(schunk, decoders) -> Dataset:
     return _decode({}, attrs, decoders, [])
 
 
-def _ancestor_sizes(tree, node: str) -> dict:
+def ancestor_sizes(tree, node: str) -> dict:
     """The dimension lengths ``node``'s ancestors define, as :func:`open_datatree` names
     them, so that a group opened alone names its unnamed dimensions as in the DataTree."""
     sizes: dict = {}
@@ -149,7 +128,7 @@ def _ancestor_sizes(tree, node: str) -> dict:
     return sizes
 
 
-def _group_dataset(
+def group_dataset(
     tree, tree_path: str, node: str, lock, decoders, sizes: dict | None = None
 ) -> Dataset:
     """One group as a Dataset; ``sizes`` (the ancestors' dimension lengths, updated with this
@@ -177,8 +156,8 @@ def _group_dataset(
             apath, ref, arr = opened[0]
             name = apath[len(prefix) :]
             dims = dims_of(arr.vlmeta, arr.shape, sizes, name)
-            opener = _RefRecipe(ref, (tree_path, apath, ref.limits))
-            variables[name], handle = _lazy_variable(opener, arr, lock, dims)
+            opener = RefRecipe(ref, (tree_path, apath, ref.limits))
+            variables[name], handle = lazy_variable(opener, arr, lock, dims)
             if whole_bytes(xarray_meta(arr.vlmeta)):
                 whole.append(name)
             opened.pop(0)

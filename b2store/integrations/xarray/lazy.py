@@ -3,7 +3,7 @@
 An opener reopens its frame in whichever process reads it (a path or URL and options, never a
 descriptor); the one array opened to read a variable's metadata is kept, within a bound, for
 its first read. :class:`B2ndBackendArray` reads through an xarray ``CachingFileManager`` over
-such an opener, orthogonally, one slice per chunk an array index touches.
+such an opener, orthogonally (:attr:`b2store.B2ndArray.oindex`).
 """
 
 from __future__ import annotations
@@ -23,9 +23,18 @@ from xarray.core import indexing
 from ...chunk.params import ChunkParams
 from ...errors import FormatError
 from ...limits import Limits
+from ...tree import open_frame
 from .conventions import dims_of, restore_attrs, restore_stringdtype, xarray_meta
 
-__all__ = ["B2ndBackendArray", "FrameRecipe", "MAX_PRIMED", "compressor_of", "outer_read"]
+__all__ = [
+    "B2ndBackendArray",
+    "Closer",
+    "FrameRecipe",
+    "MAX_PRIMED",
+    "RefRecipe",
+    "compressor_of",
+    "lazy_variable",
+]
 
 
 # --- opening frames, by a recipe that pickles ------------------------------------------------
@@ -91,8 +100,6 @@ class FrameRecipe(_Primed):
         self._key = (self.urlpath, self.offset, options, limits)
 
     def __call__(self):
-        from ...tree import open_frame
-
         arr = self.take_primed()
         if arr is not None:
             return arr
@@ -117,7 +124,7 @@ class FrameRecipe(_Primed):
         return f"FrameRecipe({self.urlpath!r}{at})"
 
 
-class _RefRecipe(_Primed):
+class RefRecipe(_Primed):
     """A tree's array reference as a hashable opener (the reference itself pickles)."""
 
     def __init__(self, ref, key: tuple):
@@ -128,10 +135,10 @@ class _RefRecipe(_Primed):
         return arr if arr is not None else self.ref.open()
 
     def __reduce__(self):
-        return _RefRecipe, (self.ref, self._key)
+        return RefRecipe, (self.ref, self._key)
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, _RefRecipe) and self._key == other._key
+        return isinstance(other, RefRecipe) and self._key == other._key
 
     def __hash__(self) -> int:
         return hash(self._key)
@@ -176,86 +183,20 @@ class B2ndBackendArray(BackendArray):
         return await asyncio.to_thread(self.__getitem__, key)
 
     def _getitem(self, key: tuple) -> np.ndarray:
-        if self.lock is None:
-            with self.manager.acquire_context() as arr:
-                out = outer_read(arr, key)
-        else:
-            with self.lock, self.manager.acquire_context(needs_lock=False) as arr:
-                out = outer_read(arr, key)
+        out = self._read(key)
         return out if out.dtype == self.dtype else out.astype(self.dtype)
 
-
-def outer_read(arr, key: tuple) -> np.ndarray:
-    """``arr`` indexed orthogonally by ``key`` (integers, slices, 1-d integer arrays), reading
-    for each array index one slice per b2nd chunk it touches, never the chunks between."""
-    key = tuple(key) + (slice(None),) * (len(arr.shape) - len(key))
-    if not any(isinstance(k, np.ndarray) for k in key):
-        return np.asarray(arr[key])
-    basic, squeeze, picks = [], [], {}
-    for axis, (k, n) in enumerate(zip(key, arr.shape)):
-        if isinstance(k, np.ndarray):
-            k = np.where(k < 0, k + n, k).astype(np.intp)
-            if k.size and (k.min() < 0 or k.max() >= n):
-                raise IndexError(f"index out of bounds for axis {axis} with size {n}")
-            unique, inverse = np.unique(k, return_inverse=True)
-            picks[axis] = (unique, inverse)
-            basic.append(None)
-            squeeze.append(slice(None))
-        elif isinstance(k, slice):
-            basic.append(k)
-            squeeze.append(slice(None))
-        else:
-            i = int(k)
-            basic.append(slice(i, i + 1) if i != -1 else slice(i, None))
-            squeeze.append(0)
-    shape = [
-        len(picks[a][0]) if a in picks else len(range(n)[basic[a]]) for a, n in enumerate(arr.shape)
-    ]
-    out = np.empty(shape, arr.dtype)
-    if out.size:
-        groups = {a: _runs_by_chunk(u, arr.chunks[a]) for a, (u, _) in picks.items()}
-        axes = sorted(groups)
-        for combo in _product([groups[a] for a in axes]):
-            sel, dst = list(basic), [slice(None)] * len(shape)
-            local = [slice(None)] * len(shape)
-            for a, (lo, hi, positions, values) in zip(axes, combo):
-                sel[a] = slice(lo, hi)
-                dst[a] = slice(positions[0], positions[-1] + 1)
-                local[a] = values - lo
-            block = np.asarray(arr[tuple(sel)])
-            out[tuple(dst)] = block[np.ix_(*_as_arrays(local, block.shape))]
-    for a, (_, inverse) in picks.items():
-        out = np.take(out, inverse.reshape(-1), axis=a)
-    return out[tuple(squeeze)]
+    def _read(self, key: tuple) -> np.ndarray:
+        """The stored values at the outer ``key`` (integers, slices, 1-d integer arrays), as
+        an array (a 0-d one for integers only)."""
+        if self.lock is None:
+            with self.manager.acquire_context() as arr:
+                return np.asarray(arr.oindex[key])
+        with self.lock, self.manager.acquire_context(needs_lock=False) as arr:
+            return np.asarray(arr.oindex[key])
 
 
-def _runs_by_chunk(unique: np.ndarray, chunk: int):
-    """Sorted unique indices split by the chunk they fall in: (lo, hi, positions, values)."""
-    if not len(unique):
-        return []
-    cut = np.flatnonzero(np.diff(unique // max(chunk, 1))) + 1
-    runs, start = [], 0
-    for stop in [*cut.tolist(), len(unique)]:
-        values = unique[start:stop]
-        runs.append((int(values[0]), int(values[-1]) + 1, np.arange(start, stop), values))
-        start = stop
-    return runs
-
-
-def _product(lists):
-    if not lists:
-        yield ()
-        return
-    for head in lists[0]:
-        for rest in _product(lists[1:]):
-            yield (head, *rest)
-
-
-def _as_arrays(local, shape):
-    return [np.arange(n) if isinstance(i, slice) else i for i, n in zip(local, shape)]
-
-
-def _lazy_variable(opener, arr, lock, dims=None) -> tuple[Variable, _Handle]:
+def lazy_variable(opener, arr, lock, dims=None) -> tuple[Variable, _Handle]:
     """A Variable over ``arr`` (just opened, for its metadata) that reopens through
     ``opener`` when read, and the file manager that owns the handle."""
     vlmeta = dict(arr.vlmeta)
@@ -287,6 +228,18 @@ class _Handle:
     def close(self) -> None:
         self.opener.drop_primed()
         self.manager.close()
+
+
+class Closer:
+    """Closes a Dataset's variables' handles (``Dataset.set_close``); pickles with them (as
+    recipes)."""
+
+    def __init__(self, handles):
+        self.handles = list(handles)
+
+    def __call__(self) -> None:
+        for handle in self.handles:
+            handle.close()
 
 
 def compressor_of(params: ChunkParams) -> dict:

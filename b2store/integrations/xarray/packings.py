@@ -26,7 +26,7 @@ import numpy as np
 from xarray.core import indexing
 
 from ...errors import FormatError, UnsupportedError
-from .lazy import B2ndBackendArray, outer_read
+from .lazy import B2ndBackendArray
 
 __all__ = ["Packing", "geogrid_packing", "lossy_packing", "PackedBackendArray"]
 
@@ -162,13 +162,6 @@ class PackedBackendArray(B2ndBackendArray):
         else:
             picked = np.take(rows, wanted, axis=-1)
         return self.packing.unpack(picked)
-
-    def _read(self, key: tuple) -> np.ndarray:
-        if self.lock is None:
-            with self.manager.acquire_context() as arr:
-                return outer_read(arr, key)
-        with self.lock, self.manager.acquire_context(needs_lock=False) as arr:
-            return outer_read(arr, key)
 
 
 def packed_data(manager, arr, packing: Packing, lock) -> indexing.LazilyIndexedArray:

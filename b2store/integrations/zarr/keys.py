@@ -18,13 +18,14 @@ from ...chunk.header import ChunkHeader
 from ...constants import SpecialValue
 from ...errors import FormatError
 from ...tree import is_url
-from .meta import META
 from .nodes import StoreNodes
+from .zarr_json import META
 
-__all__ = ["StoreKeys"]
+__all__ = ["StoreKeys", "slice_bytes"]
 
 
-def _slice_bytes(data: bytes, byte_range: ByteRequest | None) -> bytes:
+def slice_bytes(data: bytes, byte_range: ByteRequest | None) -> bytes:
+    """The bytes of ``data`` a Zarr ``byte_range`` asks for (all of them for None)."""
     if byte_range is None:
         return data
     if isinstance(byte_range, RangeByteRequest):
@@ -140,7 +141,7 @@ class StoreKeys(StoreNodes):
             or (self._writer is not None and self._writer.transcodes(parsed[0]))
         ):
             data = self._get_bytes_of(key)
-            return None if data is None else _slice_bytes(data, byte_range)
+            return None if data is None else slice_bytes(data, byte_range)
         node, _, coords = parsed
         found = self._stored_chunk(node, coords)
         if found is None:
@@ -148,7 +149,7 @@ class StoreKeys(StoreNodes):
         schunk, n = found
         span = schunk.chunk_span(n)
         if span is None or span[0].startswith("<"):  # special, or a frame in memory
-            return _slice_bytes(schunk.get_chunk(n), byte_range)
+            return slice_bytes(schunk.get_chunk(n), byte_range)
         url, offset, length = span
         start, stop = _range_bounds(byte_range, length)
         return _read_span(url, offset + start, stop - start, self.storage_options)

@@ -16,7 +16,7 @@ from ...frame.sniff import NotBlosc2Error, looks_like_directory
 from ...limits import Limits
 from ...tree import is_url, open_tree
 from ..embedded import frame_variable_name
-from .meta import XARRAY_KEY, EmbeddedCoord, array_metadata, group_metadata
+from .zarr_json import XARRAY_KEY, EmbeddedCoord, array_metadata, group_metadata
 
 __all__ = ["StoreNodes", "CONSOLIDATED_MAX_NODES"]
 

@@ -30,7 +30,7 @@ from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 from ... import _files
 from ...limits import Limits, resolve
 from ...tree import is_url
-from .keys import StoreKeys, _slice_bytes
+from .keys import StoreKeys, slice_bytes
 
 __all__ = ["B2ndStore"]
 
@@ -243,7 +243,7 @@ class B2ndStore(StoreKeys, Store):
         byte_range: ByteRequest | None = None,
     ) -> Buffer | None:
         self._ensure_open_sync()
-        _slice_bytes(b"", byte_range)  # reject a bad range before anything else
+        slice_bytes(b"", byte_range)  # reject a bad range before anything else
         if byte_range is not None:
             data = self._get_range_of(key, byte_range)
         else:
@@ -262,7 +262,7 @@ class B2ndStore(StoreKeys, Store):
     ) -> Buffer | None:
         if not self._is_open:
             await self._open()
-        _slice_bytes(b"", byte_range)  # a bad range raises here, before the hop
+        slice_bytes(b"", byte_range)  # a bad range raises here, before the hop
         return await asyncio.to_thread(
             partial(self.get_sync, key, prototype=prototype, byte_range=byte_range)
         )

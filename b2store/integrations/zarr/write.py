@@ -32,16 +32,23 @@ from ...constants import SpecialValue
 from ...errors import B2StoreError, ConflictError
 from ...nd.geometry import array_to_chunk, chunk_to_array
 from ...nd.meta import B2ndMeta
+from ...tree import EMBED_NAME, VLMETA_NAME
 from .b2nd import B2ndCodec, default_blockshape
 from .compat import chunk_spec
 from .keys import is_uninit
-from .meta import CF_FILL, DIMS_KEY, FILL_KEY, META, XARRAY_KEY, plain_fill_attr
 from .places import Place
+from .zarr_json import (
+    CF_FILL,
+    DIMS_KEY,
+    FILL_KEY,
+    META,
+    XARRAY_KEY,
+    plain_fill_attr,
+    zarr_dtype,
+)
 
 __all__ = ["Writer", "ConcurrentResizeError"]
 
-VLMETA_NAME = "__vlmeta__.b2f"
-EMBED_NAME = "embed.b2e"
 
 # A chunk change refused in an object store because another writer published first is made
 # again, up to this many times, after a random wait that doubles from _CONFLICT_DELAY.
@@ -322,9 +329,7 @@ class Writer:
     def _fill_bytes(fill, dtype: np.dtype) -> bytes:
         if fill is None:
             return bytes(dtype.itemsize)
-        from .meta import _zdtype
-
-        zdtype = _zdtype(dtype)
+        zdtype = zarr_dtype(dtype)
         scalar = zdtype.from_json_scalar(fill, zarr_format=3)
         return np.asarray(scalar, dtype=dtype).tobytes()
 

@@ -29,6 +29,8 @@ from .b2nd import B2ndCodec
 
 __all__ = [
     "array_metadata",
+    "attribute_vlmeta",
+    "zarr_dtype",
     "group_metadata",
     "json_attributes",
     "zarr_fill_attr",
@@ -119,7 +121,7 @@ def plain_fill_attr(value, dtype: np.dtype):
     return value
 
 
-def _attribute_vlmeta(vlmeta: Mapping, dtype: np.dtype | None) -> dict:
+def attribute_vlmeta(vlmeta: Mapping, dtype: np.dtype | None) -> dict:
     """vlmeta as Zarr attributes: ``_FillValue`` in xarray's zarr form, the ``_xarray``
     bookkeeping dropped and its over-long attribute names restored."""
     out = dict(vlmeta)
@@ -177,13 +179,9 @@ def _codec_json_cached(key: tuple) -> str:
     except (ValueError, KeyError):
         filters = None
     codec_obj = B2ndCodec(
-        blockshape=blockshape,
-        endian=endian,
-        cname=cname,
-        clevel=clevel,
-        filters=filters,
+        blockshape=blockshape, endian=endian, cname=cname, clevel=clevel, filters=filters,
         splitmode=splitmode,
-    )
+    )  # fmt: skip
     return json.dumps(codec_obj.to_dict())
 
 
@@ -194,7 +192,7 @@ def _codec_json(*key) -> dict:
 @functools.lru_cache(maxsize=256)
 def _dtype_json(dtype: np.dtype) -> str:
     """``[data_type, default fill value]`` of ``dtype`` in Zarr v3 JSON."""
-    zdtype = _zdtype(dtype)
+    zdtype = zarr_dtype(dtype)
     try:
         zero = zdtype.default_scalar()
     except (TypeError, ValueError):
@@ -241,7 +239,8 @@ def _structured_endian(dtype: np.dtype) -> str | None:
     return orders.pop() if orders else None
 
 
-def _zdtype(dtype: np.dtype):
+def zarr_dtype(dtype: np.dtype):
+    """Zarr's data type object for the NumPy ``dtype`` (its JSON name, fill values)."""
     from zarr.core.dtype import get_data_type_from_native_dtype
 
     if _has_subarray_field(dtype):
@@ -265,9 +264,9 @@ def array_metadata(arr, where: str = "array") -> dict:
     if FILL_KEY in vlmeta:
         fill = vlmeta[FILL_KEY]
         try:  # file content: what zarr cannot parse is named here, not as zarr's TypeError
-            _zdtype(arr.dtype).from_json_scalar(fill, zarr_format=3)
+            zarr_dtype(arr.dtype).from_json_scalar(fill, zarr_format=3)
         except (TypeError, ValueError, OverflowError):
-            zdtype = _zdtype(arr.dtype)
+            zdtype = zarr_dtype(arr.dtype)
             raise FormatError(
                 f"{where} vlmeta {FILL_KEY}", f"a Zarr fill value of {zdtype}", repr(fill)[:200]
             ) from None
@@ -286,7 +285,7 @@ def array_metadata(arr, where: str = "array") -> dict:
         "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
         "fill_value": fill,
         "codecs": [_codec_json(*_codec_key(arr))],
-        "attributes": json_attributes(_attribute_vlmeta(vlmeta, arr.dtype), where),
+        "attributes": json_attributes(attribute_vlmeta(vlmeta, arr.dtype), where),
         "storage_transformers": [],
     }
     dims = vlmeta.get(DIMS_KEY)
@@ -303,7 +302,7 @@ def group_metadata(attrs: Mapping, where: str = "group") -> dict:
     return {
         "zarr_format": 3,
         "node_type": "group",
-        "attributes": json_attributes(_attribute_vlmeta(attrs, None), where),
+        "attributes": json_attributes(attribute_vlmeta(attrs, None), where),
     }
 
 

@@ -34,7 +34,21 @@ import numpy as np
 from ... import _progress
 from ...errors import UnsupportedError
 from ...frame import remote
-from ...frame.remote_sparse import drop_sparse, fill_new
+from ...frame.backend import INDEX_NAME
+from ...frame.mappings import check_vlmeta_sum, raw_value
+from ...frame.remote_sparse import drop_sparse, fill_new, put_chunk
+from ...nd.chunks import encode_array_chunk
+from ...nd.geometry import array_to_chunk
+from .append import resolve_mode, write_into
+from .frames import (
+    choose_layout,
+    chunks_of,
+    frame_plan,
+    groups_of,
+    new_frame,
+    write_frame,
+    write_new,
+)
 
 __all__ = ["to_object"]
 
@@ -44,10 +58,8 @@ _LAYOUTS = {".b2nd": "frame", ".b2z": "b2z", ".b2d": "b2d"}
 _AFTER = ("__vlmeta__.b2f", "embed.b2e")
 
 
-def to_object(write, obj, url: str, storage_options: Mapping | None, mode, layout, **kwargs):
-    """``to_b2nd(obj, url, ...)`` for a URL (see the module docstring): ``write`` is
-    ``to_b2nd`` itself, called on a local temporary where the object is made there first.
-    Returns ``url``."""
+def to_object(obj, url: str, storage_options: Mapping | None, mode, layout, **kwargs) -> str:
+    """``to_b2nd(obj, url, ...)`` for a URL (see the module docstring). Returns ``url``."""
     suffix = PurePosixPath(url.split("?")[0]).suffix
     layout = layout or _LAYOUTS.get(suffix)
     if layout not in ("frame", "b2z", "b2d") or _LAYOUTS.get(suffix) != layout:
@@ -72,7 +84,15 @@ def to_object(write, obj, url: str, storage_options: Mapping | None, mode, layou
         return url
     with tempfile.TemporaryDirectory(prefix=".b2store-upload-") as tmp:
         local = os.path.join(tmp, "object" + suffix)
-        write(obj, local, mode="w", layout=layout, **kwargs)
+        write_new(
+            obj,
+            local,
+            encoding=kwargs.get("encoding"),
+            layout=layout,
+            contiguous=kwargs.get("contiguous", True),
+            nthreads=kwargs.get("nthreads"),
+            progress=kwargs.get("progress"),
+        )
         if layout == "b2d":
             _put_tree(Path(local), url, fs, path.rstrip("/"), options)
         else:
@@ -87,9 +107,6 @@ def _write_into(obj, url: str, options: dict, mode, layout, **kwargs) -> None:
     store: the chunks they touch go up as new chunk objects, then the index, in one PUT
     over the version read (a writer that loses to another gets ConflictError). A contiguous
     frame, a zip or a tree there is refused before anything is written."""
-    from ...frame.backend import INDEX_NAME
-    from .append import resolve_mode, write_into
-
     mode = resolve_mode(mode, kwargs.get("append_dim"), kwargs.get("region"))
     fs, path = remote.filesystem(url, options)
     index = f"{path.rstrip('/')}/{INDEX_NAME}"
@@ -118,18 +135,13 @@ def _sparse_frame(obj, url: str, options: dict, exclusive: bool, **kwargs) -> No
     and stored by the tasks that compute it, on whichever workers run them (a
     ``dask.distributed`` cluster's processes, say): only each chunk's index entry and size
     come back, and the index is written here once all are in."""
-    from .writer import _layout, _write_frame, groups_of
-
     groups, encodings = groups_of(obj, kwargs.get("encoding"))
-    _layout(groups, url, "frame")
+    choose_layout(groups, url, "frame")
     write = functools.partial(_variable_to_bucket, options, exclusive)
-    _write_frame(groups["/"], encodings["/"], url, False, kwargs.get("nthreads"), None, write)
+    write_frame(groups["/"], encodings["/"], url, False, kwargs.get("nthreads"), None, write)
 
 
 def _variable_to_bucket(options, exclusive, var, url, storage, contiguous, nthreads, extra, bar):
-    from ...frame.mappings import check_vlmeta_sum, raw_value
-    from .writer import _chunks_of, frame_plan, new_frame
-
     var, meta, cparams, vlmeta = frame_plan(var, PurePosixPath(url).stem, storage, extra)
     raw = {name: raw_value(value) for name, value in vlmeta.items()}
     size = math.prod(meta.shape)
@@ -144,7 +156,7 @@ def _variable_to_bucket(options, exclusive, var, url, storage, contiguous, nthre
 
             fill_new(schunk, raw, stored_by=by_tasks)
         else:  # (16 PUTs at once, then the index)
-            chunks = _chunks_of(var, meta, cparams, nthreads, _progress.NoBar()) if size else ()
+            chunks = chunks_of(var, meta, cparams, nthreads, _progress.NoBar()) if size else ()
             nchunks = math.prod(-(-n // c) for n, c in zip(meta.shape, meta.chunkshape))
             fill_new(schunk, raw, chunks, nchunks)
 
@@ -170,10 +182,6 @@ def _stored_by_tasks(data, meta, cparams, url: str, options: dict, first: int) -
 
 def _encode_and_put(block, url, options, layout, cparams, chunk_id, stride):
     """A worker's task: one chunk encoded and stored (see :func:`put_chunk`)."""
-    from ...frame.remote_sparse import put_chunk
-    from ...nd.chunks import encode_array_chunk
-    from ...nd.geometry import array_to_chunk
-
     chunkshape, blockshape, dtype = layout
     dtype = np.dtype(dtype)
     buf = array_to_chunk(np.asarray(block, dtype=dtype), chunkshape, blockshape)
