@@ -244,12 +244,21 @@ def _ticking(var, bar):
 
 def _prepared(ds, dst_kind: str, opts: dict, bar):
     """``ds`` rechunked to the output's chunks (each chunk counted on ``bar``) with the
-    source's storage encoding dropped, and the output's encoding of each variable."""
+    source's storage encoding dropped, and the output's encoding of each variable: its
+    storage, and the source's CF encoding (:data:`_CF_ENCODING`: dtype, packing, fill value,
+    time units) unless ``opts["decoded"]``."""
     import xarray as xr
 
     variables = {}
     encoding: dict[str, dict] = {}
     for name, var in ds.variables.items():
+        if opts.get("decoded"):
+            var = var.copy(deep=False)
+            var.encoding = {}
+        # xarray's to_zarr and to_netcdf replace a variable's encoding with the one given
+        # for it: the CF keys go in that one, or the output stores the decoded values
+        # (an int16 packed variable as float64, its _FillValue as NaN).
+        cf = {k: v for k, v in var.encoding.items() if k in _CF_ENCODING}
         if var.ndim and var.dtype.kind not in "OUST":
             chunks = _target_chunks(var, opts, dst_kind)
             var = _ticking(var.chunk(dict(zip(var.dims, chunks))), bar)
@@ -274,7 +283,7 @@ def _prepared(ds, dst_kind: str, opts: dict, bar):
                 }
             elif dst_kind == "netcdf":
                 enc = _netcdf_encoding(chunks, opts)
-            encoding[name] = enc
+            encoding[name] = {**cf, **enc}
         variables[name] = var
     coords = {k: variables[k] for k in ds.coords}
     data_vars = {k: variables[k] for k in ds.data_vars}
@@ -372,6 +381,7 @@ def convert(
     variable: str | None = None,
     zarr_format: int = 3,
     nc_compression: str = "zlib",
+    decoded: bool = False,
     overwrite: bool = False,
     progress: bool | None = None,
     verbose: bool = False,
@@ -403,6 +413,12 @@ def convert(
         attributes, as ``xarray.open_zarr`` reads it.
     nc_compression : {"zlib", "none"}
         For ``.nc`` outputs: netCDF4's deflate (level ``clevel``, 4 by default), or none.
+    decoded : bool
+        Write each variable of a dataset as xarray decodes it (packed integers as floats,
+        fill values as NaN, times in xarray's own units) instead of keeping the source's CF
+        encoding (``dtype``, ``scale_factor``/``add_offset``, ``_FillValue``,
+        ``missing_value``, time ``units`` and ``calendar``), which is kept by default, as
+        ``to_zarr`` and ``to_netcdf`` keep it.
     overwrite : bool
         Replace ``dst`` if it exists (otherwise that is an error).
     progress : bool, optional
@@ -432,6 +448,7 @@ def convert(
         filters=filters,
         zarr_format=zarr_format,
         nc_compression=nc_compression,
+        decoded=decoded,
         name=Path(src.rstrip("/")).stem or "data",
     )
     if nc_compression not in NC_COMPRESSIONS:
@@ -499,6 +516,7 @@ def run(args) -> int:
         variable=args.variable,
         zarr_format=args.zarr_format,
         nc_compression=args.nc_compression,
+        decoded=args.decoded,
         overwrite=args.overwrite,
         progress=args.progress,
         verbose=not args.quiet,
