@@ -19,7 +19,7 @@ from ...constants import SpecialValue
 from ...errors import FormatError
 from ...tree import is_url
 from .nodes import StoreNodes
-from .zarr_json import META
+from .zarr_json import META, fill_bytes
 
 __all__ = ["StoreKeys", "slice_bytes"]
 
@@ -81,8 +81,18 @@ class StoreKeys(StoreNodes):
         n = self._chunk_number(node, coords)
         if n is None:
             return None
-        schunk = self._array(node).schunk
-        return None if is_uninit(schunk, n) else (schunk, n)
+        arr = self._array(node)
+        schunk = arr.schunk
+        if is_uninit(schunk, n) and self._uninit_is_fill(node, arr):
+            return None
+        return schunk, n
+
+    def _uninit_is_fill(self, node: str, arr) -> bool:
+        """Whether a chunk never written reads as the served fill value (its zeros, as
+        b2store and python-blosc2 read it): else it is served as a chunk, so that a fill
+        value taken from a CF ``_FillValue`` (NaN) does not change what it reads as."""
+        fill = self._node_meta(node)["fill_value"]
+        return not fill_bytes(fill, arr.dtype).strip(b"\0")
 
     def _chunk_bytes(self, node: str, coords) -> bytes | None:
         if self._writer is not None:
