@@ -12,10 +12,12 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from ...errors import UnsupportedError
 from ...frame.sniff import NotBlosc2Error, looks_like_directory
 from ...limits import Limits
 from ...tree import is_url, open_tree
 from ..embedded import frame_variable_name
+from .xb2_nodes import is_xb2_tree, xb2_index, zarr_vlmeta
 from .zarr_json import XARRAY_KEY, EmbeddedCoord, array_metadata, group_metadata
 
 __all__ = ["StoreNodes", "CONSOLIDATED_MAX_NODES"]
@@ -73,6 +75,14 @@ class StoreNodes:
         self._single_frame = tree.kind == "frame"
         if tree.kind == "dir" and not tree.arrays():
             _refuse_zarr_directory(self.path)
+        if tree.kind != "frame" and is_xb2_tree(self.path, tree):
+            if not getattr(self, "read_only", True):
+                raise UnsupportedError(
+                    "writing through B2ndStore into xarray-blosc2's layout (its frames keep "
+                    "dimensions and attributes by its own convention); open it with mode='r'",
+                    self.path,
+                )
+            return xb2_index(tree, self.path)
         if tree.kind == "frame":
             (ref,) = tree.arrays().values()
             if self.group:
@@ -160,12 +170,13 @@ class StoreNodes:
         # One frame, or frames behind URLs (no descriptor; reopening costs requests): keep.
         self._index()
         keep = self._single_frame or is_url(self.path)
+        own = zarr_vlmeta(ref)  # (xarray-blosc2's frames: by its convention)
         if keep or node in self._arrays or self._writer is not None:
-            doc = array_metadata(self._array(node), where)
+            doc = array_metadata(self._array(node), where, own)
         else:
             arr = ref.open(dtype=self.dtype)
             try:
-                doc = array_metadata(arr, where)
+                doc = array_metadata(arr, where, own)
             finally:
                 arr.schunk.close()
         docs[node] = doc

@@ -299,10 +299,11 @@ def fill_bytes(fill, dtype: np.dtype) -> bytes:
     return np.asarray(scalar, dtype=dtype).tobytes()
 
 
-def array_metadata(arr, where: str = "array") -> dict:
-    """The Zarr v3 ``zarr.json`` of a b2nd array (a :class:`~b2store.B2ndArray`)."""
+def array_metadata(arr, where: str = "array", vlmeta: Mapping | None = None) -> dict:
+    """The Zarr v3 ``zarr.json`` of a b2nd array (a :class:`~b2store.B2ndArray`), its fill
+    value, dimension names and attributes from ``vlmeta`` (the array's own by default)."""
     data_type, _ = json.loads(_dtype_json(arr.dtype))
-    vlmeta = dict(arr.vlmeta)
+    vlmeta = dict(arr.vlmeta if vlmeta is None else vlmeta)
     fill = served_fill(vlmeta, arr.dtype, where)
     doc: dict[str, Any] = {
         "zarr_format": 3,
