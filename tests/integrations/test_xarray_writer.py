@@ -315,7 +315,6 @@ def test_encoding_entry_that_is_no_mapping(tmp_path, entry):
         ((4, 5), TypeError, r"Invalid name \(4, 5\) .*must be either a string or None"),
         (True, TypeError, r"Invalid name True .*must be either a string or None"),
         ("", ValueError, r"Invalid name '' .*string must be length 1 or greater"),
-        (None, ValueError, r"variable name None cannot name a b2nd frame"),
     ],
 )
 @pytest.mark.parametrize("layout", ["t.b2nd", "t.b2d"])

@@ -33,19 +33,24 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 from xarray import conventions
-from xarray.backends.common import ensure_dtype_not_object
+from xarray.backends.common import NONE_VAR_NAME, ensure_dtype_not_object
+from xarray.coding.strings import CharacterArrayCoder, EncodedStringCoder
 from xarray.conventions import CF_RELATED_DATA
 
 from ...chunk.encoder import writable_dtype
 from ...chunk.params import ChunkParams, codec_name, splitmode_name
 from ...tree import VLMETA_NAME
-from .conventions import is_stringdtype
+from .conventions import WHOLE_BYTES, is_stringdtype
 
 __all__ = [
+    "EncodingKeyError",
     "encode_group",
+    "characters",
+    "whole_bytes_variable",
     "fixed_width",
     "STORAGE_KEYS",
     "CF_KEYS",
+    "CHAR_KEYS",
     "VALUE_KEYS",
     "FOREIGN_KEYS",
     "split_encoding",
@@ -55,6 +60,11 @@ __all__ = [
     "object_strings",
 ]
 
+#: The encoding key (xarray's own, which its decoder sets on a character array it joins)
+#: that marks a variable :func:`characters` split into one byte per item.
+CHAR_DIM = "char_dim_name"
+#: The CF keys of netCDF's character arrays (``dtype: "S1"``, see :func:`characters`).
+CHAR_KEYS = ("_Encoding", CHAR_DIM)
 #: Per-variable encoding keys that choose how the frame is stored.
 STORAGE_KEYS = frozenset(
     {"codec", "codec_meta", "clevel", "filters", "filters_meta", "splitmode", "chunks", "blocks"}
@@ -77,6 +87,7 @@ VALUE_KEYS = (
 CF_KEYS = frozenset(
     {
         *VALUE_KEYS,
+        *CHAR_KEYS,
         "coordinates",
         *CF_RELATED_DATA,
     }
@@ -110,9 +121,6 @@ FOREIGN_KEYS = frozenset(
         "szip_pixels_per_block",
         "endian",
         "least_significant_digit",
-        # netCDF character arrays: b2nd stores strings as fixed-width items, already decoded
-        "_Encoding",
-        "char_dim_name",
         # Zarr storage (xarray.backends.zarr.extract_zarr_variable_encoding)
         "shards",
         "compressors",
@@ -126,6 +134,15 @@ FOREIGN_KEYS = frozenset(
         "dimension_separator",
     }
 )
+
+
+class EncodingKeyError(KeyError, ValueError):
+    """An ``encoding=`` entry for a variable the Dataset does not have: a KeyError, as
+    xarray's netCDF and Zarr writers raise (a lookup of the variable), and a ValueError, as
+    to_b2nd raised before; its message is the words, not KeyError's quoted repr."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 def split_encoding(name: str, var: xr.Variable, user: Mapping | None) -> tuple[dict, dict]:
@@ -164,8 +181,8 @@ def split_encoding(name: str, var: xr.Variable, user: Mapping | None) -> tuple[d
 def check_string_width(name: str, var: xr.Variable) -> None:
     """Refuse an encoding ``dtype`` of fixed-width strings narrower than the strings of
     ``var``: xarray's encoder casts with NumPy, which cuts each string to the width silently
-    (xarray's netCDF writers store the cut strings). ``S1`` is netCDF's character array,
-    which b2nd does not use: the strings are then stored whole."""
+    (xarray's netCDF writers store the cut strings). ``S1`` is netCDF's character array
+    (:func:`characters`): each string whole, a byte per item."""
     want = var.encoding.get("dtype")
     try:
         want = np.dtype(want) if want is not None else None
@@ -227,8 +244,8 @@ def check_string_fill(name: str, var: xr.Variable) -> None:
     if str in kinds and var.encoding.get("dtype") in ("S1", np.dtype("S1")):
         raise NotImplementedError(
             f"variable {name!r} has a _FillValue specified, but _FillValue is not yet "
-            "supported on unicode strings written as characters (dtype 'S1'); b2nd stores "
-            "whole strings: drop the dtype"
+            "supported on unicode strings written as characters (dtype 'S1'), as xarray's "
+            "netCDF writers refuse it: drop the dtype to store whole strings"
         )
     if kinds and (bytes if isinstance(fill, bytes) else str) not in kinds:
         raise ValueError(
@@ -257,7 +274,7 @@ def finish_encoding(name: str, var: xr.Variable) -> xr.Variable:
         if key in encoding and encoding[key] is None:
             del encoding[key]
             var = xr.Variable(var.dims, var.data, var.attrs, encoding)
-    left = sorted(k for k in encoding if k in CF_KEYS and k != "dtype")
+    left = sorted(k for k in encoding if k in CF_KEYS and k not in ("dtype", CHAR_DIM))
     if left:
         raise ValueError(
             f"encoding {left} of variable {name!r} does not apply to its data "
@@ -357,9 +374,16 @@ def encode_group(ds: xr.Dataset, encoding: Mapping) -> tuple[dict, dict, dict, s
     """CF-encoded variables and attributes of ``ds``, the storage options of each variable,
     the names of its coordinates, and those of its StringDType variables (stored as ``<U``,
     read back as StringDType)."""
+    if None in ds.variables:
+        # xarray's netCDF and Zarr writers store a variable named None under NONE_VAR_NAME
+        # ("__values__"), and their readers (and the b2nd engine's) give that name back as None
+        ds = ds.rename_vars({None: NONE_VAR_NAME})
+        encoding = {NONE_VAR_NAME if k is None else k: v for k, v in encoding.items()}
     unknown = set(encoding) - set(ds.variables)
     if unknown:
-        raise ValueError(f"encoding for variables not in the dataset: {sorted(map(str, unknown))}")
+        raise EncodingKeyError(
+            f"encoding for variables not in the dataset: {sorted(map(str, unknown))}"
+        )
     ds = ds.copy(deep=False)
     storage = {}
     for name, var in ds.variables.items():
@@ -378,7 +402,7 @@ def encode_group(ds: xr.Dataset, encoding: Mapping) -> tuple[dict, dict, dict, s
                 f"Invalid name {name!r} for DataArray or Dataset key: string must be "
                 "length 1 or greater for serialization to b2nd"
             )
-        if name is None or "/" in name or name == VLMETA_NAME[:-4]:
+        if "/" in name or name == VLMETA_NAME[:-4]:
             raise ValueError(f"variable name {name!r} cannot name a b2nd frame")
         storage[name], var.encoding = split_encoding(name, var, encoding.get(name))
         check_string_width(name, var)
@@ -391,8 +415,35 @@ def encode_group(ds: xr.Dataset, encoding: Mapping) -> tuple[dict, dict, dict, s
     for name, var in variables.items():
         # xarray's netCDF writers' next step: object arrays typed from their items, missing
         # strings as "" (numbers as NaN), mixed items refused naming the variable
-        variables[name] = finish_encoding(name, ensure_dtype_not_object(var, name=name))
+        var = characters(name, ensure_dtype_not_object(var, name=name))
+        variables[name] = finish_encoding(name, var)
     return variables, attrs, storage, set(ds.coords), sd_names
+
+
+def characters(name, var: xr.Variable) -> xr.Variable:
+    """Strings given the encoding ``dtype: "S1"`` as netCDF's character arrays, as xarray's
+    netCDF writers store them: str strings encoded (``_Encoding``, utf-8 by default, kept as
+    an attribute), then split into one byte per item along a last dimension ``string<n>``
+    (or ``char_dim_name``). xarray's decoder joins them back and reports ``dtype: "S1"`` and
+    ``_Encoding`` in the encoding. The variable's encoding keeps :data:`CHAR_DIM` to tell
+    these one-byte items from whole one-byte strings (see :func:`whole_bytes_variable`)."""
+    if var.encoding.get("dtype") not in ("S1", np.dtype("S1")) or var.dtype.kind not in "SU":
+        # (kept by a netCDF file's reader: they say nothing of other strings' storage)
+        if "_Encoding" in var.encoding or CHAR_DIM in var.encoding:
+            var = var.copy(deep=False)
+            var.encoding = {k: v for k, v in var.encoding.items() if k not in CHAR_KEYS}
+        return var
+    var = EncodedStringCoder(allows_unicode=True).encode(var, name=name)
+    var = CharacterArrayCoder().encode(var, name=name)
+    var.encoding.pop("_Encoding", None)  # of bytes strings: nothing to decode them with
+    var.encoding[CHAR_DIM] = var.dims[-1]
+    return var
+
+
+def whole_bytes_variable(var: xr.Variable) -> bool:
+    """Whether ``var`` holds whole one-byte strings (to be read back unjoined: see
+    :data:`.conventions.WHOLE_BYTES`), not a character array (:func:`characters`)."""
+    return var.dtype == WHOLE_BYTES and CHAR_DIM not in var.encoding
 
 
 def fixed_width(var: xr.Variable, name) -> xr.Variable:

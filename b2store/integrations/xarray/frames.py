@@ -39,7 +39,7 @@ from .conventions import (
     XARRAY_KEY,
     xb2_mirrors,
 )
-from .encoding import encode_group, fixed_width
+from .encoding import encode_group, fixed_width, whole_bytes_variable
 
 __all__ = [
     "MAX_EMBEDDED_COORD_BYTES",
@@ -225,7 +225,7 @@ def write_frame(
         }
         if cname in sd_names:
             coords[cname][DTYPE_KEY] = STRINGDTYPE
-        elif data.dtype == WHOLE_BYTES:
+        elif whole_bytes_variable(var):
             coords[cname][DTYPE_KEY] = WHOLE_BYTES
     dattrs, dtypes = plain_attrs(attrs, "the dataset")
     extra = {"name": name, "attrs": dattrs, "dataset_attr_types": dtypes, "coords": coords}
@@ -309,7 +309,7 @@ def frame_plan(var, stem: str, storage: dict, extra: dict, coord: bool = False):
     """``(variable, B2ndMeta, chunk params, vlmeta)`` of the frame ``var`` is written as
     (``stem``: its name where ``extra`` names none, a tree's member ``name.b2nd``)."""
     var = fixed_width(var, extra.get("name", stem))
-    if var.dtype == WHOLE_BYTES:
+    if whole_bytes_variable(var):
         extra = {**extra, DTYPE_KEY: WHOLE_BYTES}
     dtype = writable_dtype(var.dtype)  # a writer's input: never B2ndMeta's FormatError
     shape = tuple(var.shape)
