@@ -19,7 +19,8 @@ xarray's netCDF writers encode them, with each variable's storage options beside
 
 Strings are stored as fixed-width items (``<U`` or ``S``, as wide as the longest): NumPy's
 ``StringDType`` and object arrays of str or bytes alike. A missing value (None, NaN, pandas'
-NA) becomes the empty string, as xarray's Zarr and netCDF writers store it, unless the
+NA) becomes the empty string, as xarray's Zarr and netCDF writers store it (with a
+``SerializationWarning`` naming the variable and the way out), unless the
 variable has a string ``_FillValue``: missing values are then stored as it and read back
 missing, and a present string equal to it is refused (it would read back missing too).
 """
@@ -234,8 +235,11 @@ def check_string_fill(name: str, var: xr.Variable) -> None:
     """Refuse a string ``_FillValue`` that would make a wrong answer: one equal to a string
     the variable holds (that string would read back missing), one of the other kind (bytes
     for str strings, or the reverse), and one on str strings to be written as netCDF
-    characters (``dtype: "S1"``), which xarray's netCDF writers refuse the same way."""
+    characters (``dtype: "S1"``), which xarray's netCDF writers refuse the same way. Without
+    a string ``_FillValue``, missing strings are said to be stored as ``""``."""
     fill = var.encoding.get("_FillValue", var.attrs.get("_FillValue"))
+    if fill is None and var.dtype == object:
+        _warn_missing_strings(name, var)
     if not isinstance(fill, (str, bytes)) or var.dtype.kind not in "OSUT":
         return
     values = np.asarray(var.values, dtype=object).ravel()
@@ -257,6 +261,28 @@ def check_string_fill(name: str, var: xr.Variable) -> None:
             f"variable {name!r} holds the string {fill!r}, its _FillValue: that string would "
             "read back as missing; choose a _FillValue none of its strings equal"
         )
+
+
+def _warn_missing_strings(name, var: xr.Variable) -> None:
+    """Say so when missing values (None, NaN, pandas' NA) among strings are about to be stored
+    as empty strings, as xarray's netCDF and Zarr writers store them (both formats of Zarr 3
+    too): the file cannot tell them from ``""``, and a reader gets ``""`` back. A string
+    ``_FillValue`` keeps them missing (:func:`check_string_fill`)."""
+    values = np.asarray(var.values, dtype=object).ravel()
+    missing = pd.isnull(values)
+    count = int(missing.sum())
+    if not count or count == values.size:
+        return  # no strings (numbers or all missing: stored as floats, NaN read back NaN)
+    if not all(isinstance(v, (str, bytes)) for v in values[~missing].tolist()):
+        return  # numbers with NaN (floats), or mixed items: refused by the next step
+    warnings.warn(
+        f"variable {name!r} has {count} missing value(s) among its strings, stored as the "
+        "empty string and read back as '' (as xarray's netCDF and Zarr writers store them); "
+        f"give encoding={{{name!r}: {{'_FillValue': <a string none of its values is>}}}} "
+        f"to keep them missing, or ds[{name!r}].fillna('') to store '' without this warning",
+        xr.SerializationWarning,
+        stacklevel=5,
+    )
 
 
 def finish_encoding(name: str, var: xr.Variable) -> xr.Variable:
