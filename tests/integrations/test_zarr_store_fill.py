@@ -48,14 +48,15 @@ def test_python_blosc2_array_with_a_nan_fill(tmp_path):
     arr = blosc2.empty((4, 3), dtype=np.float32, urlpath=path, mode="w", chunks=(2, 3))
     arr[0:2] = np.nan
     arr.vlmeta["_FillValue"] = np.nan
-    arr.vlmeta["_ARRAY_DIMENSIONS"] = ["y", "x"]  # (xarray's zarr engine needs names)
     z = zarr.open_array(B2ndStore(path), mode="r")
     assert math.isnan(z.fill_value)
     # The chunk never written reads as python-blosc2 and b2store read it, not as the fill.
     np.testing.assert_array_equal(z[:], blosc2.open(path)[:])
     np.testing.assert_array_equal(z[2:], np.zeros((2, 3), np.float32))
+    # python-blosc2 names no dimensions: the group view names them as the b2nd engine does
     got = xr.open_zarr(B2ndStore(path, group=True)).load()
     xr.testing.assert_identical(got, xr.open_dataset(path, engine="b2nd").load())
+    assert got.data.dims == ("dim_0", "dim_1")
 
 
 def test_a_chunk_zarr_deletes_reads_back_as_the_served_fill(tmp_path):

@@ -10,7 +10,6 @@ name them). Its packings and committed extent are refused: the ``b2nd`` engine d
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -33,7 +32,7 @@ from ..xb2_layout import (
 )
 from .zarr_json import DIMS_KEY
 
-__all__ = ["is_xb2_tree", "xb2_index", "zarr_vlmeta"]
+__all__ = ["is_xb2_tree", "xb2_index"]
 
 _ENGINE = "(the b2nd engine reads it: xr.open_dataset(path, engine='b2nd'))"
 
@@ -56,11 +55,12 @@ def is_xb2_tree(path: str, tree) -> bool:
 
 class Xb2Ref:
     """A frame of the dataset, opened as the tree's reference opens it, with the vlmeta the
-    Zarr metadata is made from: its variable's attributes and dimension names."""
+    Zarr metadata is made from (``shown_vlmeta``): its variable's attributes and dimension
+    names."""
 
     def __init__(self, ref, var: Xb2Variable):
         self.ref, self.path = ref, ref.path
-        self.vlmeta = {**var.attrs, DIMS_KEY: list(var.dims)}
+        self.shown_vlmeta = {**var.attrs, DIMS_KEY: list(var.dims)}
 
     def open(self, dtype=None):
         return self.ref.open(dtype=dtype)
@@ -72,12 +72,12 @@ class Xb2Values:
 
     def __init__(self, name: str, data: np.ndarray, var: Xb2Variable):
         self.path, self.data = "/" + name, data
-        self.vlmeta = {**var.attrs, DIMS_KEY: [] if var.scalar else list(var.dims)}
+        self.shown_vlmeta = {**var.attrs, DIMS_KEY: [] if var.scalar else list(var.dims)}
 
     def open(self, dtype=None):
         from ...nd.create import asarray
 
-        return asarray(self.data, vlmeta=self.vlmeta)
+        return asarray(self.data, vlmeta=self.shown_vlmeta)
 
 
 def xb2_index(tree, path: str) -> dict[str, tuple[str, Any]]:
@@ -128,8 +128,3 @@ def xb2_index(tree, path: str) -> dict[str, tuple[str, Any]]:
         attrs["coordinates"] = " ".join(coords)
     nodes[""] = ("group", attrs)
     return nodes
-
-
-def zarr_vlmeta(ref) -> Mapping | None:
-    """The vlmeta an array's Zarr metadata is made from, where not its frame's own."""
-    return ref.vlmeta if isinstance(ref, (Xb2Ref, Xb2Values)) else None
