@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # cython: initializedcheck=False, nonecheck=False
 """Byte loops of the Blosc2 filters: shuffle, bitshuffle, truncation, runs (delta and
-bytedelta are b2store._delta's).
+bytedelta are b2store.chunk._delta's).
 
 Every kernel is a ``nogil`` loop over raw pointers with no Python objects inside. The ``def``
 wrappers at the bottom check only what keeps the loops in bounds (lengths and element
@@ -13,7 +13,7 @@ from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int64_t
 from libc.string cimport memcpy
 from libc.stdlib cimport malloc, free
 
-from b2store._simd cimport (
+from b2store.chunk._shuffle_avx2 cimport (
     c_bitrows_to_bytes_avx2,
     c_bytes_to_bitrows_avx2,
     c_have_avx2,
@@ -139,8 +139,8 @@ cdef extern from *:
     Py_ssize_t b2s_unshuffle_sse2(const uint8_t* src, uint8_t* dst, Py_ssize_t n, int es) noexcept nogil
 
 
-# The widest vectors the kernels use: 2 AVX2 (b2store._simd, where the CPU has it), 1 SSE2,
-# 0 the scalar loops alone. Only tests lower it, to check each path against the others.
+# The widest vectors the kernels use: 2 AVX2 (b2store.chunk._shuffle_avx2, where the CPU has
+# it), 1 SSE2, 0 the scalar loops alone. Only tests lower it, to check each path against the others.
 cdef int _best = 2 if c_have_avx2() else (1 if B2S_HAVE_SSE2 else 0)
 cdef int _level = _best
 
@@ -336,7 +336,7 @@ def set_simd_level(int level):
 
 
 cdef int check_pair(Py_ssize_t nsrc, Py_ssize_t ndst, Py_ssize_t es) except -1:
-    """The checks every two-buffer kernel wrapper makes (b2store._delta's too)."""
+    """The checks every two-buffer kernel wrapper makes (b2store.chunk._delta's too)."""
     if es < 1:
         raise ValueError(f"element size must be >= 1, got {es}")
     if ndst != nsrc:

@@ -10,19 +10,20 @@ raises on bad bytes: every function returns a status, and the caller falls back 
 path, which names the broken field. The walk checks every stream against the chunk's end and
 its block before anything is inflated; the decoder checks every position again before it reads.
 
-Several threads may run :func:`decode` (or a :mod:`b2store._plan` ``Plan``) on the same job at
-once: each takes the next block from a shared counter (an atomic add), so blocks, not chunks,
-are split. The entry points, the walk, the block loop and the per-thread :class:`Scratch`
-defined here serve the one-pass plan, :mod:`b2store._plan`, and the encoding half,
-:mod:`b2store._encode_blocks`, too (declared in ``_blocks.pxd``).
+Several threads may run :func:`decode` (or a :mod:`b2store.chunk._chunk_plan` ``Plan``) on
+the same job at once: each takes the next block from a shared counter (an atomic add), so
+blocks, not chunks, are split. The entry points, the walk, the block loop and the per-thread
+:class:`Scratch` defined here serve the one-pass plan, :mod:`b2store.chunk._chunk_plan`, and
+the encoding half, :mod:`b2store.chunk._encode_blocks`, too (declared in
+``_decode_blocks.pxd``).
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
-from b2store._blosclz cimport c_blosclz_decompress
-from b2store._delta cimport c_bytedelta_decode, c_delta_decode_first, c_xor
+from b2store.chunk._blosclz cimport c_blosclz_decompress
+from b2store.chunk._delta cimport c_bytedelta_decode, c_delta_decode_first, c_xor
 from b2store._shuffle cimport c_bitunshuffle_tmp, c_unshuffle
 
 

@@ -24,9 +24,9 @@ try:
 except ImportError:  # pragma: no cover - a platform without its wheel: the system zlib
     _zlib_ng = None
 
-from .. import _blosclz
 from ..constants import Codec, CodecFormat
 from ..errors import FormatError, UnsupportedError
+from . import _blosclz
 from .jpeg2000 import J2K_CODECS, j2k_decoder
 from .plugins import PLUGIN_CODECS, plugin_decoder
 

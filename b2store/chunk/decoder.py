@@ -185,7 +185,7 @@ class ChunkDecoder:
         # which the plugin codecs and filters (ZFP, NDLZ, NDCELL, NDMEAN) need.
         self._only = None if blocks is None else sorted(set(blocks))
         self.blockshape = blockshape
-        # Whether the streams were walked in C (b2store._blocks), which then decodes them.
+        # Whether the streams were walked in C (chunk/_decode_blocks), which then decodes them.
         self.native = False
         src = as_uint8(buf)
         self.header = header = ChunkHeader.from_bytes(src)

@@ -7,7 +7,7 @@ metalayer, so these run only where that shape is known (a b2nd array, or a codec
 blocks), and are refused, named, elsewhere.
 
 ZFP goes through zfpy and zfp's own library (:mod:`.zfp`). NDLZ, NDCELL and NDMEAN are
-b2store's own kernels (:mod:`b2store._ndlz`, :mod:`b2store._ndcell`).
+b2store's own kernels (:mod:`b2store.chunk._ndlz`, :mod:`b2store.chunk._ndcell`).
 
 The JPEG 2000 plugins, which need no block shape, are read in :mod:`.jpeg2000`.
 """
@@ -123,7 +123,7 @@ def check_filters_encodable(filters, filters_meta, typesize: int, blockshape) ->
     nbytes = math.prod(blockshape) * typesize
     if not nbytes or nbytes > 1 << 26:
         return  # an empty array has no block to filter; one that large, the limits refuse
-    from .. import _ndcell
+    from . import _ndcell
 
     src, mid, back = (np.zeros(nbytes, np.uint8) for _ in range(3))
     for fid, meta in steps:
@@ -199,7 +199,7 @@ def _ndlz_checks(meta: int, blockshape: Sequence[int]) -> None:
 
 
 def _ndlz_decoder(meta: int, typesize: int, blockshape: tuple[int, ...]):
-    from .. import _ndlz
+    from . import _ndlz
 
     _ndlz_checks(meta, blockshape)
     want = math.prod(blockshape)
@@ -220,7 +220,7 @@ def _ndlz_decoder(meta: int, typesize: int, blockshape: tuple[int, ...]):
 
 
 def _ndlz_encoder(meta: int, typesize: int, blockshape: tuple[int, ...], clevel: int):
-    from .. import _ndlz
+    from . import _ndlz
 
     check_encodable(Codec.NDLZ, meta, typesize, blockshape)
     nbytes = math.prod(blockshape)
@@ -288,7 +288,7 @@ def filter_step(fid: int, meta: int, typesize: int, blockshape, *, encoding: boo
     """The kernel running NDCELL or NDMEAN over one block (``src``, ``dst``), either way."""
     if blockshape is None:
         raise needs_blockshape("filter", fid)
-    from .. import _ndcell
+    from . import _ndcell
 
     blockshape = tuple(int(n) for n in blockshape)
     if fid == Filter.NDCELL:

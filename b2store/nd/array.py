@@ -14,7 +14,7 @@ from ..constants import MAX_TYPESIZE
 from ..errors import FormatError
 from ..frame import remote
 from ..frame.schunk import READ_TRIES, SChunk
-from . import fancy, runs
+from . import fancy, read_chunks
 from .carriers import check_holds_data
 from .chunks import (
     SMALL_CHUNK_BYTES,
@@ -312,12 +312,12 @@ class B2ndArray(ArrayWrites):
     def _read_state(self, dims, out: np.ndarray, scratch: np.ndarray, st) -> None:
         """:meth:`_read` from committed state ``st``."""
         # Small chunks a read takes whole are read a run of neighbours at a time and decoded
-        # in one compiled call per run (nd/runs.py); the others one by one.
+        # in one compiled call per run (nd/read_chunks.py); the others one by one.
         in_runs = (
-            len(scratch) <= runs.MAX_CHUNK_BYTES
+            len(scratch) <= read_chunks.MAX_CHUNK_BYTES
             and self.dtype.subdtype is None
             and self.ndim > 0
-            and runs.available()
+            and read_chunks.available()
         )
         grid = chunk_grid(self.shape, self.chunks)
         if in_runs and self._read_box(dims, grid, out, scratch, st):
@@ -336,16 +336,17 @@ class B2ndArray(ArrayWrites):
 
     def _read_box(self, dims, grid, out: np.ndarray, scratch: np.ndarray, state) -> bool:
         """A box (step-1 ranges) of a few chunks of a local frame, planned and read in one
-        compiled call (:func:`runs.read_box`), the chunks it leaves as :meth:`_read_runs`
+        compiled call (:func:`read_chunks.read_box`), the chunks it leaves as :meth:`_read_runs`
         reads them. False when this is not the way (nothing done)."""
         chunks = self.chunks
         if not all(r.step == 1 and len(r) for r in dims):
             return False
         touched = math.prod((r.stop - 1) // c - r.start // c + 1 for r, c in zip(dims, chunks))
-        if touched > runs.BOX_CHUNKS or runs.box_threads(dims, chunks, self.blocks, out) > 1:
+        threads = read_chunks.box_threads(dims, chunks, self.blocks, out)
+        if touched > read_chunks.BOX_CHUNKS or threads > 1:
             return False  # (many chunks, or enough blocks for threads to share)
         lo, hi = [r.start for r in dims], [r.stop for r in dims]
-        left = runs.read_box(
+        left = read_chunks.read_box(
             self.schunk, state, lo, hi, self.shape, chunks, self.blocks, out, scratch
         )
         if left is None:
@@ -365,7 +366,7 @@ class B2ndArray(ArrayWrites):
         runs, then each one the runs left, one by one."""
         coords, origins, lows, extents = whole
         nchunks = np.ravel_multi_index(tuple(coords.T), grid).astype(np.int64, copy=False)
-        left = runs.read_runs(
+        left = read_chunks.read_runs(
             self.schunk, state, nchunks, origins, lows, extents, self.chunks, self.blocks, out,
             scratch,
         )  # fmt: skip
@@ -381,7 +382,7 @@ class B2ndArray(ArrayWrites):
         in one compiled call, then each one it left, one by one."""
         coords, origins, lows, extents = few
         nchunks = np.ravel_multi_index(tuple(coords.T), grid).astype(np.int64, copy=False)
-        left = runs.read_parts(
+        left = read_chunks.read_parts(
             self.schunk, state, nchunks, origins, lows, extents, self.chunks, self.blocks, out,
             scratch,
         )  # fmt: skip
@@ -488,9 +489,9 @@ class B2ndArray(ArrayWrites):
         elif (
             state is not None
             and self.dtype.subdtype is None
-            and runs.available()
+            and read_chunks.available()
             and all(local.step == 1 for local, _ in parts)
-            and runs.read_part(
+            and read_chunks.read_part(
                 self.schunk,
                 state,
                 nchunk,
