@@ -360,34 +360,33 @@ def unshuffle(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es):
             c_unshuffle(&src[0], &dst[0], src.shape[0], es)
 
 
-def bitshuffle(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es):
-    """Bit-shuffle the first ``8 * (n // 8)`` elements; copy the remaining bytes."""
+cdef int _bit_transpose(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es,
+                        bint forward) except -1:
     check_pair(src.shape[0], dst.shape[0], es)
     cdef Py_ssize_t n = src.shape[0] // es
     cdef int rc = 0
     n -= n % 8
     if n:
         with nogil:
-            rc = c_bitshuffle(&src[0], &dst[0], n, es)
+            if forward:
+                rc = c_bitshuffle(&src[0], &dst[0], n, es)
+            else:
+                rc = c_bitunshuffle(&src[0], &dst[0], n, es)
         if rc:
             raise MemoryError()
     if n * es < src.shape[0]:
         dst[n * es:] = src[n * es:]
+    return 0
+
+
+def bitshuffle(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es):
+    """Bit-shuffle the first ``8 * (n // 8)`` elements; copy the remaining bytes."""
+    _bit_transpose(src, dst, es, True)
 
 
 def bitunshuffle(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es):
     """Inverse of :func:`bitshuffle`."""
-    check_pair(src.shape[0], dst.shape[0], es)
-    cdef Py_ssize_t n = src.shape[0] // es
-    cdef int rc = 0
-    n -= n % 8
-    if n:
-        with nogil:
-            rc = c_bitunshuffle(&src[0], &dst[0], n, es)
-        if rc:
-            raise MemoryError()
-    if n * es < src.shape[0]:
-        dst[n * es:] = src[n * es:]
+    _bit_transpose(src, dst, es, False)
 
 
 def zero_low_bits(uint8_t[::1] buf, Py_ssize_t width, int zeroed):
