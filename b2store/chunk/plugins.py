@@ -32,6 +32,7 @@ __all__ = [
     "check_encodable",
     "check_filters_encodable",
     "check_geometry",
+    "check_inflated",
     "filter_step",
     "fits_block",
     "needs_blockshape",
@@ -198,6 +199,15 @@ def _ndlz_checks(meta: int, blockshape: Sequence[int]) -> None:
 # at a time (split), each ``prod(blockshape)`` bytes.
 
 
+def check_inflated(what: str, n: int, size: int) -> None:
+    """Refuse a stream that decoded to ``n`` bytes (below 0: a corrupt one) for a block part
+    of ``size``; every codec's stream is named so."""
+    if n != size:
+        raise FormatError(
+            what, f"to inflate to {size} bytes", "a corrupt stream" if n < 0 else f"{n} bytes"
+        )
+
+
 def _ndlz_decoder(meta: int, typesize: int, blockshape: tuple[int, ...]):
     from . import _ndlz
 
@@ -209,12 +219,7 @@ def _ndlz_decoder(meta: int, typesize: int, blockshape: tuple[int, ...]):
         if len(target) != want:  # (the stream is a whole block's, checked once per block)
             check_geometry(blockshape, 1, len(target), "NDLZ stream")
         n = decompress(payload, target, blockshape, meta, typesize)
-        if n != len(target):
-            raise FormatError(
-                "NDLZ stream",
-                f"to inflate to {len(target)} bytes",
-                "a corrupt stream" if n < 0 else f"{n} bytes",
-            )
+        check_inflated("NDLZ stream", n, len(target))
 
     return decode
 
