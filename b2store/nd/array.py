@@ -342,8 +342,9 @@ class B2ndArray(ArrayWrites):
         if not all(r.step == 1 and len(r) for r in dims):
             return False
         touched = math.prod((r.stop - 1) // c - r.start // c + 1 for r, c in zip(dims, chunks))
-        threads = read_chunks.box_threads(dims, chunks, self.blocks, out)
-        if touched > read_chunks.BOX_CHUNKS or threads > 1:
+        if touched > read_chunks.BOX_CHUNKS or (
+            read_chunks.box_threads(dims, chunks, self.blocks, out) > 1
+        ):
             return False  # (many chunks, or enough blocks for threads to share)
         lo, hi = [r.start for r in dims], [r.stop for r in dims]
         left = read_chunks.read_box(
