@@ -104,8 +104,8 @@ def native_on(monkeypatch):
     that loop compare it with the Python path, so they run in both settings, never skip."""
     from b2store.chunk import native
 
-    if native._blocks is None:
-        pytest.fail("this install has no compiled block loop (b2store._blocks)")
+    if native._decode_blocks is None:
+        pytest.fail("this install has no compiled block loop (b2store.chunk._decode_blocks)")
     # Restored after the test, so that the setting the run was given holds for the others.
     monkeypatch.setitem(native._state, "on", native._state["on"])
     monkeypatch.setitem(native._state, "ready", False)
