@@ -87,6 +87,34 @@ def _serial_oracle() -> None:
     blosc2.set_nthreads(1)
 
 
+@pytest.fixture(scope="session")
+def s3():
+    """moto's S3 API on localhost (tests/s3server.py), one for this process's whole run: it
+    took 0.2 s to start and its first clients 0.3 s more, once per module. Each test makes a
+    bucket of its own (``s3.new_bucket()``); what a test sets on the server (a delay, stalls)
+    and what it counted are put back after it (``pytest_runtest_teardown`` below)."""
+    pytest.importorskip("moto.server", reason="the local S3 API is moto's server (test extra)")
+    from s3server import S3Server
+
+    server = S3Server()
+    _S3.append(server)
+    yield server
+    _S3.clear()
+    server.stop()
+
+
+_S3: list = []  # the run's S3 server, once a test asked for it
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item):
+    try:
+        return (yield)
+    finally:
+        for server in _S3:
+            server.tidy()
+
+
 @pytest.fixture
 def run_seed(request) -> int:
     """The seed of a randomised run (fuzz mutants, kill times): ``B2STORE_SEED`` when set,
