@@ -40,6 +40,27 @@ if Path(b2store.__file__).resolve().parent == SOURCE_TREE:
     )
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """Tests run in parallel unless told otherwise: pytest-xdist's ``-n auto`` (a worker per
+    CPU, or ``PYTEST_XDIST_AUTO_NUM_WORKERS``) with ``--dist worksteal`` (each worker starts on
+    its own share of the tests in their order, and takes from the other's when it runs out:
+    the few tests of many seconds do not all end up at the end of one). ``-n 0`` (or ``-p
+    no:xdist``) runs the tests in this process, and so do ``--pdb`` and ``--trace``, which need
+    this process's terminal."""
+    option = config.option
+    if hasattr(config, "workerinput") or os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # an xdist worker: it runs its share here (else each would start workers)
+    if getattr(option, "numprocesses", "absent") is not None:
+        return  # (-n given, or no xdist: the run is as asked)
+    if option.usepdb or option.trace:
+        option.numprocesses = 0
+        return
+    option.numprocesses = "auto"
+    if option.dist == "no":
+        option.dist = "worksteal"
+
+
 def pytest_report_header(config):
     return f"b2store {b2store.__version__} imported from {Path(b2store.__file__).parent}"
 
