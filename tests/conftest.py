@@ -1,5 +1,6 @@
-"""Test-wide set-up: hypothesis profiles, and a guard that the tests exercise the installed
-package rather than the source tree when CI asks for that."""
+"""Test-wide set-up: the tests in a worker per CPU, hypothesis profiles, the run's local S3
+server, and a guard that the tests exercise the installed package rather than the source tree
+when CI asks for that."""
 
 from __future__ import annotations
 
