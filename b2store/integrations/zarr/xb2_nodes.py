@@ -44,6 +44,8 @@ def is_xb2_tree(path: str, tree) -> bool:
         marker = foreign_layout(path)
         if marker is not None and marker != SEALED_MARKER:
             return True
+    if tree.kind == "b2d":
+        return False  # python-blosc2's store (its embed.b2e): not xarray-blosc2's layout
     for ref in tree.arrays().values():
         arr = ref.open()
         try:
