@@ -259,11 +259,11 @@ def zarr_dtype(dtype: np.dtype):
     return get_data_type_from_native_dtype(dtype)
 
 
-def served_fill(vlmeta: Mapping, dtype: np.dtype, where: str = "array"):
+def served_fill(vlmeta: Mapping, dtype: np.dtype, where: str = "array", cf: bool = True):
     """The Zarr ``fill_value`` (JSON) of an array with ``vlmeta``: the one a Zarr client
-    stored (``_zarr_fill_value``), else its CF ``_FillValue`` where that is a number the
-    dtype holds exactly (NaN for a float array xarray and python-blosc2's users fill with
-    NaN), else the dtype's zero."""
+    stored (``_zarr_fill_value``), else (unless not ``cf``) its CF ``_FillValue`` where that
+    is a number the dtype holds exactly (NaN for a float array xarray and python-blosc2's
+    users fill with NaN), else the dtype's zero."""
     data_type, default_fill = json.loads(_dtype_json(dtype))
     if FILL_KEY in vlmeta:
         fill = vlmeta[FILL_KEY]
@@ -275,7 +275,7 @@ def served_fill(vlmeta: Mapping, dtype: np.dtype, where: str = "array"):
                 f"{where} vlmeta {FILL_KEY}", f"a Zarr fill value of {zdtype}", repr(fill)[:200]
             ) from None
         return fill
-    value = vlmeta.get(CF_FILL)
+    value = vlmeta.get(CF_FILL) if cf else None
     if dtype.kind not in "iuf" or isinstance(value, bool) or not isinstance(value, (int, float)):
         return default_fill
     with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -299,12 +299,15 @@ def fill_bytes(fill, dtype: np.dtype) -> bytes:
     return np.asarray(scalar, dtype=dtype).tobytes()
 
 
-def array_metadata(arr, where: str = "array", vlmeta: Mapping | None = None) -> dict:
+def array_metadata(
+    arr, where: str = "array", vlmeta: Mapping | None = None, cf_fill: bool = True
+) -> dict:
     """The Zarr v3 ``zarr.json`` of a b2nd array (a :class:`~b2store.B2ndArray`), its fill
-    value, dimension names and attributes from ``vlmeta`` (the array's own by default)."""
+    value, dimension names and attributes from ``vlmeta`` (the array's own by default); the
+    fill value from a CF ``_FillValue`` unless not ``cf_fill`` (see :func:`served_fill`)."""
     data_type, _ = json.loads(_dtype_json(arr.dtype))
     vlmeta = dict(arr.vlmeta if vlmeta is None else vlmeta)
-    fill = served_fill(vlmeta, arr.dtype, where)
+    fill = served_fill(vlmeta, arr.dtype, where, cf=cf_fill)
     doc: dict[str, Any] = {
         "zarr_format": 3,
         "node_type": "array",
