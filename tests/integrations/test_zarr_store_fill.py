@@ -6,6 +6,7 @@ them, and a chunk zarr deletes as all-fill reads back as the fill value."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import warnings
 
@@ -18,6 +19,10 @@ blosc2 = pytest.importorskip("blosc2")
 
 import b2store  # noqa: E402
 from b2store import B2ndStore, to_b2nd  # noqa: E402
+
+
+async def _listed(store) -> list[str]:
+    return [key async for key in store.list()]
 
 
 def _dataset() -> xr.Dataset:
@@ -45,14 +50,18 @@ def test_to_b2nd_tree_serves_xarrays_zarr_fill(tmp_path):
 
 def test_python_blosc2_array_with_a_nan_fill(tmp_path):
     path = str(tmp_path / "e.b2nd")
-    arr = blosc2.empty((4, 3), dtype=np.float32, urlpath=path, mode="w", chunks=(2, 3))
+    arr = blosc2.uninit((4, 3), dtype=np.float32, urlpath=path, mode="w", chunks=(2, 3))
     arr[0:2] = np.nan
     arr.vlmeta["_FillValue"] = np.nan
     z = zarr.open_array(B2ndStore(path), mode="r")
     assert math.isnan(z.fill_value)
-    # The chunk never written reads as python-blosc2 and b2store read it, not as the fill.
-    np.testing.assert_array_equal(z[:], blosc2.open(path)[:])
+    # The chunk never written reads as b2store reads it (zeros; c-blosc2 writes nothing into
+    # python-blosc2's output there), not as the fill value.
+    np.testing.assert_array_equal(z[:], b2store.open(path)[:])
     np.testing.assert_array_equal(z[2:], np.zeros((2, 3), np.float32))
+    store = B2ndStore(path)  # and the store's keys agree: the chunk is there, not missing
+    assert asyncio.run(store.exists("c/1/0")) and asyncio.run(store.getsize("c/1/0")) == 32
+    assert "c/1/0" in asyncio.run(_listed(store))
     # python-blosc2 names no dimensions: the group view names them as the b2nd engine does
     got = xr.open_zarr(B2ndStore(path, group=True)).load()
     xr.testing.assert_identical(got, xr.open_dataset(path, engine="b2nd").load())
