@@ -35,7 +35,6 @@ from ...nd.meta import B2ndMeta
 from ...tree import EMBED_NAME, VLMETA_NAME
 from .b2nd import B2ndCodec, default_blockshape
 from .compat import chunk_spec
-from .keys import is_uninit
 from .places import Place
 from .zarr_json import (
     CF_FILL,
@@ -219,7 +218,7 @@ class Writer:
             return True, None
         arr = self.store._array(node)
         schunk = arr.schunk
-        if is_uninit(schunk, n):
+        if self.store._missing(node, arr, n):  # (as the store's keys say: see keys.py)
             return True, None
         ext = chunk_to_array(schunk.decompress_chunk(n), arr.chunks, arr.blocks, arr.dtype)
         chunk = np.ascontiguousarray(ext[tuple(slice(0, c) for c in arr.chunks)])
