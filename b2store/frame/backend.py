@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 
 from ..constants import MIN_HEADER_LENGTH
 from ..errors import FormatError
+from .b2lock import Sidecar
 from .header import FrameHeader
 
 __all__ = ["Backend", "INDEX_NAME"]
@@ -36,6 +37,8 @@ class Backend:
     # Read by requests over a network: each read a round trip, so reads are made fewer and
     # larger (a whole chunk in one, to the next stored chunk's start).
     remote = False
+    # python-blosc2's lock sidecar, for a local frame (frame/b2lock.py); None: no part taken.
+    sidecar: Sidecar | None = None
 
     # --- reading ---------------------------------------------------------------------------
     @property
@@ -142,6 +145,23 @@ class Backend:
         """A read-only handle: look at storage again (another process may have published);
         False when this layout cannot change under it (memory, remote, a zip member)."""
         return False
+
+    @contextlib.contextmanager
+    def reading(self):
+        """Hold python-blosc2's ``.b2lock`` sidecar shared for one read where b2store takes
+        part (:mod:`b2store.frame.b2lock`); yields whether a handle elsewhere may have
+        changed the frame since this one last held it (then :meth:`resync`, and reload)."""
+        if self.sidecar is None:
+            yield False
+            return
+        with self.sidecar.hold(exclusive=False) as moved:
+            yield moved
+
+    def resync(self) -> bool:
+        """Under the sidecar: look at storage again, writable or not (no writer of this
+        handle has a change under way: it would hold the sidecar); False when this layout
+        cannot change under it."""
+        return self.refresh()
 
     @contextlib.contextmanager
     def locked(self):

@@ -18,6 +18,7 @@ their modules import only downward (the state, the layouts' interface), never th
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 from collections.abc import Iterator, Mapping, MutableMapping
@@ -189,16 +190,31 @@ class SChunk(Changes, BlockReads, ChunkBounds):
             if state is not None:
                 return read(state, self._index(i, state))
             for _ in range(READ_TRIES - 1):
+                with self.reading():
+                    st = self._state
+                    try:
+                        return read(st, self._index(i, st))
+                    except FormatError as exc:
+                        error = exc
+                if not self._fresh(st):  # (outside the read: a writable handle locks here)
+                    raise error
+            with self.reading():
                 st = self._state
-                try:
-                    return read(st, self._index(i, st))
-                except FormatError:
-                    if not self._fresh(st):
-                        raise
-            st = self._state
-            return read(st, self._index(i, st))
+                return read(st, self._index(i, st))
         except FormatError as exc:
             raise in_chunk(exc, f"chunk {i}") from None
+
+    @contextlib.contextmanager
+    def reading(self):
+        """Hold python-blosc2's ``.b2lock`` sidecar shared across one read, where b2store takes
+        part (:mod:`b2store.frame.b2lock`), and load the frame's state again first when a
+        handle elsewhere changed it since this one last looked (the generation moved)."""
+        with self._backend.reading() as moved:
+            if moved:
+                with self._refresh_lock:
+                    if self._backend.resync():
+                        self._load_committed()
+            yield
 
     @classmethod
     def open(

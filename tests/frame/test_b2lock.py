@@ -1,0 +1,167 @@
+"""python-blosc2's ``.b2lock`` sidecar (b2store/frame/b2lock.py): a python-blosc2 process with
+locking on and a b2store process appending to and updating one array, while a third
+(b2store) reads, lose no write and see no torn state; the generation counter moves as
+c-blosc2 moves it; the sidecar is made only when asked."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import b2store
+from b2store import LinkError
+
+blosc2 = pytest.importorskip("blosc2")
+
+# Each writer appends one item (its tag + i) and counts it in item 0, in one locked change;
+# so every committed state has a[0] == len(a) - 1 and no zero past item 0.
+WORKER = textwrap.dedent(
+    """
+    import json, sys, time
+    role, path = sys.argv[1], sys.argv[2]
+    n = int(float(sys.argv[3]))
+    out = {}
+    if role == "blosc2":
+        import blosc2
+        a = blosc2.open(path, mode="a", locking=True)
+        for i in range(n):
+            with a.schunk.holding_lock():
+                a.refresh()  # (python-blosc2 re-syncs its shape on data access only)
+                k = a.shape[0]
+                a.resize((k + 1,))
+                a[k] = 1_000_000 + i
+                a[0] = int(a[0]) + 1
+    elif role == "b2store":
+        import b2store
+        b = b2store.open(path, mode="a")
+        for i in range(n):
+            with b.schunk.changing():
+                k = len(b[:])
+                b.resize((k + 1,))
+                b[k] = 2_000_000 + i
+                b[0] = int(b[0]) + 1
+    else:
+        import b2store
+        r = b2store.open(path)
+        reads = torn = 0
+        end = time.monotonic() + float(sys.argv[3])
+        while time.monotonic() < end:
+            v = r[:]
+            reads += 1
+            if v[0] != len(v) - 1 or (v[1:] == 0).any() or len(set(v[1:].tolist())) != len(v) - 1:
+                torn += 1
+        out.update(reads=reads, torn=torn)
+    print(json.dumps(out))
+    """
+)
+
+
+def _run_both(path, n: int, read_seconds: float, contiguous: bool) -> dict:
+    blosc2.asarray(
+        np.zeros(1, np.int64),
+        urlpath=str(path),
+        mode="w",
+        chunks=(8,),
+        blocks=(4,),
+        contiguous=contiguous,
+        locking=True,
+    )
+    env = {k: v for k, v in os.environ.items() if k != "BLOSC_LOCKING"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, role, str(path), str(k)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for role, k in [("blosc2", n), ("b2store", n), ("reader", read_seconds)]
+    ]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-2000:]
+        results.append(json.loads(out))
+    return results[2]
+
+
+def _check_final(path, n: int) -> None:
+    ours = b2store.open(str(path))[:]
+    theirs = blosc2.open(str(path))[:]
+    np.testing.assert_array_equal(ours, theirs)
+    expected = {*range(1_000_000, 1_000_000 + n), *range(2_000_000, 2_000_000 + n)}
+    assert (len(ours), int(ours[0])) == (2 * n + 1, 2 * n)
+    assert set(ours[1:].tolist()) == expected
+
+
+@pytest.mark.parametrize(
+    "contiguous",
+    [True, pytest.param(False, marks=pytest.mark.slow)],  # (~8 s each: three interpreters)
+    ids=["contiguous", "sparse"],
+)
+def test_a_python_blosc2_writer_with_locking_and_a_b2store_writer_lose_nothing(
+    tmp_path, contiguous
+):
+    path = tmp_path / "x.b2nd"
+    reader = _run_both(path, 12, 0.5, contiguous)
+    _check_final(path, 12)
+    assert reader["reads"] > 0 and reader["torn"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("contiguous", [True, False], ids=["contiguous", "sparse"])
+def test_two_libraries_writing_at_length_lose_nothing(tmp_path, contiguous):
+    path = tmp_path / "x.b2nd"
+    reader = _run_both(path, 300, 8, contiguous)
+    _check_final(path, 300)
+    assert reader["reads"] > 0 and reader["torn"] == 0
+
+
+def _generation(path) -> int:
+    return int.from_bytes(path.read_bytes()[8:16], "little")
+
+
+def test_a_b2store_change_bumps_the_generation_as_python_blosc2_sees_it(tmp_path):
+    path = tmp_path / "a.b2nd"
+    theirs = blosc2.asarray(np.arange(20), urlpath=str(path), mode="w", chunks=(10,), locking=True)
+    sidecar = tmp_path / "a.b2nd.b2lock"
+    before = _generation(sidecar)
+    ours = b2store.open(str(path), mode="a")
+    ours[0:3] = -1  # one change: one exclusive hold, one bump (c-blosc2's frame_lock)
+    assert _generation(sidecar) == before + 1
+    assert theirs[:5].tolist() == [-1, -1, -1, 3, 4]  # python-blosc2's stale view re-synced
+    theirs[4] = 44
+    assert ours[:5].tolist() == [-1, -1, -1, 3, 44]  # and b2store's
+
+
+def test_the_sidecar_is_made_only_when_asked(tmp_path, monkeypatch):
+    monkeypatch.delenv("BLOSC_LOCKING", raising=False)
+    b2store.asarray(np.arange(20), urlpath=tmp_path / "a.b2nd")
+    arr = b2store.open(str(tmp_path / "a.b2nd"), mode="a")
+    arr[0] = 5
+    assert not (tmp_path / "a.b2nd.b2lock").exists()
+    monkeypatch.setenv("BLOSC_LOCKING", "0")  # c-blosc2: "0" leaves it off
+    b2store.open(str(tmp_path / "a.b2nd"), mode="a")[0] = 6
+    assert not (tmp_path / "a.b2nd.b2lock").exists()
+    monkeypatch.setenv("BLOSC_LOCKING", "1")  # (read when a handle opens, as c-blosc2 does)
+    b2store.open(str(tmp_path / "a.b2nd"), mode="a")[0] = 7
+    assert _generation(tmp_path / "a.b2nd.b2lock") == 1
+
+
+def test_a_writer_never_writes_through_a_linked_sidecar(tmp_path):
+    path = tmp_path / "a.b2nd"
+    blosc2.asarray(np.arange(20), urlpath=str(path), mode="w", chunks=(10,), locking=True)
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"keep me as I am!")
+    (tmp_path / "a.b2nd.b2lock").unlink()
+    (tmp_path / "a.b2nd.b2lock").symlink_to(outside)
+    arr = b2store.open(str(path), mode="a")
+    with pytest.raises(LinkError, match="a.b2nd.b2lock"):
+        arr[0] = 5
+    assert outside.read_bytes() == b"keep me as I am!"
