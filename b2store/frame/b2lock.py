@@ -74,6 +74,11 @@ class Sidecar:
         self.generation: int | None = None  # the last value this handle saw (None: none yet)
         self._key = os.path.abspath(self.path)
 
+    def wanted(self) -> bool:
+        """Whether b2store takes part now: asked to, or the sidecar exists (told without an
+        exception: the common case, no sidecar, costs one ``access`` a read)."""
+        return self.create or os.access(self.path, os.F_OK)
+
     @contextlib.contextmanager
     def hold(self, exclusive: bool):
         """Hold the sidecar (exclusive: bumping the generation) for one operation; yields

@@ -146,17 +146,6 @@ class Backend:
         False when this layout cannot change under it (memory, remote, a zip member)."""
         return False
 
-    @contextlib.contextmanager
-    def reading(self):
-        """Hold python-blosc2's ``.b2lock`` sidecar shared for one read where b2store takes
-        part (:mod:`b2store.frame.b2lock`); yields whether a handle elsewhere may have
-        changed the frame since this one last held it (then :meth:`resync`, and reload)."""
-        if self.sidecar is None:
-            yield False
-            return
-        with self.sidecar.hold(exclusive=False) as moved:
-            yield moved
-
     def resync(self) -> bool:
         """Under the sidecar: look at storage again, writable or not (no writer of this
         handle has a change under way: it would hold the sidecar); False when this layout

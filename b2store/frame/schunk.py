@@ -54,6 +54,9 @@ class FrameClosedError(B2StoreError, ValueError):
     """The frame was closed: open it again to read or change it."""
 
 
+_NOTHING = contextlib.nullcontext()
+
+
 def _special_kind(offset: int) -> int:
     # A special offset has its top bit set and the special value in the top byte's low bits.
     return (offset >> 56) & 0x7F
@@ -204,12 +207,19 @@ class SChunk(Changes, BlockReads, ChunkBounds):
         except FormatError as exc:
             raise in_chunk(exc, f"chunk {i}") from None
 
-    @contextlib.contextmanager
     def reading(self):
-        """Hold python-blosc2's ``.b2lock`` sidecar shared across one read, where b2store takes
-        part (:mod:`b2store.frame.b2lock`), and load the frame's state again first when a
-        handle elsewhere changed it since this one last looked (the generation moved)."""
-        with self._backend.reading() as moved:
+        """A context that holds python-blosc2's ``.b2lock`` sidecar shared across one read,
+        where b2store takes part (:mod:`b2store.frame.b2lock`), and loads the frame's state
+        again first when a handle elsewhere changed it since this one last looked (the
+        generation moved). Without a sidecar, a context that does nothing."""
+        sidecar = self._backend.sidecar
+        if sidecar is None or not sidecar.wanted():
+            return _NOTHING
+        return self._held_reading(sidecar)
+
+    @contextlib.contextmanager
+    def _held_reading(self, sidecar):
+        with sidecar.hold(exclusive=False) as moved:
             if moved:
                 with self._refresh_lock:
                     if self._backend.resync():
