@@ -235,11 +235,13 @@ class SChunk(Changes, BlockReads, ChunkBounds):
         offset: int = 0,
         storage_options: dict | None = None,
         limits: Limits | None = None,
+        locking: bool | None = None,
     ) -> SChunk:
         """Open the frame at ``urlpath``: a file, a sparse-frame directory, an fsspec URL
         (read by byte ranges), the frame's bytes, or a backend. ``mode="r"`` reads; ``"a"``
         allows changes too. ``offset`` opens a frame that starts inside a larger file.
-        ``limits`` (:class:`b2store.limits.Limits`) bounds what the file may ask for."""
+        ``limits`` (:class:`b2store.limits.Limits`) bounds what the file may ask for.
+        ``locking``: as :func:`b2store.open`'s."""
         if mode not in ("r", "a"):
             raise ValueError(
                 f"mode must be 'r' or 'a' here (use SChunk.create for 'w'), not {mode!r}"
@@ -250,6 +252,7 @@ class SChunk(Changes, BlockReads, ChunkBounds):
             offset=offset,
             storage_options=storage_options,
             limits=limits,
+            locking=locking,
         )
         try:
             return cls(backend, header, limits)

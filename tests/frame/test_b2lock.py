@@ -165,3 +165,15 @@ def test_a_writer_never_writes_through_a_linked_sidecar(tmp_path):
     with pytest.raises(LinkError, match="a.b2nd.b2lock"):
         arr[0] = 5
     assert outside.read_bytes() == b"keep me as I am!"
+
+
+def test_locking_true_makes_the_sidecar_and_false_still_honours_one(tmp_path, monkeypatch):
+    monkeypatch.delenv("BLOSC_LOCKING", raising=False)
+    b2store.asarray(np.arange(20), urlpath=tmp_path / "a.b2nd")
+    sidecar = tmp_path / "a.b2nd.b2lock"
+    b2store.open(str(tmp_path / "a.b2nd"), mode="a", locking=True)[0] = 1
+    assert _generation(sidecar) == 1
+    # False asks for no sidecar, but one there means a python-blosc2 handle relies on it.
+    b2store.open(str(tmp_path / "a.b2nd"), mode="a", locking=False)[0] = 2
+    assert _generation(sidecar) == 2
+    assert blosc2.open(str(tmp_path / "a.b2nd"), locking=True)[:3].tolist() == [2, 1, 2]
