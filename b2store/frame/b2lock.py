@@ -72,7 +72,7 @@ class Sidecar:
         self.writable = writable
         self.timeout = timeout
         self.generation: int | None = None  # the last value this handle saw (None: none yet)
-        self._key = os.path.abspath(self.path)
+        self._key = os.path.realpath(self.path)  # (one key for every name of one file)
 
     def wanted(self) -> bool:
         """Whether b2store takes part now: asked to, or the sidecar exists (told without an

@@ -177,3 +177,27 @@ def test_locking_true_makes_the_sidecar_and_false_still_honours_one(tmp_path, mo
     b2store.open(str(tmp_path / "a.b2nd"), mode="a", locking=False)[0] = 2
     assert _generation(sidecar) == 2
     assert blosc2.open(str(tmp_path / "a.b2nd"), locking=True)[:3].tolist() == [2, 1, 2]
+
+
+def test_a_tree_commit_takes_the_lock_python_blosc2_locks_a_b2d_with(tmp_path):
+    import fcntl
+
+    from b2store import WriterLockedError, journal
+
+    root = tmp_path / "t.b2d"
+    with blosc2.DictStore(str(root), mode="w", locking=True) as store:
+        store["/x"] = blosc2.asarray(np.arange(100), chunks=(10,))
+    sidecar = root / "embed.b2e.b2lock"
+    before = _generation(sidecar)
+    with journal.TreeCommit(root, timeout=0.3):
+        pass
+    assert _generation(sidecar) == before + 1  # held exclusive, bumped as c-blosc2 does
+    # A python-blosc2 store change under way holds it: the commit waits, then says so.
+    fd = os.open(sidecar, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        with pytest.raises(WriterLockedError, match="embed.b2e.b2lock"):
+            with journal.TreeCommit(root, timeout=0.3):
+                pass
+    finally:
+        os.close(fd)
