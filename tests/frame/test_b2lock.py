@@ -63,17 +63,24 @@ WORKER = textwrap.dedent(
 )
 
 
-def _run_both(path, n: int, read_seconds: float, contiguous: bool) -> dict:
-    blosc2.asarray(
-        np.zeros(1, np.int64),
-        urlpath=str(path),
-        mode="w",
-        chunks=(8,),
-        blocks=(4,),
-        contiguous=contiguous,
-        locking=True,
-    )
+def _run_both(path, n: int, read_seconds: float, contiguous: bool, env_locking=False) -> dict:
+    start = np.zeros(1, np.int64)
+    if path.parent.suffix == ".b2d":  # a node of a tree, made by python-blosc2's DictStore
+        with blosc2.DictStore(str(path.parent), mode="w", locking=True) as store:
+            store[f"/{path.stem}"] = blosc2.asarray(start, chunks=(8,), blocks=(4,))
+    else:
+        blosc2.asarray(
+            start,
+            urlpath=str(path),
+            mode="w",
+            chunks=(8,),
+            blocks=(4,),
+            contiguous=contiguous,
+            locking=True,
+        )
     env = {k: v for k, v in os.environ.items() if k != "BLOSC_LOCKING"}
+    if env_locking:
+        env["BLOSC_LOCKING"] = "1"
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", WORKER, role, str(path), str(k)],
@@ -118,6 +125,16 @@ def test_two_libraries_writing_at_length_lose_nothing(tmp_path, contiguous):
     path = tmp_path / "x.b2nd"
     reader = _run_both(path, 300, 8, contiguous)
     _check_final(path, 300)
+    assert reader["reads"] > 0 and reader["torn"] == 0
+
+
+@pytest.mark.slow
+def test_two_libraries_writing_a_node_of_a_tree_lose_nothing(tmp_path):
+    # python-blosc2 locks a .b2d's leaves (their own sidecars) under BLOSC_LOCKING only.
+    path = tmp_path / "t.b2d" / "x.b2nd"
+    reader = _run_both(path, 100, 4, True, env_locking=True)
+    _check_final(path, 100)
+    assert (tmp_path / "t.b2d" / "x.b2nd.b2lock").is_file()
     assert reader["reads"] > 0 and reader["torn"] == 0
 
 
