@@ -246,3 +246,37 @@ def test_a_tree_commit_takes_the_lock_python_blosc2_locks_a_b2d_with(tmp_path):
                 pass
     finally:
         os.close(fd)
+
+
+@pytest.mark.parametrize("contiguous", [True, False], ids=["contiguous", "sparse"])
+def test_a_new_array_asked_to_lock_has_the_sidecar_python_blosc2_locks(tmp_path, contiguous):
+    from b2store.frame.b2lock import sidecar_path
+
+    path = tmp_path / "n.b2nd"
+    b2store.asarray(np.arange(10), urlpath=path, contiguous=contiguous, locking=True)
+    sidecar = sidecar_path(path, sparse=not contiguous)
+    assert _generation(sidecar) == 1
+    theirs = blosc2.open(str(path), mode="a", locking=True)
+    theirs[0] = 5
+    assert _generation(sidecar) == 2
+    assert b2store.open(str(path))[:2].tolist() == [5, 1]
+
+
+def test_an_array_replaced_waits_while_python_blosc2_holds_its_lock(tmp_path):
+    path = str(tmp_path / "a.b2nd")
+    theirs = blosc2.asarray(np.arange(20), urlpath=path, mode="w", chunks=(10,), locking=True)
+    done = {}
+
+    def replace():
+        chunks, blocks = theirs.chunks, theirs.blocks  # (a handle re-syncs to these only)
+        b2store.zeros(20, dtype="i8", urlpath=path, chunks=chunks, blocks=blocks)
+        done["replaced"] = True
+
+    with theirs.schunk.holding_lock():
+        thread = threading.Thread(target=replace)
+        thread.start()
+        thread.join(0.5)
+        assert done == {}  # (before: replaced under python-blosc2's change)
+    thread.join(30)
+    assert done == {"replaced": True}
+    assert theirs[:3].tolist() == [0, 0, 0]
