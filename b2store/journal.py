@@ -225,7 +225,7 @@ class TreeCommit:
                 writable=True,
                 timeout=self._lock.timeout,
             )
-            self._stack.enter_context(sidecar.hold(exclusive=True))
+            self._stack.enter_context(sidecar.hold_exclusive())
         _roll(self.root)  # a killed writer's commit first: this one starts from its after
         _files.sweep(self.root, JOURNAL_NAME[1:])  # and a journal it was writing goes
         return self

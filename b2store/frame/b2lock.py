@@ -80,11 +80,28 @@ class Sidecar:
         return self.create or os.access(self.path, os.F_OK)
 
     @contextlib.contextmanager
-    def hold(self, exclusive: bool):
-        """Hold the sidecar (exclusive: bumping the generation) for one operation; yields
-        whether the generation moved since this handle last held it (its view may be stale;
-        on the first hold, always). A hold nested in one of the same thread yields False;
-        where b2store takes no part, nothing is held and False is yielded."""
+    def hold_exclusive(self):
+        """Hold the sidecar exclusive for one change, bumping the generation; yields whether
+        it had moved since this handle last held it (another handle changed the frame: its
+        view is stale; on the first hold, always). Nested in a hold of the same thread, or
+        where b2store takes no part: nothing more is held, and False is yielded."""
+        with self._hold(True) as generation:
+            if generation is None:
+                yield False
+                return
+            moved = self.generation != generation - 1
+            self.generation = generation  # (one change at a time: b2store's own lock)
+            yield moved
+
+    def hold_shared(self):
+        """Hold the sidecar shared for one read; yields the generation it holds (None where
+        nested or where b2store takes no part). The caller compares it with
+        :attr:`generation` and, once its view is read again, sets :attr:`generation`:
+        readers hold the lock together, so only the one that reloads may say it is done."""
+        return self._hold(False)
+
+    @contextlib.contextmanager
+    def _hold(self, exclusive: bool):
         key = (threading.get_ident(), self._key)
         with _HELD_LOCK:
             held = _HELD.get(key)
@@ -94,14 +111,14 @@ class Sidecar:
                 held[0] += 1
         if held is not None:
             try:
-                yield False
+                yield None
             finally:
                 with _HELD_LOCK:
                     held[0] -= 1
             return
         fd = self._open()
         if fd is None:
-            yield False
+            yield None
             return
         try:
             self._take(fd, exclusive)
@@ -110,14 +127,10 @@ class Sidecar:
             if exclusive:
                 generation = (generation + 1) & 0xFFFFFFFFFFFFFFFF
                 os.pwrite(fd, generation.to_bytes(8, "little"), GENERATION_AT)
-            moved = self.generation is None or self.generation != (
-                generation - 1 if exclusive else generation
-            )
-            self.generation = generation
             with _HELD_LOCK:
                 _HELD[key] = [1, exclusive]
             try:
-                yield moved
+                yield generation
             finally:
                 with _HELD_LOCK:
                     del _HELD[key]

@@ -202,7 +202,7 @@ class ContiguousFrame(Backend):
             with self._mlock:
                 yield False
             return
-        with self._lock.hold(), self.sidecar.hold(exclusive=True) as moved:
+        with self._lock.hold(), self.sidecar.hold_exclusive() as moved:
             # (python-blosc2's sidecar after b2store's own lock, never before: its writers
             # take no b2store lock, so no two writers can each wait for the other)
             changed = moved or self.committed_head() != self._seen

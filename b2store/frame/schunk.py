@@ -219,11 +219,13 @@ class SChunk(Changes, BlockReads, ChunkBounds):
 
     @contextlib.contextmanager
     def _held_reading(self, sidecar):
-        with sidecar.hold(exclusive=False) as moved:
-            if moved:
-                with self._refresh_lock:
-                    if self._backend.resync():
-                        self._load_committed()
+        with sidecar.hold_shared() as generation:
+            if generation is not None and generation != sidecar.generation:
+                with self._refresh_lock:  # (readers of other threads may hold it too)
+                    if generation != sidecar.generation:
+                        if self._backend.resync():
+                            self._load_committed()
+                        sidecar.generation = generation
             yield
 
     @classmethod

@@ -188,7 +188,7 @@ class SparseFrame(SparseLayout):
         if not self.writable:
             raise PermissionError(f"{self.name} is open for reading; open it with mode='a'")
         # (python-blosc2's sidecar after b2store's own lock: see ContiguousFrame.locked)
-        with self._lock.hold(), self.sidecar.hold(exclusive=True) as moved:
+        with self._lock.hold(), self.sidecar.hold_exclusive() as moved:
             # The index file is replaced by rename on every change: compare the whole file
             # this handle adopted with the one on disk now. (Its fixed header is not enough:
             # a chunk replaced by one of the same size, or a vlmeta value by one of the same

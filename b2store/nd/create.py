@@ -120,10 +120,10 @@ def _finish(schunk, b2nd, vlmeta) -> B2ndArray:
     # python-blosc2's handles with locking on are kept out while the array is replaced, and
     # told by the generation that their view is stale (frame/b2lock.py).
     sidecar = Sidecar(sidecar_path(final, sparse=not contiguous), locking, True, LOCK_TIMEOUT)
-    with sidecar.hold(exclusive=True):
+    with sidecar.hold_exclusive():
         replace_path(staged, final)
     if not contiguous:  # (the new directory's own, made where asked, as c-blosc2 makes it)
-        with Sidecar(sidecar.path, locking, True, LOCK_TIMEOUT).hold(exclusive=True):
+        with Sidecar(sidecar.path, locking, True, LOCK_TIMEOUT).hold_exclusive():
             pass
     return B2ndArray(SChunk.open(final, mode="a", locking=locking), b2nd)
 
