@@ -280,3 +280,25 @@ def test_an_array_replaced_waits_while_python_blosc2_holds_its_lock(tmp_path):
     thread.join(30)
     assert done == {"replaced": True}
     assert theirs[:3].tolist() == [0, 0, 0]
+
+
+@pytest.mark.parametrize("contiguous", [True, False], ids=["contiguous", "sparse"])
+def test_a_reader_follows_python_blosc2_resizing_with_the_new_shape(tmp_path, contiguous):
+    path = str(tmp_path / "a.b2nd")
+    values = np.arange(12).reshape(3, 4)
+    theirs = blosc2.asarray(
+        values,
+        urlpath=path,
+        mode="w",
+        chunks=(2, 2),
+        blocks=(1, 1),
+        contiguous=contiguous,
+        locking=True,
+    )
+    ours = b2store.open(path)
+    np.testing.assert_array_equal(ours[:], values)
+    theirs.resize((3, 6))  # another chunk grid: chunk i is another part of the array now
+    theirs[:, 4:] = 99
+    np.testing.assert_array_equal(ours[:], theirs[:])
+    assert ours.shape == (3, 6)
+    assert ours[1, 5] == 99 and ours[2, :4].tolist() == [8, 9, 10, 11]
