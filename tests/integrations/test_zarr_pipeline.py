@@ -390,3 +390,18 @@ def test_plain_keys_are_placed_by_the_kernels_alone(tmp_path, store, monkeypatch
         again = zarr.open_array(where, mode="r")
         for key in (np.s_[:], np.s_[3:41, 5:70], np.s_[7], np.s_[:, 13], np.s_[9, 33]):
             np.testing.assert_array_equal(again[key], expected[key])
+
+
+def test_a_pickled_array_equals_its_original(tmp_path):
+    import pickle
+
+    arr = zarr.create_array(
+        tmp_path, shape=(100,), chunks=(10,), dtype="i4", compressors=BloscCodec()
+    )
+    arr[:] = np.arange(100)
+    with zarr.config.set({"codec_pipeline.path": OURS}):
+        again = zarr.open_array(tmp_path, mode="r")
+        copy = pickle.loads(pickle.dumps(again))
+        assert type(copy._async_array.codec_pipeline) is B2storeCodecPipeline
+        assert copy == again
+        np.testing.assert_array_equal(copy[:], np.arange(100))

@@ -257,6 +257,18 @@ class B2storeCodecPipeline(CodecPipeline):
     def evolve_from_array_spec(self, array_spec: Any) -> B2storeCodecPipeline:
         return type(self)(self.inner.evolve_from_array_spec(array_spec), self.dtype, self.store)
 
+    def __eq__(self, other: object) -> bool:
+        # zarr compares arrays field by field, their pipelines among them (a pickled copy
+        # must equal its original).
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.inner, self.dtype, self.store) == (other.inner, other.dtype, other.store)
+
+    __hash__ = None  # type: ignore[assignment]  # (as zarr's own pipeline, a dataclass)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(inner={self.inner!r}, dtype={self.dtype!r})"
+
     def __getstate__(self) -> dict[str, Any]:
         return {"inner": self.inner, "dtype": self.dtype, "store": self.store}
 
