@@ -405,3 +405,71 @@ def test_a_pickled_array_equals_its_original(tmp_path):
         assert type(copy._async_array.codec_pipeline) is B2storeCodecPipeline
         assert copy == again
         np.testing.assert_array_equal(copy[:], np.arange(100))
+
+
+def test_random_boxes_read_as_numpy_does(tmp_path):
+    rng = np.random.default_rng(37)
+    for case in range(6):
+        ndim = int(rng.integers(1, 4))
+        shape = tuple(int(n) for n in rng.integers(1, 30, ndim))
+        chunks = tuple(int(rng.integers(1, n + 3)) for n in shape)
+        expected = rng.integers(-1000, 1000, shape).astype(rng.choice(["i2", "f4", "f8"]))
+        arr = zarr.create_array(
+            tmp_path / str(case), shape=shape, chunks=chunks, dtype=expected.dtype,
+            compressors=BloscCodec(cname="lz4", shuffle="shuffle"),
+        )  # fmt: skip
+        arr[:] = expected
+        with zarr.config.set({"codec_pipeline.path": OURS}):
+            again = zarr.open_array(tmp_path / str(case), mode="r")
+            for _ in range(15):
+                key = []
+                for n in shape:
+                    if rng.random() < 0.25:
+                        key.append(int(rng.integers(-n, n)))
+                    else:
+                        a, b = sorted(int(v) for v in rng.integers(0, n + 1, 2))
+                        key.append(slice(a, b))
+                key = tuple(key)
+                np.testing.assert_array_equal(again[key], expected[key], err_msg=str(key))
+
+
+@pytest.mark.parametrize("store", ["local", "memory"])
+def test_randomly_damaged_chunks_read_as_the_decoder_says(tmp_path, store):
+    expected = data()
+    chunk = damaged(tmp_path)
+    good = chunk.read_bytes()
+    rng = np.random.default_rng(3737)
+    for _ in range(40):
+        raw = bytearray(good)
+        for _ in range(int(rng.integers(1, 4))):
+            raw[int(rng.integers(0, len(raw)))] = int(rng.integers(0, 256))
+        if rng.random() < 0.3:
+            raw = raw[: int(rng.integers(0, len(raw)))]
+        raw = bytes(raw)
+        chunk.write_bytes(raw)
+        where = tmp_path
+        if store == "memory":
+            where = zarr.storage.MemoryStore()
+            for root, _dirs, files in os.walk(tmp_path):
+                for name in files:
+                    key = os.path.relpath(os.path.join(root, name), tmp_path)
+                    with open(os.path.join(root, name), "rb") as f:
+                        where._store_dict[key.replace(os.sep, "/")] = (
+                            zarr.core.buffer.cpu.Buffer.from_bytes(f.read())
+                        )
+        try:
+            decoded = b2store.decode_chunk(raw)
+        except b2store.FormatError as error:
+            decoded, message = None, str(error)
+        with zarr.config.set({"codec_pipeline.path": OURS}):
+            arr = zarr.open_array(where, mode="r")
+            if decoded is not None and decoded.nbytes == 640:
+                got = arr[10:20, 32:48]
+                np.testing.assert_array_equal(got, decoded.view("f4").reshape(10, 16))
+                assert np.array_equal(arr[:10], expected[:10])
+                continue
+            if decoded is not None:
+                message = decoder_error(raw)
+            with pytest.raises(b2store.FormatError) as caught:
+                arr[:]
+            assert str(caught.value) == message
