@@ -473,3 +473,21 @@ def test_randomly_damaged_chunks_read_as_the_decoder_says(tmp_path, store):
             with pytest.raises(b2store.FormatError) as caught:
                 arr[:]
             assert str(caught.value) == message
+
+
+def test_a_v2_array_without_a_fill_value_reads_missing_chunks_as_zarr_does(tmp_path):
+    from numcodecs import Blosc
+
+    arr = zarr.create_array(
+        tmp_path, shape=(45, 71), chunks=(10, 16), dtype="f4", zarr_format=2,
+        compressors=Blosc(cname="zstd"), fill_value=None,
+    )  # fmt: skip
+    arr[:10, :10] = 1.5
+    expected = np.zeros((45, 71), "f4")
+    expected[:10, :10] = 1.5
+    ours, kind = read_all(tmp_path, OURS)
+    theirs, _ = read_all(tmp_path, DEFAULT)
+    assert kind is B2storeCodecPipeline
+    for key, mine, zarrs in zip(KEYS, ours, theirs, strict=False):
+        np.testing.assert_array_equal(mine, zarrs)
+        np.testing.assert_array_equal(mine, expected[key])
