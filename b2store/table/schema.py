@@ -97,6 +97,9 @@ class Column:
         The sentinel of a ``"sentinel"`` column.
     unit : str or None
         A timestamp's unit (``"s"``, ``"ms"``, ``"us"``, ``"ns"``).
+    timezone : str or None
+        A timestamp's time zone, kept for Arrow (its values count from the epoch in UTC;
+        python-blosc2 reads them as naive ``datetime64``, as b2store does).
     """
 
     name: str
@@ -105,6 +108,7 @@ class Column:
     nulls: str = "none"
     null_value: Any = None
     unit: str | None = None
+    timezone: str | None = None
 
     @property
     def dtype(self) -> np.dtype:
@@ -213,7 +217,7 @@ def _column(entry, i: int) -> Column:
     nulls, null_value = _nulls(entry, kind, field, stored)
     if kind == "bool" and nulls == "sentinel":
         stored = np.dtype("uint8")  # python-blosc2 widens a sentinel bool: 255 is its null
-    return Column(name, kind, stored, nulls, null_value, unit)
+    return Column(name, kind, stored, nulls, null_value, unit, entry.get("timezone"))
 
 
 def _stored(entry: dict, kind: str, field: str) -> tuple[np.dtype | None, str | None]:
@@ -229,8 +233,9 @@ def _stored(entry: dict, kind: str, field: str) -> tuple[np.dtype | None, str | 
         unit = entry.get("unit", "us")
         if unit not in _TIME_UNITS:
             raise FormatError(f"{field} unit", f"one of {_TIME_UNITS}", repr(unit))
-        if entry.get("timezone") is not None:
-            raise UnsupportedError(f"{field} timestamp timezone", entry["timezone"])
+        zone = entry.get("timezone")
+        if zone is not None and not isinstance(zone, str):
+            raise FormatError(f"{field} timezone", "a time zone's name", repr(zone))
     return FIXED_KINDS[kind], unit
 
 

@@ -285,3 +285,40 @@ def test_a_tree_without_valid_rows_is_no_table(tmp_path):
     b2store.asarray(np.arange(3), str(tmp_path / "x.b2nd"))
     with pytest.raises(FormatError, match="a CTable"):
         b2store.open_table(str(tmp_path))
+
+
+# --- every column kind python-blosc2 4.14 writes: read as it reads it, or refused ----------
+
+_KINDS = {
+    "bytes": (bytes, lambda: blosc2.bytes(max_length=4), b"ab"),
+    "complex": (complex, lambda: blosc2.complex128(null_storage="mask"), 1 + 2j),
+    "uint16": (int, lambda: blosc2.uint16(null_value=7), 3),
+    "timezone": (object, lambda: blosc2.timestamp(unit="s", timezone="UTC"), np.datetime64(5, "s")),
+    "vlstring": (str, lambda: blosc2.vlstring(), "abc"),
+    "vlbytes": (bytes, lambda: blosc2.vlbytes(), b"abc"),
+    "object": (object, lambda: blosc2.object(), {"a": 1}),
+    "list": (list[int], lambda: blosc2.list(blosc2.int32()), [1, 2]),
+    "dictionary": (str, lambda: blosc2.dictionary(), "x"),
+    "ndarray": (object, lambda: blosc2.ndarray((2,), dtype=blosc2.float32()), np.ones(2, "f4")),
+    "struct": (dict, lambda: blosc2.struct({"x": blosc2.int32()}), {"x": 1}),
+}
+_REFUSED = ("vlstring", "vlbytes", "object", "list", "dictionary", "ndarray", "struct")
+
+
+@pytest.mark.parametrize("kind", list(_KINDS))
+def test_each_column_kind_is_read_or_refused_naming_it(tmp_path, kind):
+    pytype, spec, value = _KINDS[kind]
+    Row = dataclasses.make_dataclass(
+        "Row", [("i", int, blosc2.field(blosc2.int64())), ("c", pytype, blosc2.field(spec()))]
+    )
+    path = str(tmp_path / "k.b2z")
+    t = blosc2.CTable(Row, urlpath=path, mode="w")
+    t.extend([(1, value), (2, value), (3, value)])
+    t.delete([1])
+    t.close()
+    if kind in _REFUSED:
+        with pytest.raises(UnsupportedError, match=f"CTable column 'c' kind '{kind}'"):
+            b2store.open_table(path)
+        return
+    with b2store.open_table(path) as table:
+        pd.testing.assert_frame_equal(table.to_pandas(), _reference(path))

@@ -139,7 +139,8 @@ def table_dataset(table: Table, recipe: TableRecipe, lock=None, drop_variables=N
     for col in columns:
         data = indexing.LazilyIndexedArray(TableBackendArray(manager, col, nrows, lock))
         encoding = {"preferred_chunks": {ROW_DIM: min(chunk, max(nrows, 1))}}
-        variables[col.name] = Variable((ROW_DIM,), data, {}, encoding)
+        zone = {"timezone": col.timezone} if col.timezone else {}
+        variables[col.name] = Variable((ROW_DIM,), data, zone, encoding)
     ds = Dataset(variables, attrs=attrs)
     ds.set_close(_Close(manager))
     return ds
