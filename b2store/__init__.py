@@ -30,6 +30,7 @@ __all__ = [
     "to_b2nd",
     "open_tree",
     "open_table",
+    "to_table",
     "encode_chunk",
     "open",
     "SChunk",
@@ -69,6 +70,7 @@ _LAZY = {
     "to_b2nd": ".integrations.xarray.to_b2nd",
     "open_tree": ".tree",
     "open_table": ".table.reader",
+    "to_table": ".table.to_table",
 }
 
 

@@ -3,5 +3,6 @@
 
 from .reader import Table, open_table
 from .schema import Column, Schema
+from .to_table import to_table
 
-__all__ = ["Column", "Schema", "Table", "open_table"]
+__all__ = ["Column", "Schema", "Table", "open_table", "to_table"]

@@ -233,6 +233,9 @@ class Table:
         data = {}
         for col in self.schema.columns:
             values, nulls = self.read_raw(col.name, pos)
+            if col.kind == "utf8" and not nulls.any():
+                # as python-blosc2 hands them to pandas (which keeps them as objects)
+                values = values.astype(np.dtypes.StringDType())
             data[col.name] = _pandas(pd, values, nulls)
         return pd.DataFrame(data)
 

@@ -129,11 +129,13 @@ class Column:
 
 @dataclass(frozen=True)
 class Schema:
-    """A CTable's schema: its columns in order, and the row count it records."""
+    """A CTable's schema: its columns in order, the row count it records, and each column's
+    entry as stored (what a writer of the same table keeps)."""
 
     version: int
     columns: tuple[Column, ...]
     n_rows: int | None
+    entries: tuple[dict, ...] = ()
 
 
 def column_key(name: str) -> str:
@@ -196,7 +198,7 @@ def _schema(data: dict) -> Schema:
     n_rows = data.get("n_rows")
     if n_rows is not None and (type(n_rows) is not int or n_rows < 0):
         raise FormatError("CTable schema n_rows", "a count of rows", repr(n_rows))
-    return Schema(version, parsed, n_rows)
+    return Schema(version, parsed, n_rows, tuple(dict(e) for e in columns))
 
 
 def _column(entry, i: int) -> Column:
