@@ -176,10 +176,12 @@ def test_table_read_from_a_url(tables):
     root, paths = tables
     ref = _reference(paths["mixed", ".b2z"])
     with serve_directory(root) as (url, _):
-        with b2store.open_table(f"{url}/mixed.b2z") as t:
-            pd.testing.assert_frame_equal(t.to_pandas(), ref)
-        ds = xr.open_dataset(f"{url}/mixed.b2z", engine="b2nd", chunks={"row": 100})
-        np.testing.assert_array_equal(ds["a"].values, ref["a"].to_numpy())
+        for suffix in [".b2z"]:  # (a .b2d directory cannot be listed over plain HTTP)
+            with b2store.open_table(f"{url}/mixed{suffix}") as t:
+                pd.testing.assert_frame_equal(t.to_pandas(), ref)
+            ds = xr.open_dataset(f"{url}/mixed{suffix}", engine="b2nd", chunks={"row": 100})
+            np.testing.assert_array_equal(ds["a"].values, ref["a"].to_numpy())
+            assert ds.attrs == {"title": "my table"}
 
 
 def test_live_rows_read_only_the_mask_chunks_a_slice_needs(tmp_path):
@@ -322,3 +324,18 @@ def test_each_column_kind_is_read_or_refused_naming_it(tmp_path, kind):
         return
     with b2store.open_table(path) as table:
         pd.testing.assert_frame_equal(table.to_pandas(), _reference(path))
+
+
+def test_a_table_inside_a_tree_is_one_node(tmp_path):
+    path = str(tmp_path / "nest.b2z")
+    Row = dataclasses.make_dataclass("Row", [("a", int, blosc2.field(blosc2.int64()))])
+    with blosc2.TreeStore(path, mode="w") as store:
+        store["/x"] = np.arange(3)
+        store["/grp/tbl"] = blosc2.CTable(Row, new_data=[(1,), (2,), (3,)])
+    tree = xr.open_datatree(path, engine="b2nd")
+    assert sorted(g.path for g in tree.subtree) == ["/", "/grp", "/grp/tbl"]
+    assert tree["/grp/tbl"]["a"].values.tolist() == [1, 2, 3]
+    ds = xr.open_dataset(path, engine="b2nd", group="grp/tbl")
+    assert list(ds.data_vars) == ["a"] and ds.sizes == {"row": 3}
+    with b2store.open_table(path, group="/grp/tbl") as t:
+        assert t.read("a").tolist() == [1, 2, 3]
