@@ -339,3 +339,36 @@ def test_a_table_inside_a_tree_is_one_node(tmp_path):
     assert list(ds.data_vars) == ["a"] and ds.sizes == {"row": 3}
     with b2store.open_table(path, group="/grp/tbl") as t:
         assert t.read("a").tolist() == [1, 2, 3]
+
+
+def test_valid_rows_that_are_not_bool_are_refused(mixed_b2d):
+    blosc2.asarray(np.ones(300, "u1"), urlpath=mixed_b2d + "/_valid_rows.b2nd", mode="w")
+    with pytest.raises(FormatError, match=r"CTable /_valid_rows: expected a 1-d bool array"):
+        b2store.open_table(mixed_b2d)
+
+
+def test_utf8_offsets_that_lie_are_refused(mixed_b2d):
+    offsets = blosc2.open(mixed_b2d + "/_cols/u.b2nd")[:]
+    offsets[10] = offsets[-1] + 100
+    blosc2.asarray(offsets, urlpath=mixed_b2d + "/_cols/u.b2nd", mode="w")
+    with b2store.open_table(mixed_b2d) as t:
+        with pytest.raises(FormatError, match="CTable column 'u' offsets: expected increasing"):
+            t.read("u")
+        assert len(t.read("u", 20, 30)) == 10  # rows past the lie are read
+
+
+def test_a_schema_that_is_not_json_is_refused(mixed_b2d):
+    meta = blosc2.open(mixed_b2d + "/_meta.b2f", mode="a")
+    meta.vlmeta["schema"] = "{not json"
+    with pytest.raises(FormatError, match="_meta schema: expected a JSON text, found invalid"):
+        b2store.open_table(mixed_b2d)
+
+
+def test_a_table_dataset_pickles_for_dask_workers(tables):
+    import pickle
+
+    path = tables[1]["mixed", ".b2z"]
+    ds = xr.open_dataset(path, engine="b2nd", chunks={"row": 100})
+    again = pickle.loads(pickle.dumps(ds))
+    np.testing.assert_array_equal(again["m"].values, ds["m"].values)
+    assert np.isnan(again["m"].values).sum() == _reference(path)["m"].isna().sum()
