@@ -10,7 +10,7 @@ and payloads python-blosc2 4.14.1 refuses by default are refused (:class:`Unsafe
 from __future__ import annotations
 
 from ..frame.schunk import SChunk
-from .base import Container
+from .base import Container, ContainerNotArrayError
 from .batch_array import BatchArray, BatchItems
 from .list_array import ListArray
 from .object_array import ObjectArray
@@ -22,6 +22,7 @@ __all__ = [
     "BatchArray",
     "BatchItems",
     "Container",
+    "ContainerNotArrayError",
     "ListArray",
     "ObjectArray",
     "STRING_DTYPE",

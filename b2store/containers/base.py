@@ -6,9 +6,25 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ..errors import B2StoreError, UnsupportedError
 from ..frame.schunk import SChunk
 
-__all__ = ["Container", "normalize_index"]
+__all__ = ["Container", "ContainerNotArrayError", "normalize_index"]
+
+
+class ContainerNotArrayError(UnsupportedError):
+    """A python-blosc2 container of variable-length items met where an n-dimensional array
+    is needed (an xarray variable, a Zarr array, a tree's array)."""
+
+    def __init__(self, kind: str, where: str, how: str):
+        self.feature = "python-blosc2 container"
+        self.ident = kind
+        B2StoreError.__init__(
+            self,
+            f"{where} is a python-blosc2 {kind} (items of variable length), not an "
+            f"n-dimensional array, so it is no variable or array here; read it with b2store: "
+            f"{how} gives item i",
+        )
 
 
 def normalize_index(index: Any, n: int, what: str) -> int:

@@ -11,6 +11,7 @@ from pathlib import PurePosixPath
 
 from xarray import Dataset, conventions
 
+from ...containers import Container, ContainerNotArrayError
 from ...errors import UnsupportedError
 from ...limits import Limits
 from ...nd.array import B2ndArray
@@ -64,6 +65,9 @@ def frame_dataset(
     (``data`` when None)."""
     recipe = FrameRecipe(path, storage_options=storage_options, limits=limits)
     arr = recipe()
+    if isinstance(arr, Container):
+        arr.close()
+        raise ContainerNotArrayError(arr.kind, path, f"b2store.open({path!r})[i]")
     if not isinstance(arr, B2ndArray):
         with arr:
             return _schunk_dataset(arr, decoders)
@@ -128,6 +132,22 @@ def ancestor_sizes(tree, node: str) -> dict:
     return sizes
 
 
+def refuse_containers(tree, prefix: str) -> None:
+    """A python-blosc2 container (BatchArray, ListArray, ObjectArray) among the group's
+    frames is no variable: refused, naming it, rather than left out of the Dataset unsaid.
+    Plain super-chunks stay out, as always."""
+    for opath, ref in tree.objects().items():
+        if opath.startswith(prefix) and "/" not in opath[len(prefix) :]:
+            _refuse_container(ref)
+
+
+def _refuse_container(ref) -> None:
+    obj = ref.open_object()
+    getattr(obj, "schunk", obj).close()
+    if isinstance(obj, Container):
+        raise ContainerNotArrayError(obj.kind, f"{ref.urlpath}: {ref.path}", ref._how())
+
+
 def group_dataset(
     tree, tree_path: str, node: str, lock, decoders, sizes: dict | None = None
 ) -> Dataset:
@@ -138,6 +158,7 @@ def group_dataset(
     info = xarray_meta(gattrs)
     attrs = restore_attrs(gattrs, info.get("attr_types"), info.get("long_attrs"))
     sizes = {} if sizes is None else sizes
+    refuse_containers(tree, prefix)
     opened = []
     try:
         for apath, ref in sorted(tree.arrays().items()):
