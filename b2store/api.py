@@ -85,6 +85,11 @@ def open(
                 nd = B2ndMeta.from_bytes(meta.raw(name), caterva=name == "caterva")
                 _check_array_limits(nd, schunk, dtype, limits)
                 return B2ndArray(schunk, nd, dtype=dtype)
+        # python-blosc2 4.14.1 refuses a frame marked as a proxy cache or a serialized object
+        # whatever it holds (schunk.process_opened_object), a plain super-chunk too: a
+        # Proxy of an SChunk is one, whose unfetched chunks read as zeros.
+        where = f"{schunk.urlpath} (the frame at byte {offset})" if offset else None
+        check_holds_data(schunk, where)
         container = open_container(schunk)
         return schunk if container is None else container
     except BaseException:
