@@ -44,7 +44,7 @@ class BatchArray(Container):
                 "BatchArray serializer", "arrow (Arrow IPC payloads; read it with python-blosc2)"
             )
         check_meta(meta, META, {"serializer": ("msgpack",), "items_per_block": (int, None)})
-        self.items_per_block: int | None = meta["items_per_block"]
+        self.items_per_block: int | None = meta.get("items_per_block")
         self._lengths: list[int] | None = self._stored_lengths()
         self._prefix: list[int] | None = None
         self._cached: tuple[int, list[Any]] | None = None
