@@ -573,6 +573,23 @@ class Tree:
         reference whose :meth:`ArrayRef.open_object` opens one."""
         return dict(sorted(self._objects.items()))
 
+    def check_objects(self, group: str | None = None) -> None:
+        """Refuse what the tree's :meth:`objects` (all, or those directly in ``group``) hold
+        that a reader of arrays must not pass over in silence: a python-blosc2 container
+        (:class:`~b2store.containers.ContainerNotArrayError`, saying how to read it) or a
+        proxy cache (:class:`~b2store.nd.carriers.DatalessObjectError`). Plain super-chunks
+        pass: they are no arrays, and python-blosc2 stores keep their own metadata in them."""
+        prefix = None if group is None else group.rstrip("/") + "/"
+        for path, ref in self.objects().items():
+            if prefix is not None and not (
+                path.startswith(prefix) and "/" not in path[len(prefix) :]
+            ):
+                continue
+            obj = ref.open_object()  # a proxy cache raises here
+            _schunk(obj).close()
+            if isinstance(obj, Container):
+                raise ContainerNotArrayError(obj.kind, f"{ref.urlpath}: {path}", ref._how())
+
     def files(self) -> list[str]:
         """The tree's files that are no Blosc2 frames (another writer's ``dataset.json``),
         as posix paths relative to its root, hidden ones left out."""

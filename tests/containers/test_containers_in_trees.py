@@ -84,3 +84,23 @@ def test_embedded_container_refused_as_array(tmp_path):
         assert got[:] == BATCHES
     with pytest.raises(ContainerNotArrayError, match="/batch is a python-blosc2 BatchArray"):
         xr.open_dataset(path, engine="b2nd")
+
+
+@pytest.mark.parametrize("suffix", [".b2z", ".b2d"])
+def test_zarr_store_refuses_a_tree_holding_a_container(tmp_path, suffix):
+    zarr = pytest.importorskip("zarr")
+    from b2store.integrations.zarr.store import B2ndStore
+
+    path = tmp_path / f"s{suffix}"
+    _store(path)
+    with pytest.raises(ContainerNotArrayError, match="/batch is a python-blosc2 BatchArray"):
+        zarr.open_group(B2ndStore(str(path)), mode="r")
+
+
+def test_plain_super_chunks_in_a_tree_still_pass(tmp_path):
+    path = tmp_path / "s.b2d"
+    with blosc2.DictStore(str(path), mode="w", threshold=1) as store:
+        store["/arr"] = blosc2.asarray(np.arange(10.0))
+        store["/raw"] = blosc2.SChunk(chunksize=16, data=np.arange(8, dtype=np.int32))
+    assert sorted(open_tree(path).objects()) == ["/raw"]
+    assert list(xr.open_dataset(path, engine="b2nd").data_vars) == ["arr"]

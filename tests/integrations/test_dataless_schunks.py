@@ -45,10 +45,15 @@ def test_xarray_and_cli_refuse_it(proxy, capsys):
     assert "python-blosc2 proxy (not served as an array)" in capsys.readouterr().out
 
 
-def test_tree_member_refused_by_xarray(proxy, tmp_path):
+def test_tree_member_refused_by_xarray_and_zarr(proxy, tmp_path):
     tree = tmp_path / "t.b2d"
     with blosc2.DictStore(str(tree), mode="w", threshold=1) as store:
         store["/a"] = blosc2.asarray(np.arange(4.0))
     shutil.copy(proxy, tree / "px.b2f")
     with pytest.raises(DatalessObjectError, match=WORDS):
         xr.open_dataset(tree, engine="b2nd")
+    zarr = pytest.importorskip("zarr")
+    from b2store.integrations.zarr.store import B2ndStore
+
+    with pytest.raises(DatalessObjectError, match=WORDS):
+        zarr.open_group(B2ndStore(str(tree)), mode="r")

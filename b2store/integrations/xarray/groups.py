@@ -132,22 +132,6 @@ def ancestor_sizes(tree, node: str) -> dict:
     return sizes
 
 
-def refuse_containers(tree, prefix: str) -> None:
-    """A python-blosc2 container (BatchArray, ListArray, ObjectArray) among the group's
-    frames is no variable: refused, naming it, rather than left out of the Dataset unsaid.
-    Plain super-chunks stay out, as always."""
-    for opath, ref in tree.objects().items():
-        if opath.startswith(prefix) and "/" not in opath[len(prefix) :]:
-            _refuse_container(ref)
-
-
-def _refuse_container(ref) -> None:
-    obj = ref.open_object()
-    getattr(obj, "schunk", obj).close()
-    if isinstance(obj, Container):
-        raise ContainerNotArrayError(obj.kind, f"{ref.urlpath}: {ref.path}", ref._how())
-
-
 def group_dataset(
     tree, tree_path: str, node: str, lock, decoders, sizes: dict | None = None
 ) -> Dataset:
@@ -158,7 +142,9 @@ def group_dataset(
     info = xarray_meta(gattrs)
     attrs = restore_attrs(gattrs, info.get("attr_types"), info.get("long_attrs"))
     sizes = {} if sizes is None else sizes
-    refuse_containers(tree, prefix)
+    # A python-blosc2 container or proxy cache among the group's frames is no variable:
+    # refused, naming it, rather than left out of the Dataset unsaid.
+    tree.check_objects(node)
     opened = []
     try:
         for apath, ref in sorted(tree.arrays().items()):
