@@ -1,4 +1,4 @@
-"""The codecs' C entry points for the GIL-free block loop (``b2store._blocks``), and its threads.
+"""The codecs' C entry points for the GIL-free block loop (``_decode_blocks``), and its threads.
 
 The ``lz4`` wheel's extension exports LZ4's API as dynamic symbols, and ``zstandard``'s cffi
 extension exports Zstd's: chunks are encoded with those (as the Python path encodes). They
@@ -6,7 +6,7 @@ are decoded with numcodecs' own builds of LZ4 and Zstd where its extensions expo
 decoding API (faster builds; any conforming build decodes alike), else with the wheels'.
 Python's ``zlib`` module links the system ``libz``. The addresses are found once, with
 ``ctypes``, the first time a chunk is decoded or encoded (zlib-ng's inflate and deflate too,
-from the ``zlib-ng`` package, a dependency), and handed to ``_blocks``, which calls
+from the ``zlib-ng`` package, a dependency), and handed to ``_decode_blocks``, which calls
 them without the GIL. Whatever is missing (another build of a wheel,
 no system zlib, ``B2STORE_NATIVE=0`` in the environment) leaves that codec on the Python path
 of :mod:`b2store.chunk.compressors`, which decodes the same chunks, only slower.
@@ -28,9 +28,9 @@ import numpy as np
 from ..constants import Codec, CodecFormat, Filter
 
 try:
-    from .. import _blocks, _encode_blocks, _plan
+    from . import _chunk_plan, _decode_blocks, _encode_blocks
 except ImportError:  # pragma: no cover - a build without the extensions
-    _blocks = _encode_blocks = _plan = None
+    _chunk_plan = _decode_blocks = _encode_blocks = None
 
 __all__ = [
     "enabled",
@@ -193,10 +193,10 @@ def _ready() -> bool:
         return _state["on"]
     with _lock:
         if not _state["ready"]:
-            on = _blocks is not None and os.environ.get("B2STORE_NATIVE", "1") != "0"
+            on = _decode_blocks is not None and os.environ.get("B2STORE_NATIVE", "1") != "0"
             if on:
                 _state["entry_points"] = _resolve()
-                _blocks.set_entry_points(_state["entry_points"])
+                _decode_blocks.set_entry_points(_state["entry_points"])
             _state["on"], _state["ready"] = on, True
     return _state["on"]
 
@@ -273,10 +273,10 @@ _local = threading.local()
 
 
 def _scratch():
-    """This thread's buffers and codec contexts (``_blocks.Scratch``), kept for reuse."""
+    """This thread's buffers and codec contexts (``_decode_blocks.Scratch``), kept for reuse."""
     scratch = getattr(_local, "scratch", None)
     if scratch is None:
-        scratch = _local.scratch = _blocks.Scratch()
+        scratch = _local.scratch = _decode_blocks.Scratch()
     return scratch
 
 
@@ -326,7 +326,9 @@ def walk(decoder, split: bool, only=None, ends=None) -> bool:
         return False
     h = decoder.header
     fmt = _effective_format(h)
-    if decoder.pipeline.plugins or not _blocks.decodable(fmt, decoder.dictionary is not None):
+    if decoder.pipeline.plugins:
+        return False
+    if not _decode_blocks.decodable(fmt, decoder.dictionary is not None):
         return False
     nstreams = h.typesize if split else 1
     nblocks = len(decoder.bstarts)
@@ -335,7 +337,7 @@ def walk(decoder, split: bool, only=None, ends=None) -> bool:
     which = np.arange(nblocks, dtype=np.int64) if only is None else np.asarray(only, np.int64)
     if ends is None:
         ends = np.full(nblocks, h.cbytes, np.int64)
-    rc = _blocks.walk(
+    rc = _decode_blocks.walk(
         decoder.src,
         decoder.bstarts,
         which,
@@ -376,7 +378,7 @@ def decode(decoder, blocks, dest: np.ndarray, dest_base: int, first=None, nthrea
     nstreams = table.shape[1] // 2
 
     def run() -> int:
-        return _blocks.decode(
+        return _decode_blocks.decode(
             decoder.src,
             table,
             blocks,
@@ -401,7 +403,7 @@ def decode(decoder, blocks, dest: np.ndarray, dest_base: int, first=None, nthrea
 
 
 def quick_decode(buf, out, nthreads: int | None, max_nbytes: int) -> np.ndarray | None:
-    """Decode a chunk of the common kind (``_plan.Plan``: no dictionary, special value or
+    """Decode a chunk of the common kind (``_chunk_plan.Plan``: no dictionary, special value or
     VL blocks, shuffle, bit-shuffle, bytedelta or DELTA only) checked, walked and inflated in C with
     no Python per block; None for any other chunk, a chunk with anything wrong, one past
     ``max_nbytes``, or an ``out`` that is not a writable contiguous 1-d uint8 array: the
@@ -413,7 +415,7 @@ def quick_decode(buf, out, nthreads: int | None, max_nbytes: int) -> np.ndarray 
     if not enabled():
         return None
     try:
-        plan = _plan.Plan(buf)
+        plan = _chunk_plan.Plan(buf)
     except (TypeError, ValueError, BufferError):
         return None  # not a 1-d byte buffer: the general path takes any contiguous one
     if not plan.ok or plan.nbytes > max_nbytes:
@@ -494,7 +496,7 @@ def encode(job, dictionary, nthreads: int, zstd_levels, prefix: int) -> Encoded 
     if dictionary is not None or not enabled() or job.pipeline.plugins:
         return None
     codec = int(job.codec)
-    if not _blocks.encodable(codec):
+    if not _decode_blocks.encodable(codec):
         return None
     clevel = job.clevel
     level = {Codec.LZ4: 10 - clevel, Codec.LZ4HC: clevel, Codec.ZLIB: clevel}.get(job.codec)

@@ -15,7 +15,7 @@ from ..errors import FormatError
 from ..frame import remote
 from ..frame.schunk import SChunk
 from ..frame.state import READ_TRIES
-from . import fancy, runs
+from . import fancy, read_chunks
 from .carriers import check_holds_data
 from .chunks import (
     SMALL_CHUNK_BYTES,
@@ -328,12 +328,12 @@ class B2ndArray(ArrayWrites):
     def _read_state(self, dims, out: np.ndarray, scratch: np.ndarray, st) -> None:
         """:meth:`_read` from committed state ``st``."""
         # Small chunks a read takes whole are read a run of neighbours at a time and decoded
-        # in one compiled call per run (nd/runs.py); the others one by one.
+        # in one compiled call per run (nd/read_chunks.py); the others one by one.
         in_runs = (
-            len(scratch) <= runs.MAX_CHUNK_BYTES
+            len(scratch) <= read_chunks.MAX_CHUNK_BYTES
             and self.dtype.subdtype is None
             and self.ndim > 0
-            and runs.available()
+            and read_chunks.available()
         )
         grid = chunk_grid(self.shape, self.chunks)
         if in_runs and self._read_box(dims, grid, out, scratch, st):
@@ -352,16 +352,18 @@ class B2ndArray(ArrayWrites):
 
     def _read_box(self, dims, grid, out: np.ndarray, scratch: np.ndarray, state) -> bool:
         """A box (step-1 ranges) of a few chunks of a local frame, planned and read in one
-        compiled call (:func:`runs.read_box`), the chunks it leaves as :meth:`_read_runs`
+        compiled call (:func:`read_chunks.read_box`), the chunks it leaves as :meth:`_read_runs`
         reads them. False when this is not the way (nothing done)."""
         chunks = self.chunks
         if not all(r.step == 1 and len(r) for r in dims):
             return False
         touched = math.prod((r.stop - 1) // c - r.start // c + 1 for r, c in zip(dims, chunks))
-        if touched > runs.BOX_CHUNKS or runs.box_threads(dims, chunks, self.blocks, out) > 1:
+        if touched > read_chunks.BOX_CHUNKS or (
+            read_chunks.box_threads(dims, chunks, self.blocks, out) > 1
+        ):
             return False  # (many chunks, or enough blocks for threads to share)
         lo, hi = [r.start for r in dims], [r.stop for r in dims]
-        left = runs.read_box(
+        left = read_chunks.read_box(
             self.schunk, state, lo, hi, self.shape, chunks, self.blocks, out, scratch
         )
         if left is None:
@@ -379,7 +381,7 @@ class B2ndArray(ArrayWrites):
     def _read_runs(self, whole, grid, out: np.ndarray, scratch: np.ndarray, state) -> None:
         """The chunks ``whole`` (from :func:`split_whole`: decoded whole) into ``out``: in
         runs, then each one the runs left, one by one."""
-        nchunks, left = self._read_in_c(runs.read_runs, whole, grid, out, scratch, state)
+        nchunks, left = self._read_in_c(read_chunks.read_runs, whole, grid, out, scratch, state)
         _, origins, lows, extents = whole
         for k in left.tolist():
             parts = [
@@ -391,16 +393,16 @@ class B2ndArray(ArrayWrites):
     def _read_parts(self, few, grid, out: np.ndarray, scratch: np.ndarray, state) -> None:
         """The chunks ``few`` (from :func:`split_whole`: a few blocks of each) into ``out``:
         in one compiled call, then each one it left, one by one."""
-        nchunks, left = self._read_in_c(runs.read_parts, few, grid, out, scratch, state)
+        nchunks, left = self._read_in_c(read_chunks.read_parts, few, grid, out, scratch, state)
         if len(left):
             rows = tuple(column[left] for column in few)
             parts = (p for _, p in table_parts(rows))
             self._read_each(zip(nchunks[left].tolist(), parts), out, scratch, state)
 
     def _read_in_c(self, read, table, grid, out: np.ndarray, scratch: np.ndarray, state):
-        """``read`` (:func:`runs.read_runs` or :func:`runs.read_parts`) of the chunks of
-        ``table`` (from :func:`split_whole`) into ``out``, in one compiled call: the chunks'
-        numbers, and the positions of those it left."""
+        """``read`` (:func:`read_chunks.read_runs` or :func:`read_chunks.read_parts`) of the
+        chunks of ``table`` (from :func:`split_whole`) into ``out``, in one compiled call: the
+        chunks' numbers, and the positions of those it left."""
         coords, origins, lows, extents = table
         nchunks = np.ravel_multi_index(tuple(coords.T), grid).astype(np.int64, copy=False)
         left = read(
@@ -507,9 +509,9 @@ class B2ndArray(ArrayWrites):
         elif (
             state is not None
             and self.dtype.subdtype is None
-            and runs.available()
+            and read_chunks.available()
             and all(local.step == 1 for local, _ in parts)
-            and runs.read_part(
+            and read_chunks.read_part(
                 self.schunk,
                 state,
                 nchunk,

@@ -2,10 +2,10 @@
 
 The whole small chunks of a read are decoded a run at a time: one read of neighbouring
 chunks' bytes (:meth:`~b2store.frame.schunk.SChunk.stored_runs`) and one compiled call
-(:func:`b2store._runs.decode_run`) that decodes each and copies it to its place. Of a chunk
-a read cuts, the few blocks it needs are read into their places in a buffer kept per thread
+(:func:`b2store.nd._read_chunks.decode_run`) that decodes each and copies it to its place. Of a
+chunk a read cuts, the few blocks it needs are read into their places in a buffer kept per thread
 (:meth:`~b2store.frame.schunk.SChunk.chunk_part`), then walked, decoded and copied out in one
-call (:func:`b2store._runs.decode_part`).
+call (:func:`b2store.nd._read_chunks.decode_part`).
 
 A whole-array read of 400 chunks of 100x100 int16 spent about 10 us of Python per chunk
 (two reads, a plan, a scatter, the checks between them), as long as the decoding itself.
@@ -28,9 +28,9 @@ from ..frame.state import State
 from .geometry import blocks_per_chunk, blocks_touched
 
 try:
-    from .. import _runs
+    from . import _read_chunks
 except ImportError:  # pragma: no cover - a build without the extensions
-    _runs = None
+    _read_chunks = None
 
 __all__ = ["available", "box_threads", "read_box", "read_part", "read_parts", "read_runs"]
 
@@ -46,7 +46,7 @@ _CHUNKS_PER_THREAD = 8
 
 def available() -> bool:
     """Whether runs are decoded in C here (the extensions are built and enabled)."""
-    return _runs is not None and native.enabled()
+    return _read_chunks is not None and native.enabled()
 
 
 def read_runs(
@@ -115,7 +115,7 @@ def _decode_run(data, which, starts, ends, origins, lows, extents, chunkshape, b
 
 def _run(args, chunkshape, blockshape, out, chunk, done, lo: int, hi: int) -> int:
     data, starts, ends, which, origins, lows, extents = args
-    return _runs.decode_run(
+    return _read_chunks.decode_run(
         data, starts[lo:hi], ends[lo:hi], which[lo:hi], origins, lows, extents,
         chunkshape, blockshape, out, chunk, native._scratch(), done,
     )  # fmt: skip
@@ -190,7 +190,7 @@ def _parts(args, chunk: np.ndarray, done: np.ndarray, lo: int, hi: int) -> None:
     fd, positions, limits, origins, lows, extents, chunkshape, blockshape, out = args
     # Room for the largest of them, as far as the index tells.
     room = _room(int(limits[lo:hi].max()))
-    _runs.read_parts(
+    _read_chunks.read_parts(
         fd, positions[lo:hi], limits[lo:hi], np.arange(lo, hi, dtype=np.int64), origins, lows,
         extents, chunkshape, blockshape, out, room, chunk, native._scratch(), done,
     )  # fmt: skip
@@ -232,7 +232,7 @@ def read_box(
         left = np.empty(math.prod(len(range(a // c, (b - 1) // c + 1))
                                   for a, b, c in zip(lo, hi, chunkshape)), np.int64)  # fmt: skip
         room = _room(schunk.widest_stored(state))
-        n = _runs.read_box(
+        n = _read_chunks.read_box(
             fd, offsets, stored, base, lo, hi, shape, chunkshape, blockshape, out, room,
             scratch, native._scratch(), left,
         )  # fmt: skip
@@ -282,7 +282,7 @@ def read_part(
     buf, ends = got
     if buf.base is not room:
         _local.room = buf.base if buf.base is not None else buf
-    return _runs.decode_part(
+    return _read_chunks.decode_part(
         buf, np.asarray(wanted, np.int64), ends, chunkshape, blockshape,
         [lo for lo, _ in region], [hi for _, hi in region], out, scratch, native._scratch(),
     )  # fmt: skip

@@ -1,4 +1,5 @@
-# The nogil BloscLZ codec of _blosclz.pyx, for other extension modules (b2store._blocks).
+# The nogil BloscLZ codec of _blosclz.pyx, for the block loop (_decode_blocks,
+# _encode_blocks).
 from libc.stdint cimport uint8_t
 
 cdef Py_ssize_t c_blosclz_decompress(const uint8_t* ip, Py_ssize_t ilen,

@@ -5,16 +5,17 @@
 
 Its header is checked here as :class:`~b2store.chunk.header.ChunkHeader` and
 :class:`~b2store.chunk.decoder.ChunkDecoder` check it, for this kind only; every stream is
-walked by :mod:`b2store._blocks` before anything is inflated, and decoded by its block loop
-(declared in ``_blocks.pxd``). Nothing here raises on bad bytes: a chunk this plan does not
-take, or that breaks the format, leaves ``ok`` false and the Python path names what is wrong.
+walked by :mod:`b2store.chunk._decode_blocks` before anything is inflated, and decoded by its
+block loop (declared in ``_decode_blocks.pxd``). Nothing here raises on bad bytes: a chunk
+this plan does not take, or that breaks the format, leaves ``ok`` false and the Python path
+names what is wrong.
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
-from b2store._blocks cimport (
+from b2store.chunk._decode_blocks cimport (
     BITSHUFFLE,
     BYTEDELTA,
     BYTEDELTA_BUGGY,

@@ -1,4 +1,4 @@
-"""Typed stub of the GIL-free block loop (b2store/_blocks.pyx)."""
+"""Typed stub of the GIL-free block loop (b2store/chunk/_decode_blocks.pyx)."""
 
 from collections.abc import Buffer, Mapping, Sequence
 

@@ -1,5 +1,5 @@
-# The nogil kernels of _delta.pyx, for b2store._blocks and b2store._encode_blocks to call
-# without the GIL; the definitions and their contracts are in _delta.pyx.
+# The nogil kernels of _delta.pyx, for _decode_blocks and _encode_blocks to call without the
+# GIL; the definitions and their contracts are in _delta.pyx.
 from libc.stdint cimport uint8_t
 
 cdef void c_delta_decode_first(uint8_t* buf, Py_ssize_t size, Py_ssize_t w) noexcept nogil

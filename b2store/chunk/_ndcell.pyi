@@ -1,4 +1,4 @@
-"""Typed stub of the compiled NDCELL / NDMEAN kernels (b2store/_ndcell.pyx).
+"""Typed stub of the compiled NDCELL / NDMEAN kernels (b2store/chunk/_ndcell.pyx).
 
 Each function filters one block: ``src`` and ``dst`` are distinct, non-overlapping buffers
 of ``prod(blockshape) * typesize`` bytes; ``blockshape`` is the b2nd metalayer's (1 to 8

@@ -1,5 +1,5 @@
-# The copy of decoded b2nd blocks to their place in an array (_nd.pyx), for the other
-# kernels that place chunks themselves (_runs.pyx). place_blocks checks nothing: the caller
+# The copy of decoded b2nd blocks to their place in an array (_scatter.pyx), for the other
+# kernels that place chunks themselves (_read_chunks.pyx). place_blocks checks nothing: the caller
 # has checked that every block is in ``buf``, that ``0 <= L[d] < H[d] <= C[d]``, and that the
 # region fits the destination at ``dst`` with byte strides ``OS``.
 from libc.stdint cimport int64_t, uint8_t

@@ -1,8 +1,8 @@
-"""Typed stub of the one-pass decode of a common chunk (b2store/_plan.pyx)."""
+"""Typed stub of the one-pass decode of a common chunk (b2store/chunk/_chunk_plan.pyx)."""
 
 from collections.abc import Buffer
 
-from b2store._blocks import Scratch
+from b2store.chunk._decode_blocks import Scratch
 
 class Plan:
     ok: bool

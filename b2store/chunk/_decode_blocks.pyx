@@ -10,19 +10,20 @@ raises on bad bytes: every function returns a status, and the caller falls back 
 path, which names the broken field. The walk checks every stream against the chunk's end and
 its block before anything is inflated; the decoder checks every position again before it reads.
 
-Several threads may run :func:`decode` (or a :mod:`b2store._plan` ``Plan``) on the same job at
-once: each takes the next block from a shared counter (an atomic add), so blocks, not chunks,
-are split. The entry points, the walk, the block loop and the per-thread :class:`Scratch`
-defined here serve the one-pass plan, :mod:`b2store._plan`, and the encoding half,
-:mod:`b2store._encode_blocks`, too (declared in ``_blocks.pxd``).
+Several threads may run :func:`decode` (or a :mod:`b2store.chunk._chunk_plan` ``Plan``) on
+the same job at once: each takes the next block from a shared counter (an atomic add), so
+blocks, not chunks, are split. The entry points, the walk, the block loop and the per-thread
+:class:`Scratch` defined here serve the one-pass plan, :mod:`b2store.chunk._chunk_plan`, and
+the encoding half, :mod:`b2store.chunk._encode_blocks`, too (declared in
+``_decode_blocks.pxd``).
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
-from b2store._blosclz cimport c_blosclz_decompress
-from b2store._delta cimport c_bytedelta_decode, c_delta_decode_first, c_xor
+from b2store.chunk._blosclz cimport c_blosclz_decompress
+from b2store.chunk._delta cimport c_bytedelta_decode, c_delta_decode_first, c_xor
 from b2store._shuffle cimport c_bitunshuffle_tmp, c_unshuffle
 
 
@@ -130,6 +131,20 @@ def encodable(int codec):
 
 # --- per-thread scratch ------------------------------------------------------------------------
 
+cdef inline void* _zstd_context(void** ctx, zstd_free_f* made_by, zstd_create_f create,
+                                zstd_free_f free_it) noexcept:
+    """A kept Zstd context (``ctx``), made anew where the library that made it is no longer
+    the one installed: a context is only used by its own library, and set_entry_points may
+    have installed another since (a test comparing builds does)."""
+    if ctx[0] != NULL and made_by[0] != free_it:
+        made_by[0](ctx[0])
+        ctx[0] = NULL
+    if ctx[0] == NULL and create != NULL:
+        ctx[0] = create()
+        made_by[0] = free_it
+    return ctx[0]
+
+
 cdef class Scratch:
     """One thread's buffers and codec contexts, kept between chunks: fresh ones per call
     cost page faults and context set-up that one small block's decode cannot hide."""
@@ -172,15 +187,7 @@ cdef class Scratch:
         return 0
 
     cdef void* zstd_dctx(self) noexcept:
-        # A context is only used by the library that made it: set_entry_points may have
-        # installed another since (a test comparing builds does).
-        if self.dctx != NULL and self.free_dctx != N.zstd_free_dctx:
-            self.free_dctx(self.dctx)
-            self.dctx = NULL
-        if self.dctx == NULL and N.zstd_create_dctx != NULL:
-            self.dctx = N.zstd_create_dctx()
-            self.free_dctx = N.zstd_free_dctx
-        return self.dctx
+        return _zstd_context(&self.dctx, &self.free_dctx, N.zstd_create_dctx, N.zstd_free_dctx)
 
     cdef b2b_zng_stream* inflater(self) noexcept:
         """zlib-ng's inflate state (zlib format), or NULL without zlib-ng."""
@@ -191,13 +198,7 @@ cdef class Scratch:
         return &self.zng if self.zng_ready else NULL
 
     cdef void* zstd_cctx(self) noexcept:
-        if self.cctx != NULL and self.free_cctx != N.zstd_free_cctx:
-            self.free_cctx(self.cctx)
-            self.cctx = NULL
-        if self.cctx == NULL and N.zstd_create_cctx != NULL:
-            self.cctx = N.zstd_create_cctx()
-            self.free_cctx = N.zstd_free_cctx
-        return self.cctx
+        return _zstd_context(&self.cctx, &self.free_cctx, N.zstd_create_cctx, N.zstd_free_cctx)
 
     cdef b2b_zng_stream* deflater(self, int level) noexcept:
         """zlib-ng's deflate state for ``level`` (zlib format, as zlib_ng.compress makes it:

@@ -1,4 +1,4 @@
-"""Typed stub of the compiled delta kernels (b2store/_delta.pyx)."""
+"""Typed stub of the compiled delta kernels (b2store/chunk/_delta.pyx)."""
 
 from collections.abc import Buffer
 

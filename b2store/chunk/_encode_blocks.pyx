@@ -4,9 +4,9 @@
 
 Blocks go into fixed slots of the chunk's own ``bytes`` (:class:`ChunkOut`), threads taking
 the next block from a shared counter, and are packed behind the header at the end. The
-codecs are the entry points :mod:`b2store._blocks` was given (LZ4, LZ4HC, Zstd, zlib-ng's
-deflate) and b2store's BloscLZ; the filters are the ``nogil`` kernels of
-:mod:`b2store._shuffle` and :mod:`b2store._delta`.
+codecs are the entry points :mod:`b2store.chunk._decode_blocks` was given (LZ4, LZ4HC, Zstd,
+zlib-ng's deflate) and b2store's BloscLZ; the filters are the ``nogil`` kernels of
+:mod:`b2store._shuffle` and :mod:`b2store.chunk._delta`.
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
@@ -15,7 +15,7 @@ from cpython.buffer cimport PyBuffer_FillInfo
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_XDECREF
 
-from b2store._blocks cimport (
+from b2store.chunk._decode_blocks cimport (
     BITSHUFFLE,
     BYTEDELTA,
     BYTEDELTA_BUGGY,
@@ -36,13 +36,13 @@ from b2store._blocks cimport (
     delta_width,
     natives,
 )
-from b2store._blosclz cimport c_blosclz_compress
-from b2store._delta cimport c_bytedelta_encode, c_delta_encode_first, c_xor
+from b2store.chunk._blosclz cimport c_blosclz_compress
+from b2store.chunk._delta cimport c_bytedelta_encode, c_delta_encode_first, c_xor
 from b2store._shuffle cimport c_bitshuffle_tmp, c_is_run, c_shuffle, c_zero_low_bits
 
-from b2store._blocks import encodable
+from b2store.chunk._decode_blocks import encodable
 
-# The entry points _blocks holds (filled in by its set_entry_points, read at each call).
+# The entry points _decode_blocks holds (filled in by its set_entry_points, read at each call).
 cdef const Natives* N = natives()
 
 

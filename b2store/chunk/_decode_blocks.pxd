@@ -1,5 +1,5 @@
-# What the parts of the GIL-free block loop share: _blocks.pyx (the codecs' entry points,
-# per-thread scratch, the walk and decoding; the definitions), _plan.pyx (a common chunk
+# What the parts of the GIL-free block loop share: _decode_blocks.pyx (the codecs' entry points,
+# per-thread scratch, the walk and decoding; the definitions), _chunk_plan.pyx (a common chunk
 # checked and decoded in one pass) and _encode_blocks.pyx (encoding).
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memcpy
@@ -129,7 +129,7 @@ cdef inline Py_ssize_t delta_width(Py_ssize_t ts) noexcept nogil:
 
 
 cdef class Scratch:
-    """One thread's buffers and codec contexts (see _blocks.pyx)."""
+    """One thread's buffers and codec contexts (see _decode_blocks.pyx)."""
 
     cdef uint8_t* work
     cdef uint8_t* spare
@@ -155,7 +155,7 @@ cdef class Scratch:
     cdef b2b_zng_stream* deflater(self, int level) noexcept
 
 
-# --- shared with _plan.pyx (the one-pass decode of a common chunk) ---------------------------
+# --- shared with _chunk_plan.pyx (the one-pass decode of a common chunk) -----------------------
 
 cdef inline int32_t read_i32(const uint8_t* p) noexcept nogil:
     cdef int32_t v

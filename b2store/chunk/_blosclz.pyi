@@ -1,4 +1,4 @@
-"""Typed stub of the compiled BloscLZ codec (b2store/_blosclz.pyx)."""
+"""Typed stub of the compiled BloscLZ codec (b2store/chunk/_blosclz.pyx)."""
 
 from collections.abc import Buffer
 

@@ -1,10 +1,10 @@
-"""Typed stub of the many-chunk decode and placement (b2store/_runs.pyx)."""
+"""Typed stub of the many-chunk decode and placement (b2store/nd/_read_chunks.pyx)."""
 
 from collections.abc import Buffer, Sequence
 
 import numpy as np
 
-from b2store._blocks import Scratch
+from b2store.chunk._decode_blocks import Scratch
 
 def decode_run(
     data: Buffer,

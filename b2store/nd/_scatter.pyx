@@ -82,7 +82,7 @@ cdef void place_blocks(const uint8_t* buf, Py_ssize_t base, const int64_t* block
                        Py_ssize_t nd, const Py_ssize_t* C, const Py_ssize_t* B,
                        const Py_ssize_t* L, const Py_ssize_t* H, uint8_t* dst,
                        const Py_ssize_t* OS, Py_ssize_t itemsize) noexcept nogil:
-    """The copy itself, every argument already checked (see the header of ``_nd.pxd``);
+    """The copy itself, every argument already checked (see the header of ``_scatter.pxd``);
     ``blocks`` NULL: the ``n`` first blocks, in order."""
     cdef Py_ssize_t d, k, j, rem, block_bytes = itemsize, run, last = nd - 1
     cdef Py_ssize_t src_off, dst_off, count

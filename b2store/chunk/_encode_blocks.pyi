@@ -1,8 +1,8 @@
-"""Typed stub of the block loop's encoding half (b2store/_encode_blocks.pyx)."""
+"""Typed stub of the block loop's encoding half (b2store/chunk/_encode_blocks.pyx)."""
 
 from collections.abc import Buffer, Sequence
 
-from ._blocks import Scratch
+from ._decode_blocks import Scratch
 
 def encode(
     src: Buffer,

@@ -233,107 +233,80 @@ cdef void c_cells(const Geometry* g, const uint8_t* src, uint8_t* dst, Py_ssize_
 # quieted, and inf + -inf gives the negative default NaN. A NaN accumulator stays what it
 # is until the end of the cell (and through the division), so the caller stops summing.
 
-cdef inline float load_f32(const uint8_t* p) noexcept nogil:
-    cdef float x
-    memcpy(&x, p, 4)
+ctypedef fused real:     # the item type of NDMEAN: float32 (typesize 4) or float64 (8)
+    float
+    double
+
+
+cdef inline real load(const uint8_t* p, real like) noexcept nogil:
+    cdef real x
+    memcpy(&x, p, sizeof(real))
     return x
 
 
-cdef inline double load_f64(const uint8_t* p) noexcept nogil:
-    cdef double x
-    memcpy(&x, p, 8)
+cdef inline real quieted(real x) noexcept nogil:
+    """``x`` (a NaN) with its quiet bit set, its payload kept."""
+    cdef uint32_t b32
+    cdef uint64_t b64
+    if real is float:
+        memcpy(&b32, &x, 4)
+        b32 |= 0x00400000u
+        memcpy(&x, &b32, 4)
+    else:
+        memcpy(&b64, &x, 8)
+        b64 |= 0x0008000000000000u
+        memcpy(&x, &b64, 8)
     return x
 
 
-cdef inline float f32_bits(uint32_t b) noexcept nogil:
-    cdef float x
-    memcpy(&x, &b, 4)
+cdef inline real default_nan(real like) noexcept nogil:
+    """x86's default NaN (sign set, quiet), which inf + -inf gives."""
+    cdef uint32_t b32 = 0xFFC00000u
+    cdef uint64_t b64 = 0xFFF8000000000000u
+    cdef real x
+    if real is float:
+        memcpy(&x, &b32, 4)
+    else:
+        memcpy(&x, &b64, 8)
     return x
 
 
-cdef inline double f64_bits(uint64_t b) noexcept nogil:
-    cdef double x
-    memcpy(&x, &b, 8)
-    return x
-
-
-cdef inline float f32_quiet(float x) noexcept nogil:
-    cdef uint32_t b
-    memcpy(&b, &x, 4)
-    return f32_bits(b | 0x00400000u)
-
-
-cdef inline double f64_quiet(double x) noexcept nogil:
-    cdef uint64_t b
-    memcpy(&b, &x, 8)
-    return f64_bits(b | 0x0008000000000000u)
-
-
-cdef float sum_f32(const uint8_t* p, Py_ssize_t n, float acc) noexcept nogil:
-    """acc + p[0] + ... + p[n-1] in float32, left to right (acc is not NaN)."""
-    cdef float t = acc, x
+cdef real sum_run(const uint8_t* p, Py_ssize_t n, real acc) noexcept nogil:
+    """acc + p[0] + ... + p[n-1] in the item type, left to right (acc is not NaN)."""
+    cdef real t = acc, x
     cdef Py_ssize_t k
     for k in range(n):
-        t = t + load_f32(p + 4 * k)
+        t = t + load(p + sizeof(real) * k, acc)
     if t == t:
         return t
     t = acc
     for k in range(n):
-        x = load_f32(p + 4 * k)
+        x = load(p + sizeof(real) * k, acc)
         if x != x:
-            return f32_quiet(x)
+            return quieted(x)
         t = t + x
         if t != t:
-            return f32_bits(0xFFC00000u)
+            return default_nan(x)
     return t
 
 
-cdef double sum_f64(const uint8_t* p, Py_ssize_t n, double acc) noexcept nogil:
-    """As sum_f32, in float64."""
-    cdef double t = acc, x
-    cdef Py_ssize_t k
-    for k in range(n):
-        t = t + load_f64(p + 8 * k)
-    if t == t:
-        return t
-    t = acc
-    for k in range(n):
-        x = load_f64(p + 8 * k)
-        if x != x:
-            return f64_quiet(x)
-        t = t + x
-        if t != t:
-            return f64_bits(0xFFF8000000000000u)
-    return t
-
-
-cdef void sum2_f32(const uint8_t* pa, const uint8_t* pb, Py_ssize_t n, float* a,
-                   float* b) noexcept nogil:
-    """sum_f32 of two runs of two cells at once. Each sum is a chain of dependent adds
+cdef void sum_runs(const uint8_t* pa, const uint8_t* pb, Py_ssize_t n, real* a,
+                   real* b) noexcept nogil:
+    """sum_run of two runs of two cells at once. Each sum is a chain of dependent adds
     (the order is c-blosc2's), so two chains side by side take the time of one."""
-    cdef float ta = a[0], tb = b[0]
+    cdef real ta = a[0], tb = b[0]
     cdef Py_ssize_t k
     for k in range(n):
-        ta = ta + load_f32(pa + 4 * k)
-        tb = tb + load_f32(pb + 4 * k)
-    a[0] = ta if ta == ta else sum_f32(pa, n, a[0])
-    b[0] = tb if tb == tb else sum_f32(pb, n, b[0])
-
-
-cdef void sum2_f64(const uint8_t* pa, const uint8_t* pb, Py_ssize_t n, double* a,
-                   double* b) noexcept nogil:
-    cdef double ta = a[0], tb = b[0]
-    cdef Py_ssize_t k
-    for k in range(n):
-        ta = ta + load_f64(pa + 8 * k)
-        tb = tb + load_f64(pb + 8 * k)
-    a[0] = ta if ta == ta else sum_f64(pa, n, a[0])
-    b[0] = tb if tb == tb else sum_f64(pb, n, b[0])
+        ta = ta + load(pa + sizeof(real) * k, ta)
+        tb = tb + load(pb + sizeof(real) * k, tb)
+    a[0] = ta if ta == ta else sum_run(pa, n, a[0])
+    b[0] = tb if tb == tb else sum_run(pb, n, b[0])
 
 
 cdef void c_mean_encode(const Geometry* g, const uint8_t* src, uint8_t* dst,
-                        Py_ssize_t typesize) noexcept nogil:
-    """Each cell (walked as in c_cells' gather) becomes its mean repeated per item.
+                        real* m) noexcept nogil:
+    """Each cell (walked as in c_cells' gather) becomes its mean repeated per item; ``m``
+    holds two sums of the item type (which picks it).
 
     When the next cell along the last dimension has the same extent, the two are summed
     together (cell B lies ``ostep[nd - 1]`` bytes after cell A, row for row)."""
@@ -342,8 +315,7 @@ cdef void c_mean_encode(const Geometry* g, const uint8_t* src, uint8_t* dst,
     cdef Py_ssize_t kk[MAX_DIM]
     cdef Py_ssize_t pad[MAX_DIM]
     cdef Py_ssize_t orig = 0, off, pos = 0, run, r, nrows, count, k, bstep = g.ostep[nd - 1]
-    cdef float m32[2]
-    cdef double m64[2]
+    cdef Py_ssize_t typesize = sizeof(real)
     cdef bint nan[2]
     cdef bint pair, more = True
     for d in range(nd):
@@ -360,30 +332,19 @@ cdef void c_mean_encode(const Geometry* g, const uint8_t* src, uint8_t* dst,
                 and (ii[nd - 1] + 2 < g.ncell[nd - 1] or g.edge[nd - 1] == g.side[nd - 1]))
         run = pad[nd - 1] * g.unit // typesize    # items per row
         count = nrows * run
-        m32[0] = m32[1] = 0
-        m64[0] = m64[1] = 0
+        m[0] = m[1] = 0
         nan[0] = False
         nan[1] = not pair   # no cell B: treat it as finished
         off = orig
         for r in range(nrows):
-            if typesize == 4:
-                if not nan[0] and not nan[1]:
-                    sum2_f32(src + off, src + off + bstep, run, &m32[0], &m32[1])
-                elif not nan[0]:
-                    m32[0] = sum_f32(src + off, run, m32[0])
-                elif not nan[1]:
-                    m32[1] = sum_f32(src + off + bstep, run, m32[1])
-                nan[0] = m32[0] != m32[0]
-                nan[1] = nan[1] or m32[1] != m32[1]
-            else:
-                if not nan[0] and not nan[1]:
-                    sum2_f64(src + off, src + off + bstep, run, &m64[0], &m64[1])
-                elif not nan[0]:
-                    m64[0] = sum_f64(src + off, run, m64[0])
-                elif not nan[1]:
-                    m64[1] = sum_f64(src + off + bstep, run, m64[1])
-                nan[0] = m64[0] != m64[0]
-                nan[1] = nan[1] or m64[1] != m64[1]
+            if not nan[0] and not nan[1]:
+                sum_runs(src + off, src + off + bstep, run, &m[0], &m[1])
+            elif not nan[0]:
+                m[0] = sum_run(src + off, run, m[0])
+            elif not nan[1]:
+                m[1] = sum_run(src + off + bstep, run, m[1])
+            nan[0] = m[0] != m[0]
+            nan[1] = nan[1] or m[1] != m[1]
             if nan[0] and nan[1]:
                 break
             d = nd - 2
@@ -398,16 +359,10 @@ cdef void c_mean_encode(const Geometry* g, const uint8_t* src, uint8_t* dst,
         # Division by the item count in the item type, as c-blosc2 does (a NaN sum stays
         # as it is); then the mean once per item of the cell.
         for c in range(2 if pair else 1):
-            if typesize == 4:
-                if m32[c] == m32[c]:
-                    m32[c] = m32[c] / <float>count
-                for k in range(count):
-                    memcpy(dst + pos + 4 * k, &m32[c], 4)
-            else:
-                if m64[c] == m64[c]:
-                    m64[c] = m64[c] / <double>count
-                for k in range(count):
-                    memcpy(dst + pos + 8 * k, &m64[c], 8)
+            if m[c] == m[c]:
+                m[c] = m[c] / <real>count
+            for k in range(count):
+                memcpy(dst + pos + typesize * k, &m[c], typesize)
             pos += count * typesize
             more = next_cell(g, ii, &orig)
 
@@ -439,8 +394,13 @@ def ndmean_encode(const uint8_t[::1] src, uint8_t[::1] dst, tuple blockshape, ty
     check_buffers(src, dst)
     cdef Geometry g = make_geometry(src.shape[0], blockshape, typesize, cell, True)
     cdef Py_ssize_t ts = typesize
+    cdef float m32[2]
+    cdef double m64[2]
     with nogil:
-        c_mean_encode(&g, &src[0], &dst[0], ts)
+        if ts == 4:
+            c_mean_encode(&g, &src[0], &dst[0], m32)
+        else:
+            c_mean_encode(&g, &src[0], &dst[0], m64)
 
 
 def ndmean_decode(const uint8_t[::1] src, uint8_t[::1] dst, tuple blockshape, typesize, cell):

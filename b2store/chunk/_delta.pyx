@@ -147,23 +147,28 @@ cdef void _running_sum(const uint8_t* src, uint8_t* dst, Py_ssize_t n) noexcept 
         dst[i] = acc
 
 
-cdef void c_bytedelta_encode(const uint8_t* src, uint8_t* dst, Py_ssize_t size,
-                             Py_ssize_t es, bint buggy) noexcept nogil:
+ctypedef void (*ChannelPass)(const uint8_t*, uint8_t*, Py_ssize_t) noexcept nogil
+
+
+cdef inline void _channels(const uint8_t* src, uint8_t* dst, Py_ssize_t size, Py_ssize_t es,
+                           bint buggy, ChannelPass step) noexcept nogil:
+    """``step`` over each byte channel; the bytes past the last whole item copied."""
     cdef Py_ssize_t L = size // es, k, restart = (L // 16) * 16 if buggy else 0
     for k in range(es):
         # The running value starts again at ``restart`` (0: only at the channel's start).
-        _diff(src + k * L, dst + k * L, restart)
-        _diff(src + k * L + restart, dst + k * L + restart, L - restart)
+        step(src + k * L, dst + k * L, restart)
+        step(src + k * L + restart, dst + k * L + restart, L - restart)
     memcpy(dst + L * es, src + L * es, size - L * es)
+
+
+cdef void c_bytedelta_encode(const uint8_t* src, uint8_t* dst, Py_ssize_t size,
+                             Py_ssize_t es, bint buggy) noexcept nogil:
+    _channels(src, dst, size, es, buggy, _diff)
 
 
 cdef void c_bytedelta_decode(const uint8_t* src, uint8_t* dst, Py_ssize_t size,
                              Py_ssize_t es, bint buggy) noexcept nogil:
-    cdef Py_ssize_t L = size // es, k, restart = (L // 16) * 16 if buggy else 0
-    for k in range(es):
-        _running_sum(src + k * L, dst + k * L, restart)
-        _running_sum(src + k * L + restart, dst + k * L + restart, L - restart)
-    memcpy(dst + L * es, src + L * es, size - L * es)
+    _channels(src, dst, size, es, buggy, _running_sum)
 
 
 # --- Python entry points ------------------------------------------------------------------

@@ -1,5 +1,5 @@
-# The AVX2 kernels of _simd.pyx, for b2store._shuffle to dispatch to; each returns how many
-# items (or groups of 8 items) it did, the caller doing the rest. Contracts in _simd.pyx.
+# The AVX2 kernels of _shuffle_avx2.pyx, for b2store._shuffle to dispatch to; each returns how many
+# items (or groups of 8 items) it did, the caller doing the rest. Contracts in _shuffle_avx2.pyx.
 from libc.stdint cimport uint8_t
 
 cdef bint c_have_avx2() noexcept nogil

@@ -6,7 +6,8 @@
 A whole-array read of small chunks (100x100 int16, 20 kB) spent more time in the Python
 around each chunk (its read, its plan, its scatter: about 10 us) than python-blosc2 spent on
 the chunk. Here the frame hands over one read of neighbouring chunks' bytes, and each chunk
-is checked, decoded (:class:`~b2store._plan.Plan`) and its selected part copied to its place.
+is checked, decoded (:class:`~b2store.chunk._chunk_plan.Plan`) and its selected part copied to
+its place.
 
 A chunk this loop does not take (not of Plan's common kind, damaged, its bytes not all in
 the read) is left undone and the caller reads it the general way, which decodes it or says
@@ -18,9 +19,9 @@ from cpython.buffer cimport PyBUF_STRIDES, PyBUF_WRITABLE, PyBuffer_Release, PyO
 from libc.stdint cimport int64_t, uint8_t
 from libc.stdlib cimport free, malloc, qsort
 
-from b2store._blocks cimport DELTA, Scratch, read_i32
-from b2store._nd cimport MAX_DIMS, place_blocks
-from b2store._plan cimport Plan
+from b2store.chunk._chunk_plan cimport Plan
+from b2store.chunk._decode_blocks cimport DELTA, Scratch, read_i32
+from b2store.nd._scatter cimport MAX_DIMS, place_blocks
 
 DEF CBYTES_AT = 12  # where a chunk header keeps the chunk's stored size
 DEF MIN_HEADER = 16

@@ -1,4 +1,4 @@
-"""Typed stub of the compiled NDLZ codec (b2store/_ndlz.pyx), c-blosc2's codec 32."""
+"""Typed stub of the compiled NDLZ codec (b2store/chunk/_ndlz.pyx), c-blosc2's codec 32."""
 
 from collections.abc import Buffer
 

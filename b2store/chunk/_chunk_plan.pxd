@@ -1,8 +1,8 @@
-# A common chunk checked and decoded in one pass (_plan.pyx), for the kernels that decode
-# many chunks in one call (_runs.pyx).
+# A common chunk checked and decoded in one pass (_chunk_plan.pyx), for the kernels that decode
+# many chunks in one call (_read_chunks.pyx).
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
-from b2store._blocks cimport Job, Scratch
+from b2store.chunk._decode_blocks cimport Job, Scratch
 
 
 cdef class Plan:
