@@ -71,3 +71,36 @@ def test_wrong_companion_arrays_refused():
         FormatError, match="UTF8Array offsets: expected a 1-d int64 array, found 1-d int32"
     ):
         UTF8Array(ints, data)
+
+
+class _Opener:
+    """A picklable way back to the column, as a reader would give one."""
+
+    def __init__(self, root):
+        self.root = root
+
+    def __call__(self) -> UTF8Array:
+        cols = self.root / "_cols"
+        return UTF8Array(b2store.open(cols / "name.b2nd"), b2store.open(cols / "name.utf8.b2nd"))
+
+
+def test_utf8_column_as_a_lazy_xarray_string_variable(tmp_path):
+    xr = pytest.importorskip("xarray")
+    pytest.importorskip("dask")
+    from b2store.integrations.xarray.utf8 import utf8_variable
+
+    path = tmp_path / "t.b2d"
+    table = blosc2.CTable(
+        Row, new_data={"name": VALUES, "x": list(range(len(VALUES)))}, urlpath=str(path), mode="w"
+    )
+    table.close()
+    opener = _Opener(path)
+    var = utf8_variable(opener, opener(), "row", attrs={"kind": "utf8"})
+    ds = xr.Dataset({"name": var})
+    assert ds["name"].dtype == STRING_DTYPE and ds["name"].attrs == {"kind": "utf8"}
+    assert ds["name"][[1, 3]].values.tolist() == [VALUES[1], VALUES[3]]
+    assert ds["name"][4].item() == VALUES[4]
+    chunked = ds.chunk({"row": 10})
+    assert chunked["name"].data.numblocks == (5,)
+    assert chunked["name"].values.tolist() == VALUES
+    assert ds["name"].isel(row=slice(5, 12)).values.tolist() == VALUES[5:12]
