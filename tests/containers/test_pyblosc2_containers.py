@@ -240,3 +240,17 @@ def test_unknown_versions_and_serializers_refused(tmp_path, meta, message):
     blosc2.SChunk(chunksize=-1, urlpath=path, mode="w", meta=meta)
     with pytest.raises(UnsupportedError, match=message):
         b2store.open(path)
+
+
+def test_cli_info_names_the_container_and_verify_reads_it(tmp_path, capsys):
+    from b2store.cli import main
+
+    path = tmp_path / "b.b2b"
+    ba = blosc2.BatchArray(urlpath=str(path), mode="w", items_per_block=2)
+    ba.extend(BATCHES)
+    assert main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "python-blosc2 BatchArray of 3 (items of variable length)" in out
+    assert "chunk format version 6" in out
+    assert main(["verify", str(path)]) == 0
+    assert "3 chunks checked, ok" in capsys.readouterr().out
