@@ -104,3 +104,15 @@ def test_plain_super_chunks_in_a_tree_still_pass(tmp_path):
         store["/raw"] = blosc2.SChunk(chunksize=16, data=np.arange(8, dtype=np.int32))
     assert sorted(open_tree(path).objects()) == ["/raw"]
     assert list(xr.open_dataset(path, engine="b2nd").data_vars) == ["arr"]
+
+
+def test_containers_of_a_b2z_behind_a_url(tmp_path):
+    from http_server import serve_directory
+
+    _store(tmp_path / "s.b2z")
+    with serve_directory(tmp_path) as (url, _):
+        tree = open_tree(f"{url}/s.b2z")
+        with tree.objects()["/batch"].open_object() as got:
+            assert got[:] == BATCHES
+        with pytest.raises(ContainerNotArrayError, match=r"offset=\d+\)\[i\] gives item i"):
+            xr.open_dataset(f"{url}/s.b2z", engine="b2nd")
