@@ -190,8 +190,19 @@ def _refused_values(tmp_path):
     ]
 
 
-def test_refused_payloads_named_as_pyblosc2_names_them(tmp_path):
-    cases = _refused_values(tmp_path)
+def _c2array(monkeypatch):
+    """A C2Array reference, made without a server as python-blosc2's tests make one."""
+    c2array_module = pytest.importorskip("blosc2.c2array")
+
+    def fake_info(*args, **kwargs):
+        return {"schunk": {"cparams": dict(blosc2.cparams_dflts)}}
+
+    monkeypatch.setattr(c2array_module, "info", fake_info)
+    return blosc2.C2Array("@public/examples/ds-1d.b2nd", urlbase="https://cat2.cloud/demo/")
+
+
+def test_refused_payloads_named_as_pyblosc2_names_them(tmp_path, monkeypatch):
+    cases = [*_refused_values(tmp_path), (_c2array(monkeypatch), "c2array")]
     for k, (value, kind) in enumerate(cases):
         path = str(tmp_path / f"r{k}.b2frame")
         oa = blosc2.ObjectArray(urlpath=path, mode="w")
