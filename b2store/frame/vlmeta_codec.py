@@ -21,6 +21,8 @@ __all__ = [
     "count_objects",
     "objects_at_most",
     "pack_value",
+    "refused_ext",
+    "unpack_payload",
     "unpack_value",
 ]
 
@@ -104,6 +106,65 @@ def unpack_value(data, limits: Limits | None = None) -> object:
         # Complete msgpack that Python cannot hold, e.g. a list or map used as a map key.
         found = f"{type(exc).__name__}: {exc}"
         raise FormatError("vlmeta", "a value Python can represent", found) from None
+
+
+def unpack_payload(data, field: str, limits: Limits | None = None) -> object:
+    """Decode one item payload of python-blosc2's containers (BatchArray, ListArray,
+    ObjectArray): msgpack with the same ext types as vlmeta, but strict. Bytes that are not one
+    complete msgpack object raise :class:`~b2store.errors.FormatError` naming ``field`` (a
+    container never stores raw bytes), and the limits of :func:`unpack_value` hold.
+
+    Ext 42 (an embedded cframe), 43 (a reference or lazy expression) and unknown codes come
+    back as ``msgpack.ExtType``, as from :func:`unpack_value`: :func:`refused_ext` finds them.
+    """
+    limits = resolve(limits)
+    view = memoryview(data).cast("B")
+    try:
+        if objects_at_most(len(view)) > min(limits.max_vlmeta_items, limits.max_vlmeta_nbytes):
+            _count(view, limits)
+        raw = bytes(view)
+        _unpack(raw, 0, check_only=True)
+        return _unpack(raw, 0)
+    except LimitError:
+        raise
+    except FormatError as exc:
+        raise FormatError(f"{field}: {exc.field}", exc.expected, exc.found) from None
+    except (_NotMsgpack, ValueError, TypeError, msgpack.UnpackException) as exc:
+        found = f"{len(view)} bytes that are not one msgpack value ({type(exc).__name__})"
+        raise FormatError(field, "one msgpack value", found) from None
+
+
+def refused_ext(value: object, depth: int = 0) -> str | None:
+    """The kind of the first ext value inside a decoded ``value`` that python-blosc2 4.14.1's
+    ``deserialize="safe"`` refuses (an embedded cframe, a reference or lazy expression by its
+    ``kind``, an unknown ext code), or None. Walks lists, tuples, maps, sets and object
+    arrays; nothing is rebuilt."""
+    if isinstance(value, msgpack.ExtType):
+        if value.code == EXT_BLOSC2:
+            return "embedded cframe"
+        if value.code == EXT_REFERENCE:
+            try:
+                envelope = msgpack.unpackb(value.data, strict_map_key=False)
+                kind = envelope.get("kind") if isinstance(envelope, dict) else None
+            except Exception:  # an unreadable envelope is still a refused reference
+                kind = None
+            return kind if isinstance(kind, str) else "structured reference"
+        return f"MessagePack extension code {value.code}"
+    if depth > _MAX_DEPTH:
+        return None
+    if isinstance(value, dict):
+        items: object = [*value.keys(), *value.values()]
+    elif isinstance(value, list | tuple | set | frozenset):
+        items = value
+    elif isinstance(value, np.ndarray) and value.dtype.hasobject:
+        items = value.ravel()
+    else:
+        return None
+    for item in items:  # type: ignore[union-attr]
+        kind = refused_ext(item, depth + 1)
+        if kind is not None:
+            return kind
+    return None
 
 
 class _NotMsgpack(Exception):

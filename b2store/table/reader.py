@@ -41,6 +41,9 @@ def _join(node: str, name: str) -> str:
 def _frame_beside(tree: Tree, node: str, name: str, limits):
     """The frame ``name`` (``_meta.b2f``, ``_vlmeta.b2f``) of the table at ``node``: a zip
     member, or a file beside its ``_valid_rows``; None when there is none."""
+    ref = tree.objects().get(_join(node, name.removesuffix(".b2f")))
+    if ref is not None:  # listed by the tree (a frame that is no b2nd array)
+        return ref.open_object()
     rel = _join(node, name).lstrip("/")
     if tree.kind == "b2z":
         if rel not in tree.files():
