@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..containers.batch_array import BatchArray
 from ..errors import FormatError, UnsupportedError
 from ..limits import Limits
 from ..nd.array import B2ndArray
@@ -111,6 +112,17 @@ class Table:
             raise FormatError(f"CTable {ref.path}", "a 1-d array", f"shape {arr.shape}")
         return arr
 
+    def _batches(self, key: str) -> BatchArray:
+        """A variable-length column's BatchArray (``<key>.b2b``)."""
+        ref = self.tree.objects().get(_join(self.node, key.lstrip("/")))
+        if ref is None:
+            raise FormatError(f"CTable {key}", "a BatchArray (.b2b)", "none")
+        obj = ref.open_object()
+        self._opened.append(obj)
+        if not isinstance(obj, BatchArray):
+            raise FormatError(f"CTable {key}", "a BatchArray", type(obj).__name__)
+        return obj
+
     def _check_rows(self) -> None:
         n = self.schema.n_rows
         if n is not None and n != len(self._live):
@@ -120,6 +132,8 @@ class Table:
 
     def _open_column(self, col: Column) -> dict:
         key = column_key(col.name)
+        if col.stored is None and col.kind != "utf8":
+            return {"items": self._batches(key)}
         arr = self._array(key)
         parts = {"values": arr}
         if col.kind == "utf8":
@@ -209,6 +223,8 @@ class Table:
         col, parts = self.column(name), self._columns[name]
         if col.kind == "utf8":
             values = _utf8_at(col.name, parts["values"], parts["bytes"], pos)
+        elif "items" in parts:
+            values = _items_at(col, parts["items"], pos)
         else:
             values = _at(col.name, parts["values"], pos)
         if col.nulls == "mask":
@@ -216,6 +232,8 @@ class Table:
             nulls = np.zeros(len(pos), bool) if mask is None else ~_at(f"{name}.notnull", mask, pos)
         elif col.nulls == "sentinel":
             nulls = col.sentinel_nulls(values)
+        elif col.nulls == "native":
+            nulls = np.array([v is None for v in values], dtype=bool)
         else:
             nulls = np.zeros(len(pos), bool)
         if col.kind == "timestamp":
@@ -256,6 +274,31 @@ def _at(name: str, arr: B2ndArray, pos: np.ndarray) -> np.ndarray:
         raise FormatError(f"CTable column {name!r} length", f"at least {hi} rows", arr.shape[0])
     span = np.asarray(arr[lo:hi])
     return span if len(span) == len(pos) else span[pos - lo]
+
+
+_ITEM_TYPES = {"vlstring": str, "vlbytes": bytes}
+
+
+def _items_at(col: Column, batches: BatchArray, pos: np.ndarray) -> np.ndarray:
+    """The items of a variable-length column at stored positions ``pos`` (each batch
+    holding them decoded once)."""
+    items = batches.items
+    out = np.empty(len(pos), dtype=object)
+    if len(pos) and int(pos[-1]) >= len(items):
+        raise FormatError(
+            f"CTable column {col.name!r} items", f"at least {int(pos[-1]) + 1}", len(items)
+        )
+    want = _ITEM_TYPES.get(col.kind)
+    for i, p in enumerate(pos.tolist()):
+        v = items[p]
+        if want is not None and v is not None and not isinstance(v, want):
+            raise FormatError(
+                f"CTable column {col.name!r} row {p}", f"a {want.__name__}", type(v).__name__
+            )
+        if v is None and col.nulls == "none":
+            raise FormatError(f"CTable column {col.name!r} row {p}", "a value (not nullable)", None)
+        out[i] = v
+    return out
 
 
 def _utf8_at(name: str, offsets: B2ndArray, data: B2ndArray, pos: np.ndarray) -> np.ndarray:

@@ -34,8 +34,11 @@ FIXED_KINDS = {
     "bool": np.dtype(bool),
     "timestamp": np.dtype("int64"),
 }
+#: Column kinds of one item a row, kept in a BatchArray (``_cols/<name>.b2b``) of msgpack
+#: items, ``None`` for a null.
+VARLEN_KINDS = ("vlstring", "vlbytes", "object")
 #: Column kinds python-blosc2 writes that b2store does not read yet (their stores differ).
-OTHER_KINDS = ("vlstring", "vlbytes", "object", "list", "struct", "dictionary", "ndarray")
+OTHER_KINDS = ("list", "struct", "dictionary", "ndarray")
 
 #: Keys of the schema b2store reads; the others python-blosc2 writes are refused below.
 _SCHEMA_KEYS = {
@@ -75,6 +78,9 @@ _COLUMN_KEYS = {
     "pattern",
     "unit",
     "timezone",
+    "serializer",
+    "batch_rows",
+    "items_per_block",
 }
 _TIME_UNITS = ("s", "ms", "us", "ns")
 
@@ -91,8 +97,9 @@ class Column:
         The schema's kind (``"int64"``, ``"string"``, ``"utf8"``, ``"timestamp"``...).
     stored : numpy.dtype or None
         The stored item type (None for ``utf8``: int64 offsets and a uint8 byte buffer).
-    nulls : {"none", "mask", "sentinel"}
-        Where its nulls are: nowhere, in a ``.notnull`` mask, or as ``null_value`` in band.
+    nulls : {"none", "mask", "sentinel", "native"}
+        Where its nulls are: nowhere, in a ``.notnull`` mask, as ``null_value`` in band, or
+        ``None`` items (``vlstring``, ``vlbytes``, ``object``).
     null_value : object
         The sentinel of a ``"sentinel"`` column.
     unit : str or None
@@ -112,7 +119,8 @@ class Column:
 
     @property
     def dtype(self) -> np.dtype:
-        """The type of its values when read (``object`` for ``utf8`` strings)."""
+        """The type of its values when read (``object`` for ``utf8`` strings and the
+        variable-length kinds)."""
         if self.kind == "timestamp":
             return np.dtype(f"datetime64[{self.unit}]")
         if self.kind == "bool":
@@ -211,10 +219,18 @@ def _column(entry, i: int) -> Column:
     if not isinstance(kind, str):
         raise FormatError(f"CTable column {name!r} kind", "a string", repr(kind))
     field = f"CTable column {name!r}"
-    if kind in OTHER_KINDS or (kind not in FIXED_KINDS and kind not in ("string", "bytes", "utf8")):
+    if kind in OTHER_KINDS or (
+        kind not in FIXED_KINDS and kind not in ("string", "bytes", "utf8", *VARLEN_KINDS)
+    ):
         raise UnsupportedError(f"{field} kind", kind)
     for key in sorted(set(entry) - _COLUMN_KEYS):
         raise UnsupportedError(f"{field} key", key)
+    if kind in VARLEN_KINDS:
+        if entry.get("serializer", "msgpack") != "msgpack":
+            raise UnsupportedError(f"{field} serializer", entry["serializer"])
+        if entry.get("null_value") is not None or entry.get("null_storage") is not None:
+            raise UnsupportedError(f"{field} nulls other than None", kind)
+        return Column(name, kind, None, "native" if entry.get("nullable") else "none")
     stored, unit = _stored(entry, kind, field)
     nulls, null_value = _nulls(entry, kind, field, stored)
     if kind == "bool" and nulls == "sentinel":

@@ -297,6 +297,7 @@ _KINDS = {
     "uint16": (int, lambda: blosc2.uint16(null_value=7), 3),
     "timezone": (object, lambda: blosc2.timestamp(unit="s", timezone="UTC"), np.datetime64(5, "s")),
     "vlstring": (str, lambda: blosc2.vlstring(), "abc"),
+    "vlstring-nullable": (str, lambda: blosc2.vlstring(nullable=True), None),
     "vlbytes": (bytes, lambda: blosc2.vlbytes(), b"abc"),
     "object": (object, lambda: blosc2.object(), {"a": 1}),
     "list": (list[int], lambda: blosc2.list(blosc2.int32()), [1, 2]),
@@ -304,7 +305,11 @@ _KINDS = {
     "ndarray": (object, lambda: blosc2.ndarray((2,), dtype=blosc2.float32()), np.ones(2, "f4")),
     "struct": (dict, lambda: blosc2.struct({"x": blosc2.int32()}), {"x": 1}),
 }
-_REFUSED = ("vlstring", "vlbytes", "object", "list", "dictionary", "ndarray", "struct")
+_REFUSED = ("list", "dictionary", "ndarray", "struct")
+
+
+def table_values(path):
+    return [None if pd.isna(v) else v for v in _reference(path)["c"]]
 
 
 @pytest.mark.parametrize("kind", list(_KINDS))
@@ -315,7 +320,7 @@ def test_each_column_kind_is_read_or_refused_naming_it(tmp_path, kind):
     )
     path = str(tmp_path / "k.b2z")
     t = blosc2.CTable(Row, urlpath=path, mode="w")
-    t.extend([(1, value), (2, value), (3, value)])
+    t.extend([(1, value), (2, value), (3, value if value is not None else "x")])
     t.delete([1])
     t.close()
     if kind in _REFUSED:
@@ -324,6 +329,14 @@ def test_each_column_kind_is_read_or_refused_naming_it(tmp_path, kind):
         return
     with b2store.open_table(path) as table:
         pd.testing.assert_frame_equal(table.to_pandas(), _reference(path))
+    if kind == "object":  # no xarray variable: refused, saying how to read it
+        with pytest.raises(UnsupportedError, match=r"b2store.open_table\(.*\).read\('c'\)"):
+            xr.open_dataset(path, engine="b2nd")
+        ds = xr.open_dataset(path, engine="b2nd", drop_variables="c")
+        assert ds["i"].values.tolist() == [1, 3]
+    elif kind.startswith("vl"):
+        ds = xr.open_dataset(path, engine="b2nd")
+        assert ds["c"].values.tolist() == table_values(path)
 
 
 def test_a_table_inside_a_tree_is_one_node(tmp_path):

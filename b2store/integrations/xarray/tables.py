@@ -50,7 +50,7 @@ class TableRecipe:
 
 def xarray_dtype(col: Column) -> np.dtype:
     """The type of a column's variable."""
-    if col.kind == "utf8" or (col.nulls != "none" and col.kind in ("string", "bytes")):
+    if col.stored is None or (col.nulls != "none" and col.kind in ("string", "bytes")):
         return np.dtype(object)
     if col.nulls != "none" and col.dtype.kind in "iub":
         return np.dtype("float64")
@@ -132,6 +132,15 @@ def table_dataset(table: Table, recipe: TableRecipe, lock=None, drop_variables=N
     chunk = table._live.step  # the mask's chunk: about the rows one read decodes
     nrows = len(table)
     columns = [c for c in table.schema.columns if c.name not in drop]
+    for col in columns:
+        if col.kind == "object":
+            table.close()
+            raise UnsupportedError(
+                f"CTable column {col.name!r} of Python objects as an xarray variable (read it "
+                f"with b2store.open_table({recipe.args[0]!r}).read({col.name!r}), or drop it "
+                "with drop_variables); kind",
+                col.kind,
+            )
     attrs = dict(table.attrs)
     table.close()
     manager = CachingFileManager(recipe, mode="r")
