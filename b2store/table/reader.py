@@ -123,6 +123,29 @@ class Table:
             raise FormatError(f"CTable {key}", "a BatchArray", type(obj).__name__)
         return obj
 
+    def _decoded(self, col: Column, parts: dict, codes: np.ndarray):
+        """A dictionary column's values for its ``codes``: the dictionary read whole once
+        (it holds each distinct value once)."""
+        if "table" not in parts:
+            table = np.empty(len(parts["dict"].items), dtype=object)
+            table[:] = list(parts["dict"].items)
+            want = bytes if col.values == "vlbytes" else str
+            for i, v in enumerate(table):
+                if not isinstance(v, want):
+                    raise FormatError(f"CTable {col.name}_dict item {i}", want.__name__, v)
+            parts["table"] = table
+        table = parts["table"]
+        nulls = codes == col.null_value if col.nulls == "code" else np.zeros(len(codes), bool)
+        bad = ~nulls & ((codes < 0) | (codes >= len(table)))
+        if bad.any():
+            found = int(codes[bad][0])
+            raise FormatError(
+                f"CTable column {col.name!r} code", f"one of its {len(table)} values", found
+            )
+        values = np.empty(len(codes), dtype=object)
+        values[~nulls] = table[codes[~nulls]]
+        return values, nulls
+
     def _check_rows(self) -> None:
         n = self.schema.n_rows
         if n is not None and n != len(self._live):
@@ -134,6 +157,11 @@ class Table:
         key = column_key(col.name)
         if col.stored is None and col.kind != "utf8":
             return {"items": self._batches(key)}
+        if col.kind == "dictionary":
+            codes = self._array(key)
+            if not _same_type(codes.dtype, col.stored):
+                raise FormatError(f"CTable {key} codes", str(col.stored), codes.dtype)
+            return {"values": codes, "dict": self._batches(key + "_dict")}
         arr = self._array(key)
         parts = {"values": arr}
         if col.kind == "utf8":
@@ -225,6 +253,9 @@ class Table:
             values = _utf8_at(col.name, parts["values"], parts["bytes"], pos)
         elif "items" in parts:
             values = _items_at(col, parts["items"], pos)
+        elif col.kind == "dictionary":
+            values, nulls = self._decoded(col, parts, _at(col.name, parts["values"], pos))
+            return values, nulls
         else:
             values = _at(col.name, parts["values"], pos)
         if col.nulls == "mask":

@@ -38,7 +38,7 @@ FIXED_KINDS = {
 #: items, ``None`` for a null.
 VARLEN_KINDS = ("vlstring", "vlbytes", "object")
 #: Column kinds python-blosc2 writes that b2store does not read yet (their stores differ).
-OTHER_KINDS = ("list", "struct", "dictionary", "ndarray")
+OTHER_KINDS = ("list", "struct", "ndarray")
 
 #: Keys of the schema b2store reads; the others python-blosc2 writes are refused below.
 _SCHEMA_KEYS = {
@@ -81,6 +81,10 @@ _COLUMN_KEYS = {
     "serializer",
     "batch_rows",
     "items_per_block",
+    "index_type",
+    "value_type",
+    "ordered",
+    "null_code",
 }
 _TIME_UNITS = ("s", "ms", "us", "ns")
 
@@ -97,9 +101,10 @@ class Column:
         The schema's kind (``"int64"``, ``"string"``, ``"utf8"``, ``"timestamp"``...).
     stored : numpy.dtype or None
         The stored item type (None for ``utf8``: int64 offsets and a uint8 byte buffer).
-    nulls : {"none", "mask", "sentinel", "native"}
-        Where its nulls are: nowhere, in a ``.notnull`` mask, as ``null_value`` in band, or
-        ``None`` items (``vlstring``, ``vlbytes``, ``object``).
+    nulls : {"none", "mask", "sentinel", "native", "code"}
+        Where its nulls are: nowhere, in a ``.notnull`` mask, as ``null_value`` in band,
+        ``None`` items (``vlstring``, ``vlbytes``, ``object``), or a dictionary column's
+        ``null_code`` (its ``null_value`` here).
     null_value : object
         The sentinel of a ``"sentinel"`` column.
     unit : str or None
@@ -116,6 +121,8 @@ class Column:
     null_value: Any = None
     unit: str | None = None
     timezone: str | None = None
+    #: a dictionary column's value kind (``vlstring`` or ``vlbytes``)
+    values: str | None = None
 
     @property
     def dtype(self) -> np.dtype:
@@ -125,6 +132,8 @@ class Column:
             return np.dtype(f"datetime64[{self.unit}]")
         if self.kind == "bool":
             return np.dtype(bool)
+        if self.kind == "dictionary":
+            return np.dtype(object)
         return np.dtype(object) if self.stored is None else self.stored
 
     def sentinel_nulls(self, values: np.ndarray) -> np.ndarray:
@@ -219,6 +228,8 @@ def _column(entry, i: int) -> Column:
     if not isinstance(kind, str):
         raise FormatError(f"CTable column {name!r} kind", "a string", repr(kind))
     field = f"CTable column {name!r}"
+    if kind == "dictionary":
+        return _dictionary(entry, name, field)
     if kind in OTHER_KINDS or (
         kind not in FIXED_KINDS and kind not in ("string", "bytes", "utf8", *VARLEN_KINDS)
     ):
@@ -236,6 +247,27 @@ def _column(entry, i: int) -> Column:
     if kind == "bool" and nulls == "sentinel":
         stored = np.dtype("uint8")  # python-blosc2 widens a sentinel bool: 255 is its null
     return Column(name, kind, stored, nulls, null_value, unit, entry.get("timezone"))
+
+
+def _dictionary(entry: dict, name: str, field: str) -> Column:
+    """A dictionary column: integer codes in the column, its values in a BatchArray beside
+    (``<name>_dict``), ``null_code`` for a null."""
+    for key in sorted(set(entry) - _COLUMN_KEYS):
+        raise UnsupportedError(f"{field} key", key)
+    index, value = entry.get("index_type"), entry.get("value_type")
+    ikind = index.get("kind") if isinstance(index, dict) else None
+    if ikind not in ("int8", "int16", "int32", "int64"):
+        raise UnsupportedError(f"{field} dictionary index_type", repr(index))
+    vkind = value.get("kind") if isinstance(value, dict) else None
+    if vkind not in ("vlstring", "vlbytes") or value.get("serializer", "msgpack") != "msgpack":
+        raise UnsupportedError(f"{field} dictionary value_type", repr(value))
+    code = entry.get("null_code")
+    if code is not None and type(code) is not int:
+        raise FormatError(f"{field} null_code", "an integer", repr(code))
+    if entry.get("nullable") and code is None:
+        raise FormatError(f"{field} null_code", "a code for nulls", "none")
+    nulls = "code" if code is not None else "none"
+    return Column(name, "dictionary", FIXED_KINDS[ikind], nulls, code, values=vkind)
 
 
 def _stored(entry: dict, kind: str, field: str) -> tuple[np.dtype | None, str | None]:

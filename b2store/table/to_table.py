@@ -96,6 +96,10 @@ def _append(path, new: dict, attrs: dict) -> None:
             raise ValueError(
                 f"the rows appended have the columns {sorted(new)}; the table's are {names}"
             )
+        for col in table.schema.columns:
+            if col.kind in ("vlstring", "vlbytes", "object", "dictionary"):
+                # (b2store writes no BatchArray yet)
+                raise UnsupportedError(f"append to a CTable column {col.name!r} of kind", col.kind)
         old_attrs = dict(table.attrs)
         entries = {e["name"]: e for e in table.schema.entries}
         pos = table.positions(0, len(table))

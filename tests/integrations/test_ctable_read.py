@@ -302,10 +302,11 @@ _KINDS = {
     "object": (object, lambda: blosc2.object(), {"a": 1}),
     "list": (list[int], lambda: blosc2.list(blosc2.int32()), [1, 2]),
     "dictionary": (str, lambda: blosc2.dictionary(), "x"),
+    "dictionary-nullable": (str, lambda: blosc2.dictionary(nullable=True), None),
     "ndarray": (object, lambda: blosc2.ndarray((2,), dtype=blosc2.float32()), np.ones(2, "f4")),
     "struct": (dict, lambda: blosc2.struct({"x": blosc2.int32()}), {"x": 1}),
 }
-_REFUSED = ("list", "dictionary", "ndarray", "struct")
+_REFUSED = ("list", "ndarray", "struct")
 
 
 def table_values(path):
@@ -334,7 +335,7 @@ def test_each_column_kind_is_read_or_refused_naming_it(tmp_path, kind):
             xr.open_dataset(path, engine="b2nd")
         ds = xr.open_dataset(path, engine="b2nd", drop_variables="c")
         assert ds["i"].values.tolist() == [1, 3]
-    elif kind.startswith("vl"):
+    elif kind.startswith(("vl", "dictionary")):
         ds = xr.open_dataset(path, engine="b2nd")
         assert ds["c"].values.tolist() == table_values(path)
 
@@ -385,3 +386,21 @@ def test_a_table_dataset_pickles_for_dask_workers(tables):
     again = pickle.loads(pickle.dumps(ds))
     np.testing.assert_array_equal(again["m"].values, ds["m"].values)
     assert np.isnan(again["m"].values).sum() == _reference(path)["m"].isna().sum()
+
+
+def test_dictionary_codes_out_of_range_are_refused(tmp_path):
+    path = str(tmp_path / "d.b2d")
+    Row = dataclasses.make_dataclass(
+        "Row", [("c", str, blosc2.field(blosc2.dictionary(nullable=True)))]
+    )
+    t = blosc2.CTable(Row, urlpath=path, mode="w")
+    t.extend([("x",), (None,), ("y",)])
+    t.close()
+    with b2store.open_table(path) as table:
+        assert table.read("c").tolist() == ["x", None, "y"]
+    blosc2.asarray(np.array([0, -1, 7], "i4"), urlpath=path + "/_cols/c.b2nd", mode="w")
+    with b2store.open_table(path) as table:
+        with pytest.raises(FormatError, match="CTable column 'c' code: expected one of its 2"):
+            table.read("c")
+    with pytest.raises(UnsupportedError, match="append to a CTable column 'c' of kind"):
+        b2store.to_table({"c": np.array(["z"], dtype=object)}, path, mode="a")

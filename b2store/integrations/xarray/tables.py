@@ -50,7 +50,7 @@ class TableRecipe:
 
 def xarray_dtype(col: Column) -> np.dtype:
     """The type of a column's variable."""
-    if col.stored is None or (col.nulls != "none" and col.kind in ("string", "bytes")):
+    if col.dtype == object or (col.nulls != "none" and col.kind in ("string", "bytes")):
         return np.dtype(object)
     if col.nulls != "none" and col.dtype.kind in "iub":
         return np.dtype("float64")
