@@ -185,3 +185,17 @@ def test_appends_from_threads_lose_no_row(tmp_path):
         th.join()
     assert not errors
     assert sorted(blosc2.open(path)["a"][:].tolist()) == list(range(7))
+
+
+def test_an_empty_table_both_ways(tmp_path):
+    path = str(tmp_path / "e.b2z")
+    b2store.to_table({"a": np.zeros(0, "i8"), "s": np.zeros(0, dtype=object)}, path)
+    assert blosc2.open(path).nrows == 0
+    with b2store.open_table(path) as t:
+        pd.testing.assert_frame_equal(t.to_pandas(), blosc2.open(path).to_pandas())
+    other = str(tmp_path / "p.b2d")
+    Row = dataclasses.make_dataclass("Row", [("i", int, blosc2.field(blosc2.int64()))])
+    blosc2.CTable(Row, urlpath=other, mode="w").close()
+    assert xr.open_dataset(other, engine="b2nd").sizes == {"row": 0}
+    b2store.to_table({"i": np.arange(2)}, other, mode="a")
+    assert blosc2.open(other)["i"][:].tolist() == [0, 1]
