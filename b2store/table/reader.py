@@ -228,6 +228,11 @@ class Table:
             return {c: self._read_at(self.column(c), pos) for c in self.columns}
         raise TypeError(f"a CTable is indexed by a column name or a slice, not {key!r}")
 
+    @property
+    def chunk_rows(self) -> int:
+        """The stored rows of one ``/_valid_rows`` chunk: about the rows one read decodes."""
+        return self._live.step
+
     def positions(self, start: int, stop: int) -> np.ndarray:
         """The stored positions of live rows ``start`` to ``stop``."""
         return self._live.positions(start, stop)

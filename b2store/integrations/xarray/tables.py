@@ -129,7 +129,7 @@ def table_dataset(table: Table, recipe: TableRecipe, lock=None, drop_variables=N
     """The Dataset of an opened ``table`` (closed here: the variables reopen it through
     ``recipe``)."""
     drop = {drop_variables} if isinstance(drop_variables, str) else set(drop_variables or ())
-    chunk = table._live.step  # the mask's chunk: about the rows one read decodes
+    chunk = table.chunk_rows
     nrows = len(table)
     columns = [c for c in table.schema.columns if c.name not in drop]
     for col in columns:
