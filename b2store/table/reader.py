@@ -17,6 +17,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..containers.batch_array import BatchArray
+from ..containers.list_array import ListArray
 from ..errors import FormatError, UnsupportedError
 from ..limits import Limits
 from ..nd.array import B2ndArray
@@ -112,15 +113,16 @@ class Table:
             raise FormatError(f"CTable {ref.path}", "a 1-d array", f"shape {arr.shape}")
         return arr
 
-    def _batches(self, key: str) -> BatchArray:
-        """A variable-length column's BatchArray (``<key>.b2b``)."""
+    def _batches(self, key: str, kind: type = BatchArray):
+        """A variable-length column's BatchArray (``<key>.b2b``; a ListArray for a list
+        column)."""
         ref = self.tree.objects().get(_join(self.node, key.lstrip("/")))
         if ref is None:
             raise FormatError(f"CTable {key}", "a BatchArray (.b2b)", "none")
         obj = ref.open_object()
         self._opened.append(obj)
-        if not isinstance(obj, BatchArray):
-            raise FormatError(f"CTable {key}", "a BatchArray", type(obj).__name__)
+        if not isinstance(obj, kind):
+            raise FormatError(f"CTable {key}", f"a {kind.__name__}", type(obj).__name__)
         return obj
 
     def _decoded(self, col: Column, parts: dict, codes: np.ndarray):
@@ -155,6 +157,8 @@ class Table:
 
     def _open_column(self, col: Column) -> dict:
         key = column_key(col.name)
+        if col.kind == "list":
+            return {"items": self._batches(key, ListArray)}
         if col.stored is None and col.kind != "utf8":
             return {"items": self._batches(key)}
         if col.kind == "dictionary":
@@ -312,13 +316,13 @@ def _at(name: str, arr: B2ndArray, pos: np.ndarray) -> np.ndarray:
     return span if len(span) == len(pos) else span[pos - lo]
 
 
-_ITEM_TYPES = {"vlstring": str, "vlbytes": bytes}
+_ITEM_TYPES = {"vlstring": str, "vlbytes": bytes, "list": list}
 
 
-def _items_at(col: Column, batches: BatchArray, pos: np.ndarray) -> np.ndarray:
+def _items_at(col: Column, batches, pos: np.ndarray) -> np.ndarray:
     """The items of a variable-length column at stored positions ``pos`` (each batch
     holding them decoded once)."""
-    items = batches.items
+    items = batches if isinstance(batches, ListArray) else batches.items
     out = np.empty(len(pos), dtype=object)
     if len(pos) and int(pos[-1]) >= len(items):
         raise FormatError(

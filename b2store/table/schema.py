@@ -38,7 +38,7 @@ FIXED_KINDS = {
 #: items, ``None`` for a null.
 VARLEN_KINDS = ("vlstring", "vlbytes", "object")
 #: Column kinds python-blosc2 writes that b2store does not read yet (their stores differ).
-OTHER_KINDS = ("list", "struct", "ndarray")
+OTHER_KINDS = ("struct", "ndarray")
 
 #: Keys of the schema b2store reads; the others python-blosc2 writes are refused below.
 _SCHEMA_KEYS = {
@@ -85,6 +85,8 @@ _COLUMN_KEYS = {
     "value_type",
     "ordered",
     "null_code",
+    "item",
+    "storage",
 }
 _TIME_UNITS = ("s", "ms", "us", "ns")
 
@@ -231,11 +233,16 @@ def _column(entry, i: int) -> Column:
     if kind == "dictionary":
         return _dictionary(entry, name, field)
     if kind in OTHER_KINDS or (
-        kind not in FIXED_KINDS and kind not in ("string", "bytes", "utf8", *VARLEN_KINDS)
+        kind not in FIXED_KINDS and kind not in ("string", "bytes", "utf8", "list", *VARLEN_KINDS)
     ):
         raise UnsupportedError(f"{field} kind", kind)
     for key in sorted(set(entry) - _COLUMN_KEYS):
         raise UnsupportedError(f"{field} key", key)
+    if kind == "list":
+        # a ListArray (``<name>.b2b``): its rows are lists of items, None for a null
+        if entry.get("storage", "batch") not in ("batch", "vl"):
+            raise UnsupportedError(f"{field} list storage", entry["storage"])
+        return Column(name, kind, None, "native" if entry.get("nullable") else "none")
     if kind in VARLEN_KINDS:
         if entry.get("serializer", "msgpack") != "msgpack":
             raise UnsupportedError(f"{field} serializer", entry["serializer"])

@@ -97,7 +97,7 @@ def _append(path, new: dict, attrs: dict) -> None:
                 f"the rows appended have the columns {sorted(new)}; the table's are {names}"
             )
         for col in table.schema.columns:
-            if col.kind in ("vlstring", "vlbytes", "object", "dictionary"):
+            if col.kind in ("vlstring", "vlbytes", "object", "list", "dictionary"):
                 # (b2store writes no BatchArray yet)
                 raise UnsupportedError(f"append to a CTable column {col.name!r} of kind", col.kind)
         old_attrs = dict(table.attrs)

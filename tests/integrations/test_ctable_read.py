@@ -226,9 +226,9 @@ def mixed_b2d(tmp_path):
             "unsupported CTable column 'b' kind 'float128'",
         ),
         (
-            lambda s: s["columns"][1].update(kind="list"),
+            lambda s: s["columns"][1].update(kind="struct"),
             UnsupportedError,
-            "unsupported CTable column 'b' kind 'list'",
+            "unsupported CTable column 'b' kind 'struct'",
         ),
         (
             lambda s: s.update(computed_columns=[]),
@@ -301,12 +301,13 @@ _KINDS = {
     "vlbytes": (bytes, lambda: blosc2.vlbytes(), b"abc"),
     "object": (object, lambda: blosc2.object(), {"a": 1}),
     "list": (list[int], lambda: blosc2.list(blosc2.int32()), [1, 2]),
+    "list-nullable": (list[int], lambda: blosc2.list(blosc2.int32(), nullable=True), None),
     "dictionary": (str, lambda: blosc2.dictionary(), "x"),
     "dictionary-nullable": (str, lambda: blosc2.dictionary(nullable=True), None),
     "ndarray": (object, lambda: blosc2.ndarray((2,), dtype=blosc2.float32()), np.ones(2, "f4")),
     "struct": (dict, lambda: blosc2.struct({"x": blosc2.int32()}), {"x": 1}),
 }
-_REFUSED = ("list", "ndarray", "struct")
+_REFUSED = ("ndarray", "struct")
 
 
 def table_values(path):
@@ -321,7 +322,8 @@ def test_each_column_kind_is_read_or_refused_naming_it(tmp_path, kind):
     )
     path = str(tmp_path / "k.b2z")
     t = blosc2.CTable(Row, urlpath=path, mode="w")
-    t.extend([(1, value), (2, value), (3, value if value is not None else "x")])
+    last = value if value is not None else ([7] if kind.startswith("list") else "x")
+    t.extend([(1, value), (2, value), (3, last)])
     t.delete([1])
     t.close()
     if kind in _REFUSED:
@@ -330,7 +332,7 @@ def test_each_column_kind_is_read_or_refused_naming_it(tmp_path, kind):
         return
     with b2store.open_table(path) as table:
         pd.testing.assert_frame_equal(table.to_pandas(), _reference(path))
-    if kind == "object":  # no xarray variable: refused, saying how to read it
+    if kind in ("object", "list", "list-nullable"):  # no xarray variable: refused, saying how
         with pytest.raises(UnsupportedError, match=r"b2store.open_table\(.*\).read\('c'\)"):
             xr.open_dataset(path, engine="b2nd")
         ds = xr.open_dataset(path, engine="b2nd", drop_variables="c")

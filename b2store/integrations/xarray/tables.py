@@ -133,12 +133,12 @@ def table_dataset(table: Table, recipe: TableRecipe, lock=None, drop_variables=N
     nrows = len(table)
     columns = [c for c in table.schema.columns if c.name not in drop]
     for col in columns:
-        if col.kind == "object":
+        if col.kind in ("object", "list"):
             table.close()
             raise UnsupportedError(
-                f"CTable column {col.name!r} of Python objects as an xarray variable (read it "
-                f"with b2store.open_table({recipe.args[0]!r}).read({col.name!r}), or drop it "
-                "with drop_variables); kind",
+                f"CTable column {col.name!r} of Python objects or lists as an xarray variable "
+                f"(read it with b2store.open_table({recipe.args[0]!r}).read({col.name!r}), or "
+                "drop it with drop_variables); kind",
                 col.kind,
             )
     attrs = dict(table.attrs)
