@@ -23,7 +23,7 @@ from .chunks import (
     decode_selection,
     decode_small_chunk,
 )
-from .geometry import _c_index, blocks_touched, chunk_grid, chunk_nitems
+from .geometry import blocks_touched, c_index, chunk_grid, chunk_nitems
 from .indexing import chunks_touched as _chunks_touched
 from .indexing import normalize, split_whole, table_parts
 from .meta import B2ndMeta
@@ -347,7 +347,7 @@ class B2ndArray(ArrayWrites):
         else:
             others = _chunks_touched(dims, self.chunks)
         self._read_each(
-            ((_c_index(coords, grid), parts) for coords, parts in others), out, scratch, st
+            ((c_index(coords, grid), parts) for coords, parts in others), out, scratch, st
         )
 
     def _read_box(self, dims, grid, out: np.ndarray, scratch: np.ndarray, state) -> bool:
@@ -481,7 +481,7 @@ class B2ndArray(ArrayWrites):
                 for coords, ranges, group, local, out_pos in plan.pieces(self.chunks):
                     box = np.empty(tuple(len(r) for r in ranges), self.dtype)
                     parts = [(r, range(len(r))) for r in ranges]
-                    self._read_chunk(_c_index(coords, grid), parts, box, scratch, st)
+                    self._read_chunk(c_index(coords, grid), parts, box, scratch, st)
                     at = tuple(lc - ranges[d].start for d, lc in zip(plan.adv_axes, local))
                     moved = np.moveaxis(box, plan.adv_axes, range(k))
                     dst = (group,) + tuple(slice(p.start, p.stop) for p in out_pos)

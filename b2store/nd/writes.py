@@ -16,7 +16,7 @@ from ..frame import remote
 from ..frame.publishing import special_offset
 from . import fancy
 from .chunks import decode_chunk_array, encode_chunk_array
-from .geometry import _c_index, chunk_grid, chunk_nitems
+from .geometry import c_index, chunk_grid, chunk_nitems
 from .indexing import chunks_touched as _chunks_touched
 from .indexing import normalize
 from .meta import B2ndMeta
@@ -56,9 +56,9 @@ class ArrayWrites:
         grid = chunk_grid(self.shape, self.chunks)
         updates = {}
         touched = list(_chunks_touched(dims, self.chunks))
-        stored = self._fetched([_c_index(coords, grid) for coords, _ in touched])
+        stored = self._fetched([c_index(coords, grid) for coords, _ in touched])
         for coords, parts in touched:
-            nchunk = _c_index(coords, grid)
+            nchunk = c_index(coords, grid)
             ext = self._whole_chunk(nchunk, stored.get(nchunk)).copy()
             src = tuple(_as_index(local) for local, _ in parts)
             dst = tuple(_as_index(pos) for _, pos in parts)
@@ -79,7 +79,7 @@ class ArrayWrites:
         grid = chunk_grid(self.shape, self.chunks)
         updates = {}
         for coords, ranges, group, local, out_pos in plan.pieces(self.chunks):
-            nchunk = _c_index(coords, grid)
+            nchunk = c_index(coords, grid)
             ext = self._whole_chunk(nchunk).copy()
             moved = np.moveaxis(ext, plan.adv_axes, range(k))
             basic = [ranges[d] for d in plan.basic_axes]
@@ -119,7 +119,7 @@ class ArrayWrites:
                 if not inside:
                     entries.append(zero)
                     continue
-                old_index = _c_index(coords, old_grid)
+                old_index = c_index(coords, old_grid)
                 entries.append(int(self.schunk.offsets[old_index]))
                 keep = [min(c, max(0, n - i * c)) for i, c, n in zip(coords, self.chunks, newshape)]
                 had = [
