@@ -73,10 +73,9 @@ def chunk_blocks(schunk: SChunk, i: int, *, vl: bool) -> list[memoryview]:
 def decode_item(payload, where: str, schunk: SChunk) -> object:
     """One msgpack payload decoded as python-blosc2's safe mode decodes it; ``where`` names
     the item in errors (``"BatchArray batch 3 block 0"``)."""
-    value = unpack_payload(payload, where, schunk.limits)
-    kind = refused_ext(value)
-    if kind is not None:
-        raise UnsafePayloadError(kind, where)
+    value, kept = unpack_payload(payload, where, schunk.limits)
+    if kept:
+        raise UnsafePayloadError(refused_ext(kept[0]) or "msgpack ext", where)
     return value
 
 
