@@ -61,6 +61,9 @@ def test_lying_batch_arrays(tmp_path, chunks, lengths, message):
     with pytest.raises(FormatError, match=message):
         with b2store.open(path) as got:  # (a batch count that lies: refused on opening)
             got[0]
+    with pytest.raises(FormatError, match=message):
+        with b2store.open(path) as got:  # one item, read from its block alone where it can
+            got.items[-1]
 
 
 @pytest.mark.parametrize(
