@@ -10,11 +10,12 @@ from typing import Any
 from ..errors import FormatError, UnsupportedError
 from ..frame.schunk import SChunk
 from .base import Container, normalize_index
-from .payloads import check_meta, chunk_blocks, decode_item
+from .payloads import check_meta, chunk_block, chunk_blocks, decode_item
 
 __all__ = ["BatchArray", "BatchItems"]
 
 META = "batcharray"
+_WHOLE = object()  # an item that must come from its whole batch
 # The vlmeta entry where python-blosc2 keeps each batch's item count (batch_array.py).
 LENGTHS_KEY = "_batch_array_metadata"
 
@@ -48,6 +49,7 @@ class BatchArray(Container):
         self._lengths: list[int] | None = self._stored_lengths()
         self._prefix: list[int] | None = None
         self._cached: tuple[int, list[Any]] | None = None
+        self._block: tuple[tuple[int, int], list[Any]] | None = None
 
     def __len__(self) -> int:
         return self.schunk.nchunks
@@ -118,6 +120,26 @@ class BatchArray(Container):
         i = bisect.bisect_right(self._prefix, k) - 1
         return i, k - self._prefix[i]
 
+    def _block_item(self, i: int, j: int) -> Any:
+        """Item ``j`` of batch ``i`` from its block alone, where ``items_per_block`` says which
+        block (python-blosc2's scalar reads do the same); else ``_WHOLE``."""
+        ipb = self.items_per_block
+        if ipb is None:
+            return _WHOLE
+        b, inner = divmod(j, ipb)
+        if self._block is None or self._block[0] != (i, b):
+            payload = chunk_block(self.schunk, i, b)
+            if payload is None:
+                return _WHOLE
+            where = f"{self.kind} batch {i} block {b}"
+            block = decode_item(payload, where, self.schunk)
+            last = (self._lengths or [0] * (i + 1))[i] <= (b + 1) * ipb
+            if not isinstance(block, list) or len(block) > ipb or not last and len(block) != ipb:
+                return _WHOLE  # the whole batch's read names what is wrong
+            self._block = ((i, b), block)
+        block = self._block[1]
+        return block[inner] if inner < len(block) else _WHOLE
+
     def _nitems(self) -> int:
         return sum(self.batch_lengths())
 
@@ -138,9 +160,13 @@ class BatchItems(Sequence):
         return self._item(normalize_index(index, len(self), "BatchArray item"))
 
     def _item(self, k: int) -> Any:
-        i, j = self._parent._locate(k)
-        batch = self._parent._cached
-        if batch is None or batch[0] != i:
-            self._parent.batch(i)
-            batch = self._parent._cached
-        return batch[1][j]  # type: ignore[index]
+        parent = self._parent
+        i, j = parent._locate(k)
+        batch = parent._cached
+        if batch is not None and batch[0] == i:
+            return batch[1][j]
+        item = parent._block_item(i, j)
+        if item is not _WHOLE:
+            return item
+        parent.batch(i)
+        return parent._cached[1][j]  # type: ignore[index]

@@ -9,12 +9,13 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..chunk.decoder import ChunkDecoder, in_chunk
+from ..constants import Filter
 from ..errors import B2StoreError, FormatError, UnsupportedError
 from ..frame.schunk import SChunk
 from ..frame.vlmeta_codec import refused_ext, unpack_payload
 from ..limits import LimitError
 
-__all__ = ["UnsafePayloadError", "chunk_blocks", "decode_item", "check_meta"]
+__all__ = ["UnsafePayloadError", "chunk_block", "chunk_blocks", "decode_item", "check_meta"]
 
 
 class UnsafePayloadError(UnsupportedError):
@@ -70,13 +71,35 @@ def chunk_blocks(schunk: SChunk, i: int, *, vl: bool) -> list[memoryview]:
     return [view[start : start + size] for start, size in spans]
 
 
+def chunk_block(schunk: SChunk, i: int, j: int) -> memoryview | None:
+    """Variable-length block ``j`` of chunk ``i`` decoded alone (one block of a batch), or
+    None where the whole chunk must be decoded instead (:func:`chunk_blocks`, which also
+    names what is wrong with a chunk): not a chunk of variable-length blocks, fewer blocks,
+    or DELTA in its filters (which codes every block against block 0)."""
+    chunk = schunk.get_chunk(i)
+    try:
+        decoder = ChunkDecoder(chunk)
+        header = decoder.header
+        if not header.vl_blocks or header.special or j >= decoder.nblocks:
+            return None
+        if Filter.DELTA in header.pipeline:
+            return None
+        _, size = decoder.block_span(j)
+        if size > schunk.limits.max_chunk_nbytes:
+            return None
+        dest = np.empty(size, np.uint8)
+        decoder.decode_block(j, dest)
+    except FormatError:
+        return None  # the whole chunk's decoding names it
+    return memoryview(dest)
+
+
 def decode_item(payload, where: str, schunk: SChunk) -> object:
     """One msgpack payload decoded as python-blosc2's safe mode decodes it; ``where`` names
     the item in errors (``"BatchArray batch 3 block 0"``)."""
-    value = unpack_payload(payload, where, schunk.limits)
-    kind = refused_ext(value)
-    if kind is not None:
-        raise UnsafePayloadError(kind, where)
+    value, kept = unpack_payload(payload, where, schunk.limits)
+    if kept:
+        raise UnsafePayloadError(refused_ext(kept[0]) or "msgpack ext", where)
     return value
 
 

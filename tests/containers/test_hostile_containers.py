@@ -61,6 +61,9 @@ def test_lying_batch_arrays(tmp_path, chunks, lengths, message):
     with pytest.raises(FormatError, match=message):
         with b2store.open(path) as got:  # (a batch count that lies: refused on opening)
             got[0]
+    with pytest.raises(FormatError, match=message):
+        with b2store.open(path) as got:  # one item, read from its block alone where it can
+            got.items[-1]
 
 
 @pytest.mark.parametrize(
@@ -84,11 +87,20 @@ def test_lying_object_arrays(tmp_path, chunk, message):
             got[0]
 
 
-def test_payload_bomb_stopped_by_limits(tmp_path):
-    bomb = b"\xdd\x00\x0f\x42\x40" + b"\x90" * 1_000_000  # a list of a million empty lists
+def test_payload_bombs_stopped_by_limits(tmp_path):
+    # one object a byte at most: a million empty lists is bounded by the chunk's size
+    bomb = b"\xdd\x00\x0f\x42\x40" + b"\x90" * 1_000_000
     path = _frame(tmp_path / "o.b2f", OBJECT_META, [blosc2.compress2(bomb)])
-    with b2store.open(path, limits=Limits(max_vlmeta_items=1000)) as got:
-        with pytest.raises(LimitError, match="max_vlmeta_items"):
+    with b2store.open(path, limits=Limits(max_chunk_nbytes=100_000)) as got:
+        with pytest.raises(LimitError, match="max_chunk_nbytes"):
+            got[0]
+    # sets inside sets: each level decodes a copy of the bytes below it
+    nested = msgpack.packb(list(range(3000)))
+    for _ in range(30):
+        nested = msgpack.packb(msgpack.ExtType(45, nested))
+    path = _frame(tmp_path / "n.b2f", OBJECT_META, [blosc2.compress2(nested)])
+    with b2store.open(path, limits=Limits(max_vlmeta_nbytes=100_000)) as got:
+        with pytest.raises(LimitError, match="max_vlmeta_nbytes"):
             got[0]
 
 

@@ -265,3 +265,13 @@ def test_cli_info_names_the_container_and_verify_reads_it(tmp_path, capsys):
     assert "chunk format version 6" in out
     assert main(["verify", str(path)]) == 0
     assert "3 chunks checked, ok" in capsys.readouterr().out
+
+
+def test_a_block_of_more_items_than_a_vlmeta_value_reads(tmp_path):
+    # python-blosc2 fills a block to a byte budget: 300,000 ints make one block, more objects
+    # than Limits.max_vlmeta_items (131,072) allows a vlmeta value; it was a LimitError
+    path = tmp_path / "big.b2b"
+    ba = blosc2.BatchArray(urlpath=str(path), mode="w")
+    ba.append(list(range(300_000)))
+    with b2store.open(path) as got:
+        assert got[0] == blosc2.open(str(path))[0][:]

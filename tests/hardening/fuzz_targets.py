@@ -389,7 +389,7 @@ def container_seeds() -> list[bytes]:
     lists = blosc2.ListArray(item_spec=blosc2.int64(), nullable=True, batch_rows=2)
     lists.extend([[1, 2], None, [], [3]])
     lists.flush()
-    return [batches.to_cframe(), objects.to_cframe(), lists._backend.to_cframe()]
+    return [batches.to_cframe(), objects.to_cframe(), lists.to_cframe()]
 
 
 def _plugin_frames() -> list[tuple[bytes, tuple[int, ...]]]:
