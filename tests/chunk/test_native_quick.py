@@ -126,9 +126,20 @@ def test_limits_and_out_fall_back():
     assert native.quick_decode(chunk, None, 1, data.nbytes - 1) is None
     with pytest.raises(b2store.LimitError, match=r"Limits\.max_chunk_nbytes"):
         b2store.decode_chunk(chunk, max_nbytes=data.nbytes - 1)
-    # An out that is not a flat uint8 array still works, through the general path.
+    # An out of another dtype or shape is decoded into in one pass too (numcodecs hands its
+    # codecs the caller's array); one that is not contiguous, writable or of plain items
+    # goes through the general path.
+    out = np.empty((4, data.size // 4), data.dtype)
+    got = native.quick_decode(chunk, out, 1, 1 << 40)
+    assert got is not None and got.dtype == np.uint8 and np.shares_memory(got, out)
+    assert np.array_equal(out.reshape(-1), data)
+    for other in (
+        np.empty(data.size * 2, data.dtype)[::2],
+        np.frombuffer(bytes(data.nbytes), data.dtype),
+        np.empty(data.nbytes // 8, object),
+    ):
+        assert native.quick_decode(chunk, other, 1, 1 << 40) is None
     out = np.empty(data.shape, data.dtype)
-    assert native.quick_decode(chunk, out, 1, 1 << 40) is None
     b2store.decode_chunk(chunk, out=out)
     assert np.array_equal(out, data)
     with pytest.raises(ValueError, match="bytes"):
