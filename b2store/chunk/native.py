@@ -398,6 +398,8 @@ def decode(decoder, blocks, dest: np.ndarray, dest_base: int, first=None, nthrea
             first,
         )
 
+    if nthreads is None or nthreads <= 1:  # (a small read's one block: no share-out)
+        return run() == 0 and not failed[0]
     nthreads = min(threads_for(len(blocks) * h.effective_blocksize, nthreads), len(blocks))
     return _share(run, nthreads) == 0 and not failed[0]
 
