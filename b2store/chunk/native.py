@@ -415,7 +415,7 @@ def quick_decode(buf, out, nthreads: int | None, max_nbytes: int) -> np.ndarray 
     The Python around a chunk's decode (header, layout, walk) cost 40 us hot and 150 us
     after an 8 MB decode had pushed it out of the caches: 10% of an 8 MB chunk's time.
     """
-    if not enabled():
+    if not (_state["on"] if _state["ready"] else _ready()):
         return None
     try:
         plan = _chunk_plan.Plan(buf)
@@ -437,6 +437,10 @@ def quick_decode(buf, out, nthreads: int | None, max_nbytes: int) -> np.ndarray 
         dest = out if out.dtype == np.uint8 and out.ndim == 1 else out.reshape(-1).view(np.uint8)
     else:
         return None
+    if nthreads is None or nthreads <= 1 or plan.nbytes < 2 * THREAD_BYTES:
+        # One thread: one call (a 4 kB chunk's whole decode is 2 us; the Python around
+        # the call was a fifth of it).
+        return None if plan.run_alone(dest, _scratch()) else dest
     nthreads = min(threads_for(plan.nbytes, nthreads), plan.nblocks, cpu_count())
     # DELTA codes every block against block 0: decoded here first, before threads share
     # the others (a thread handing off its first block would race them).

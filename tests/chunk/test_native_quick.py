@@ -91,6 +91,22 @@ def test_delta_chunks_decode_block_0_before_threads_share_the_others():
         assert b2store.decode_chunk(chunk, nthreads=2).tobytes() == data.tobytes()
 
 
+@pytest.mark.usefixtures("native_on")
+@pytest.mark.parametrize("filters", [("shuffle",), ("delta", "shuffle")])
+def test_one_thread_decodes_in_one_call(filters, monkeypatch):
+    # One thread's decode is Plan.run_alone (DELTA's block 0 first, inside it): no share-out
+    # of the blocks, whose Python was a fifth of a 4 kB chunk's whole decode.
+    data = _walk("<i4", 400_001)
+    chunk = _chunk(data, "lz4", filters, blocksize=16384)
+    monkeypatch.setattr(native, "_share", lambda *a: pytest.fail("the blocks were shared out"))
+    for nthreads in (None, 1):
+        assert b2store.decode_chunk(chunk, nthreads=nthreads).tobytes() == data.tobytes()
+    plan = _chunk_plan.Plan(chunk)
+    dest = np.zeros(data.nbytes, np.uint8)
+    assert plan.run_alone(dest[:-1], native._scratch()) == -1 and not dest.any()
+    assert plan.run_alone(dest, native._scratch()) == 0 and dest.tobytes() == data.tobytes()
+
+
 def test_other_chunks_are_left_to_the_general_decoder():
     data = _walk("<i4", 50_000)
     others = {
