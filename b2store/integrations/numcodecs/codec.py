@@ -142,7 +142,7 @@ class Blosc2(Codec):
 
     def _sized(self, params: ChunkParams, size: int) -> ChunkParams:
         """``params`` with the item size ``size``, kept per size: ``replace`` checks every
-        field again, which took half of a 128 kB chunk's encode (25 of 48 us)."""
+        field again, 17 us of a 128 kB LZ4 chunk's 48 us encode."""
         kept = self.__dict__.setdefault("_sized_params", {})
         found = kept.get(size)
         if found is None or found[0] is not params:
