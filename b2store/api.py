@@ -23,6 +23,7 @@ def open(
     offset: int = 0,
     storage_options=None,
     limits: Limits | None = None,
+    locking: bool | None = None,
 ):
     """Open the frame at ``urlpath``.
 
@@ -46,6 +47,14 @@ def open(
         The largest chunk, frame, chunk count, metalayer, vlmeta entry and dimension count
         accepted (:class:`b2store.Limits`; its defaults when None). A file asking for more
         raises :class:`b2store.limits.LimitError` before anything is allocated for it.
+    locking
+        Take part in python-blosc2's cross-process locking (its ``locking=True``): reads
+        hold the ``.b2lock`` sidecar beside the frame shared, each change holds it
+        exclusive, creating it if missing. None (the default): take part when the sidecar
+        exists or the ``BLOSC_LOCKING`` environment variable is set (not ``""`` or
+        ``"0"``), as python-blosc2 reads it; False: only when the sidecar exists (some
+        python-blosc2 handle locks, and relies on every handle doing so). Local frames only
+        (see :mod:`b2store.frame.b2lock`).
 
     Returns
     -------
@@ -67,7 +76,12 @@ def open(
             # or this frame could be read (or changed) as it was before while others are after
             journal.recover(parent)
     schunk = SChunk.open(
-        urlpath, mode=mode, offset=offset, storage_options=storage_options, limits=limits
+        urlpath,
+        mode=mode,
+        offset=offset,
+        storage_options=storage_options,
+        limits=limits,
+        locking=locking,
     )
     try:
         meta = schunk.meta

@@ -23,7 +23,7 @@ from .chunks import (
     decode_selection,
     decode_small_chunk,
 )
-from .geometry import _c_index, blocks_touched, chunk_grid, chunk_nitems
+from .geometry import blocks_touched, c_index, chunk_grid, chunk_nitems
 from .indexing import chunks_touched as _chunks_touched
 from .indexing import normalize, split_whole, table_parts
 from .meta import B2ndMeta
@@ -56,6 +56,7 @@ class B2ndArray(ArrayWrites):
         check_holds_data(schunk, schunk.urlpath)
         self.schunk = schunk
         self._meta = meta
+        self._meta_raw = _meta_bytes(schunk.header)  # (to tell when a writer changed it)
         schunk.blockshape = tuple(meta.blockshape)
         self._geometry = None  # (the metalayer it is of, what _in_one_chunk works from)
         dtype = np.dtype(dtype) if dtype is not None else meta.dtype
@@ -208,6 +209,15 @@ class B2ndArray(ArrayWrites):
     # --- reading ---------------------------------------------------------------------------
 
     def __getitem__(self, key) -> np.ndarray:
+        # python-blosc2's sidecar held shared across the read where b2store takes part
+        # (frame/b2lock.py): a handle elsewhere may have resized the array since this one
+        # read its metalayer, so the key is read against the shape the frame has now.
+        with self.schunk.reading():
+            if _meta_bytes(self.schunk.header) != self._meta_raw:
+                self._reload_meta()
+            return self._getitem(key)
+
+    def _getitem(self, key) -> np.ndarray:
         small = self._in_one_chunk(key)
         if small is not None:
             return small
@@ -315,12 +325,22 @@ class B2ndArray(ArrayWrites):
         where a writer replaced it meanwhile (see :meth:`_read`)."""
         schunk = self.schunk
         for _ in range(READ_TRIES):
-            st = schunk.committed()
-            try:
-                return read(st)
-            except FormatError:
-                if not schunk.refreshed(st):
-                    raise
+            # (python-blosc2's sidecar held shared across the read, where b2store takes part)
+            with schunk.reading():
+                st = schunk.committed()
+                if _meta_bytes(st.header) != self._meta_raw:
+                    # (planned against another shape: never read the chunks by that one)
+                    raise FormatError(
+                        "b2nd metalayer",
+                        "the one this read was planned with",
+                        "another writer's (the array was resized meanwhile: read again)",
+                    )
+                try:
+                    return read(st)
+                except FormatError as exc:
+                    error = exc
+            if not schunk.refreshed(st):  # (outside the read: a writable handle locks here)
+                raise error
         raise FormatError(
             "frame", "a committed state that stays readable", "writers kept replacing it"
         )
@@ -347,7 +367,7 @@ class B2ndArray(ArrayWrites):
         else:
             others = _chunks_touched(dims, self.chunks)
         self._read_each(
-            ((_c_index(coords, grid), parts) for coords, parts in others), out, scratch, st
+            ((c_index(coords, grid), parts) for coords, parts in others), out, scratch, st
         )
 
     def _read_box(self, dims, grid, out: np.ndarray, scratch: np.ndarray, state) -> bool:
@@ -481,7 +501,7 @@ class B2ndArray(ArrayWrites):
                 for coords, ranges, group, local, out_pos in plan.pieces(self.chunks):
                     box = np.empty(tuple(len(r) for r in ranges), self.dtype)
                     parts = [(r, range(len(r))) for r in ranges]
-                    self._read_chunk(_c_index(coords, grid), parts, box, scratch, st)
+                    self._read_chunk(c_index(coords, grid), parts, box, scratch, st)
                     at = tuple(lc - ranges[d].start for d, lc in zip(plan.adv_axes, local))
                     moved = np.moveaxis(box, plan.adv_axes, range(k))
                     dst = (group,) + tuple(slice(p.start, p.stop) for p in out_pos)
@@ -587,3 +607,9 @@ def _layout_guard(itemsize: int):
             )
 
     return guard
+
+
+def _meta_bytes(header) -> bytes | None:
+    """The stored b2nd (or caterva) metalayer of a frame header."""
+    layers = header.metalayers
+    return layers.get("b2nd", layers.get("caterva"))
