@@ -270,6 +270,14 @@ cdef class Plan:
             return -1
         return self.decode_to(&dest[0], scratch)
 
+    def run_alone(self, uint8_t[::1] dest, Scratch scratch not None):
+        """Decode every block into ``dest`` (``nbytes`` long) in this thread alone, block 0
+        first where DELTA needs it; 0 or -1. One call where :meth:`first` and :meth:`run`
+        are two, for the one-thread decode, whose Python around the call is its fixed cost."""
+        if not self.ok or dest.shape[0] != self.nbytes:
+            return -1
+        return self.decode_to(&dest[0], scratch)
+
     cdef int _first(self, uint8_t* dest, Scratch scratch):
         if not self.delta or self.first_done or self.raw or self.partial:
             return -1

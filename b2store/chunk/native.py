@@ -398,6 +398,8 @@ def decode(decoder, blocks, dest: np.ndarray, dest_base: int, first=None, nthrea
             first,
         )
 
+    if nthreads is None or nthreads <= 1:  # (a small read's one block: no share-out)
+        return run() == 0 and not failed[0]
     nthreads = min(threads_for(len(blocks) * h.effective_blocksize, nthreads), len(blocks))
     return _share(run, nthreads) == 0 and not failed[0]
 
@@ -408,11 +410,12 @@ def quick_decode(buf, out, nthreads: int | None, max_nbytes: int) -> np.ndarray 
     no Python per block; None for any other chunk, a chunk with anything wrong, one past
     ``max_nbytes``, or an ``out`` that is not a writable contiguous 1-d uint8 array: the
     caller's :class:`~b2store.chunk.decoder.ChunkDecoder` then decodes it or says why not.
+    ``out`` may be of any dtype and shape (not of objects): its bytes are decoded into.
 
     The Python around a chunk's decode (header, layout, walk) cost 40 us hot and 150 us
     after an 8 MB decode had pushed it out of the caches: 10% of an 8 MB chunk's time.
     """
-    if not enabled():
+    if not (_state["on"] if _state["ready"] else _ready()):
         return None
     try:
         plan = _chunk_plan.Plan(buf)
@@ -424,15 +427,20 @@ def quick_decode(buf, out, nthreads: int | None, max_nbytes: int) -> np.ndarray 
         dest = np.empty(plan.nbytes, np.uint8)
     elif (
         isinstance(out, np.ndarray)
-        and out.dtype == np.uint8
-        and out.ndim == 1
         and out.flags.c_contiguous
         and out.flags.writeable
-        and len(out) == plan.nbytes
+        and out.nbytes == plan.nbytes
+        and not out.dtype.hasobject
     ):
-        dest = out
+        # Any dtype and shape, as the general path's as_uint8 takes it: numcodecs hands its
+        # codecs the caller's float or int array (that path cost 42 us against 13 us here).
+        dest = out if out.dtype == np.uint8 and out.ndim == 1 else out.reshape(-1).view(np.uint8)
     else:
         return None
+    if nthreads is None or nthreads <= 1 or plan.nbytes < 2 * THREAD_BYTES:
+        # One thread: one call (a 4 kB chunk's whole decode is 2 us; the Python around
+        # the call was a fifth of it).
+        return None if plan.run_alone(dest, _scratch()) else dest
     nthreads = min(threads_for(plan.nbytes, nthreads), plan.nblocks, cpu_count())
     # DELTA codes every block against block 0: decoded here first, before threads share
     # the others (a thread handing off its first block would race them).
@@ -499,9 +507,12 @@ def encode(job, dictionary, nthreads: int, zstd_levels, prefix: int) -> Encoded 
     if not _decode_blocks.encodable(codec):
         return None
     clevel = job.clevel
-    level = {Codec.LZ4: 10 - clevel, Codec.LZ4HC: clevel, Codec.ZLIB: clevel}.get(job.codec)
-    if level is None:
-        level = zstd_levels.get(clevel, 0) if job.codec == Codec.ZSTD else 0
+    if codec == Codec.LZ4:
+        level = 10 - clevel
+    elif codec == Codec.LZ4HC or codec == Codec.ZLIB:
+        level = clevel
+    else:
+        level = zstd_levels.get(clevel, 0) if codec == Codec.ZSTD else 0
     steps = _encode_steps(tuple(job.pipeline.steps), job.pipeline.typesize)
     bs, nstreams, nblocks = job.blocksize, job.nstreams, job.nblocks
     per_thread = ENCODE_THREAD_BYTES.get(job.codec, SLOW_ENCODE_THREAD_BYTES)
@@ -516,26 +527,12 @@ def encode(job, dictionary, nthreads: int, zstd_levels, prefix: int) -> Encoded 
     flags = np.zeros(2, np.int32)
     with memoryview(out) as whole:
         blocks = whole[prefix:]
-
-        def run() -> int:
-            return _encode_blocks.encode(
-                job.src,
-                bs,
-                nstreams,
-                steps,
-                job.pipeline.typesize,
-                codec,
-                clevel,
-                level,
-                blocks,
-                slot,
-                sizes,
-                counter,
-                flags,
-                _scratch(),
-            )
-
-        rc = _share(run, nthreads)
+        args = (job.src, bs, nstreams, steps, job.pipeline.typesize, codec, clevel, level,
+                blocks, slot, sizes, counter, flags)  # fmt: skip
+        if nthreads == 1:  # (no closure: a small chunk's encode spent 1 us around its call)
+            rc = _encode_blocks.encode(*args, _scratch())
+        else:
+            rc = _share(lambda: _encode_blocks.encode(*args, _scratch()), nthreads)
         blocks.release()
     if rc or flags[0]:
         return None

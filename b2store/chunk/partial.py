@@ -171,10 +171,20 @@ class ChunkLayout:
     def pipeline(self) -> Pipeline:
         return Pipeline.for_header(self.header)
 
-    @property
+    @cached_property
     def has_delta(self) -> bool:
         # From the header alone: a plugin filter's pipeline needs the b2nd block shape.
         return Filter.DELTA in self.header.pipeline
+
+    @cached_property
+    def direct_split(self) -> bool | None:
+        """Whether the blocks' streams are split, for :func:`decode_direct`; None when the C
+        loop cannot take the chunk from its header (a dictionary, a plugin, a split only the
+        bytes tell). Kept: a small read asked it of the header each time (2 of its ~120
+        Python calls were these, 9 more the plugin check's)."""
+        if self.dict_range is not None or uses_plugins(self.header):
+            return None
+        return stream_split(self.header)
 
     def wanted(self, blocks: Iterable[int]) -> list[int]:
         """``blocks`` sorted, without repeats, block 0 first where DELTA needs it."""
@@ -385,13 +395,8 @@ def decode_direct(
     is wrong. ``out`` is laid out as the decoded chunk (``nbytes`` long).
     """
     header = layout.header
-    split = stream_split(header)
-    if (
-        split is None
-        or layout.dict_range is not None
-        or not native.enabled()
-        or uses_plugins(header)
-    ):
+    split = layout.direct_split
+    if split is None or not native.enabled():
         return None
     dest = as_uint8(out, writable=True, name="out")
     if len(dest) != header.nbytes:

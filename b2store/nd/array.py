@@ -56,6 +56,7 @@ class B2ndArray(ArrayWrites):
         check_holds_data(schunk, schunk.urlpath)
         self.schunk = schunk
         self._meta = meta
+        self._meta_raw = _meta_bytes(schunk.header)  # (to tell when a writer changed it)
         schunk.blockshape = tuple(meta.blockshape)
         self._geometry = None  # (the metalayer it is of, what _in_one_chunk works from)
         dtype = np.dtype(dtype) if dtype is not None else meta.dtype
@@ -208,6 +209,15 @@ class B2ndArray(ArrayWrites):
     # --- reading ---------------------------------------------------------------------------
 
     def __getitem__(self, key) -> np.ndarray:
+        # python-blosc2's sidecar held shared across the read where b2store takes part
+        # (frame/b2lock.py): a handle elsewhere may have resized the array since this one
+        # read its metalayer, so the key is read against the shape the frame has now.
+        with self.schunk.reading():
+            if _meta_bytes(self.schunk.header) != self._meta_raw:
+                self._reload_meta()
+            return self._getitem(key)
+
+    def _getitem(self, key) -> np.ndarray:
         small = self._in_one_chunk(key)
         if small is not None:
             return small
@@ -315,12 +325,22 @@ class B2ndArray(ArrayWrites):
         where a writer replaced it meanwhile (see :meth:`_read`)."""
         schunk = self.schunk
         for _ in range(READ_TRIES):
-            st = schunk.committed()
-            try:
-                return read(st)
-            except FormatError:
-                if not schunk.refreshed(st):
-                    raise
+            # (python-blosc2's sidecar held shared across the read, where b2store takes part)
+            with schunk.reading():
+                st = schunk.committed()
+                if _meta_bytes(st.header) != self._meta_raw:
+                    # (planned against another shape: never read the chunks by that one)
+                    raise FormatError(
+                        "b2nd metalayer",
+                        "the one this read was planned with",
+                        "another writer's (the array was resized meanwhile: read again)",
+                    )
+                try:
+                    return read(st)
+                except FormatError as exc:
+                    error = exc
+            if not schunk.refreshed(st):  # (outside the read: a writable handle locks here)
+                raise error
         raise FormatError(
             "frame", "a committed state that stays readable", "writers kept replacing it"
         )
@@ -587,3 +607,9 @@ def _layout_guard(itemsize: int):
             )
 
     return guard
+
+
+def _meta_bytes(header) -> bytes | None:
+    """The stored b2nd (or caterva) metalayer of a frame header."""
+    layers = header.metalayers
+    return layers.get("b2nd", layers.get("caterva"))

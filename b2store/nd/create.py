@@ -22,6 +22,8 @@ from .._userpath import names_user_path
 from ..chunk.encoder import special_chunk, writable_dtype
 from ..constants import SpecialValue
 from ..frame import remote
+from ..frame.b2lock import Sidecar, sidecar_path
+from ..frame.lock import LOCK_TIMEOUT
 from ..frame.mappings import check_vlmeta_sum, raw_value
 from ..frame.remote_sparse import drop_sparse, fill_new
 from ..frame.schunk import SChunk
@@ -82,6 +84,7 @@ def _new(shape, dtype, urlpath, opts: ArrayOptions, storage_options=None):
     staged = None if urlpath is None else staging_path(urlpath)
     schunk = SChunk.create(staged, contiguous=opts.contiguous, **made)
     schunk._final_path = urlpath
+    schunk._final_locking = (opts.locking, opts.contiguous)
     return schunk, b2nd, cparams
 
 
@@ -113,8 +116,16 @@ def _finish(schunk, b2nd, vlmeta) -> B2ndArray:
         return arr
     staged = schunk.urlpath
     arr.close()
-    replace_path(staged, final)
-    return B2ndArray(SChunk.open(final, mode="a"), b2nd)
+    locking, contiguous = schunk._final_locking
+    # python-blosc2's handles with locking on are kept out while the array is replaced, and
+    # told by the generation that their view is stale (frame/b2lock.py).
+    sidecar = Sidecar(sidecar_path(final, sparse=not contiguous), locking, True, LOCK_TIMEOUT)
+    with sidecar.hold_exclusive():
+        replace_path(staged, final)
+    if not contiguous:  # (the new directory's own, made where asked, as c-blosc2 makes it)
+        with Sidecar(sidecar.path, locking, True, LOCK_TIMEOUT).hold_exclusive():
+            pass
+    return B2ndArray(SChunk.open(final, mode="a", locking=locking), b2nd)
 
 
 @names_user_path

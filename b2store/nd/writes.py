@@ -39,7 +39,9 @@ class ArrayWrites:
     def _reload_meta(self) -> None:
         # Another writer may have resized the array since this handle read its metalayer.
         name = "b2nd" if "b2nd" in self.schunk.header.metalayers else "caterva"
-        self._meta = B2ndMeta.from_bytes(self.schunk.meta.raw(name), caterva=name == "caterva")
+        raw = self.schunk.meta.raw(name)
+        self._meta = B2ndMeta.from_bytes(raw, caterva=name == "caterva")
+        self._meta_raw = raw
 
     def _setitem_locked(self, key, value) -> None:
         """The body of :meth:`__setitem__`, with the writer lock held."""
@@ -143,6 +145,7 @@ class ArrayWrites:
         pairs = itertools.chain(replace.items(), chunks)  # (the chunks as they come)
         self.schunk.reindex(entries, nbytes, metalayers, pairs, chunksize=chunksize, vlmeta=vlmeta)
         self._meta = meta
+        self._meta_raw = metalayers["b2nd"]
 
     def _whole_chunk(self, nchunk: int, chunk: bytes | None = None) -> np.ndarray:
         """Chunk ``nchunk`` decoded (its stored bytes ``chunk``, where already read), as a

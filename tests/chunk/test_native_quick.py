@@ -91,6 +91,22 @@ def test_delta_chunks_decode_block_0_before_threads_share_the_others():
         assert b2store.decode_chunk(chunk, nthreads=2).tobytes() == data.tobytes()
 
 
+@pytest.mark.usefixtures("native_on")
+@pytest.mark.parametrize("filters", [("shuffle",), ("delta", "shuffle")])
+def test_one_thread_decodes_in_one_call(filters, monkeypatch):
+    # One thread's decode is Plan.run_alone (DELTA's block 0 first, inside it): no share-out
+    # of the blocks, whose Python was a fifth of a 4 kB chunk's whole decode.
+    data = _walk("<i4", 400_001)
+    chunk = _chunk(data, "lz4", filters, blocksize=16384)
+    monkeypatch.setattr(native, "_share", lambda *a: pytest.fail("the blocks were shared out"))
+    for nthreads in (None, 1):
+        assert b2store.decode_chunk(chunk, nthreads=nthreads).tobytes() == data.tobytes()
+    plan = _chunk_plan.Plan(chunk)
+    dest = np.zeros(data.nbytes, np.uint8)
+    assert plan.run_alone(dest[:-1], native._scratch()) == -1 and not dest.any()
+    assert plan.run_alone(dest, native._scratch()) == 0 and dest.tobytes() == data.tobytes()
+
+
 def test_other_chunks_are_left_to_the_general_decoder():
     data = _walk("<i4", 50_000)
     others = {
@@ -126,9 +142,20 @@ def test_limits_and_out_fall_back():
     assert native.quick_decode(chunk, None, 1, data.nbytes - 1) is None
     with pytest.raises(b2store.LimitError, match=r"Limits\.max_chunk_nbytes"):
         b2store.decode_chunk(chunk, max_nbytes=data.nbytes - 1)
-    # An out that is not a flat uint8 array still works, through the general path.
+    # An out of another dtype or shape is decoded into in one pass too (numcodecs hands its
+    # codecs the caller's array); one that is not contiguous, writable or of plain items
+    # goes through the general path.
+    out = np.empty((4, data.size // 4), data.dtype)
+    got = native.quick_decode(chunk, out, 1, 1 << 40)
+    assert got is not None and got.dtype == np.uint8 and np.shares_memory(got, out)
+    assert np.array_equal(out.reshape(-1), data)
+    for other in (
+        np.empty(data.size * 2, data.dtype)[::2],
+        np.frombuffer(bytes(data.nbytes), data.dtype),
+        np.empty(data.nbytes // 8, object),
+    ):
+        assert native.quick_decode(chunk, other, 1, 1 << 40) is None
     out = np.empty(data.shape, data.dtype)
-    assert native.quick_decode(chunk, out, 1, 1 << 40) is None
     b2store.decode_chunk(chunk, out=out)
     assert np.array_equal(out, data)
     with pytest.raises(ValueError, match="bytes"):
