@@ -15,6 +15,7 @@ from .errors import (
     FormatError,
     LinkError,
     RemoteError,
+    TargetExistsError,
     UnsupportedError,
     WriterLockedError,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "FormatError",
     "UnsupportedError",
     "RemoteError",
+    "TargetExistsError",
     "ConflictError",
     "WriterLockedError",
     "FrameClosedError",

@@ -19,8 +19,8 @@ import time
 import numpy as np
 import pytest
 
-pytest.importorskip("s3fs", reason="s3:// URLs are read by fsspec's s3fs (test extra)")
-pytest.importorskip("moto.server", reason="the local S3 API is moto's server (test extra)")
+pytest.importorskip("s3fs", reason="s3:// URLs are read by fsspec's s3fs (the test-s3 extra)")
+pytest.importorskip("moto.server", reason="the local S3 API is moto's server (the test-s3 extra)")
 blosc2 = pytest.importorskip("blosc2")
 xr = pytest.importorskip("xarray")
 zarr = pytest.importorskip("zarr")
@@ -244,10 +244,15 @@ def test_asarray_stores_a_frame_in_a_bucket_in_one_put(s3, tmp_path):
     assert stored == (tmp_path / "w.b2nd").read_bytes()
     (tmp_path / "down.b2nd").write_bytes(stored)
     np.testing.assert_array_equal(blosc2.open(str(tmp_path / "down.b2nd"))[...], data)
-    # mode="x" refuses an object that exists; "w" replaces it whole.
+    # mode="x" (the default) refuses an object that exists; "w" replaces it whole.
+    with pytest.raises(
+        b2store.TargetExistsError,
+        match=f"^{url} exists and mode='x' does not replace it: pass mode='w' to replace it$",
+    ):
+        b2store.asarray(data, url, storage_options=s3.storage_options)
     with pytest.raises(FileExistsError, match="w.b2nd"):
         b2store.asarray(data, url, mode="x", storage_options=s3.storage_options)
-    again = b2store.asarray(data[:7], url, storage_options=s3.storage_options)
+    again = b2store.asarray(data[:7], url, storage_options=s3.storage_options, mode="w")
     assert again.shape == (7, 400)
 
 
