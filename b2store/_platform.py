@@ -1,6 +1,7 @@
 """Platform specifics behind one small interface: an exclusive, non-blocking lock on an open
 file (``flock`` on POSIX, ``msvcrt.locking`` on Windows) and who holds it where the system
-says (Linux), whether a pid runs, so ``import b2store`` works anywhere."""
+says (Linux), whether a pid runs, and renames in one step that swap two paths or refuse to
+replace one (Linux's ``renameat2``), so ``import b2store`` works anywhere."""
 
 from __future__ import annotations
 
