@@ -147,7 +147,7 @@ def test_a_new_frame_over_an_old_one_and_mode_x(s3):
     with pytest.raises(FileExistsError, match="r.b2nd"):
         b2store.asarray(np.ones(3), url, contiguous=False, mode="x", storage_options=options)
     assert _writes(s3) == []
-    new = b2store.asarray(-np.arange(20.0), url, contiguous=False, chunks=(10,),
+    new = b2store.asarray(-np.arange(20.0), url, contiguous=False, chunks=(10,), mode="w",
                           storage_options=options)  # fmt: skip
     puts = _writes(s3)
     assert sorted(puts[:-1]) == ["r.b2nd/00000003.chunk", "r.b2nd/00000004.chunk"]
@@ -234,7 +234,7 @@ def test_a_killed_writer_leaves_the_old_frame(s3, tmp_path):
     child = textwrap.dedent(f"""
         import numpy as np, b2store
         b2store.asarray(np.ones((64, 40)), {url!r}, contiguous=False, chunks=(1, 40),
-                        storage_options={options!r})
+                        storage_options={options!r}, mode="w")
     """)
     s3.reset()
     s3.delay = 0.05
