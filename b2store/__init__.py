@@ -30,6 +30,8 @@ __all__ = [
     "B2ndStore",
     "to_b2nd",
     "open_tree",
+    "open_table",
+    "to_table",
     "encode_chunk",
     "open",
     "SChunk",
@@ -69,6 +71,8 @@ _LAZY = {
     "B2ndStore": ".integrations.zarr.store",
     "to_b2nd": ".integrations.xarray.to_b2nd",
     "open_tree": ".tree",
+    "open_table": ".table.reader",
+    "to_table": ".table.to_table",
 }
 
 

@@ -16,14 +16,16 @@ except ImportError:  # pragma: no cover - Windows
     import msvcrt
 
 
-def try_lock(fd: int) -> bool:
-    """Take the exclusive lock on ``fd``'s file, or return False at once if another holder has it.
+def try_lock(fd: int, *, shared: bool = False) -> bool:
+    """Take the exclusive lock on ``fd``'s file (``shared``: the lock readers share), or return
+    False at once if another holder has it.
 
     Each ``os.open`` is its own holder, so two handles in one process exclude each other too.
+    (``msvcrt`` has no shared lock: on Windows ``shared`` is exclusive too.)
     """
     try:
         if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         else:  # pragma: no cover - Windows
             os.lseek(fd, 0, os.SEEK_SET)
             msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)

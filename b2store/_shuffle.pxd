@@ -1,5 +1,6 @@
-# The nogil filter kernels of _shuffle.pyx, for other extension modules (b2store._blocks) to
-# call without the GIL; the definitions and their contracts are in _shuffle.pyx.
+# The nogil filter kernels of _shuffle.pyx, for other extension modules (chunk/_decode_blocks,
+# chunk/_encode_blocks, chunk/_delta) to call without the GIL; the definitions and their
+# contracts are in _shuffle.pyx.
 from libc.stdint cimport uint8_t, uint64_t
 from libc.string cimport memcpy
 

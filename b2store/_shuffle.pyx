@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # cython: initializedcheck=False, nonecheck=False
 """Byte loops of the Blosc2 filters: shuffle, bitshuffle, truncation, runs (delta and
-bytedelta are b2store._delta's).
+bytedelta are b2store.chunk._delta's).
 
 Every kernel is a ``nogil`` loop over raw pointers with no Python objects inside. The ``def``
 wrappers at the bottom check only what keeps the loops in bounds (lengths and element
@@ -13,7 +13,7 @@ from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int64_t
 from libc.string cimport memcpy
 from libc.stdlib cimport malloc, free
 
-from b2store._simd cimport (
+from b2store.chunk._shuffle_avx2 cimport (
     c_bitrows_to_bytes_avx2,
     c_bytes_to_bitrows_avx2,
     c_have_avx2,
@@ -139,8 +139,8 @@ cdef extern from *:
     Py_ssize_t b2s_unshuffle_sse2(const uint8_t* src, uint8_t* dst, Py_ssize_t n, int es) noexcept nogil
 
 
-# The widest vectors the kernels use: 2 AVX2 (b2store._simd, where the CPU has it), 1 SSE2,
-# 0 the scalar loops alone. Only tests lower it, to check each path against the others.
+# The widest vectors the kernels use: 2 AVX2 (b2store.chunk._shuffle_avx2, where the CPU has
+# it), 1 SSE2, 0 the scalar loops alone. Only tests lower it, to check each path against the others.
 cdef int _best = 2 if c_have_avx2() else (1 if B2S_HAVE_SSE2 else 0)
 cdef int _level = _best
 
@@ -336,7 +336,7 @@ def set_simd_level(int level):
 
 
 cdef int check_pair(Py_ssize_t nsrc, Py_ssize_t ndst, Py_ssize_t es) except -1:
-    """The checks every two-buffer kernel wrapper makes (b2store._delta's too)."""
+    """The checks every two-buffer kernel wrapper makes (b2store.chunk._delta's too)."""
     if es < 1:
         raise ValueError(f"element size must be >= 1, got {es}")
     if ndst != nsrc:
@@ -360,34 +360,33 @@ def unshuffle(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es):
             c_unshuffle(&src[0], &dst[0], src.shape[0], es)
 
 
-def bitshuffle(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es):
-    """Bit-shuffle the first ``8 * (n // 8)`` elements; copy the remaining bytes."""
+cdef int _bit_transpose(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es,
+                        bint forward) except -1:
     check_pair(src.shape[0], dst.shape[0], es)
     cdef Py_ssize_t n = src.shape[0] // es
     cdef int rc = 0
     n -= n % 8
     if n:
         with nogil:
-            rc = c_bitshuffle(&src[0], &dst[0], n, es)
+            if forward:
+                rc = c_bitshuffle(&src[0], &dst[0], n, es)
+            else:
+                rc = c_bitunshuffle(&src[0], &dst[0], n, es)
         if rc:
             raise MemoryError()
     if n * es < src.shape[0]:
         dst[n * es:] = src[n * es:]
+    return 0
+
+
+def bitshuffle(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es):
+    """Bit-shuffle the first ``8 * (n // 8)`` elements; copy the remaining bytes."""
+    _bit_transpose(src, dst, es, True)
 
 
 def bitunshuffle(const uint8_t[::1] src, uint8_t[::1] dst, Py_ssize_t es):
     """Inverse of :func:`bitshuffle`."""
-    check_pair(src.shape[0], dst.shape[0], es)
-    cdef Py_ssize_t n = src.shape[0] // es
-    cdef int rc = 0
-    n -= n % 8
-    if n:
-        with nogil:
-            rc = c_bitunshuffle(&src[0], &dst[0], n, es)
-        if rc:
-            raise MemoryError()
-    if n * es < src.shape[0]:
-        dst[n * es:] = src[n * es:]
+    _bit_transpose(src, dst, es, False)
 
 
 def zero_low_bits(uint8_t[::1] buf, Py_ssize_t width, int zeroed):

@@ -1,11 +1,12 @@
-"""Opening Blosc2 frames: an array when the frame has the b2nd (or caterva) metalayer, else a
-super-chunk."""
+"""Opening Blosc2 frames: an array when the frame has the b2nd (or caterva) metalayer, one of
+python-blosc2's variable-length containers when it has theirs, else a super-chunk."""
 
 from __future__ import annotations
 
 import os
 
 from . import journal
+from .containers import open_container
 from .frame.schunk import SChunk
 from .limits import Limits, resolve
 from .nd.array import B2ndArray
@@ -23,6 +24,7 @@ def open(
     offset: int = 0,
     storage_options=None,
     limits: Limits | None = None,
+    locking: bool | None = None,
 ):
     """Open the frame at ``urlpath``.
 
@@ -46,12 +48,24 @@ def open(
         The largest chunk, frame, chunk count, metalayer, vlmeta entry and dimension count
         accepted (:class:`b2store.Limits`; its defaults when None). A file asking for more
         raises :class:`b2store.limits.LimitError` before anything is allocated for it.
+    locking
+        Take part in python-blosc2's cross-process locking (its ``locking=True``): reads
+        hold the ``.b2lock`` sidecar beside the frame shared, each change holds it
+        exclusive, creating it if missing. None (the default): take part when the sidecar
+        exists or the ``BLOSC_LOCKING`` environment variable is set (not ``""`` or
+        ``"0"``), as python-blosc2 reads it; False: only when the sidecar exists (some
+        python-blosc2 handle locks, and relies on every handle doing so). Local frames only
+        (see :mod:`b2store.frame.b2lock`).
 
     Returns
     -------
-    B2ndArray or SChunk
-        A :class:`B2ndArray` for frames with a ``b2nd`` or legacy ``caterva`` metalayer, an
-        :class:`SChunk` otherwise. Close it (or use ``with``) to release its files.
+    B2ndArray, BatchArray, ListArray, ObjectArray or SChunk
+        A :class:`B2ndArray` for frames with a ``b2nd`` or legacy ``caterva`` metalayer; a
+        :class:`~b2store.containers.ListArray`, :class:`~b2store.containers.BatchArray` or
+        :class:`~b2store.containers.ObjectArray` for frames python-blosc2 wrote as one
+        (metalayer ``listarray``, ``batcharray``, ``vlarray``: ``obj[i]`` is an item as
+        python-blosc2 returns it); an :class:`SChunk` otherwise. Close it (or use ``with``) to
+        release its files.
     """
     if mode not in ("r", "a"):
         raise ValueError(
@@ -67,7 +81,12 @@ def open(
             # or this frame could be read (or changed) as it was before while others are after
             journal.recover(parent)
     schunk = SChunk.open(
-        urlpath, mode=mode, offset=offset, storage_options=storage_options, limits=limits
+        urlpath,
+        mode=mode,
+        offset=offset,
+        storage_options=storage_options,
+        limits=limits,
+        locking=locking,
     )
     try:
         meta = schunk.meta
@@ -80,7 +99,13 @@ def open(
                 nd = B2ndMeta.from_bytes(meta.raw(name), caterva=name == "caterva")
                 _check_array_limits(nd, schunk, dtype, limits)
                 return B2ndArray(schunk, nd, dtype=dtype)
-        return schunk
+        # python-blosc2 4.14.1 refuses a frame marked as a proxy cache or a serialized object
+        # whatever it holds (schunk.process_opened_object), a plain super-chunk too: a
+        # Proxy of an SChunk is one, whose unfetched chunks read as zeros.
+        where = f"{schunk.urlpath} (the frame at byte {offset})" if offset else None
+        check_holds_data(schunk, where)
+        container = open_container(schunk)
+        return schunk if container is None else container
     except BaseException:
         schunk.close()
         raise

@@ -33,6 +33,7 @@ from pathlib import Path
 from . import _files
 from ._sync import sync_mode
 from .errors import FormatError, LinkError, UnsupportedError
+from .frame.b2lock import Sidecar, sidecar_path
 from .frame.header import FrameHeader
 from .frame.lock import LOCK_TIMEOUT, WriteLock
 
@@ -41,6 +42,8 @@ __all__ = ["JOURNAL_NAME", "LOCK_NAME", "TreeCommit", "recover", "pending"]
 JOURNAL_NAME = ".b2store-commit.json"
 LOCK_NAME = ".b2store-commit.lock"
 _VERSION = 1
+# The frame whose .b2lock sidecar python-blosc2's DictStore locks a whole .b2d tree with.
+STORE_LOCKED = "embed.b2e"
 
 
 def pending(root) -> bool:
@@ -212,6 +215,17 @@ class TreeCommit:
 
     def __enter__(self) -> TreeCommit:
         self._stack.enter_context(self._lock.hold())
+        if (self.root / STORE_LOCKED).is_file():
+            # python-blosc2's DictStore with locking on changes a .b2d tree (its files and
+            # key maps) holding the sidecar of its embed.b2e exclusive, and takes a leaf's
+            # own sidecar only after it: so this commit takes it too, before any frame's.
+            sidecar = Sidecar(
+                sidecar_path(self.root / STORE_LOCKED, sparse=False),
+                None,
+                writable=True,
+                timeout=self._lock.timeout,
+            )
+            self._stack.enter_context(sidecar.hold_exclusive())
         _roll(self.root)  # a killed writer's commit first: this one starts from its after
         _files.sweep(self.root, JOURNAL_NAME[1:])  # and a journal it was writing goes
         return self

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from . import _files, api, journal
+from .containers import Container, ContainerNotArrayError
 from .errors import FormatError
 from .frame import ranges, remote
 from .frame.backend import INDEX_NAME
@@ -48,8 +49,11 @@ ARRAY_EXT = ".b2nd"
 SCHUNK_EXT = ".b2f"
 VLMETA_NAME = "__vlmeta__.b2f"
 EMBED_NAME = "embed.b2e"
+# python-blosc2's stores name a BatchArray's or ListArray's frame .b2b, and an ObjectArray's
+# (or a plain super-chunk's) .b2f: frames of a tree that are no b2nd arrays (Tree.objects).
+OBJECT_EXTS = (".b2b", SCHUNK_EXT)
 # Files a tree may hold: frames, the embed store, chunk files of a sparse frame.
-_BLOSC2_SUFFIXES = (".b2nd", ".b2f", ".b2frame", ".b2e", ".chunk")
+_BLOSC2_SUFFIXES = (".b2nd", ".b2f", ".b2b", ".b2frame", ".b2e", ".chunk")
 
 
 # --- bytes of local files or fsspec URLs ------------------------------------------------------
@@ -215,7 +219,33 @@ class ArrayRef:
 
     def open(self, dtype=None):
         """The array, opened for reading (a :class:`~b2store.B2ndArray`); ``dtype`` gives
-        the item type of legacy caterva frames, which store none."""
+        the item type of legacy caterva frames, which store none. A python-blosc2 container
+        of variable-length items (BatchArray, ListArray, ObjectArray) raises
+        :class:`~b2store.containers.ContainerNotArrayError` naming it: :meth:`open_object`
+        opens one."""
+        obj = self.open_object(dtype)
+        if isinstance(obj, Container):
+            kind = obj.kind
+            obj.close()
+            raise ContainerNotArrayError(kind, f"{self.urlpath}: {self.path}", self._how())
+        if not isinstance(obj, B2ndArray):
+            obj.close()
+            raise FormatError(f"{self.path} frame", "the b2nd metalayer", "a plain super-chunk")
+        return obj
+
+    def _how(self) -> str:
+        """How to read this frame with b2store, for a message."""
+        if self.embedded is not None:
+            tree = self.urlpath.removesuffix("/" + EMBED_NAME)
+            return f"b2store.tree.open_tree({tree!r}).arrays()[{self.path!r}].open_object()[i]"
+        if self.offset:
+            return f"b2store.open({self.urlpath!r}, offset={self.offset})[i]"
+        return f"b2store.open({self.urlpath!r})[i]"
+
+    def open_object(self, dtype=None):
+        """The frame, opened for reading as :func:`b2store.open` opens one: a
+        :class:`~b2store.B2ndArray`, a python-blosc2 container (``BatchArray``, ``ListArray``,
+        ``ObjectArray``) or a :class:`~b2store.SChunk`."""
         if self.embedded is None:
             obj = open_frame(
                 self.urlpath,
@@ -227,9 +257,6 @@ class ArrayRef:
             )
         else:
             obj = _open_embedded(self)
-        if not isinstance(obj, B2ndArray):
-            obj.close()
-            raise FormatError(f"{self.path} frame", "the b2nd metalayer", "a plain super-chunk")
         return obj
 
     @cached_property
@@ -349,6 +376,7 @@ class Tree:
         self.storage_options = dict(storage_options) if storage_options else None
         self.limits = limits
         self._arrays: dict[str, ArrayRef] = {}
+        self._objects: dict[str, ArrayRef] = {}
         # group path -> (urlpath, offset, length) of its __vlmeta__ frame, or None
         self._groups: dict[str, tuple | None] = {"/": None}
         self._attrs: dict[str, Mapping] | None = None
@@ -452,6 +480,9 @@ class Tree:
                 if name.endswith(ARRAY_EXT):
                     path = prefix + "/" + name[: -len(ARRAY_EXT)]
                     self._add_array(path, self._ref(path, sub))
+                elif name.endswith(OBJECT_EXTS) and name != VLMETA_NAME:
+                    path = prefix + "/" + name.rsplit(".", 1)[0]
+                    self._objects[path] = self._ref(path, sub)
                 elif store and name == VLMETA_NAME:
                     self._groups[prefix or "/"] = (self._files.join(sub), 0, None)
                 elif store and name == EMBED_NAME and not rel:
@@ -469,6 +500,11 @@ class Tree:
             base = posixpath.basename(name)
             dirname = posixpath.dirname(name)
             prefix = "/" + dirname if dirname else ""
+            if base.endswith(OBJECT_EXTS) and base != VLMETA_NAME and member.method == STORED:
+                path = prefix + "/" + base.rsplit(".", 1)[0]
+                offset = member_data_offset(self._files, member)
+                self._objects[path] = self._ref(path, "", offset=offset, length=member.size)
+                continue
             if not (name.endswith(ARRAY_EXT) or base == VLMETA_NAME or name == EMBED_NAME):
                 if dirname:
                     self._add_group(prefix)
@@ -530,6 +566,29 @@ class Tree:
     def arrays(self) -> dict[str, ArrayRef]:
         """Array path (``"/temp"``, ``"/grp/lon"``) -> a reference that opens it."""
         return dict(sorted(self._arrays.items()))
+
+    def objects(self) -> dict[str, ArrayRef]:
+        """The tree's frames that are no b2nd arrays (python-blosc2 names them ``.b2b``:
+        BatchArray, ListArray; ``.b2f``: ObjectArray, plain super-chunks), path -> a
+        reference whose :meth:`ArrayRef.open_object` opens one."""
+        return dict(sorted(self._objects.items()))
+
+    def check_objects(self, group: str | None = None) -> None:
+        """Refuse what the tree's :meth:`objects` (all, or those directly in ``group``) hold
+        that a reader of arrays must not pass over in silence: a python-blosc2 container
+        (:class:`~b2store.containers.ContainerNotArrayError`, saying how to read it) or a
+        proxy cache (:class:`~b2store.nd.carriers.DatalessObjectError`). Plain super-chunks
+        pass: they are no arrays, and python-blosc2 stores keep their own metadata in them."""
+        prefix = None if group is None else group.rstrip("/") + "/"
+        for path, ref in self.objects().items():
+            if prefix is not None and not (
+                path.startswith(prefix) and "/" not in path[len(prefix) :]
+            ):
+                continue
+            obj = ref.open_object()  # a proxy cache raises here
+            _schunk(obj).close()
+            if isinstance(obj, Container):
+                raise ContainerNotArrayError(obj.kind, f"{ref.urlpath}: {path}", ref._how())
 
     def files(self) -> list[str]:
         """The tree's files that are no Blosc2 frames (another writer's ``dataset.json``),

@@ -1,5 +1,6 @@
-"""Test-wide set-up: hypothesis profiles, and a guard that the tests exercise the installed
-package rather than the source tree when CI asks for that."""
+"""Test-wide set-up: the tests in a worker per CPU, hypothesis profiles, the run's local S3
+server, and a guard that the tests exercise the installed package rather than the source tree
+when CI asks for that."""
 
 from __future__ import annotations
 
@@ -38,6 +39,27 @@ if Path(b2store.__file__).resolve().parent == SOURCE_TREE:
     os.environ["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(SOURCE_TREE.parent), os.environ.get("PYTHONPATH")) if p
     )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """Tests run in parallel unless told otherwise: pytest-xdist's ``-n auto`` (a worker per
+    CPU, or ``PYTEST_XDIST_AUTO_NUM_WORKERS``) with ``--dist worksteal`` (each worker starts on
+    its own share of the tests in their order, and takes from the other's when it runs out:
+    the few tests of many seconds do not all end up at the end of one). ``-n 0`` (or ``-p
+    no:xdist``) runs the tests in this process, and so do ``--pdb`` and ``--trace``, which need
+    this process's terminal."""
+    option = config.option
+    if hasattr(config, "workerinput") or os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # an xdist worker: it runs its share here (else each would start workers)
+    if getattr(option, "numprocesses", "absent") is not None:
+        return  # (-n given, or no xdist: the run is as asked)
+    if option.usepdb or option.trace:
+        option.numprocesses = 0
+        return
+    option.numprocesses = "auto"
+    if option.dist == "no":
+        option.dist = "worksteal"
 
 
 def pytest_report_header(config):
@@ -87,6 +109,34 @@ def _serial_oracle() -> None:
     blosc2.set_nthreads(1)
 
 
+@pytest.fixture(scope="session")
+def s3():
+    """moto's S3 API on localhost (tests/s3server.py), one for this process's whole run: it
+    took 0.2 s to start and its first clients 0.3 s more, once per module. Each test makes a
+    bucket of its own (``s3.new_bucket()``); what a test sets on the server (a delay, stalls)
+    and what it counted are put back after it (``pytest_runtest_teardown`` below)."""
+    pytest.importorskip("moto.server", reason="the local S3 API is moto's server (test extra)")
+    from s3server import S3Server
+
+    server = S3Server()
+    _S3.append(server)
+    yield server
+    _S3.clear()
+    server.stop()
+
+
+_S3: list = []  # the run's S3 server, once a test asked for it
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item):
+    try:
+        return (yield)
+    finally:
+        for server in _S3:
+            server.tidy()
+
+
 @pytest.fixture
 def run_seed(request) -> int:
     """The seed of a randomised run (fuzz mutants, kill times): ``B2STORE_SEED`` when set,
@@ -104,8 +154,8 @@ def native_on(monkeypatch):
     that loop compare it with the Python path, so they run in both settings, never skip."""
     from b2store.chunk import native
 
-    if native._blocks is None:
-        pytest.fail("this install has no compiled block loop (b2store._blocks)")
+    if native._decode_blocks is None:
+        pytest.fail("this install has no compiled block loop (b2store.chunk._decode_blocks)")
     # Restored after the test, so that the setting the run was given holds for the others.
     monkeypatch.setitem(native._state, "on", native._state["on"])
     monkeypatch.setitem(native._state, "ready", False)

@@ -187,7 +187,7 @@ def other_blosc_blocks(x: np.ndarray, path, chunks, blocks, factor: int):
 def box_chunks(lo, hi, shape, chunks, blocks):
     """Per chunk a box ``[lo, hi)`` of an array touches, in C order: its number, how many of
     its blocks the box touches, and whether the box takes all of it (up to the array's end).
-    What a counter of b2store's box reads (``nd.runs.read_box``) counts."""
+    What a counter of b2store's box reads (``nd.read_chunks.read_box``) counts."""
     import itertools
 
     grid = [-(-n // c) for n, c in zip(shape, chunks)]

@@ -24,11 +24,11 @@ try:
 except ImportError:  # pragma: no cover - a platform without its wheel: the system zlib
     _zlib_ng = None
 
-from .. import _blosclz
 from ..constants import Codec, CodecFormat
 from ..errors import FormatError, UnsupportedError
+from . import _blosclz
 from .jpeg2000 import J2K_CODECS, j2k_decoder
-from .plugins import PLUGIN_CODECS, plugin_decoder
+from .plugins import PLUGIN_CODECS, check_inflated, plugin_decoder
 
 __all__ = ["StreamDecoder", "stream_decoder", "check_inflatable"]
 
@@ -44,13 +44,7 @@ def _blosclz_decoder(dictionary: bytes | None) -> StreamDecoder:
         raise FormatError("blosc2_flags", "no dictionary with BloscLZ", "USE_DICT set", 31)
 
     def decode(payload: memoryview, target: np.ndarray) -> None:
-        n = _blosclz.decompress(payload, target)
-        if n != len(target):
-            raise _bad(
-                "BloscLZ stream",
-                f"to inflate to {len(target)} bytes",
-                "a corrupt stream" if n < 0 else f"{n} bytes",
-            )
+        check_inflated("BloscLZ stream", _blosclz.decompress(payload, target), len(target))
 
     return decode
 
@@ -65,8 +59,7 @@ def _lz4_decoder(dictionary: bytes | None) -> StreamDecoder:
             raise _bad(
                 "LZ4 stream", f"a valid block inflating to {len(target)} bytes", exc
             ) from None
-        if len(out) != len(target):
-            raise _bad("LZ4 stream", f"to inflate to {len(target)} bytes", f"{len(out)} bytes")
+        check_inflated("LZ4 stream", len(out), len(target))
         target[:] = np.frombuffer(out, np.uint8)
 
     return decode
@@ -127,8 +120,7 @@ def _zstd_decoder(dictionary: bytes | None) -> StreamDecoder:
             raise _bad(
                 "Zstd stream", f"one frame inflating to {size} bytes, nothing after it", exc
             ) from None
-        if len(out) != size:
-            raise _bad("Zstd stream", f"to inflate to {size} bytes", f"{len(out)} bytes")
+        check_inflated("Zstd stream", len(out), size)
         target[:] = np.frombuffer(out, np.uint8)
 
     return decode

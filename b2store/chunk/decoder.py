@@ -170,6 +170,46 @@ def stream_split(header: ChunkHeader) -> bool | None:
     return None
 
 
+def block_starts(src: np.ndarray, h: ChunkHeader) -> tuple[np.ndarray, tuple[int, int] | None]:
+    """A chunk's block starts (int64) and the bytes of its dictionary (None: it has none),
+    read from ``src`` (the chunk, or its start up to the dictionary's end), each start
+    checked to lie between the dictionary's end and ``cbytes``."""
+    nblocks = h.nblocks
+    starts_end = h.header_size + 4 * nblocks
+    if starts_end > h.cbytes:
+        raise FormatError(
+            "bstarts",
+            f"{nblocks} block starts within cbytes={h.cbytes}",
+            f"{starts_end} bytes needed (nbytes={h.nbytes}, blocksize={h.blocksize})",
+            h.header_size,
+        )
+    dict_range = None
+    data_start = starts_end
+    if h.use_dict:
+        if starts_end + 4 > h.cbytes:
+            raise FormatError(
+                "dict size", "4 bytes after the block starts", "end of chunk", starts_end
+            )
+        dsize = int.from_bytes(src[starts_end : starts_end + 4], "little", signed=True)
+        if not 0 < dsize <= MAX_DICT_SIZE or starts_end + 4 + dsize > h.cbytes:
+            raise FormatError(
+                "dict size", f"1..{MAX_DICT_SIZE} bytes inside the chunk", dsize, starts_end
+            )
+        data_start = starts_end + 4 + dsize
+        dict_range = (starts_end + 4, data_start)
+    bstarts = np.frombuffer(src, "<i4", nblocks, h.header_size).astype(np.int64)
+    bad = np.flatnonzero((bstarts < data_start) | (bstarts >= h.cbytes))
+    if len(bad):
+        j = int(bad[0])
+        raise FormatError(
+            f"bstarts[{j}]",
+            f"an offset in [{data_start}, {h.cbytes})",
+            int(bstarts[j]),
+            h.header_size + 4 * j,
+        )
+    return bstarts, dict_range
+
+
 def block_bounds(bstarts: np.ndarray, cbytes: int) -> np.ndarray:
     """Where each block's bytes end: at the next larger block start, or at ``cbytes``."""
     ends = np.append(np.unique(bstarts), cbytes)
@@ -185,7 +225,7 @@ class ChunkDecoder:
         # which the plugin codecs and filters (ZFP, NDLZ, NDCELL, NDMEAN) need.
         self._only = None if blocks is None else sorted(set(blocks))
         self.blockshape = blockshape
-        # Whether the streams were walked in C (b2store._blocks), which then decodes them.
+        # Whether the streams were walked in C (chunk/_decode_blocks), which then decodes them.
         self.native = False
         src = as_uint8(buf)
         self.header = header = ChunkHeader.from_bytes(src)
@@ -249,39 +289,9 @@ class ChunkDecoder:
                 f"{h.effective_blocksize} bytes per block",
                 8,
             )
-        starts_end = h.header_size + 4 * nblocks
-        if starts_end > h.cbytes:
-            raise FormatError(
-                "bstarts",
-                f"{nblocks} block starts within cbytes={h.cbytes}",
-                f"{starts_end} bytes needed (nbytes={h.nbytes}, blocksize={h.blocksize})",
-                h.header_size,
-            )
-        self.bstarts = np.frombuffer(self.src, "<i4", nblocks, h.header_size).astype(np.int64)
-        data_start = starts_end
-        dictionary = None
-        if h.use_dict:
-            if data_start + 4 > h.cbytes:
-                raise FormatError(
-                    "dict size", "4 bytes after the block starts", "end of chunk", data_start
-                )
-            dsize = _I32.unpack_from(self._bytes, data_start)[0]
-            if not 0 < dsize <= MAX_DICT_SIZE or data_start + 4 + dsize > h.cbytes:
-                raise FormatError(
-                    "dict size", f"1..{MAX_DICT_SIZE} bytes inside the chunk", dsize, data_start
-                )
-            dictionary = bytes(self._bytes[data_start + 4 : data_start + 4 + dsize])
-            data_start += 4 + dsize
+        self.bstarts, dict_range = block_starts(self.src, h)
+        dictionary = None if dict_range is None else bytes(self._bytes[slice(*dict_range)])
         self.dictionary = dictionary
-        bad = np.flatnonzero((self.bstarts < data_start) | (self.bstarts >= h.cbytes))
-        if len(bad):
-            j = int(bad[0])
-            raise FormatError(
-                f"bstarts[{j}]",
-                f"an offset in [{data_start}, {h.cbytes})",
-                int(self.bstarts[j]),
-                h.header_size + 4 * j,
-            )
         if h.vl_blocks:
             self._read_vl_layout()
         else:

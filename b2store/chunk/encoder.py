@@ -228,7 +228,7 @@ def encode_chunk(
     fast = native.encode(
         job, dictionary, nthreads or 1, ZSTD_LEVELS, EXTENDED_HEADER_LENGTH + prefix
     )
-    if fast is not None:  # the GIL-free block loop (b2store._blocks)
+    if fast is not None:  # the GIL-free block loop (b2store.chunk._decode_blocks)
         sizes, all_zero = fast.sizes, fast.all_zero
     else:
         blocks = job.run(nthreads, dictionary)

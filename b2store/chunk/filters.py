@@ -1,6 +1,6 @@
 """The filter pipeline of a chunk: which filters run, with which element sizes, in what order.
 
-The byte loops are in :mod:`b2store._shuffle` and :mod:`b2store._delta`; this module
+The byte loops are in :mod:`b2store._shuffle` and :mod:`b2store.chunk._delta`; this module
 applies the format's rules around them (element sizes from ``filters_meta``, the Blosc1
 leftover rules, the DELTA reference block) and checks every size before a kernel sees it.
 """
@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _delta, _shuffle
+from .. import _shuffle
 from ..constants import Filter
 from ..errors import FormatError, UnsupportedError
+from . import _delta
 from .header import LAST_BLOSC1_VERSION, ChunkHeader
 from .plugins import PLUGIN_FILTERS, filter_step
 

@@ -1,4 +1,4 @@
-"""The codecs' C entry points for the GIL-free block loop (``b2store._blocks``), and its threads.
+"""The codecs' C entry points for the GIL-free block loop (``_decode_blocks``), and its threads.
 
 The ``lz4`` wheel's extension exports LZ4's API as dynamic symbols, and ``zstandard``'s cffi
 extension exports Zstd's: chunks are encoded with those (as the Python path encodes). They
@@ -6,7 +6,7 @@ are decoded with numcodecs' own builds of LZ4 and Zstd where its extensions expo
 decoding API (faster builds; any conforming build decodes alike), else with the wheels'.
 Python's ``zlib`` module links the system ``libz``. The addresses are found once, with
 ``ctypes``, the first time a chunk is decoded or encoded (zlib-ng's inflate and deflate too,
-from the ``zlib-ng`` package, a dependency), and handed to ``_blocks``, which calls
+from the ``zlib-ng`` package, a dependency), and handed to ``_decode_blocks``, which calls
 them without the GIL. Whatever is missing (another build of a wheel,
 no system zlib, ``B2STORE_NATIVE=0`` in the environment) leaves that codec on the Python path
 of :mod:`b2store.chunk.compressors`, which decodes the same chunks, only slower.
@@ -28,9 +28,9 @@ import numpy as np
 from ..constants import Codec, CodecFormat, Filter
 
 try:
-    from .. import _blocks, _encode_blocks, _plan
+    from . import _chunk_plan, _decode_blocks, _encode_blocks
 except ImportError:  # pragma: no cover - a build without the extensions
-    _blocks = _encode_blocks = _plan = None
+    _chunk_plan = _decode_blocks = _encode_blocks = None
 
 __all__ = [
     "enabled",
@@ -193,10 +193,10 @@ def _ready() -> bool:
         return _state["on"]
     with _lock:
         if not _state["ready"]:
-            on = _blocks is not None and os.environ.get("B2STORE_NATIVE", "1") != "0"
+            on = _decode_blocks is not None and os.environ.get("B2STORE_NATIVE", "1") != "0"
             if on:
                 _state["entry_points"] = _resolve()
-                _blocks.set_entry_points(_state["entry_points"])
+                _decode_blocks.set_entry_points(_state["entry_points"])
             _state["on"], _state["ready"] = on, True
     return _state["on"]
 
@@ -273,10 +273,10 @@ _local = threading.local()
 
 
 def _scratch():
-    """This thread's buffers and codec contexts (``_blocks.Scratch``), kept for reuse."""
+    """This thread's buffers and codec contexts (``_decode_blocks.Scratch``), kept for reuse."""
     scratch = getattr(_local, "scratch", None)
     if scratch is None:
-        scratch = _local.scratch = _blocks.Scratch()
+        scratch = _local.scratch = _decode_blocks.Scratch()
     return scratch
 
 
@@ -326,7 +326,9 @@ def walk(decoder, split: bool, only=None, ends=None) -> bool:
         return False
     h = decoder.header
     fmt = _effective_format(h)
-    if decoder.pipeline.plugins or not _blocks.decodable(fmt, decoder.dictionary is not None):
+    if decoder.pipeline.plugins:
+        return False
+    if not _decode_blocks.decodable(fmt, decoder.dictionary is not None):
         return False
     nstreams = h.typesize if split else 1
     nblocks = len(decoder.bstarts)
@@ -335,7 +337,7 @@ def walk(decoder, split: bool, only=None, ends=None) -> bool:
     which = np.arange(nblocks, dtype=np.int64) if only is None else np.asarray(only, np.int64)
     if ends is None:
         ends = np.full(nblocks, h.cbytes, np.int64)
-    rc = _blocks.walk(
+    rc = _decode_blocks.walk(
         decoder.src,
         decoder.bstarts,
         which,
@@ -376,7 +378,7 @@ def decode(decoder, blocks, dest: np.ndarray, dest_base: int, first=None, nthrea
     nstreams = table.shape[1] // 2
 
     def run() -> int:
-        return _blocks.decode(
+        return _decode_blocks.decode(
             decoder.src,
             table,
             blocks,
@@ -396,24 +398,27 @@ def decode(decoder, blocks, dest: np.ndarray, dest_base: int, first=None, nthrea
             first,
         )
 
+    if nthreads is None or nthreads <= 1:  # (a small read's one block: no share-out)
+        return run() == 0 and not failed[0]
     nthreads = min(threads_for(len(blocks) * h.effective_blocksize, nthreads), len(blocks))
     return _share(run, nthreads) == 0 and not failed[0]
 
 
 def quick_decode(buf, out, nthreads: int | None, max_nbytes: int) -> np.ndarray | None:
-    """Decode a chunk of the common kind (``_plan.Plan``: no dictionary, special value or
+    """Decode a chunk of the common kind (``_chunk_plan.Plan``: no dictionary, special value or
     VL blocks, shuffle, bit-shuffle, bytedelta or DELTA only) checked, walked and inflated in C with
     no Python per block; None for any other chunk, a chunk with anything wrong, one past
     ``max_nbytes``, or an ``out`` that is not a writable contiguous 1-d uint8 array: the
     caller's :class:`~b2store.chunk.decoder.ChunkDecoder` then decodes it or says why not.
+    ``out`` may be of any dtype and shape (not of objects): its bytes are decoded into.
 
     The Python around a chunk's decode (header, layout, walk) cost 40 us hot and 150 us
     after an 8 MB decode had pushed it out of the caches: 10% of an 8 MB chunk's time.
     """
-    if not enabled():
+    if not (_state["on"] if _state["ready"] else _ready()):
         return None
     try:
-        plan = _plan.Plan(buf)
+        plan = _chunk_plan.Plan(buf)
     except (TypeError, ValueError, BufferError):
         return None  # not a 1-d byte buffer: the general path takes any contiguous one
     if not plan.ok or plan.nbytes > max_nbytes:
@@ -422,15 +427,20 @@ def quick_decode(buf, out, nthreads: int | None, max_nbytes: int) -> np.ndarray 
         dest = np.empty(plan.nbytes, np.uint8)
     elif (
         isinstance(out, np.ndarray)
-        and out.dtype == np.uint8
-        and out.ndim == 1
         and out.flags.c_contiguous
         and out.flags.writeable
-        and len(out) == plan.nbytes
+        and out.nbytes == plan.nbytes
+        and not out.dtype.hasobject
     ):
-        dest = out
+        # Any dtype and shape, as the general path's as_uint8 takes it: numcodecs hands its
+        # codecs the caller's float or int array (that path cost 42 us against 13 us here).
+        dest = out if out.dtype == np.uint8 and out.ndim == 1 else out.reshape(-1).view(np.uint8)
     else:
         return None
+    if nthreads is None or nthreads <= 1 or plan.nbytes < 2 * THREAD_BYTES:
+        # One thread: one call (a 4 kB chunk's whole decode is 2 us; the Python around
+        # the call was a fifth of it).
+        return None if plan.run_alone(dest, _scratch()) else dest
     nthreads = min(threads_for(plan.nbytes, nthreads), plan.nblocks, cpu_count())
     # DELTA codes every block against block 0: decoded here first, before threads share
     # the others (a thread handing off its first block would race them).
@@ -494,12 +504,15 @@ def encode(job, dictionary, nthreads: int, zstd_levels, prefix: int) -> Encoded 
     if dictionary is not None or not enabled() or job.pipeline.plugins:
         return None
     codec = int(job.codec)
-    if not _blocks.encodable(codec):
+    if not _decode_blocks.encodable(codec):
         return None
     clevel = job.clevel
-    level = {Codec.LZ4: 10 - clevel, Codec.LZ4HC: clevel, Codec.ZLIB: clevel}.get(job.codec)
-    if level is None:
-        level = zstd_levels.get(clevel, 0) if job.codec == Codec.ZSTD else 0
+    if codec == Codec.LZ4:
+        level = 10 - clevel
+    elif codec == Codec.LZ4HC or codec == Codec.ZLIB:
+        level = clevel
+    else:
+        level = zstd_levels.get(clevel, 0) if codec == Codec.ZSTD else 0
     steps = _encode_steps(tuple(job.pipeline.steps), job.pipeline.typesize)
     bs, nstreams, nblocks = job.blocksize, job.nstreams, job.nblocks
     per_thread = ENCODE_THREAD_BYTES.get(job.codec, SLOW_ENCODE_THREAD_BYTES)
@@ -514,26 +527,12 @@ def encode(job, dictionary, nthreads: int, zstd_levels, prefix: int) -> Encoded 
     flags = np.zeros(2, np.int32)
     with memoryview(out) as whole:
         blocks = whole[prefix:]
-
-        def run() -> int:
-            return _encode_blocks.encode(
-                job.src,
-                bs,
-                nstreams,
-                steps,
-                job.pipeline.typesize,
-                codec,
-                clevel,
-                level,
-                blocks,
-                slot,
-                sizes,
-                counter,
-                flags,
-                _scratch(),
-            )
-
-        rc = _share(run, nthreads)
+        args = (job.src, bs, nstreams, steps, job.pipeline.typesize, codec, clevel, level,
+                blocks, slot, sizes, counter, flags)  # fmt: skip
+        if nthreads == 1:  # (no closure: a small chunk's encode spent 1 us around its call)
+            rc = _encode_blocks.encode(*args, _scratch())
+        else:
+            rc = _share(lambda: _encode_blocks.encode(*args, _scratch()), nthreads)
         blocks.release()
     if rc or flags[0]:
         return None

@@ -24,10 +24,17 @@ from functools import cached_property
 
 import numpy as np
 
-from ..constants import EXTENDED_HEADER_LENGTH, MAX_BUFFERSIZE, MAX_DICT_SIZE, Filter
+from ..constants import EXTENDED_HEADER_LENGTH, MAX_BUFFERSIZE, Filter
 from ..errors import FormatError
 from . import native
-from .decoder import ChunkDecoder, as_uint8, block_bounds, out_size_error, stream_split
+from .decoder import (
+    ChunkDecoder,
+    as_uint8,
+    block_bounds,
+    block_starts,
+    out_size_error,
+    stream_split,
+)
 from .filters import Pipeline
 from .header import ChunkHeader
 from .plugins import uses_plugins
@@ -164,10 +171,20 @@ class ChunkLayout:
     def pipeline(self) -> Pipeline:
         return Pipeline.for_header(self.header)
 
-    @property
+    @cached_property
     def has_delta(self) -> bool:
         # From the header alone: a plugin filter's pipeline needs the b2nd block shape.
         return Filter.DELTA in self.header.pipeline
+
+    @cached_property
+    def direct_split(self) -> bool | None:
+        """Whether the blocks' streams are split, for :func:`decode_direct`; None when the C
+        loop cannot take the chunk from its header (a dictionary, a plugin, a split only the
+        bytes tell). Kept: a small read asked it of the header each time (2 of its ~120
+        Python calls were these, 9 more the plugin check's)."""
+        if self.dict_range is not None or uses_plugins(self.header):
+            return None
+        return stream_split(self.header)
 
     def wanted(self, blocks: Iterable[int]) -> list[int]:
         """``blocks`` sorted, without repeats, block 0 first where DELTA needs it."""
@@ -230,40 +247,7 @@ def _layout_of(prefix: bytes, size: int | None) -> ChunkLayout:
     src = np.frombuffer(prefix, np.uint8)
     header = _header(src, size)
     needed = len(prefix)
-    nblocks = header.nblocks
-    starts_at = header.header_size
-    starts_end = starts_at + 4 * nblocks
-    if starts_end > header.cbytes:
-        raise FormatError(
-            "bstarts",
-            f"{nblocks} block starts within cbytes={header.cbytes}",
-            f"{starts_end} bytes needed (nbytes={header.nbytes}, blocksize={header.blocksize})",
-            starts_at,
-        )
-    dict_range = None
-    data_start = starts_end
-    if header.use_dict:
-        if starts_end + 4 > header.cbytes:
-            raise FormatError(
-                "dict size", "4 bytes after the block starts", "end of chunk", starts_end
-            )
-        dsize = int.from_bytes(src[starts_end : starts_end + 4], "little", signed=True)
-        if not 0 < dsize <= MAX_DICT_SIZE or starts_end + 4 + dsize > header.cbytes:
-            raise FormatError(
-                "dict size", f"1..{MAX_DICT_SIZE} bytes inside the chunk", dsize, starts_end
-            )
-        data_start = starts_end + 4 + dsize
-        dict_range = (starts_end + 4, data_start)
-    bstarts = np.frombuffer(src, "<i4", nblocks, starts_at).astype(np.int64)
-    bad = np.flatnonzero((bstarts < data_start) | (bstarts >= header.cbytes))
-    if len(bad):
-        j = int(bad[0])
-        raise FormatError(
-            f"bstarts[{j}]",
-            f"an offset in [{data_start}, {header.cbytes})",
-            int(bstarts[j]),
-            starts_at + 4 * j,
-        )
+    bstarts, dict_range = block_starts(src, header)
     ends = block_bounds(bstarts, header.cbytes)
     bstarts.flags.writeable = ends.flags.writeable = False  # shared by every reader
     return ChunkLayout(header, bstarts, ends, dict_range, needed, prefix)
@@ -411,13 +395,8 @@ def decode_direct(
     is wrong. ``out`` is laid out as the decoded chunk (``nbytes`` long).
     """
     header = layout.header
-    split = stream_split(header)
-    if (
-        split is None
-        or layout.dict_range is not None
-        or not native.enabled()
-        or uses_plugins(header)
-    ):
+    split = layout.direct_split
+    if split is None or not native.enabled():
         return None
     dest = as_uint8(out, writable=True, name="out")
     if len(dest) != header.nbytes:

@@ -7,7 +7,7 @@ metalayer, so these run only where that shape is known (a b2nd array, or a codec
 blocks), and are refused, named, elsewhere.
 
 ZFP goes through zfpy and zfp's own library (:mod:`.zfp`). NDLZ, NDCELL and NDMEAN are
-b2store's own kernels (:mod:`b2store._ndlz`, :mod:`b2store._ndcell`).
+b2store's own kernels (:mod:`b2store.chunk._ndlz`, :mod:`b2store.chunk._ndcell`).
 
 The JPEG 2000 plugins, which need no block shape, are read in :mod:`.jpeg2000`.
 """
@@ -32,6 +32,7 @@ __all__ = [
     "check_encodable",
     "check_filters_encodable",
     "check_geometry",
+    "check_inflated",
     "filter_step",
     "fits_block",
     "needs_blockshape",
@@ -123,7 +124,7 @@ def check_filters_encodable(filters, filters_meta, typesize: int, blockshape) ->
     nbytes = math.prod(blockshape) * typesize
     if not nbytes or nbytes > 1 << 26:
         return  # an empty array has no block to filter; one that large, the limits refuse
-    from .. import _ndcell
+    from . import _ndcell
 
     src, mid, back = (np.zeros(nbytes, np.uint8) for _ in range(3))
     for fid, meta in steps:
@@ -198,8 +199,17 @@ def _ndlz_checks(meta: int, blockshape: Sequence[int]) -> None:
 # at a time (split), each ``prod(blockshape)`` bytes.
 
 
+def check_inflated(what: str, n: int, size: int) -> None:
+    """Refuse a stream that decoded to ``n`` bytes (below 0: a corrupt one) for a block part
+    of ``size``; every codec's stream is named so."""
+    if n != size:
+        raise FormatError(
+            what, f"to inflate to {size} bytes", "a corrupt stream" if n < 0 else f"{n} bytes"
+        )
+
+
 def _ndlz_decoder(meta: int, typesize: int, blockshape: tuple[int, ...]):
-    from .. import _ndlz
+    from . import _ndlz
 
     _ndlz_checks(meta, blockshape)
     want = math.prod(blockshape)
@@ -209,18 +219,13 @@ def _ndlz_decoder(meta: int, typesize: int, blockshape: tuple[int, ...]):
         if len(target) != want:  # (the stream is a whole block's, checked once per block)
             check_geometry(blockshape, 1, len(target), "NDLZ stream")
         n = decompress(payload, target, blockshape, meta, typesize)
-        if n != len(target):
-            raise FormatError(
-                "NDLZ stream",
-                f"to inflate to {len(target)} bytes",
-                "a corrupt stream" if n < 0 else f"{n} bytes",
-            )
+        check_inflated("NDLZ stream", n, len(target))
 
     return decode
 
 
 def _ndlz_encoder(meta: int, typesize: int, blockshape: tuple[int, ...], clevel: int):
-    from .. import _ndlz
+    from . import _ndlz
 
     check_encodable(Codec.NDLZ, meta, typesize, blockshape)
     nbytes = math.prod(blockshape)
@@ -288,7 +293,7 @@ def filter_step(fid: int, meta: int, typesize: int, blockshape, *, encoding: boo
     """The kernel running NDCELL or NDMEAN over one block (``src``, ``dst``), either way."""
     if blockshape is None:
         raise needs_blockshape("filter", fid)
-    from .. import _ndcell
+    from . import _ndcell
 
     blockshape = tuple(int(n) for n in blockshape)
     if fid == Filter.NDCELL:

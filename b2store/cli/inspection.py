@@ -243,6 +243,15 @@ def _b2nd_version(meta) -> int | None:
     return None
 
 
+def _frame_type(obj) -> str:
+    from ..containers import Container
+
+    if isinstance(obj, Container):
+        # python-blosc2's containers of variable-length items: b2store.open(path)[i] reads one
+        return f"python-blosc2 {obj.kind} of {len(obj)} (items of variable length)"
+    return "b2nd array" if hasattr(obj, "shape") else "super-chunk"
+
+
 def _frame_info(obj, *, chunks: bool) -> dict:
     """Everything about an open frame (a B2ndArray or an SChunk)."""
     schunk = obj.schunk if hasattr(obj, "schunk") else obj
@@ -250,7 +259,7 @@ def _frame_info(obj, *, chunks: bool) -> dict:
     records = [_chunk_record(schunk, i) for i in range(schunk.nchunks)]
     out: dict[str, Any] = {
         "kind": "contiguous frame" if schunk.contiguous else "sparse frame",
-        "type": "b2nd array" if hasattr(obj, "shape") else "super-chunk",
+        "type": _frame_type(obj),
         "frame_format_version": header.version,
     }
     if hasattr(obj, "shape"):

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 
 from ..constants import MIN_HEADER_LENGTH
 from ..errors import FormatError
+from .b2lock import Sidecar
 from .header import FrameHeader
 
 __all__ = ["Backend", "INDEX_NAME"]
@@ -36,6 +37,8 @@ class Backend:
     # Read by requests over a network: each read a round trip, so reads are made fewer and
     # larger (a whole chunk in one, to the next stored chunk's start).
     remote = False
+    # python-blosc2's lock sidecar, for a local frame (frame/b2lock.py); None: no part taken.
+    sidecar: Sidecar | None = None
 
     # --- reading ---------------------------------------------------------------------------
     @property
@@ -142,6 +145,12 @@ class Backend:
         """A read-only handle: look at storage again (another process may have published);
         False when this layout cannot change under it (memory, remote, a zip member)."""
         return False
+
+    def resync(self) -> bool:
+        """Under the sidecar: look at storage again, writable or not (no writer of this
+        handle has a change under way: it would hold the sidecar); False when this layout
+        cannot change under it."""
+        return self.refresh()
 
     @contextlib.contextmanager
     def locked(self):

@@ -92,8 +92,8 @@ class BlockReads:
         read into their places in ``room`` (a uint8 buffer, replaced by a larger one when it
         is too short); the other bytes of ``room`` are left as they were, not zeroed.
 
-        Returns ``(buffer, ends)``: the ``cbytes``-long buffer and each block's end (see
-        :class:`~b2store._plan.Plan`, which reads no block's bytes past it); or None when the
+        Returns ``(buffer, ends)``: the ``cbytes``-long buffer and each block's end
+        (:class:`~b2store.chunk._chunk_plan.Plan` reads no block's bytes past it); or None when the
         chunk has no block starts to go by or a dictionary (special, memcpyed, VL blocks),
         its Blosc blocks are not ``blocksize`` bytes (block numbers then mean other bytes),
         or it is stored in more than ``max_cbytes``: read it the general way."""

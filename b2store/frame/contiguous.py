@@ -20,6 +20,7 @@ from .. import _files
 from .._sync import sync_mode
 from ..constants import MIN_HEADER_LENGTH
 from ..errors import B2StoreError, FormatError
+from .b2lock import Sidecar, sidecar_path
 from .backend import Backend
 from .header import HEADER_FIXED_LEN, FrameHeader
 from .lock import LOCK_TIMEOUT, WriteLock
@@ -40,8 +41,16 @@ class ContiguousFrame(Backend):
         frame_len: int | None = None,
         writable: bool = False,
         lock_timeout: float = LOCK_TIMEOUT,
+        locking: bool | None = None,
     ):
         self._source = source
+        self._locking = locking
+        if isinstance(source, FileSource) and source.offset == 0:
+            # (a frame inside a larger file, a .b2z member, has none: python-blosc2 refuses
+            # locking for zip stores)
+            self.sidecar = Sidecar(
+                sidecar_path(source.path, sparse=False), locking, writable, lock_timeout
+            )
         self.name = source.name
         self.remote = isinstance(source, FsspecSource)
         self.writable = writable
@@ -193,8 +202,10 @@ class ContiguousFrame(Backend):
             with self._mlock:
                 yield False
             return
-        with self._lock.hold():
-            changed = self.committed_head() != self._seen
+        with self._lock.hold(), self.sidecar.hold_exclusive() as moved:
+            # (python-blosc2's sidecar after b2store's own lock, never before: its writers
+            # take no b2store lock, so no two writers can each wait for the other)
+            changed = moved or self.committed_head() != self._seen
             if changed:  # another writer published: the file may have grown
                 self._source.set_size(self._source.file_size())
                 self._frame_len = self._end = self._source.size
@@ -339,13 +350,15 @@ class ContiguousFrame(Backend):
         # The recipe, never the descriptor: a copy opens the file again.
         if self._buf is not None:
             return _reopen_memory, (bytes(self._buf[: self._frame_len]), self.writable)
-        return ContiguousFrame, (self._source, None, self.writable)
+        return ContiguousFrame, (self._source, None, self.writable, LOCK_TIMEOUT, self._locking)
 
     def reopen(self, writable: bool | None = None) -> Backend:
         writable = self.writable if writable is None else writable
         if self._buf is not None:
             return _reopen_memory(bytes(self._buf[: self._frame_len]), writable)
-        return ContiguousFrame(self._source, self._frame_len, writable=writable)
+        return ContiguousFrame(
+            self._source, self._frame_len, writable=writable, locking=self._locking
+        )
 
 
 class _ChunkBytes:

@@ -28,9 +28,12 @@ def open_backend(
     offset: int = 0,
     storage_options: dict | None = None,
     limits: Limits | None = None,
+    locking: bool | None = None,
 ) -> tuple[Backend, FrameHeader]:
     """The layout and header of the frame at ``urlpath``: a local file or directory, an
-    fsspec URL, the frame's bytes, or a :class:`Backend` already made."""
+    fsspec URL, the frame's bytes, or a :class:`Backend` already made. ``locking``: take
+    part in python-blosc2's ``.b2lock`` protocol (:mod:`b2store.frame.b2lock`) for a local
+    frame."""
     if isinstance(urlpath, Backend):
         backend = urlpath.reopen(writable) if writable != urlpath.writable else urlpath
     elif isinstance(urlpath, (bytes, bytearray, memoryview)):
@@ -51,9 +54,11 @@ def open_backend(
                 raise NotBlosc2Error(
                     what, "chunks.b2frame", "a sparse frame's index file", "none"
                 ).named(str(path))
-            backend = SparseFrame(path, writable=writable)
+            backend = SparseFrame(path, writable=writable, locking=locking)
         elif path.exists():
-            backend = ContiguousFrame(FileSource(path, offset), writable=writable and not offset)
+            backend = ContiguousFrame(
+                FileSource(path, offset), writable=writable and not offset, locking=locking
+            )
             if writable and offset:
                 raise ValueError("a frame inside another file (offset) can only be read")
         else:

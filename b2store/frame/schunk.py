@@ -18,6 +18,7 @@ their modules import only downward (the state, the layouts' interface), never th
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 from collections.abc import Iterator, Mapping, MutableMapping
@@ -51,6 +52,9 @@ __all__ = ["SChunk", "FrameClosedError"]
 
 class FrameClosedError(B2StoreError, ValueError):
     """The frame was closed: open it again to read or change it."""
+
+
+_NOTHING = contextlib.nullcontext()
 
 
 def _special_kind(offset: int) -> int:
@@ -189,16 +193,40 @@ class SChunk(Changes, BlockReads, ChunkBounds):
             if state is not None:
                 return read(state, self._index(i, state))
             for _ in range(READ_TRIES - 1):
+                with self.reading():
+                    st = self._state
+                    try:
+                        return read(st, self._index(i, st))
+                    except FormatError as exc:
+                        error = exc
+                if not self._fresh(st):  # (outside the read: a writable handle locks here)
+                    raise error
+            with self.reading():
                 st = self._state
-                try:
-                    return read(st, self._index(i, st))
-                except FormatError:
-                    if not self._fresh(st):
-                        raise
-            st = self._state
-            return read(st, self._index(i, st))
+                return read(st, self._index(i, st))
         except FormatError as exc:
             raise in_chunk(exc, f"chunk {i}") from None
+
+    def reading(self):
+        """A context that holds python-blosc2's ``.b2lock`` sidecar shared across one read,
+        where b2store takes part (:mod:`b2store.frame.b2lock`), and loads the frame's state
+        again first when a handle elsewhere changed it since this one last looked (the
+        generation moved). Without a sidecar, a context that does nothing."""
+        sidecar = self._backend.sidecar
+        if sidecar is None or not sidecar.wanted():
+            return _NOTHING
+        return self._held_reading(sidecar)
+
+    @contextlib.contextmanager
+    def _held_reading(self, sidecar):
+        with sidecar.hold_shared() as generation:
+            if generation is not None and generation != sidecar.generation:
+                with self._refresh_lock:  # (readers of other threads may hold it too)
+                    if generation != sidecar.generation:
+                        if self._backend.resync():
+                            self._load_committed()
+                        sidecar.generation = generation
+            yield
 
     @classmethod
     def open(
@@ -209,11 +237,13 @@ class SChunk(Changes, BlockReads, ChunkBounds):
         offset: int = 0,
         storage_options: dict | None = None,
         limits: Limits | None = None,
+        locking: bool | None = None,
     ) -> SChunk:
         """Open the frame at ``urlpath``: a file, a sparse-frame directory, an fsspec URL
         (read by byte ranges), the frame's bytes, or a backend. ``mode="r"`` reads; ``"a"``
         allows changes too. ``offset`` opens a frame that starts inside a larger file.
-        ``limits`` (:class:`b2store.limits.Limits`) bounds what the file may ask for."""
+        ``limits`` (:class:`b2store.limits.Limits`) bounds what the file may ask for.
+        ``locking``: as :func:`b2store.open`'s."""
         if mode not in ("r", "a"):
             raise ValueError(
                 f"mode must be 'r' or 'a' here (use SChunk.create for 'w'), not {mode!r}"
@@ -224,6 +254,7 @@ class SChunk(Changes, BlockReads, ChunkBounds):
             offset=offset,
             storage_options=storage_options,
             limits=limits,
+            locking=locking,
         )
         try:
             return cls(backend, header, limits)

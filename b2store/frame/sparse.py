@@ -16,6 +16,7 @@ from .. import _files
 from .._sync import sync_mode, sync_path
 from ..constants import MIN_HEADER_LENGTH
 from ..errors import FormatError
+from .b2lock import Sidecar, sidecar_path
 from .backend import INDEX_NAME, Backend
 from .header import FrameHeader
 from .lock import LOCK_NAME, LOCK_TIMEOUT, WriteLock
@@ -103,8 +104,18 @@ class SparseFrame(SparseLayout):
     """``chunks.b2frame`` (header, offsets index, trailer) and one ``%08X.chunk`` file per
     chunk, in a local directory."""
 
-    def __init__(self, directory, writable: bool = False, lock_timeout: float = LOCK_TIMEOUT):
+    def __init__(
+        self,
+        directory,
+        writable: bool = False,
+        lock_timeout: float = LOCK_TIMEOUT,
+        locking: bool | None = None,
+    ):
         self.directory = local_path(directory)
+        self._locking = locking
+        self.sidecar = Sidecar(
+            sidecar_path(self.directory, sparse=True), locking, writable, lock_timeout
+        )
         self.name = str(self.directory)
         self.writable = writable
         if writable:  # (no link inside a tree is written through: refused before any byte)
@@ -176,13 +187,14 @@ class SparseFrame(SparseLayout):
     def locked(self):
         if not self.writable:
             raise PermissionError(f"{self.name} is open for reading; open it with mode='a'")
-        with self._lock.hold():
+        # (python-blosc2's sidecar after b2store's own lock: see ContiguousFrame.locked)
+        with self._lock.hold(), self.sidecar.hold_exclusive() as moved:
             # The index file is replaced by rename on every change: compare the whole file
             # this handle adopted with the one on disk now. (Its fixed header is not enough:
             # a chunk replaced by one of the same size, or a vlmeta value by one of the same
             # length, leaves it unchanged, and a stale writer would then lose that change.)
             fresh = FileSource.opened(self.directory / INDEX_NAME)
-            changed = _digest(fresh.read(0, fresh.size)) != self._seen
+            changed = moved or _digest(fresh.read(0, fresh.size)) != self._seen
             if changed:
                 self._index.close()
                 self._index, self._frame_len = fresh, fresh.size
@@ -196,8 +208,11 @@ class SparseFrame(SparseLayout):
     def refresh(self) -> bool:
         if self.writable:
             return False
-        # The index file was replaced by rename: open the new one (the old one closes when
-        # no reader holds it any more).
+        return self.resync()
+
+    def resync(self) -> bool:
+        # The index file was replaced by rename (or rewritten in place by c-blosc2): open it
+        # again (the old one closes when no reader holds it any more).
         self._index = FileSource.opened(self.directory / INDEX_NAME)
         self._frame_len = self._index.size
         return True
@@ -276,7 +291,8 @@ class SparseFrame(SparseLayout):
                 sync_path(path)
 
     def __reduce__(self):
-        return SparseFrame, (self.directory, self.writable)
+        return SparseFrame, (self.directory, self.writable, LOCK_TIMEOUT, self._locking)
 
     def reopen(self, writable: bool | None = None) -> Backend:
-        return SparseFrame(self.directory, writable=self.writable if writable is None else writable)
+        writable = self.writable if writable is None else writable
+        return SparseFrame(self.directory, writable=writable, locking=self._locking)

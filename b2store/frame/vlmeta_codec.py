@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import struct
 from collections.abc import Hashable
@@ -21,6 +22,8 @@ __all__ = [
     "count_objects",
     "objects_at_most",
     "pack_value",
+    "refused_ext",
+    "unpack_payload",
     "unpack_value",
 ]
 
@@ -104,6 +107,73 @@ def unpack_value(data, limits: Limits | None = None) -> object:
         # Complete msgpack that Python cannot hold, e.g. a list or map used as a map key.
         found = f"{type(exc).__name__}: {exc}"
         raise FormatError("vlmeta", "a value Python can represent", found) from None
+
+
+def unpack_payload(
+    data, field: str, limits: Limits | None = None
+) -> tuple[object, list[msgpack.ExtType]]:
+    """Decode one item payload of python-blosc2's containers (BatchArray, ListArray,
+    ObjectArray): msgpack with the same ext types as vlmeta, but strict. Bytes that are not one
+    complete msgpack object raise :class:`~b2store.errors.FormatError` naming ``field`` (a
+    container never stores raw bytes), and the limits of :func:`unpack_value` hold.
+
+    Returns the value and the ``msgpack.ExtType`` values inside it, which it keeps as
+    :func:`unpack_value` does: ext 42 (an embedded cframe), 43 (a reference or lazy
+    expression) and unknown codes (:func:`refused_ext` names the first).
+    """
+    view = memoryview(data).cast("B")
+    # A block of a container holds many items (python-blosc2 fills it to a byte budget, not
+    # an item count): without ext 45/46, which the count walks through, a payload decodes to
+    # at most one object per byte, so a payload of n bytes may hold n objects.
+    limits = resolve(limits)
+    if len(view) > limits.max_vlmeta_items:
+        limits = dataclasses.replace(limits, max_vlmeta_items=len(view))
+    kept: list[msgpack.ExtType] = []
+    try:
+        if objects_at_most(len(view)) > min(limits.max_vlmeta_items, limits.max_vlmeta_nbytes):
+            _count(view, limits)
+        value = _unpack(bytes(view), 0, kept=kept)
+    except LimitError:
+        raise
+    except FormatError as exc:
+        raise FormatError(f"{field}: {exc.field}", exc.expected, exc.found) from None
+    except (_NotMsgpack, ValueError, TypeError, msgpack.UnpackException) as exc:
+        found = f"{len(view)} bytes that are not one msgpack value ({type(exc).__name__})"
+        raise FormatError(field, "one msgpack value", found) from None
+    return value, kept
+
+
+def refused_ext(value: object, depth: int = 0) -> str | None:
+    """The kind of the first ext value inside a decoded ``value`` that python-blosc2 4.14.1's
+    ``deserialize="safe"`` refuses (an embedded cframe, a reference or lazy expression by its
+    ``kind``, an unknown ext code), or None. Walks lists, tuples, maps, sets and object
+    arrays (a value :func:`unpack_payload` gave lists them itself); nothing is rebuilt."""
+    if isinstance(value, msgpack.ExtType):
+        if value.code == EXT_BLOSC2:
+            return "embedded cframe"
+        if value.code == EXT_REFERENCE:
+            try:
+                envelope = msgpack.unpackb(value.data, strict_map_key=False)
+                kind = envelope.get("kind") if isinstance(envelope, dict) else None
+            except Exception:  # an unreadable envelope is still a refused reference
+                kind = None
+            return kind if isinstance(kind, str) else "structured reference"
+        return f"MessagePack extension code {value.code}"
+    if depth > _MAX_DEPTH:
+        return None
+    if isinstance(value, dict):
+        items: object = [*value.keys(), *value.values()]
+    elif isinstance(value, list | tuple | set | frozenset):
+        items = value
+    elif isinstance(value, np.ndarray) and value.dtype.hasobject:
+        items = value.ravel()
+    else:
+        return None
+    for item in items:  # type: ignore[union-attr]
+        kind = refused_ext(item, depth + 1)
+        if kind is not None:
+            return kind
+    return None
 
 
 class _NotMsgpack(Exception):
@@ -274,7 +344,7 @@ def _discard(*_: object) -> None:
     return None
 
 
-def _unpack(data: bytes, depth: int, check_only: bool = False) -> object:
+def _unpack(data: bytes, depth: int, check_only: bool = False, kept: list | None = None) -> object:
     """One msgpack object, with python-blosc2's hooks and limits no larger than ``data``.
 
     ``check_only`` parses without building containers or decoding ext payloads.
@@ -284,7 +354,7 @@ def _unpack(data: bytes, depth: int, check_only: bool = False) -> object:
         # Without containers the first pass cannot fail on unhashable map keys either.
         hooks = {"list_hook": _discard, "object_pairs_hook": _discard, "ext_hook": _discard}
     else:
-        ext_hook = lambda code, raw: _ext_hook(code, raw, depth)  # noqa: E731
+        ext_hook = lambda code, raw: _ext_hook(code, raw, depth, kept)  # noqa: E731
         hooks = {"list_hook": _list_hook, "ext_hook": ext_hook}
     return msgpack.unpackb(
         data,
@@ -310,19 +380,19 @@ def _list_hook(items: list) -> list | tuple:
     return items
 
 
-def _unpack_nested(payload: bytes, field: str, depth: int) -> object:
+def _unpack_nested(payload: bytes, field: str, depth: int, kept: list | None = None) -> object:
     """Decode an ext payload: here invalid msgpack is a broken value, not raw bytes."""
     if depth > _MAX_DEPTH:
         raise FormatError(field, f"ext nesting depth <= {_MAX_DEPTH}", depth)
     try:
-        return _unpack(payload, depth)
+        return _unpack(payload, depth, kept=kept)
     except FormatError:
         raise
     except (ValueError, TypeError, msgpack.UnpackException) as exc:
         raise FormatError(field, "a msgpack payload", f"{type(exc).__name__}: {exc}") from None
 
 
-def _ext_hook(code: int, payload: bytes, depth: int) -> object:
+def _ext_hook(code: int, payload: bytes, depth: int, kept: list | None = None) -> object:
     if code == EXT_COMPLEX:
         if len(payload) != _COMPLEX.size:
             found = f"{len(payload)} bytes"
@@ -330,16 +400,19 @@ def _ext_hook(code: int, payload: bytes, depth: int) -> object:
         real, imag = _COMPLEX.unpack(payload)
         return complex(real, imag)
     if code == EXT_SET:
-        return _decode_set(_unpack_nested(payload, "vlmeta set", depth + 1), depth)
+        return _decode_set(_unpack_nested(payload, "vlmeta set", depth + 1, kept), depth)
     if code == EXT_NDARRAY:
-        return _decode_ndarray(_unpack_nested(payload, "vlmeta ndarray", depth + 1), depth)
+        return _decode_ndarray(_unpack_nested(payload, "vlmeta ndarray", depth + 1, kept), depth)
     if code < 0:
         # Reserved by the msgpack spec (-1, the timestamp, never reaches this hook);
         # msgpack.ExtType cannot even hold them.
         raise FormatError("vlmeta ext", "a type code 0..127", code)
     # 42 (cframe), 43 (reference / lazy expression) and codes we do not know: hand them back
     # untouched. Rebuilding them would mean opening files, URLs or evaluating expressions.
-    return msgpack.ExtType(code, payload)
+    value = msgpack.ExtType(code, payload)
+    if kept is not None:
+        kept.append(value)  # for unpack_payload, which refuses them
+    return value
 
 
 def _decode_set(items: object, depth: int) -> set:

@@ -15,7 +15,7 @@ from ..errors import FormatError
 from ..frame import remote
 from ..frame.schunk import SChunk
 from ..frame.state import READ_TRIES
-from . import fancy, runs
+from . import fancy, read_chunks
 from .carriers import check_holds_data
 from .chunks import (
     SMALL_CHUNK_BYTES,
@@ -23,7 +23,7 @@ from .chunks import (
     decode_selection,
     decode_small_chunk,
 )
-from .geometry import _c_index, blocks_touched, chunk_grid, chunk_nitems
+from .geometry import blocks_touched, c_index, chunk_grid, chunk_nitems
 from .indexing import chunks_touched as _chunks_touched
 from .indexing import normalize, split_whole, table_parts
 from .meta import B2ndMeta
@@ -56,6 +56,7 @@ class B2ndArray(ArrayWrites):
         check_holds_data(schunk, schunk.urlpath)
         self.schunk = schunk
         self._meta = meta
+        self._meta_raw = _meta_bytes(schunk.header)  # (to tell when a writer changed it)
         schunk.blockshape = tuple(meta.blockshape)
         self._geometry = None  # (the metalayer it is of, what _in_one_chunk works from)
         dtype = np.dtype(dtype) if dtype is not None else meta.dtype
@@ -208,6 +209,15 @@ class B2ndArray(ArrayWrites):
     # --- reading ---------------------------------------------------------------------------
 
     def __getitem__(self, key) -> np.ndarray:
+        # python-blosc2's sidecar held shared across the read where b2store takes part
+        # (frame/b2lock.py): a handle elsewhere may have resized the array since this one
+        # read its metalayer, so the key is read against the shape the frame has now.
+        with self.schunk.reading():
+            if _meta_bytes(self.schunk.header) != self._meta_raw:
+                self._reload_meta()
+            return self._getitem(key)
+
+    def _getitem(self, key) -> np.ndarray:
         small = self._in_one_chunk(key)
         if small is not None:
             return small
@@ -315,12 +325,22 @@ class B2ndArray(ArrayWrites):
         where a writer replaced it meanwhile (see :meth:`_read`)."""
         schunk = self.schunk
         for _ in range(READ_TRIES):
-            st = schunk.committed()
-            try:
-                return read(st)
-            except FormatError:
-                if not schunk.refreshed(st):
-                    raise
+            # (python-blosc2's sidecar held shared across the read, where b2store takes part)
+            with schunk.reading():
+                st = schunk.committed()
+                if _meta_bytes(st.header) != self._meta_raw:
+                    # (planned against another shape: never read the chunks by that one)
+                    raise FormatError(
+                        "b2nd metalayer",
+                        "the one this read was planned with",
+                        "another writer's (the array was resized meanwhile: read again)",
+                    )
+                try:
+                    return read(st)
+                except FormatError as exc:
+                    error = exc
+            if not schunk.refreshed(st):  # (outside the read: a writable handle locks here)
+                raise error
         raise FormatError(
             "frame", "a committed state that stays readable", "writers kept replacing it"
         )
@@ -328,12 +348,12 @@ class B2ndArray(ArrayWrites):
     def _read_state(self, dims, out: np.ndarray, scratch: np.ndarray, st) -> None:
         """:meth:`_read` from committed state ``st``."""
         # Small chunks a read takes whole are read a run of neighbours at a time and decoded
-        # in one compiled call per run (nd/runs.py); the others one by one.
+        # in one compiled call per run (nd/read_chunks.py); the others one by one.
         in_runs = (
-            len(scratch) <= runs.MAX_CHUNK_BYTES
+            len(scratch) <= read_chunks.MAX_CHUNK_BYTES
             and self.dtype.subdtype is None
             and self.ndim > 0
-            and runs.available()
+            and read_chunks.available()
         )
         grid = chunk_grid(self.shape, self.chunks)
         if in_runs and self._read_box(dims, grid, out, scratch, st):
@@ -347,21 +367,23 @@ class B2ndArray(ArrayWrites):
         else:
             others = _chunks_touched(dims, self.chunks)
         self._read_each(
-            ((_c_index(coords, grid), parts) for coords, parts in others), out, scratch, st
+            ((c_index(coords, grid), parts) for coords, parts in others), out, scratch, st
         )
 
     def _read_box(self, dims, grid, out: np.ndarray, scratch: np.ndarray, state) -> bool:
         """A box (step-1 ranges) of a few chunks of a local frame, planned and read in one
-        compiled call (:func:`runs.read_box`), the chunks it leaves as :meth:`_read_runs`
+        compiled call (:func:`read_chunks.read_box`), the chunks it leaves as :meth:`_read_runs`
         reads them. False when this is not the way (nothing done)."""
         chunks = self.chunks
         if not all(r.step == 1 and len(r) for r in dims):
             return False
         touched = math.prod((r.stop - 1) // c - r.start // c + 1 for r, c in zip(dims, chunks))
-        if touched > runs.BOX_CHUNKS or runs.box_threads(dims, chunks, self.blocks, out) > 1:
+        if touched > read_chunks.BOX_CHUNKS or (
+            read_chunks.box_threads(dims, chunks, self.blocks, out) > 1
+        ):
             return False  # (many chunks, or enough blocks for threads to share)
         lo, hi = [r.start for r in dims], [r.stop for r in dims]
-        left = runs.read_box(
+        left = read_chunks.read_box(
             self.schunk, state, lo, hi, self.shape, chunks, self.blocks, out, scratch
         )
         if left is None:
@@ -379,7 +401,7 @@ class B2ndArray(ArrayWrites):
     def _read_runs(self, whole, grid, out: np.ndarray, scratch: np.ndarray, state) -> None:
         """The chunks ``whole`` (from :func:`split_whole`: decoded whole) into ``out``: in
         runs, then each one the runs left, one by one."""
-        nchunks, left = self._read_in_c(runs.read_runs, whole, grid, out, scratch, state)
+        nchunks, left = self._read_in_c(read_chunks.read_runs, whole, grid, out, scratch, state)
         _, origins, lows, extents = whole
         for k in left.tolist():
             parts = [
@@ -391,16 +413,16 @@ class B2ndArray(ArrayWrites):
     def _read_parts(self, few, grid, out: np.ndarray, scratch: np.ndarray, state) -> None:
         """The chunks ``few`` (from :func:`split_whole`: a few blocks of each) into ``out``:
         in one compiled call, then each one it left, one by one."""
-        nchunks, left = self._read_in_c(runs.read_parts, few, grid, out, scratch, state)
+        nchunks, left = self._read_in_c(read_chunks.read_parts, few, grid, out, scratch, state)
         if len(left):
             rows = tuple(column[left] for column in few)
             parts = (p for _, p in table_parts(rows))
             self._read_each(zip(nchunks[left].tolist(), parts), out, scratch, state)
 
     def _read_in_c(self, read, table, grid, out: np.ndarray, scratch: np.ndarray, state):
-        """``read`` (:func:`runs.read_runs` or :func:`runs.read_parts`) of the chunks of
-        ``table`` (from :func:`split_whole`) into ``out``, in one compiled call: the chunks'
-        numbers, and the positions of those it left."""
+        """``read`` (:func:`read_chunks.read_runs` or :func:`read_chunks.read_parts`) of the
+        chunks of ``table`` (from :func:`split_whole`) into ``out``, in one compiled call: the
+        chunks' numbers, and the positions of those it left."""
         coords, origins, lows, extents = table
         nchunks = np.ravel_multi_index(tuple(coords.T), grid).astype(np.int64, copy=False)
         left = read(
@@ -479,7 +501,7 @@ class B2ndArray(ArrayWrites):
                 for coords, ranges, group, local, out_pos in plan.pieces(self.chunks):
                     box = np.empty(tuple(len(r) for r in ranges), self.dtype)
                     parts = [(r, range(len(r))) for r in ranges]
-                    self._read_chunk(_c_index(coords, grid), parts, box, scratch, st)
+                    self._read_chunk(c_index(coords, grid), parts, box, scratch, st)
                     at = tuple(lc - ranges[d].start for d, lc in zip(plan.adv_axes, local))
                     moved = np.moveaxis(box, plan.adv_axes, range(k))
                     dst = (group,) + tuple(slice(p.start, p.stop) for p in out_pos)
@@ -507,9 +529,9 @@ class B2ndArray(ArrayWrites):
         elif (
             state is not None
             and self.dtype.subdtype is None
-            and runs.available()
+            and read_chunks.available()
             and all(local.step == 1 for local, _ in parts)
-            and runs.read_part(
+            and read_chunks.read_part(
                 self.schunk,
                 state,
                 nchunk,
@@ -585,3 +607,9 @@ def _layout_guard(itemsize: int):
             )
 
     return guard
+
+
+def _meta_bytes(header) -> bytes | None:
+    """The stored b2nd (or caterva) metalayer of a frame header."""
+    layers = header.metalayers
+    return layers.get("b2nd", layers.get("caterva"))

@@ -68,9 +68,9 @@ from .geometry import (
 )
 
 try:
-    from .. import _nd
+    from . import _scatter
 except ImportError:  # pragma: no cover - a build without the extensions
-    _nd = None
+    _scatter = None
 
 __all__ = [
     "SMALL_CHUNK_BYTES",
@@ -427,7 +427,7 @@ def decode_small_chunk(
     """Decode ``chunk`` whole into ``scratch`` in one C pass and put the ``wanted`` blocks'
     part in ``region`` (all of them, the whole chunk, when None) in ``out``; False (``out``
     untouched) for a chunk the pass does not take (special, damaged, ...)."""
-    if _nd is None or not isinstance(out, np.ndarray) or out.ndim != len(chunkshape):
+    if _scatter is None or not isinstance(out, np.ndarray) or out.ndim != len(chunkshape):
         return False
     nthreads = native.default_nthreads()
     if native.quick_decode(chunk, scratch, nthreads, len(scratch)) is None:
@@ -437,7 +437,7 @@ def decode_small_chunk(
     else:
         blocks = np.asarray(wanted, np.int64)
         lo, hi = [a for a, _ in region], [b for _, b in region]
-    _nd.scatter_blocks(scratch, 0, blocks, chunkshape, blockshape, lo, hi, out)
+    _scatter.scatter_blocks(scratch, 0, blocks, chunkshape, blockshape, lo, hi, out)
     return True
 
 
@@ -553,9 +553,9 @@ def copy_blocks(
     """Copy each decoded block's selected part straight to its place in ``out`` (one copy,
     whatever the block layout); every range has step 1. ``buf`` holds the decoded chunk from
     block ``base`` on."""
-    if _nd is not None and isinstance(out, np.ndarray) and out.ndim == len(ranges):
+    if _scatter is not None and isinstance(out, np.ndarray) and out.ndim == len(ranges):
         # In C, one memcpy per row piece (numpy, a block at a time, cost more than decoding).
-        _nd.scatter_blocks(
+        _scatter.scatter_blocks(
             buf, base, np.asarray(wanted, np.int64), chunkshape, blockshape,
             [r.start for r in ranges], [r.stop for r in ranges], out,
         )  # fmt: skip

@@ -22,6 +22,8 @@ from ..chunk.encoder import special_chunk, writable_dtype
 from ..constants import SpecialValue
 from ..errors import TargetExistsError
 from ..frame import remote
+from ..frame.b2lock import Sidecar, sidecar_path
+from ..frame.lock import LOCK_TIMEOUT
 from ..frame.mappings import check_vlmeta_sum, raw_value
 from ..frame.remote_sparse import drop_sparse, fill_new
 from ..frame.schunk import SChunk
@@ -87,6 +89,7 @@ def _new(shape, dtype, urlpath, opts: ArrayOptions, storage_options=None):
     schunk = SChunk.create(staged, contiguous=opts.contiguous, **made)
     schunk._final_path = urlpath
     schunk._final_mode = opts.mode
+    schunk._final_locking = (opts.locking, opts.contiguous)
     return schunk, b2nd, cparams
 
 
@@ -122,13 +125,21 @@ def _finish(schunk, b2nd, vlmeta) -> B2ndArray:
         return arr
     staged = schunk.urlpath
     arr.close()
+    locking, contiguous = schunk._final_locking
     mode = schunk._final_mode
-    if mode == "w":
-        replace_path(staged, final)
-    elif not place_new(staged, final):  # made by another process since _new checked
-        _remove_staged(staged)
-        raise TargetExistsError(final, mode)
-    return B2ndArray(SChunk.open(final, mode="a"), b2nd)
+    # python-blosc2's handles with locking on are kept out while the array is replaced, and
+    # told by the generation that their view is stale (frame/b2lock.py).
+    sidecar = Sidecar(sidecar_path(final, sparse=not contiguous), locking, True, LOCK_TIMEOUT)
+    with sidecar.hold_exclusive():
+        if mode == "w":
+            replace_path(staged, final)
+        elif not place_new(staged, final):  # made by another process since _new checked
+            _remove_staged(staged)
+            raise TargetExistsError(final, mode)
+    if not contiguous:  # (the new directory's own, made where asked, as c-blosc2 makes it)
+        with Sidecar(sidecar.path, locking, True, LOCK_TIMEOUT).hold_exclusive():
+            pass
+    return B2ndArray(SChunk.open(final, mode="a", locking=locking), b2nd)
 
 
 @names_user_path

@@ -36,7 +36,7 @@ from typing import NoReturn
 
 import numpy as np
 
-from .indexing import _bool_scalar, _is_mask
+from .indexing import bool_scalar, is_mask
 from .points import PointPlan, plan_points
 
 __all__ = ["FancyPlan", "place", "plan"]
@@ -152,7 +152,7 @@ class FancyPlan:
             return False
         arrays = [i for i, k in enumerate(self.key) if _is_array_index(k)]
         return self.size // self.npoints >= FAR_ITEMS and any(
-            _is_mask(self.key[i]) or self._own_dimension(i) is None for i in arrays
+            is_mask(self.key[i]) or self._own_dimension(i) is None for i in arrays
         )
 
     def _splittable(self) -> Iterator[int]:
@@ -175,7 +175,7 @@ class FancyPlan:
     def _own_dimension(self, i: int) -> int | None:
         """The axis of index array ``key[i]`` along which it varies where no other index
         array does; None where there is none, or more than one it varies along."""
-        if any(_is_mask(k) for k in self.key):
+        if any(is_mask(k) for k in self.key):
             return None
         arrays = [k for k in self.key if _is_array_index(k)]
         ndim = max(k.ndim for k in arrays)
@@ -254,7 +254,7 @@ class FancyPlan:
                 sizes[d] = length
             key = []
             for i, k in enumerate(self.box_key):
-                if _is_mask(k):
+                if is_mask(k):
                     first = next(a for a, o in enumerate(self.owners) if o[:2] == ("mask", i))
                     key.append(np.ones(sizes[first : first + k.ndim], bool))
                 elif isinstance(k, np.ndarray) and k.ndim:
@@ -340,13 +340,13 @@ def plan(key, shape, *, by_chunks: bool = False) -> FancyPlan | None:
     light = tuple(_emptied(k) for k in key)
     np.broadcast_to(np.zeros((), np.uint8), shape)[light]
     taking = sum(
-        (k.ndim if _is_mask(k) else 1)
+        (k.ndim if is_mask(k) else 1)
         for k in key
-        if k is not Ellipsis and k is not None and not _bool_scalar(k)
+        if k is not Ellipsis and k is not None and not bool_scalar(k)
     )
     # NumPy checks the indices only where the index arrays (with the bool scalars, as
     # arrays of one item or none) broadcast to some: ([5], False) of an axis of 5 is empty.
-    masks = {i: _mask_box(k) for i, k in enumerate(key) if _is_mask(k)}
+    masks = {i: _mask_box(k) for i, k in enumerate(key) if is_mask(k)}
     shapes = [
         (masks[i][1],)
         if i in masks
@@ -354,7 +354,7 @@ def plan(key, shape, *, by_chunks: bool = False) -> FancyPlan | None:
         if isinstance(k, np.ndarray) and k.ndim
         else (int(bool(k)),)
         for i, k in enumerate(key)
-        if i in masks or _is_array_index(k) or _bool_scalar(k)
+        if i in masks or _is_array_index(k) or bool_scalar(k)
     ]
     try:
         npoints = math.prod(np.broadcast_shapes(*shapes))
@@ -370,7 +370,7 @@ def plan(key, shape, *, by_chunks: bool = False) -> FancyPlan | None:
             per_point *= math.prod(shape[axis : axis + n])
             box_key.append(Ellipsis)
             axis += n
-        elif k is None or _bool_scalar(k):
+        elif k is None or bool_scalar(k):
             box_key.append(k)
         elif isinstance(k, slice):
             r = range(shape[axis])[k]
@@ -409,7 +409,7 @@ def plan(key, shape, *, by_chunks: bool = False) -> FancyPlan | None:
 def _emptied(k):
     """``k`` with the same checks to pass but no indices: an index array made empty (of its
     dtype and dimensions), a mask all False (of its shape, without memory)."""
-    if _is_mask(k):
+    if is_mask(k):
         return np.broadcast_to(np.False_, k.shape)
     if isinstance(k, np.ndarray) and k.ndim:
         return np.empty((0,) * k.ndim, k.dtype)

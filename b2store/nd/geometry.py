@@ -164,7 +164,8 @@ def chunk_region(
     return tuple(slice(c * n, min((c + 1) * n, s)) for c, n, s in zip(coords, chunkshape, shape))
 
 
-def _c_index(coords: Sequence[int], dims: Sequence[int]) -> int:
+def c_index(coords: Sequence[int], dims: Sequence[int]) -> int:
+    """The C-order (row-major) position of ``coords`` in a grid of ``dims``: a chunk's number."""
     index = 0
     for c, d in zip(coords, dims):
         index = index * d + c
@@ -190,8 +191,8 @@ def item_position(
     inner = [i % c for i, c in zip(index, chunkshape)]
     block = [r // b for r, b in zip(inner, blockshape)]
     inblock = [r % b for r, b in zip(inner, blockshape)]
-    offset = _c_index(block, nblocks) * block_nitems(blockshape) + _c_index(inblock, blockshape)
-    return _c_index(chunk, grid), offset
+    offset = c_index(block, nblocks) * block_nitems(blockshape) + c_index(inblock, blockshape)
+    return c_index(chunk, grid), offset
 
 
 def _interleave(ndim: int) -> list[int]:
@@ -291,4 +292,4 @@ def blocks_touched(
             return []
         ranges.append(range(start // b, _ceil_div(stop, b)))
     nblocks = _block_grid(chunks, blocks)
-    return [_c_index(coords, nblocks) for coords in itertools.product(*ranges)]
+    return [c_index(coords, nblocks) for coords in itertools.product(*ranges)]

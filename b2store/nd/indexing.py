@@ -23,14 +23,14 @@ import numpy as np
 __all__ = ["chunks_touched", "normalize", "split_whole", "table_parts"]
 
 
-def _bool_scalar(k) -> bool:
+def bool_scalar(k) -> bool:
     """Whether ``k`` is a bool scalar NumPy takes as a 0-d boolean mask."""
     return isinstance(k, (bool, np.bool_)) or (
         isinstance(k, np.ndarray) and k.ndim == 0 and k.dtype == bool
     )
 
 
-def _is_mask(k) -> bool:
+def is_mask(k) -> bool:
     """Whether ``k`` is a boolean mask (an n-d bool array, not a bool scalar)."""
     return isinstance(k, np.ndarray) and k.ndim > 0 and k.dtype == bool
 
@@ -52,7 +52,7 @@ def normalize(key, shape):
     if ellipses > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     # None and bool scalars add axes without taking one of the array's.
-    taking = sum(1 for k in key if k is not Ellipsis and k is not None and not _bool_scalar(k))
+    taking = sum(1 for k in key if k is not Ellipsis and k is not None and not bool_scalar(k))
     if taking > len(shape):
         raise IndexError(
             f"too many indices for array: array is {len(shape)}-dimensional, "
@@ -67,7 +67,7 @@ def normalize(key, shape):
             final.append(Ellipsis)
         elif k is None:
             final.append(None)
-        elif _bool_scalar(k):
+        elif bool_scalar(k):
             empty = empty or not bool(k)
             final.append(bool(k))
         elif isinstance(k, slice):

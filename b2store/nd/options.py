@@ -42,6 +42,7 @@ class ArrayOptions:
     meta: Mapping[str, Any] | None = None
     vlmeta: Mapping[str, Any] | None = None
     nthreads: int | None = None
+    locking: bool | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in ("w", "x", "w-"):
@@ -118,6 +119,11 @@ vlmeta : mapping, optional
 nthreads : int, optional
     Chunks' blocks compressed at once (default: as many as reads use, the cores unless
     ``B2STORE_NTHREADS`` says otherwise, as python-blosc2).
+locking : bool, optional
+    Take part in python-blosc2's cross-process locking (its ``locking=True``): the new
+    array is put in place holding its ``.b2lock`` sidecar exclusive, made if missing, and
+    the array returned locks as :func:`b2store.open`'s ``locking`` says. None (default):
+    when a sidecar is there or ``BLOSC_LOCKING`` asks; False: only when one is there.
 """
 _STORAGE_OPTIONS_DOC = """\
 storage_options : mapping, optional

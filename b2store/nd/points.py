@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .indexing import _bool_scalar, _is_mask, chunks_touched, normalize
+from .indexing import bool_scalar, chunks_touched, is_mask, normalize
 
 __all__ = ["PointPlan", "plan_points"]
 
@@ -155,16 +155,16 @@ def plan_points(key, shape) -> PointPlan:
     """The point plan of ``key`` (checked by :func:`b2store.nd.fancy.plan`, its lists made
     arrays) over an array of ``shape``."""
     taking = sum(
-        (k.ndim if _is_mask(k) else 1)
+        (k.ndim if is_mask(k) else 1)
         for k in key
-        if k is not Ellipsis and k is not None and not _bool_scalar(k)
+        if k is not Ellipsis and k is not None and not bool_scalar(k)
     )
     expanded, ellipsis = [], None
     for k in key:
         if k is Ellipsis:
             ellipsis = (len(expanded), len(shape) - taking)  # where, and how many axes
             expanded.extend([slice(None)] * (len(shape) - taking))
-        elif _is_mask(k):
+        elif is_mask(k):
             expanded.extend(k.nonzero())  # a mask is its nonzero() arrays, in NumPy too
         else:
             expanded.append(k)
@@ -176,7 +176,7 @@ def plan_points(key, shape) -> PointPlan:
     # Which array axis each element of the key takes (None and bool scalars take none).
     axis_of, axis = {}, 0
     for i, k in enumerate(expanded):
-        if k is None or _bool_scalar(k):
+        if k is None or bool_scalar(k):
             continue
         axis_of[i] = axis
         axis += 1

@@ -16,7 +16,7 @@ from ..frame import remote
 from ..frame.publishing import special_offset
 from . import fancy
 from .chunks import decode_chunk_array, encode_chunk_array
-from .geometry import _c_index, chunk_grid, chunk_nitems
+from .geometry import c_index, chunk_grid, chunk_nitems
 from .indexing import chunks_touched as _chunks_touched
 from .indexing import normalize
 from .meta import B2ndMeta
@@ -39,7 +39,9 @@ class ArrayWrites:
     def _reload_meta(self) -> None:
         # Another writer may have resized the array since this handle read its metalayer.
         name = "b2nd" if "b2nd" in self.schunk.header.metalayers else "caterva"
-        self._meta = B2ndMeta.from_bytes(self.schunk.meta.raw(name), caterva=name == "caterva")
+        raw = self.schunk.meta.raw(name)
+        self._meta = B2ndMeta.from_bytes(raw, caterva=name == "caterva")
+        self._meta_raw = raw
 
     def _setitem_locked(self, key, value) -> None:
         """The body of :meth:`__setitem__`, with the writer lock held."""
@@ -56,9 +58,9 @@ class ArrayWrites:
         grid = chunk_grid(self.shape, self.chunks)
         updates = {}
         touched = list(_chunks_touched(dims, self.chunks))
-        stored = self._fetched([_c_index(coords, grid) for coords, _ in touched])
+        stored = self._fetched([c_index(coords, grid) for coords, _ in touched])
         for coords, parts in touched:
-            nchunk = _c_index(coords, grid)
+            nchunk = c_index(coords, grid)
             ext = self._whole_chunk(nchunk, stored.get(nchunk)).copy()
             src = tuple(_as_index(local) for local, _ in parts)
             dst = tuple(_as_index(pos) for _, pos in parts)
@@ -79,7 +81,7 @@ class ArrayWrites:
         grid = chunk_grid(self.shape, self.chunks)
         updates = {}
         for coords, ranges, group, local, out_pos in plan.pieces(self.chunks):
-            nchunk = _c_index(coords, grid)
+            nchunk = c_index(coords, grid)
             ext = self._whole_chunk(nchunk).copy()
             moved = np.moveaxis(ext, plan.adv_axes, range(k))
             basic = [ranges[d] for d in plan.basic_axes]
@@ -119,7 +121,7 @@ class ArrayWrites:
                 if not inside:
                     entries.append(zero)
                     continue
-                old_index = _c_index(coords, old_grid)
+                old_index = c_index(coords, old_grid)
                 entries.append(int(self.schunk.offsets[old_index]))
                 keep = [min(c, max(0, n - i * c)) for i, c, n in zip(coords, self.chunks, newshape)]
                 had = [
@@ -143,6 +145,7 @@ class ArrayWrites:
         pairs = itertools.chain(replace.items(), chunks)  # (the chunks as they come)
         self.schunk.reindex(entries, nbytes, metalayers, pairs, chunksize=chunksize, vlmeta=vlmeta)
         self._meta = meta
+        self._meta_raw = metalayers["b2nd"]
 
     def _whole_chunk(self, nchunk: int, chunk: bytes | None = None) -> np.ndarray:
         """Chunk ``nchunk`` decoded (its stored bytes ``chunk``, where already read), as a

@@ -15,7 +15,8 @@ from helpers import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from b2store import _delta, _shuffle
+from b2store import _shuffle
+from b2store.chunk import _delta
 
 element_sizes = st.sampled_from([1, 2, 3, 4, 5, 7, 8, 12, 16, 17, 32, 255])
 payloads = st.binary(min_size=0, max_size=3000).map(lambda b: np.frombuffer(b, np.uint8))

@@ -1,4 +1,4 @@
-"""The GIL-free block loop (b2store._blocks, b2store.chunk.native) against the Python path and
+"""The GIL-free block loop (chunk/_decode_blocks, chunk/native.py) against the Python path and
 python-blosc2: same bytes decoded and encoded, the same errors on damaged chunks, threads."""
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def test_decoders_fall_back_to_the_wheels():
 @pytest.mark.parametrize("codec", ["lz4", "zstd"])
 def test_every_decoder_build_gives_the_same_bytes(codec):
     # The same chunks decoded with the wheels' decoders and with numcodecs' builds.
-    from b2store import _blocks
+    from b2store.chunk import _decode_blocks
 
     chunks = [
         _blosc2_chunk(_data(dtype), codec, filters, nthreads=1)
@@ -102,10 +102,10 @@ def test_every_decoder_build_gives_the_same_bytes(codec):
     with_wheels.update(native._symbols(native._module_path("lz4.block._block"), native._LZ4_DECODE))
     with_wheels.update(native._symbols(native._module_path("zstandard._cffi"), native._ZSTD_DECODE))
     try:
-        _blocks.set_entry_points(with_wheels)
+        _decode_blocks.set_entry_points(with_wheels)
         by_wheels = [b2store.decode_chunk(c, nthreads=2).tobytes() for c in chunks]
     finally:
-        _blocks.set_entry_points(chosen)
+        _decode_blocks.set_entry_points(chosen)
     by_chosen = [b2store.decode_chunk(c, nthreads=2).tobytes() for c in chunks]
     assert by_chosen == by_wheels
     assert by_chosen == [bytes(blosc2.decompress2(c)) for c in chunks]
@@ -170,9 +170,9 @@ def test_encoder_matches_the_python_path(codec, monkeypatch):
 @pytest.mark.parametrize("dtype", ["<f8", "<i4"])
 def test_zlib_deflates_in_c_as_the_python_path_and_c_blosc2(dtype, clevel, monkeypatch):
     pytest.importorskip("zlib_ng", reason="the C loop deflates with zlib-ng only")
-    from b2store import _blocks
+    from b2store.chunk import _decode_blocks
 
-    assert _blocks.encodable(4), "zlib-ng's deflate should have been found"
+    assert _decode_blocks.encodable(4), "zlib-ng's deflate should have been found"
     data = _data(dtype, 400_001)
     for filters in (["shuffle"], ["bitshuffle"], []):
         # One thread each: with more, c-blosc2 (and b2store) store the blocks in the order

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from helpers import assert_same_bytes
 
-from b2store import _encode_blocks
+from b2store.chunk import _encode_blocks
 
 HEADER = bytes(range(32))  # cbytes (bytes 12-15) is filled in by finish_blocks
 

@@ -1,4 +1,4 @@
-"""The one-pass C decode of common chunks (``_plan.Plan``, ``native.quick_decode``): which
+"""The one-pass C decode of common chunks (``_chunk_plan.Plan``, ``native.quick_decode``): which
 chunks take it, that they decode as python-blosc2 decodes them, and that every other chunk
 (or a damaged one) is left to the general decoder, which decodes it or names the field."""
 
@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 import b2store
-from b2store import _plan
-from b2store.chunk import native
+from b2store.chunk import _chunk_plan, native
 from b2store.chunk.decoder import stream_split
 from b2store.chunk.header import LAST_BLOSC1_VERSION, ChunkHeader
 from b2store.errors import FormatError
@@ -42,7 +41,7 @@ def _walk(dtype, n):
 def test_common_chunks_take_the_quick_path(codec, filters, dtype):
     data = _walk(dtype, 70_001)  # a short last block
     chunk = _chunk(data, codec, filters, blocksize=32768)
-    plan = _plan.Plan(chunk)  # some are stored raw (memcpyed): those too
+    plan = _chunk_plan.Plan(chunk)  # some are stored raw (memcpyed): those too
     assert plan.ok and plan.nbytes == data.nbytes and plan.nblocks > 2
     assert native.quick_decode(chunk, None, 1, 1 << 40) is not None
     for nthreads in (1, 2):
@@ -60,7 +59,7 @@ def test_flawed_bytedelta_takes_the_quick_path(dtype):
     # channel): python-blosc2 writes it no more, but reads it, as the one pass must.
     data = _walk(dtype, 70_001)
     chunk = b2store.encode_chunk(data, codec="lz4", filters=["shuffle", "bytedelta_buggy"])
-    assert _plan.Plan(chunk).ok
+    assert _chunk_plan.Plan(chunk).ok
     for nthreads in (1, 2):
         got = b2store.decode_chunk(chunk, nthreads=nthreads).tobytes()
         assert got == data.tobytes() == blosc2.decompress2(chunk)
@@ -73,7 +72,7 @@ def test_delta_chunks_decode_block_0_before_threads_share_the_others():
     # it first for one thread, and a partial plan (block 0 not read) is not taken.
     data = _walk("<i4", 400_001)
     chunk = _chunk(data, "lz4", ("delta", "shuffle"), blocksize=16384)
-    plan = _plan.Plan(chunk)
+    plan = _chunk_plan.Plan(chunk)
     assert plan.ok and plan.delta and plan.nblocks == 98
     dest = np.zeros(data.nbytes, np.uint8)
     scratch = native._scratch()
@@ -83,13 +82,29 @@ def test_delta_chunks_decode_block_0_before_threads_share_the_others():
     assert plan.first(dest, scratch) == -1  # once
     assert plan.run(dest, scratch) == 0
     assert dest.tobytes() == data.tobytes()
-    assert not _plan.Plan(_chunk(data, "lz4", ("shuffle",))).delta
+    assert not _chunk_plan.Plan(_chunk(data, "lz4", ("shuffle",))).delta
     blocks = np.array([0, 3], np.int64)
     ends = np.full(98, len(chunk), np.int64)
-    assert not _plan.Plan(chunk, blocks, ends).ok
+    assert not _chunk_plan.Plan(chunk, blocks, ends).ok
     assert native.threads_for(data.nbytes, 2) == 2
     for _ in range(40):  # two threads, again and again: no race with block 0
         assert b2store.decode_chunk(chunk, nthreads=2).tobytes() == data.tobytes()
+
+
+@pytest.mark.usefixtures("native_on")
+@pytest.mark.parametrize("filters", [("shuffle",), ("delta", "shuffle")])
+def test_one_thread_decodes_in_one_call(filters, monkeypatch):
+    # One thread's decode is Plan.run_alone (DELTA's block 0 first, inside it): no share-out
+    # of the blocks, whose Python was a fifth of a 4 kB chunk's whole decode.
+    data = _walk("<i4", 400_001)
+    chunk = _chunk(data, "lz4", filters, blocksize=16384)
+    monkeypatch.setattr(native, "_share", lambda *a: pytest.fail("the blocks were shared out"))
+    for nthreads in (None, 1):
+        assert b2store.decode_chunk(chunk, nthreads=nthreads).tobytes() == data.tobytes()
+    plan = _chunk_plan.Plan(chunk)
+    dest = np.zeros(data.nbytes, np.uint8)
+    assert plan.run_alone(dest[:-1], native._scratch()) == -1 and not dest.any()
+    assert plan.run_alone(dest, native._scratch()) == 0 and dest.tobytes() == data.tobytes()
 
 
 def test_other_chunks_are_left_to_the_general_decoder():
@@ -99,7 +114,7 @@ def test_other_chunks_are_left_to_the_general_decoder():
         "zeros": _chunk(np.zeros(50_000, "<i4"), "lz4"),
     }
     for name, chunk in others.items():
-        assert not _plan.Plan(chunk).ok, name
+        assert not _chunk_plan.Plan(chunk).ok, name
         assert native.quick_decode(chunk, None, 1, 1 << 40) is None, name
         assert b2store.decode_chunk(chunk).tobytes() == data.tobytes() or name == "zeros"
 
@@ -110,13 +125,13 @@ def test_raw_chunks_are_copied_in_c(nthreads):
     data = np.random.default_rng(1).integers(0, 256, 100_003, np.uint8)
     chunk = _chunk(data, "lz4", (), blocksize=8192)
     assert b2store.chunk_info(chunk).memcpyed
-    plan = _plan.Plan(chunk)
+    plan = _chunk_plan.Plan(chunk)
     assert plan.ok and plan.nbytes == len(data) and plan.nblocks == -(-len(data) // 8192)
     assert b2store.decode_chunk(chunk, nthreads=nthreads).tobytes() == data.tobytes()
     # cbytes must be exactly nbytes past the header
     bad = bytearray(chunk) + b"x"
     bad[12:16] = (len(chunk) + 1).to_bytes(4, "little")
-    assert not _plan.Plan(bytes(bad)).ok
+    assert not _chunk_plan.Plan(bytes(bad)).ok
     with pytest.raises(FormatError, match="cbytes"):
         b2store.decode_chunk(bytes(bad))
 
@@ -127,9 +142,20 @@ def test_limits_and_out_fall_back():
     assert native.quick_decode(chunk, None, 1, data.nbytes - 1) is None
     with pytest.raises(b2store.LimitError, match=r"Limits\.max_chunk_nbytes"):
         b2store.decode_chunk(chunk, max_nbytes=data.nbytes - 1)
-    # An out that is not a flat uint8 array still works, through the general path.
+    # An out of another dtype or shape is decoded into in one pass too (numcodecs hands its
+    # codecs the caller's array); one that is not contiguous, writable or of plain items
+    # goes through the general path.
+    out = np.empty((4, data.size // 4), data.dtype)
+    got = native.quick_decode(chunk, out, 1, 1 << 40)
+    assert got is not None and got.dtype == np.uint8 and np.shares_memory(got, out)
+    assert np.array_equal(out.reshape(-1), data)
+    for other in (
+        np.empty(data.size * 2, data.dtype)[::2],
+        np.frombuffer(bytes(data.nbytes), data.dtype),
+        np.empty(data.nbytes // 8, object),
+    ):
+        assert native.quick_decode(chunk, other, 1, 1 << 40) is None
     out = np.empty(data.shape, data.dtype)
-    assert native.quick_decode(chunk, out, 1, 1 << 40) is None
     b2store.decode_chunk(chunk, out=out)
     assert np.array_equal(out, data)
     with pytest.raises(ValueError, match="bytes"):
@@ -163,7 +189,7 @@ def test_damaged_headers_and_starts_are_refused():
         "filter": (b2store.UnsupportedError, "unsupported filter 200"),
     }
     for name, buf in cases.items():
-        assert not _plan.Plan(buf).ok, name
+        assert not _chunk_plan.Plan(buf).ok, name
         j = name[len("bstarts[") : name.find("]")]
         error, match = expected.get(name, (FormatError, rf"^bstarts\[{j}\] at offset"))
         with pytest.raises(error, match=match):
@@ -205,7 +231,7 @@ def test_more_streams_than_bytes_is_refused_before_any_table():
     head += bytes([1, 0, 0, 0, 0, 0, 1, 0]) + bytes(8)
     starts = np.full(nb, 32 + 4 * nb, "<i4").tobytes()
     buf = head + starts + bytes(8)
-    assert not _plan.Plan(buf).ok
+    assert not _chunk_plan.Plan(buf).ok
     with pytest.raises(FormatError, match="csize of stream 2 of block 0"):
         b2store.decode_chunk(buf)
 
@@ -227,7 +253,7 @@ def test_blosc1_chunks_take_the_quick_path_when_their_header_says_how_blocks_spl
     chunk = numcodecs.Blosc(codec, 5, shuffle, blocksize=blocksize).encode(data)
     header = ChunkHeader.from_bytes(chunk)
     assert header.version <= LAST_BLOSC1_VERSION and header.header_size == 16
-    plan = _plan.Plan(chunk)
+    plan = _chunk_plan.Plan(chunk)
     assert plan.ok == (not header.memcpyed and stream_split(header) is not None)
     assert (native.quick_decode(chunk, None, 1, 1 << 40) is not None) == plan.ok
     want = numcodecs.Blosc().decode(chunk)
@@ -245,13 +271,13 @@ def test_blosc1_chunks_only_their_bytes_can_tell_are_left_to_the_general_decoder
     assert chunk[2] & 0x10  # not split (64 items a block), and flagged so
     chunk[2] &= ~0x10  # as c-blosc before 1.11 wrote it
     assert stream_split(ChunkHeader.from_bytes(chunk)) is None
-    assert not _plan.Plan(bytes(chunk)).ok
+    assert not _chunk_plan.Plan(bytes(chunk)).ok
     assert b2store.decode_chunk(bytes(chunk)).tobytes() == data.tobytes()
     good = numcodecs.Blosc("zstd", 5, 1).encode(data)
-    assert _plan.Plan(good).ok if native.enabled() else True
+    assert _chunk_plan.Plan(good).ok if native.enabled() else True
     bad = bytearray(good)
     bad[16:20] = (len(good) + 5).to_bytes(4, "little")  # block 0 starts past the end
-    assert not _plan.Plan(bytes(bad)).ok
+    assert not _chunk_plan.Plan(bytes(bad)).ok
     with pytest.raises(FormatError, match="bstarts"):
         b2store.decode_chunk(bytes(bad))
     with pytest.raises(FormatError, match="cbytes"):

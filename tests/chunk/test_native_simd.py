@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from b2store import _delta, _shuffle
+from b2store import _shuffle
+from b2store.chunk import _delta
 
 LEVELS = [lvl for lvl in (1, 2) if lvl <= _shuffle.simd_level()]
 # Item counts around the vector widths (16 and 32 items, 128 and 256 groups of 8).

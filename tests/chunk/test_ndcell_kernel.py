@@ -1,4 +1,4 @@
-"""The NDCELL / NDMEAN kernels (b2store._ndcell): against a plain-Python reading of the
+"""The NDCELL / NDMEAN kernels (b2store.chunk._ndcell): against a plain-Python reading of the
 filters, against python-blosc2 (c-blosc2's filtered bytes of each block, inflated from its
 chunks, and its decoded chunks), and on bad parameters."""
 
@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import pytest
 
-from b2store import _ndcell
+from b2store.chunk import _ndcell
 
 # --- reference: the filters as c-blosc2 describes them, one item at a time --------------
 

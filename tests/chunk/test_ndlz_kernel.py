@@ -1,4 +1,4 @@
-"""The NDLZ kernel (b2store._ndlz, c-blosc2's codec 32): streams byte-identical to c-blosc2's
+"""The NDLZ kernel (b2store.chunk._ndlz, c-blosc2's codec 32): streams byte-identical to c-blosc2's
 in both directions, and a decoder that answers any hostile stream with -1 and nothing worse.
 
 The oracle tests write b2nd arrays with python-blosc2 and take the chunks apart here (header,
@@ -10,7 +10,7 @@ import struct
 import numpy as np
 import pytest
 
-from b2store import _ndlz
+from b2store.chunk import _ndlz
 
 BLOCKSHAPES = [(32, 18), (10, 7), (64, 64), (100, 33), (16, 16), (8, 40)]
 

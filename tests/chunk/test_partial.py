@@ -332,6 +332,28 @@ def test_direct_leaves_what_it_cannot_take_to_the_plan_path():
 
 
 @pytest.mark.usefixtures("native_on")  # the direct path is the C loop: on in both settings
+def test_a_kept_layout_asks_its_header_once(monkeypatch):
+    # A small read of an open array reuses the chunk's layout: whether the C loop takes the
+    # chunk is decided once, not per read (each read asked the header and the plugins again).
+    import b2store.chunk.partial as partial
+
+    asked = []
+    monkeypatch.setattr(partial, "uses_plugins", lambda h: asked.append(h) or False)
+    chunk = b2store.encode_chunk(sample(30000, 4), codec="zstd", blocksize=16384)
+    layout = read_layout(chunk, size=len(chunk))
+    whole = b2store.decode_chunk(chunk)
+    for j in (1, 5, 1):
+        out = np.zeros(layout.header.nbytes, np.uint8)
+        assert decode_direct(layout, lambda a, n: chunk[a : a + n], [j], out) == [j]
+        span = slice(j * 16384, (j + 1) * 16384)
+        assert out[span].tobytes() == whole[span].tobytes()
+    assert len(asked) == 1
+    # A chunk with a dictionary is still left to the plan path, every time.
+    with_dict = b2store.encode_chunk(sample(30000, 2), codec="zstd", blocksize=16384, use_dict=True)
+    assert direct_read(with_dict, [3])[0] is None and direct_read(with_dict, [3])[0] is None
+
+
+@pytest.mark.usefixtures("native_on")  # the direct path is the C loop: on in both settings
 @settings(deadline=None)
 @given(
     st.lists(st.tuples(st.integers(0, 30000), st.integers(0, 255)), min_size=1, max_size=8),

@@ -25,6 +25,7 @@ import numpy as np
 
 import b2store
 from b2store.chunk.decoder import chunk_info, decode_chunk
+from b2store.containers import BatchArray, Container
 from b2store.errors import B2StoreError
 from b2store.frame.schunk import SChunk
 from b2store.limits import Limits
@@ -125,10 +126,22 @@ def exercise_array(a) -> None:
     exercise_schunk(a.schunk)
 
 
+def exercise_container(c: Container) -> None:
+    """A python-blosc2 BatchArray, ListArray or ObjectArray: its first and last items."""
+    repr(c)
+    for i in _indices(len(c)):
+        c[i]
+    if isinstance(c, BatchArray):
+        c.items[-1:] if c.batch_lengths() else None
+    exercise_schunk(c.schunk)
+
+
 def exercise(obj) -> None:
     try:
         if isinstance(obj, SChunk):
             exercise_schunk(obj)
+        elif isinstance(obj, Container):
+            exercise_container(obj)
         else:
             exercise_array(obj)
     finally:
@@ -357,8 +370,26 @@ def seeds(name: str, corpus: Path) -> list[bytes]:
     elif name == "plugins":
         out = _plugin_seeds()
     if name == "cframe":
-        out += [frame for frame, _ in _plugin_frames()]
+        out += [frame for frame, _ in _plugin_frames()] + container_seeds()
     return [s for s in out if s]
+
+
+def container_seeds() -> list[bytes]:
+    """python-blosc2 4.14's containers of variable-length items (chunk format version 6,
+    frame format version 3), one frame of each kind, when python-blosc2 is there to write
+    them (a test dependency; b2store writes none)."""
+    try:
+        import blosc2
+    except ImportError:
+        return []
+    batches = blosc2.BatchArray(items_per_block=2)
+    batches.extend([[b"bytes\x00", "text", 42], [{"nested": [1, 2]}, None, (1, 2.5)]])
+    objects = blosc2.ObjectArray()
+    objects.extend([{"a": 1}, [1, "two"], np.arange(3), {1, 2}, 1 + 2j])
+    lists = blosc2.ListArray(item_spec=blosc2.int64(), nullable=True, batch_rows=2)
+    lists.extend([[1, 2], None, [], [3]])
+    lists.flush()
+    return [batches.to_cframe(), objects.to_cframe(), lists.to_cframe()]
 
 
 def _plugin_frames() -> list[tuple[bytes, tuple[int, ...]]]:

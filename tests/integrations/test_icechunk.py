@@ -86,7 +86,7 @@ def test_b2nd_references_in_a_local_icechunk_repository(tmp_path):
     _check(repo, engine_ds)
 
 
-def test_b2nd_references_in_an_icechunk_repository_in_a_bucket():
+def test_b2nd_references_in_an_icechunk_repository_in_a_bucket(request):
     pytest.importorskip(
         "s3fs", reason="s3:// URLs are written by fsspec's s3fs (the test-s3 extra)"
     )
@@ -95,49 +95,46 @@ def test_b2nd_references_in_an_icechunk_repository_in_a_bucket():
     )
     from obspec_utils.registry import ObjectStoreRegistry
     from obstore.store import S3Store
-    from s3server import KEY, REGION, SECRET, S3Server
+    from s3server import KEY, REGION, SECRET
 
-    server = S3Server()
-    try:
-        bucket = server.new_bucket()
-        options = server.storage_options
-        urls = []
-        for k, ds in enumerate(_datasets()):
-            url = f"s3://{bucket}/t{k}.b2nd"
-            b2store.to_b2nd(ds, url, encoding=ENCODING, storage_options=options)
-            urls.append(url)
-        s3 = dict(endpoint_url=server.endpoint, allow_http=True, region=REGION)
-        reader = S3Store(
-            bucket,
-            endpoint=server.endpoint,
-            access_key_id=KEY,
-            secret_access_key=SECRET,
-            region=REGION,
-            virtual_hosted_style_request=False,
-            client_options={"allow_http": True},
-        )
-        container = icechunk.VirtualChunkContainer(
-            f"s3://{bucket}/", icechunk.s3_store(**s3, s3_compatible=True, force_path_style=True)
-        )
-        storage = icechunk.s3_storage(
-            bucket=bucket,
-            prefix="repo",
-            access_key_id=KEY,
-            secret_access_key=SECRET,
-            force_path_style=True,
-            **s3,
-        )
-        repo = _committed(
-            urls,
-            ObjectStoreRegistry({f"s3://{bucket}": reader}),
-            storage,
-            container,
-            icechunk.s3_credentials(access_key_id=KEY, secret_access_key=SECRET),
-        )
-        engine_ds = xr.open_mfdataset(
-            urls, engine="b2nd", combine="nested", concat_dim="time", variable_name="tas",
-            storage_options=options,
-        ).load()  # fmt: skip
-        _check(repo, engine_ds)
-    finally:
-        server.stop()
+    server = request.getfixturevalue("s3")  # (the run's server: this test's `s3` is a dict)
+    bucket = server.new_bucket()
+    options = server.storage_options
+    urls = []
+    for k, ds in enumerate(_datasets()):
+        url = f"s3://{bucket}/t{k}.b2nd"
+        b2store.to_b2nd(ds, url, encoding=ENCODING, storage_options=options)
+        urls.append(url)
+    s3 = dict(endpoint_url=server.endpoint, allow_http=True, region=REGION)
+    reader = S3Store(
+        bucket,
+        endpoint=server.endpoint,
+        access_key_id=KEY,
+        secret_access_key=SECRET,
+        region=REGION,
+        virtual_hosted_style_request=False,
+        client_options={"allow_http": True},
+    )
+    container = icechunk.VirtualChunkContainer(
+        f"s3://{bucket}/", icechunk.s3_store(**s3, s3_compatible=True, force_path_style=True)
+    )
+    storage = icechunk.s3_storage(
+        bucket=bucket,
+        prefix="repo",
+        access_key_id=KEY,
+        secret_access_key=SECRET,
+        force_path_style=True,
+        **s3,
+    )
+    repo = _committed(
+        urls,
+        ObjectStoreRegistry({f"s3://{bucket}": reader}),
+        storage,
+        container,
+        icechunk.s3_credentials(access_key_id=KEY, secret_access_key=SECRET),
+    )
+    engine_ds = xr.open_mfdataset(
+        urls, engine="b2nd", combine="nested", concat_dim="time", variable_name="tas",
+        storage_options=options,
+    ).load()  # fmt: skip
+    _check(repo, engine_ds)

@@ -19,18 +19,11 @@ xr = pytest.importorskip("xarray")
 zarr = pytest.importorskip("zarr")
 
 from obstore.store import MemoryStore, S3Store  # noqa: E402
-from s3server import KEY, REGION, SECRET, S3Server  # noqa: E402
+from s3server import KEY, REGION, SECRET  # noqa: E402
 
 import b2store  # noqa: E402
 
 DATA = np.random.default_rng(21).random((40, 30))
-
-
-@pytest.fixture(scope="module")
-def s3():
-    server = S3Server()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -26,20 +26,12 @@ xr = pytest.importorskip("xarray")
 zarr = pytest.importorskip("zarr")
 
 from http_server import guarded  # noqa: E402
-from s3server import S3Server  # noqa: E402
 
 import b2store  # noqa: E402
 from b2store.chunk.partial import read_layout  # noqa: E402
 from b2store.frame.sources import END_BYTES  # noqa: E402
 
 SHAPE, CHUNKS, BLOCKS = (1000, 600), (100, 600), (10, 600)
-
-
-@pytest.fixture(scope="module")
-def s3():
-    server = S3Server()
-    yield server
-    server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -22,19 +22,11 @@ pytest.importorskip("moto.server", reason="the local S3 API is moto's server (th
 blosc2 = pytest.importorskip("blosc2")
 xr = pytest.importorskip("xarray")
 
-from s3server import S3Server  # noqa: E402
 
 import b2store  # noqa: E402
 from b2store.frame.remote_sparse import conditional_writes  # noqa: E402
 
 INDEX = "chunks.b2frame"
-
-
-@pytest.fixture(scope="module")
-def s3():
-    server = S3Server()
-    yield server
-    server.stop()
 
 
 def _keys(s3, bucket: str, prefix: str) -> list[str]:

@@ -74,9 +74,9 @@ def reads(monkeypatch):
         counts["indices"].extend(int(i) for i in nchunks)
         return file_positions(self, nchunks, *args, **kwargs)
 
-    from b2store.nd import runs as nd_runs
+    from b2store.nd import read_chunks
 
-    read_box = nd_runs.read_box
+    read_box = read_chunks.read_box
 
     def counting_box(schunk, state, lo, hi, shape, chunks, blocks, *args):  # boxes, in C
         for number, _, _ in box_chunks(lo, hi, shape, chunks, blocks):
@@ -84,7 +84,7 @@ def reads(monkeypatch):
             counts["indices"].append(number)
         return read_box(schunk, state, lo, hi, shape, chunks, blocks, *args)
 
-    monkeypatch.setattr(nd_runs, "read_box", counting_box)
+    monkeypatch.setattr(read_chunks, "read_box", counting_box)
     monkeypatch.setattr(SChunk, "file_positions", counting_positions)
     monkeypatch.setattr(SChunk, "get_chunk", counting_chunk)
     monkeypatch.setattr(SChunk, "get_chunk_blocks", counting_blocks)

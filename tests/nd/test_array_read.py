@@ -13,7 +13,7 @@ from b2store.chunk.decoder import ChunkDecoder
 from b2store.errors import FormatError
 from b2store.nd import array as nd_array
 from b2store.nd import chunks as nd_chunks
-from b2store.nd import runs as nd_runs
+from b2store.nd import read_chunks
 from b2store.nd.geometry import blocks_touched
 
 blosc2 = pytest.importorskip("blosc2", reason="python-blosc2 writes the arrays read here")
@@ -177,15 +177,15 @@ class Counter:
             self.whole += done
             return done
 
-        one_run = nd_runs._run
+        one_run = read_chunks._run
 
         def run(*a, **k):  # small chunks read whole, a run of them in one C call
             placed = one_run(*a, **k)
             self.whole += placed
             return placed
 
-        monkeypatch.setattr(nd_runs, "_run", run)
-        kernels = nd_runs._runs
+        monkeypatch.setattr(read_chunks, "_run", run)
+        kernels = read_chunks._read_chunks
         counter = self
 
         class Parts:  # a few blocks of a cut chunk, in one C call
@@ -219,7 +219,7 @@ class Counter:
                         counter.blocks += len(blocks_touched(region, chunks, blocks))
                 return placed
 
-        monkeypatch.setattr(nd_runs, "_runs", Parts)
+        monkeypatch.setattr(read_chunks, "_read_chunks", Parts)
         monkeypatch.setattr(nd_chunks, "decode_small_chunk", small_chunk)
         monkeypatch.setattr(nd_array, "decode_small_chunk", small_chunk)
         monkeypatch.setattr(ChunkDecoder, "decode_block", decode_block)

@@ -1,6 +1,7 @@
-"""Whole small chunks read a run at a time (nd/runs.py, frame/chunk_bounds.py, _runs.pyx): the same
-items as one chunk at a time, few reads, and every chunk the C loop does not take (special,
-damaged, sharing its bytes, not all in the read) read the general way."""
+"""Whole small chunks read a run at a time (nd/read_chunks.py, frame/chunk_bounds.py,
+nd/_read_chunks.pyx): the same items as one chunk at a time, few reads, and every chunk the C
+loop does not take (special, damaged, sharing its bytes, not all in the read) read the general
+way."""
 
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ from b2store.chunk.header import ChunkHeader
 from b2store.constants import SpecialValue
 from b2store.errors import FormatError
 from b2store.frame import chunk_bounds, sources
-from b2store.nd import runs as nd_runs
+from b2store.nd import read_chunks
 from b2store.nd.geometry import blocks_touched
 
-pytestmark = pytest.mark.skipif(not nd_runs.available(), reason="the extensions are not built")
+pytestmark = pytest.mark.skipif(not read_chunks.available(), reason="the extensions are not built")
 
 
 @pytest.fixture(autouse=True)
@@ -28,14 +29,14 @@ def _runs_and_parts(request, monkeypatch):
     local frame would otherwise be read by read_box, in one call (the tests that read
     boxes that way ask for ``box_reads``)."""
     if "box_reads" not in request.fixturenames:
-        monkeypatch.setattr(nd_runs, "BOX_CHUNKS", 0)
+        monkeypatch.setattr(read_chunks, "BOX_CHUNKS", 0)
 
 
 @pytest.fixture
 def box_reads(monkeypatch):
     """Per read_box call: the chunks it placed and those it left."""
     calls = []
-    kernels = nd_runs._runs
+    kernels = read_chunks._read_chunks
     read_box = kernels.read_box
 
     class Counting:
@@ -51,7 +52,7 @@ def box_reads(monkeypatch):
             calls.append(([k for k in numbers if k not in left], left))
             return n
 
-    monkeypatch.setattr(nd_runs, "_runs", Counting)
+    monkeypatch.setattr(read_chunks, "_read_chunks", Counting)
     return calls
 
 
@@ -59,14 +60,14 @@ def box_reads(monkeypatch):
 def runs_done(monkeypatch):
     """How many chunks the C loop placed, read by read."""
     placed = []
-    one_run = nd_runs._run
+    one_run = read_chunks._run
 
     def run(*a, **k):
         n = one_run(*a, **k)
         placed.append(n)
         return n
 
-    monkeypatch.setattr(nd_runs, "_run", run)
+    monkeypatch.setattr(read_chunks, "_run", run)
     return placed
 
 
@@ -298,7 +299,7 @@ def test_delta_chunks_are_read_in_runs(tmp_path, runs_done, filters):
 
 
 def test_chunks_of_2_mib_are_read_in_runs_and_larger_ones_by_groups(tmp_path, runs_done):
-    # nd_runs.MAX_CHUNK_BYTES: 64^3 float64 chunks read faster decoded whole in runs.
+    # read_chunks.MAX_CHUNK_BYTES: 64^3 float64 chunks read faster decoded whole in runs.
     data = np.arange(128 * 64 * 64, dtype="<f8").reshape(128, 64, 64) * 0.5
     arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=(64, 64, 64), blocks=(16, 16, 16))
     np.testing.assert_array_equal(arr[...], data)
@@ -333,7 +334,7 @@ def test_memory_frames_read_in_runs(runs_done):
     ],
 )
 def test_decode_run_checks_its_arguments_first(change, match):
-    from b2store import _runs
+    from b2store.nd import _read_chunks
 
     data = _grid_data((40, 30))
     arr = b2store.asarray(data, None, chunks=(10, 30), blocks=(5, 30))
@@ -354,15 +355,15 @@ def test_decode_run_checks_its_arguments_first(change, match):
         scratch=native._scratch(),
         done=np.zeros(1, np.uint8),
     )
-    assert _runs.decode_run(**args) == 1
+    assert _read_chunks.decode_run(**args) == 1
     np.testing.assert_array_equal(out[30:], data[:10])
     out[:] = 0
     with pytest.raises(ValueError, match=match):
-        _runs.decode_run(**{**args, **change})
+        _read_chunks.decode_run(**{**args, **change})
     assert not out.any()
 
 
-# --- a few blocks of a cut chunk (SChunk.chunk_part, _runs.decode_part) -------------------
+# --- a few blocks of a cut chunk (SChunk.chunk_part, _read_chunks.decode_part) -------------
 
 
 def _smooth(shape):
@@ -375,7 +376,7 @@ def _smooth(shape):
 def parts_done(monkeypatch):
     """Per cut chunk the part path decoded: how many blocks."""
     placed = []
-    kernels = nd_runs._runs
+    kernels = read_chunks._read_chunks
 
     class Counting:
         decode_run = staticmethod(kernels.decode_run)
@@ -397,7 +398,7 @@ def parts_done(monkeypatch):
                 placed.append(len(blocks_touched(region, chunks, blocks)) if new else 0)
             return n
 
-    monkeypatch.setattr(nd_runs, "_runs", Counting)
+    monkeypatch.setattr(read_chunks, "_read_chunks", Counting)
     return placed
 
 
@@ -510,7 +511,7 @@ def test_a_stream_past_its_block_is_refused_or_read_as_before(tmp_path, parts_do
 
 
 def test_decode_part_checks_its_arguments_first():
-    from b2store import _runs
+    from b2store.nd import _read_chunks
 
     data = _grid_data((20, 30))
     arr = b2store.asarray(data, None, chunks=(20, 30), blocks=(5, 30))
@@ -519,15 +520,15 @@ def test_decode_part_checks_its_arguments_first():
     out = np.zeros((5, 30), data.dtype)
     args = (chunk0, np.array([1], np.int64), layout_ends, (20, 30), (5, 30), [5, 0], [10, 30], out)
     with pytest.raises(ValueError, match="block 4 of 4"):
-        _runs.decode_part(
+        _read_chunks.decode_part(
             chunk0, np.array([4], np.int64), *args[2:], np.empty(2400, np.uint8), native._scratch()
         )
     with pytest.raises(ValueError, match="out has"):
-        _runs.decode_part(
+        _read_chunks.decode_part(
             *args[:7], np.zeros((4, 30), data.dtype), np.empty(2400, np.uint8), native._scratch()
         )
     with pytest.raises(ValueError, match="region"):
-        _runs.decode_part(
+        _read_chunks.decode_part(
             *args[:5],
             [5, 0],
             [25, 30],
@@ -536,12 +537,12 @@ def test_decode_part_checks_its_arguments_first():
             native._scratch(),
         )
     assert not out.any()
-    assert _runs.decode_part(*args, np.empty(2400, np.uint8), native._scratch())
+    assert _read_chunks.decode_part(*args, np.empty(2400, np.uint8), native._scratch())
     np.testing.assert_array_equal(out, data[5:10])
     # Ends that cut the block short: not decoded (False), nothing written.
     out[:] = 0
     short = np.zeros(4, np.int64) + 40
-    assert not _runs.decode_part(
+    assert not _read_chunks.decode_part(
         chunk0,
         np.array([1], np.int64),
         short,
@@ -644,7 +645,7 @@ def test_a_chunk_of_other_blosc_blocks_that_does_not_decode_names_both(tmp_path)
         arr[41:43, 31:33]
 
 
-# --- many cut chunks read from the file in one call (_runs.read_parts) ---------------------
+# --- many cut chunks read from the file in one call (_read_chunks.read_parts) ---------------------
 
 
 def _open_fds() -> int:
@@ -669,14 +670,14 @@ def test_a_band_across_many_chunks_is_read_from_the_file_in_c(
         raise AssertionError("a chunk read alone")
 
     threads = set()
-    parts = nd_runs._parts
+    parts = read_chunks._parts
 
     def counted(*args, **kwargs):
         threads.add(threading.get_ident())
         return parts(*args, **kwargs)
 
-    monkeypatch.setattr(nd_runs, "read_part", one_chunk)
-    monkeypatch.setattr(nd_runs, "_parts", counted)
+    monkeypatch.setattr(read_chunks, "read_part", one_chunk)
+    monkeypatch.setattr(read_chunks, "_parts", counted)
     native.set_nthreads(nthreads)
     try:
         key = (slice(None), slice(None), slice(5, 7))
@@ -737,15 +738,15 @@ def test_a_chunk_larger_than_the_kept_room_is_read_the_general_way(
 ):
     data = _smooth((60, 70))
     arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=(20, 35), blocks=(5, 7))
-    monkeypatch.setattr(nd_runs, "_ROOM_MAX", 64)
-    monkeypatch.setattr(nd_runs, "_local", type(nd_runs._local)())  # no room kept yet
+    monkeypatch.setattr(read_chunks, "_ROOM_MAX", 64)
+    monkeypatch.setattr(read_chunks, "_local", type(read_chunks._local)())  # no room kept yet
     key = (slice(18, 23), slice(30, 41))
     np.testing.assert_array_equal(arr[key], data[key])
     assert not any(parts_done)  # neither read_parts nor the part path had the room
 
 
 def test_read_parts_checks_its_arguments_first(tmp_path):
-    from b2store import _runs
+    from b2store.nd import _read_chunks
 
     data = _smooth((20, 30))
     path = tmp_path / "a.b2nd"
@@ -773,7 +774,7 @@ def test_read_parts_checks_its_arguments_first(tmp_path):
         ]
         for change, match in bad:
             with pytest.raises(ValueError, match=match):
-                _runs.read_parts(**{**args, **change})
+                _read_chunks.read_parts(**{**args, **change})
             assert not args["out"].any() and not args["done"].any()
         # A room too small for the chunk, a limit short of it, no position: left undone.
         for change in (
@@ -781,9 +782,9 @@ def test_read_parts_checks_its_arguments_first(tmp_path):
             dict(limits=limits // 2),
             dict(positions=np.array([-1], np.int64)),
         ):
-            assert _runs.read_parts(**{**args, **change}) == 0
+            assert _read_chunks.read_parts(**{**args, **change}) == 0
             assert not args["out"].any() and not args["done"].any()
-        assert _runs.read_parts(**args) == 1
+        assert _read_chunks.read_parts(**args) == 1
         np.testing.assert_array_equal(args["out"], data[5:10, 6:12])
         assert args["done"][0] == 1
     finally:
@@ -821,7 +822,7 @@ def test_chunks_alone_in_the_frame_are_read_in_c_or_else_as_runs(
     assert sum(runs_done) == 18 and not parts_done
 
 
-# --- a box of a few chunks planned and read in one call (_runs.read_box) --------------------
+# --- a box of a few chunks planned and read in one call (_read_chunks.read_box) -------------
 
 
 @settings(
@@ -846,7 +847,7 @@ def test_boxes_of_a_few_chunks_are_read_in_one_call(tmp_path_factory, box_reads,
     lo = [k.start if isinstance(k, slice) else k for k in key]
     hi = [k.stop if isinstance(k, slice) else k + 1 for k in key]
     touched = [n for n, _, _ in box_chunks(lo, hi, shape, chunks, blocks)]
-    if 1 < len(touched) <= nd_runs.BOX_CHUNKS:  # (a read inside one chunk has its own path)
+    if 1 < len(touched) <= read_chunks.BOX_CHUNKS:  # (a read inside one chunk has its own path)
         assert box_reads, key
         placed, left = box_reads[-1]
         assert sorted(placed + left) == sorted(touched)
@@ -918,7 +919,7 @@ def test_a_box_of_a_frame_cut_short_under_a_reader_is_reported(tmp_path, box_rea
 
 
 def test_read_box_checks_its_arguments_first(tmp_path):
-    from b2store import _runs
+    from b2store.nd import _read_chunks
 
     data = _smooth((20, 30))
     arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=(10, 15), blocks=(5, 5))
@@ -943,13 +944,13 @@ def test_read_box_checks_its_arguments_first(tmp_path):
         ]
         for change, match in bad:
             with pytest.raises(ValueError, match=match):
-                _runs.read_box(**{**args, **change})
+                _read_chunks.read_box(**{**args, **change})
             assert not args["out"].any()
         # An index shorter than the grid: the chunks past it are left, never read.
-        assert _runs.read_box(**{**args, "offsets": offsets[:2].copy()}) == 2
+        assert _read_chunks.read_box(**{**args, "offsets": offsets[:2].copy()}) == 2
         assert sorted(args["left"][:2]) == [2, 3]
-        assert _runs.read_box(**{**args, "room": np.empty(10, np.uint8)}) == 4
-        assert _runs.read_box(**args) == 0
+        assert _read_chunks.read_box(**{**args, "room": np.empty(10, np.uint8)}) == 4
+        assert _read_chunks.read_box(**args) == 0
         np.testing.assert_array_equal(args["out"], data[5:15, 10:20])
     finally:
         import os

@@ -39,7 +39,7 @@ from ...api import open as open_array
 from ...errors import B2StoreError
 from ...frame.mappings import raw_value
 from ...nd.chunks import encode_chunk_array
-from ...nd.geometry import chunk_grid
+from ...nd.geometry import c_index, chunk_grid
 from ...tree import VLMETA_NAME
 from .conventions import DTYPE_KEY, STRINGDTYPE, XARRAY_KEY
 from .encoding import STORAGE_KEYS, VALUE_KEYS, encode_group, fixed_width
@@ -453,11 +453,11 @@ def write_region(arr, var: xr.Variable, start, shape, was, nthreads, bar, vlmeta
             if full or not inside:
                 ext = np.zeros(chunks, dtype)
             else:
-                ext = arr._whole_chunk(_c_index(coords, old_grid)).copy()
+                ext = arr._whole_chunk(c_index(coords, old_grid)).copy()
             ext[dst] = np.asarray(value, dtype)
             bar.update(int(np.asarray(value).nbytes))
             yield (
-                _c_index(coords, grid),
+                c_index(coords, grid),
                 encode_chunk_array(
                     ext, chunks, blocks, arr.schunk.params, dtype=dtype, nthreads=nthreads
                 ),
@@ -465,7 +465,7 @@ def write_region(arr, var: xr.Variable, start, shape, was, nthreads, bar, vlmeta
 
     # B2ndArray's resize, with the new chunks and vlmeta in its one commit (the chunks the
     # values cover are not re-encoded by the resize first)
-    covered = {_c_index(coords, grid) for coords in todo}
+    covered = {c_index(coords, grid) for coords in todo}
     arr._resize_locked(shape, pieces(), covered, vlmeta=vlmeta)
 
 
@@ -480,13 +480,6 @@ def _spans(coords, start, n, shape, chunks):
         dst.append(slice(a - lo, b - lo))
         full = full and a == lo and b == hi
     return tuple(src), tuple(dst), full
-
-
-def _c_index(coords, dims) -> int:
-    index = 0
-    for c, d in zip(coords, dims):
-        index = index * d + c
-    return index
 
 
 # --- the layouts ---------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from xarray.backends.common import (
 from ... import _files
 from ...errors import FormatError
 from ...limits import Limits, resolve
+from ...table.reader import Table, is_table
 from ...tree import open_frame, open_tree
 from .blosc2_layout import refuse_shards, xb2_tree_dataset
 from .foreign import (
@@ -44,6 +45,7 @@ from .foreign import (
     owner_engine_installed,
 )
 from .groups import ancestor_sizes, frame_dataset, group_dataset
+from .tables import TableRecipe, table_dataset
 
 __all__ = ["B2ndBackendEntrypoint"]
 
@@ -209,6 +211,8 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
             return _xb2_dataset(tree, path, node, _lock_of(lock), decoders)
         if node not in tree.groups():
             raise KeyError(f"no group {node!r} in {path}; groups: {sorted(tree.groups())}")
+        if is_table(tree, node):
+            return _table_dataset(tree, path, node, storage_options, limits, lock, decoders)
         sizes = ancestor_sizes(tree, node)
         try:
             return group_dataset(tree, path, node, _lock_of(lock), decoders, sizes)
@@ -247,8 +251,15 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
         root = _group_path(group)
         if xb2:
             return {"/": _xb2_dataset(tree, path, root, _lock_of(lock), decoders)}
-        out, sizes = {}, {}
+        out, sizes, tables = {}, {}, []
         for node in sorted(tree.groups()):
+            if any(node.startswith(t.rstrip("/") + "/") for t in tables):
+                continue  # a table's insides: its columns are the table's variables
+            if is_table(tree, node) and (node == root or node.startswith(root.rstrip("/") + "/")):
+                rel = "/" + node[len(root) :].strip("/") if root != "/" else node
+                out[rel] = _table_dataset(tree, path, node, storage_options, limits, lock, decoders)
+                tables.append(node)
+                continue
             if node == root or node.startswith(root.rstrip("/") + "/"):
                 rel = "/" + node[len(root) :].strip("/") if root != "/" else node
                 # A child sees its parent's dimensions (DataTree aligns them).
@@ -320,6 +331,13 @@ def _xb2_layout(path: str) -> bool:
     if marker == SEALED_MARKER:
         raise ForeignLayoutError(path, marker)
     return marker is not None
+
+
+def _table_dataset(tree, path, node, storage_options, limits, lock, decoders) -> Dataset:
+    """The python-blosc2 CTable at ``node`` (see :mod:`.tables`)."""
+    recipe = TableRecipe(path, node, storage_options, limits)
+    table = Table(tree, node, limits)
+    return table_dataset(table, recipe, _lock_of(lock), decoders.get("drop_variables"))
 
 
 def _xb2_dataset(tree, path: str, node: str, lock, decoders) -> Dataset:

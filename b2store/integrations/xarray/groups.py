@@ -11,6 +11,7 @@ from pathlib import PurePosixPath
 
 from xarray import Dataset, conventions
 
+from ...containers import Container, ContainerNotArrayError
 from ...errors import UnsupportedError
 from ...limits import Limits
 from ...nd.array import B2ndArray
@@ -64,6 +65,9 @@ def frame_dataset(
     (``data`` when None)."""
     recipe = FrameRecipe(path, storage_options=storage_options, limits=limits)
     arr = recipe()
+    if isinstance(arr, Container):
+        arr.close()
+        raise ContainerNotArrayError(arr.kind, path, f"b2store.open({path!r})[i]")
     if not isinstance(arr, B2ndArray):
         with arr:
             return _schunk_dataset(arr, decoders)
@@ -138,6 +142,9 @@ def group_dataset(
     info = xarray_meta(gattrs)
     attrs = restore_attrs(gattrs, info.get("attr_types"), info.get("long_attrs"))
     sizes = {} if sizes is None else sizes
+    # A python-blosc2 container or proxy cache among the group's frames is no variable:
+    # refused, naming it, rather than left out of the Dataset unsaid.
+    tree.check_objects(node)
     opened = []
     try:
         for apath, ref in sorted(tree.arrays().items()):

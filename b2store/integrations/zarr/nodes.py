@@ -78,6 +78,9 @@ class StoreNodes:
             if self.group:
                 return self._frame_group(ref)
             return {"": ("array", ref)}
+        # A python-blosc2 container or proxy cache in the tree is no array: refused, naming
+        # it, rather than left out of the store's keys unsaid.
+        tree.check_objects()
         nodes: dict[str, tuple[str, Any]] = {}
         for path, attrs in tree.groups().items():
             nodes[path.strip("/")] = ("group", dict(attrs))

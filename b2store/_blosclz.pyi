@@ -1,6 +1,0 @@
-"""Typed stub of the compiled BloscLZ codec (b2store/_blosclz.pyx)."""
-
-from collections.abc import Buffer
-
-def decompress(src: Buffer, dst: Buffer) -> int: ...
-def compress(src: Buffer, dst: Buffer, clevel: int) -> int: ...

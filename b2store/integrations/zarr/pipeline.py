@@ -1,0 +1,488 @@
+"""b2store's Zarr codec pipeline (:class:`B2storeCodecPipeline`): Blosc-compressed arrays read
+with their chunks decoded and placed in zarr's output by b2store's kernels, without the GIL.
+
+Turned on for the whole process with one line (``"b2store.integrations.zarr.pipeline."``
+and the class name, as one string)::
+
+    zarr.config.set({"codec_pipeline.path": PIPELINE_PATH})
+
+It serves the arrays whose chunks are one Blosc chunk of plain C-order items: Zarr v3 with
+``bytes`` (little-endian; a ``transpose`` of identity order before it) and one of zarr's
+``blosc``, ``numcodecs.blosc``, b2store's ``blosc2`` or ``numcodecs.blosc2``; Zarr v2 with
+the ``blosc`` or ``blosc2`` compressor, no filters and C order. Every other array (other
+codecs, sharding, checksums, big-endian items, F order, object items) gets zarr's own
+``BatchedCodecPipeline`` itself, built as zarr builds it: the setting is process-wide and
+never changes what an array it does not serve reads or writes. Writes, and reads into an
+output that is not a C-contiguous NumPy array, go to that same pipeline of zarr's.
+
+A read fetches its chunks' bytes (a ``LocalStore``'s files read straight from the disk,
+other stores through their byte getters, concurrently), checks and walks each chunk in C
+(:class:`~b2store.chunk._chunk_plan.Plan`) and decodes them in threads over chunks, each
+straight into the output where the chunk lies there whole in C order, else through a
+buffer copied out row piece by row piece (:mod:`b2store.nd._plain_chunks`). A chunk the C
+pass does not take, or that fails, is decoded by :func:`~b2store.chunk.decoder.decode_chunk`,
+which decodes it or raises the :class:`~b2store.FormatError` naming what is wrong, as
+b2store's codecs do; missing chunks get the fill value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import sys
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from zarr.abc.codec import CodecPipeline
+from zarr.core.codec_pipeline import BatchedCodecPipeline
+from zarr.core.config import config
+from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
+from zarr.registry import register_pipeline
+
+from ...chunk import native
+from ...chunk._chunk_plan import Plan
+from ...chunk.decoder import decode_chunk
+from ...errors import FormatError
+from ...nd import _plain_chunks
+
+__all__ = ["PIPELINE_PATH", "B2storeCodecPipeline"]
+
+#: The ``codec_pipeline.path`` that turns the pipeline on.
+PIPELINE_PATH = "b2store.integrations.zarr.pipeline.B2storeCodecPipeline"
+
+# The bytes-to-bytes codecs whose chunks are one Blosc1 or Blosc2 chunk (v3 names, v2 ids).
+_BLOSC_V3 = frozenset({"blosc", "numcodecs.blosc", "blosc2", "numcodecs.blosc2"})
+_BLOSC_V2 = frozenset({"blosc", "blosc2"})
+# Items whose bytes are the value, in native order once decoded (no objects, no strings).
+_PLAIN_KINDS = frozenset("biufcmM")
+
+
+def _name(codec: Any) -> str | None:
+    try:
+        name = codec.to_dict().get("name")
+    except Exception:  # a codec that cannot describe itself is not one we serve
+        return None
+    return name if isinstance(name, str) else None
+
+
+def _plain_dtype(dtype: Any) -> np.dtype | None:
+    try:
+        dt = np.dtype(dtype.to_native_dtype() if hasattr(dtype, "to_native_dtype") else dtype)
+    except Exception:
+        return None
+    if dt.kind not in _PLAIN_KINDS or dt.hasobject or dt.itemsize == 0 or not dt.isnative:
+        return None
+    return dt
+
+
+def _little(dt: np.dtype) -> bool:
+    return dt.itemsize == 1 or sys.byteorder == "little"
+
+
+def served_dtype(metadata: Any) -> np.dtype | None:
+    """The items' dtype if this pipeline serves the array ``metadata`` describes, else None."""
+    if isinstance(metadata, ArrayV3Metadata):
+        dt = _plain_dtype(metadata.data_type)
+        codecs = list(metadata.codecs)
+        if dt is None or len(codecs) < 2 or _name(codecs[-1]) not in _BLOSC_V3:
+            return None
+        for codec in codecs[:-1]:
+            name = _name(codec)
+            if name == "transpose":
+                order = tuple(getattr(codec, "order", ()))
+                if order != tuple(range(len(metadata.shape))):
+                    return None
+            elif name == "bytes":
+                endian = getattr(codec, "endian", None)
+                endian = getattr(endian, "value", endian)
+                if endian not in (None, "little") or not _little(dt):
+                    return None
+            else:
+                return None
+        if _name(codecs[-2]) != "bytes":
+            return None
+        return dt
+    if isinstance(metadata, ArrayV2Metadata):
+        dt = _plain_dtype(metadata.dtype)
+        compressor = metadata.compressor
+        codec_id = getattr(compressor, "codec_id", None)
+        if dt is None or metadata.filters or metadata.order != "C" or codec_id not in _BLOSC_V2:
+            return None
+        return dt
+    return None
+
+
+def zarr_default_pipeline(metadata: Any) -> CodecPipeline:
+    """zarr's own pipeline for ``metadata``, built as zarr builds it without a store."""
+    from zarr.core.array import create_codec_pipeline
+
+    return create_codec_pipeline(metadata=metadata)
+
+
+def _fill(spec: Any) -> Any:
+    """The value of a missing chunk's items (zarr's ``fill_value_or_default``)."""
+    fill = spec.fill_value
+    if fill is None:  # Zarr v2 allowed a null fill value
+        return spec.dtype.default_scalar()
+    return fill
+
+
+def _box(csel: tuple, osel: tuple, cshape: tuple, out: np.ndarray) -> list[int] | None:
+    """A chunk's box ``lo``, ``hi`` (per chunk axis) and the byte offset in ``out`` of its
+    first item, where the selections are plain (unit-step slices, integers); else None."""
+    if not isinstance(csel, tuple) or not isinstance(osel, tuple):
+        return None  # (a vectorized key's selections: zarr's placement)
+    if len(csel) != len(cshape) or len(osel) > out.ndim:
+        return None
+    lo, hi = [], []
+    offset, j = 0, 0
+    for sel, n in zip(csel, cshape, strict=True):
+        if isinstance(sel, slice):
+            a, b, step = sel.indices(n)
+            if step != 1 or b < a:
+                return None
+            if j >= len(osel) or not isinstance(osel[j], slice):
+                return None
+            oa, ob, ostep = osel[j].indices(out.shape[j])
+            if ostep != 1 or ob - oa != b - a:
+                return None
+            offset += oa * out.strides[j]
+            j += 1
+            lo.append(a)
+            hi.append(b)
+        elif isinstance(sel, (int, np.integer)) and 0 <= sel < n:
+            lo.append(int(sel))
+            hi.append(int(sel) + 1)
+        else:
+            return None
+    if j != out.ndim or j != len(osel):
+        return None
+    return [*lo, *hi, offset]
+
+
+def _strides(csel: tuple, out: np.ndarray) -> list[int]:
+    """The bytes between neighbours in ``out`` along each chunk axis (0 along integers)."""
+    strides, j = [], 0
+    for sel in csel:
+        if isinstance(sel, slice):
+            strides.append(out.strides[j])
+            j += 1
+        else:
+            strides.append(0)
+    return strides
+
+
+def _read_file(path: str) -> bytes | None:
+    """A chunk file's bytes, None if there is none; a FIFO or device is refused, never
+    waited on."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FormatError("chunk file", f"a regular file at {path!r}", "another kind")
+        parts, size = [], st.st_size
+        while True:
+            part = os.read(fd, max(size, 1 << 16))
+            if not part:
+                break
+            parts.append(part)
+            size = 1 << 16
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+    finally:
+        os.close(fd)
+
+
+def _local_root(store: Any) -> str | None:
+    """The directory of a zarr ``LocalStore`` (whose keys are files under it), else None."""
+    try:
+        from zarr.storage import LocalStore
+    except ImportError:  # pragma: no cover - every zarr 3 has it
+        return None
+    if type(store) is LocalStore:
+        return str(store.root)
+    return None
+
+
+# A chunk's status after the kernels (nd/_plain_chunks.pyx), and zarr's results.
+_PLACED, _FAILED, _MISSING = 0, 1, 2
+_PRESENT, _ABSENT = "present", "missing"
+
+
+@dataclass
+class _Group:
+    """The plainly placed chunks of one chunk shape in a read."""
+
+    index: list[int]
+    plans: list[Plan]
+    boxes: list[list[int]]
+    strides: list[int]
+
+
+class B2storeCodecPipeline(CodecPipeline):
+    """A Zarr codec pipeline decoding Blosc-compressed chunks with b2store's kernels.
+
+    Made by zarr through :meth:`from_array_metadata_and_store` for each array; for an array
+    it does not serve, that returns zarr's own ``BatchedCodecPipeline``. Writes and
+    everything else but plain reads are handed to zarr's pipeline (``inner``) unchanged.
+    """
+
+    def __init__(self, inner: CodecPipeline, dtype: np.dtype, store: Any = None) -> None:
+        self.inner = inner
+        self.dtype = dtype
+        self.store = store
+        self._root = _local_root(store)
+
+    # -- how zarr builds a pipeline --
+
+    @classmethod
+    def from_array_metadata_and_store(cls, array_metadata: Any, store: Any) -> CodecPipeline:
+        inner = zarr_default_pipeline(array_metadata)
+        dtype = served_dtype(array_metadata)
+        if dtype is None:
+            return inner
+        return cls(inner, dtype, store)
+
+    @classmethod
+    def from_codecs(cls, codecs: Iterable[Any], **kwargs: Any) -> CodecPipeline:
+        # zarr's default construction (no store) and sharding's inner chunks: zarr's own.
+        return BatchedCodecPipeline.from_codecs(codecs, **kwargs)
+
+    def evolve_from_array_spec(self, array_spec: Any) -> B2storeCodecPipeline:
+        return type(self)(self.inner.evolve_from_array_spec(array_spec), self.dtype, self.store)
+
+    def __eq__(self, other: object) -> bool:
+        # zarr compares arrays field by field, their pipelines among them (a pickled copy
+        # must equal its original).
+        if type(other) is not type(self):
+            return NotImplemented
+        return (self.inner, self.dtype, self.store) == (other.inner, other.dtype, other.store)
+
+    __hash__ = None  # type: ignore[assignment]  # (as zarr's own pipeline, a dataclass)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(inner={self.inner!r}, dtype={self.dtype!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"inner": self.inner, "dtype": self.dtype, "store": self.store}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["inner"], state["dtype"], state["store"])
+
+    # -- zarr's pipeline, handed on --
+
+    @property
+    def supports_partial_decode(self) -> bool:
+        return self.inner.supports_partial_decode
+
+    @property
+    def supports_partial_encode(self) -> bool:
+        return self.inner.supports_partial_encode
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.inner)
+
+    def validate(self, **kwargs: Any) -> None:
+        self.inner.validate(**kwargs)
+
+    def compute_encoded_size(self, byte_length: int, array_spec: Any) -> int:
+        return self.inner.compute_encoded_size(byte_length, array_spec)
+
+    async def decode(self, chunk_bytes_and_specs: Iterable[Any]) -> Iterable[Any]:
+        return await self.inner.decode(chunk_bytes_and_specs)
+
+    async def encode(self, chunk_arrays_and_specs: Iterable[Any]) -> Iterable[Any]:
+        return await self.inner.encode(chunk_arrays_and_specs)
+
+    async def write(self, batch_info: Iterable[Any], value: Any, drop_axes: tuple = ()) -> Any:
+        return await self.inner.write(batch_info, value, drop_axes)
+
+    # -- reading --
+
+    async def read(self, batch_info: Iterable[Any], out: Any, drop_axes: tuple = ()) -> Any:
+        batch = list(batch_info)
+        try:
+            arr = out.as_ndarray_like()
+        except Exception:
+            arr = None
+        if (
+            not isinstance(arr, np.ndarray)
+            or arr.dtype != self.dtype
+            or not arr.flags.c_contiguous
+            or not arr.flags.writeable
+        ):
+            return await self.inner.read(batch, out, drop_axes)
+        if self._root is not None:
+            return await asyncio.to_thread(self._read_local, batch, arr, drop_axes)
+        chunks = await self._fetch(batch)
+        return await asyncio.to_thread(self._read_fetched, batch, chunks, arr, drop_axes)
+
+    async def _fetch(self, batch: list) -> list[Any]:
+        """Every chunk's bytes through its byte getter, up to zarr's concurrency at once."""
+        limit = asyncio.Semaphore(max(1, int(config.get("async.concurrency", 10) or 10)))
+
+        async def get(getter: Any, spec: Any) -> Any:
+            async with limit:
+                buf = await getter.get(prototype=spec.prototype)
+            return None if buf is None else buf.as_numpy_array()
+
+        return list(await asyncio.gather(*(get(g, spec) for g, spec, *_ in batch)))
+
+    def _groups(self, batch: list, arr: np.ndarray, drop_axes: tuple) -> tuple[dict, list]:
+        """The chunks placed by the kernels, by chunk shape and integer axes; the others."""
+        groups: dict[tuple, _Group] = {}
+        others: list[int] = []
+        fast = native.enabled() and not drop_axes
+        for i, (_getter, spec, csel, osel, _complete) in enumerate(batch):
+            shape = tuple(spec.shape)
+            box = _box(csel, osel, shape, arr) if fast else None
+            if box is None:
+                others.append(i)
+                continue
+            key = (shape, tuple(not isinstance(s, slice) for s in csel))
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = _Group([], [], [], _strides(csel, arr))
+            group.index.append(i)
+            group.boxes.append(box)
+        return groups, others
+
+    def _read_local(self, batch: list, arr: np.ndarray, drop_axes: tuple) -> tuple:
+        """A LocalStore's chunks: the files read and decoded by the kernels, in threads."""
+        root = self._root
+        groups, others = self._groups(batch, arr, drop_axes)
+        status = np.zeros(len(batch), np.int8)
+        status[others] = _FAILED
+        for (shape, _ints), group in groups.items():
+            paths = [os.fsencode(os.path.join(root, batch[i][0].path)) for i in group.index]
+            nbytes = self.dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+            # A Blosc chunk is at most its items and headers; a larger file is read (and
+            # refused by the decoder) through Python.
+            limit = nbytes + nbytes // 8 + (1 << 16)
+            status[group.index] = self._run(
+                lambda *a, paths=paths, limit=limit: _plain_chunks.read_place(paths, limit, *a),
+                len(paths),
+                group,
+                shape,
+                arr,
+            )
+        results = []
+        for i, info in enumerate(batch):
+            _getter, spec, _csel, osel, _complete = info
+            if status[i] == _MISSING:
+                arr[osel] = _fill(spec)
+                results.append({"status": _ABSENT})
+                continue
+            if status[i] != _PLACED:
+                buf = _read_file(os.path.join(root, info[0].path))
+                if buf is None:
+                    arr[osel] = _fill(spec)
+                    results.append({"status": _ABSENT})
+                    continue
+                self._place_one(info, buf, arr, drop_axes)
+            results.append({"status": _PRESENT})
+        return tuple(results)
+
+    def _read_fetched(self, batch: list, chunks: list, arr: np.ndarray, drop_axes: tuple):
+        """Chunks fetched through the store: decoded by the kernels, in threads."""
+        groups, _others = self._groups(batch, arr, drop_axes)
+        status = np.full(len(batch), _FAILED, np.int8)
+        for (shape, _ints), group in groups.items():
+            keep = [k for k, i in enumerate(group.index) if chunks[i] is not None]
+            plans = [Plan(chunks[group.index[k]]) for k in keep]
+            index = [group.index[k] for k in keep]
+            part = _Group(index, plans, [group.boxes[k] for k in keep], group.strides)
+            status[index] = self._run(
+                lambda *a, plans=plans: _plain_chunks.decode_place(plans, *a),
+                len(plans),
+                part,
+                shape,
+                arr,
+            )
+        results = []
+        for i, info in enumerate(batch):
+            buf = chunks[i]
+            if buf is None:
+                arr[info[3]] = _fill(info[1])
+                results.append({"status": _ABSENT})
+                continue
+            if status[i] != _PLACED:
+                self._place_one(info, buf, arr, drop_axes)
+            results.append({"status": _PRESENT})
+        return tuple(results)
+
+    def _run(self, call: Any, n: int, group: _Group, shape: tuple, arr: np.ndarray):
+        """``call`` (a kernel given the group's geometry) in threads over ``n`` chunks;
+        each chunk's status."""
+        status = np.zeros(n, np.int8)
+        if n == 0:
+            return status
+        itemsize = self.dtype.itemsize
+        nbytes = itemsize * int(np.prod(shape, dtype=np.int64))
+        boxes = np.array(group.boxes, dtype=np.int64).reshape(n, 2 * len(shape) + 1)
+        cshape = np.array(shape, dtype=np.int64)
+        strides = np.array(group.strides, dtype=np.int64)
+        flat = arr.reshape(-1).view(np.uint8)
+        counter = np.zeros(1, np.int64)
+
+        def run() -> None:
+            call(
+                boxes,
+                cshape,
+                strides,
+                itemsize,
+                flat,
+                _tmp(nbytes),
+                native._scratch(),
+                counter,
+                status,
+            )
+
+        nthreads = min(_nthreads(), n)
+        jobs = [native.executor(nthreads - 1).submit(run) for _ in range(nthreads - 1)]
+        run()
+        for job in jobs:
+            job.result()
+        return status
+
+    def _place_one(self, info: tuple, buf: Any, arr: np.ndarray, drop_axes: tuple) -> None:
+        """One chunk decoded by the general decoder (which names what is wrong with a bad
+        one) and placed as zarr places it."""
+        _getter, spec, csel, osel, _complete = info
+        shape = tuple(spec.shape)
+        decoded = decode_chunk(np.frombuffer(buf, np.uint8))
+        expected = self.dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+        if decoded.nbytes != expected:
+            raise FormatError(
+                "nbytes", f"{expected} (a chunk of shape {shape}, {self.dtype})", decoded.nbytes
+            )
+        chunk = decoded.view(self.dtype).reshape(shape)[csel]
+        if drop_axes:
+            chunk = chunk.squeeze(axis=drop_axes)
+        arr[osel] = chunk
+
+
+def _nthreads() -> int:
+    """Threads a read decodes with: zarr's ``threading.max_workers``, else the CPUs."""
+    n = config.get("threading.max_workers", None)
+    return max(1, int(n)) if n else native.cpu_count()
+
+
+_local = threading.local()
+
+
+def _tmp(nbytes: int) -> np.ndarray:
+    """This thread's buffer of a decoded chunk (kept for the next read)."""
+    buf = getattr(_local, "tmp", None)
+    if buf is None or len(buf) < nbytes:
+        buf = _local.tmp = np.empty(nbytes, np.uint8)
+    return buf
+
+
+register_pipeline(B2storeCodecPipeline)
