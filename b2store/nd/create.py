@@ -128,8 +128,12 @@ def _finish(schunk, b2nd, vlmeta) -> B2ndArray:
     locking, contiguous = schunk._final_locking
     mode = schunk._final_mode
     # python-blosc2's handles with locking on are kept out while the array is replaced, and
-    # told by the generation that their view is stale (frame/b2lock.py).
-    sidecar = Sidecar(sidecar_path(final, sparse=not contiguous), locking, True, LOCK_TIMEOUT)
+    # told by the generation that their view is stale (frame/b2lock.py). The sidecar is the
+    # one of what is there (a sparse frame's inside its directory), not of what replaces it:
+    # a file where a sparse frame is to go has no directory to hold one.
+    there = os.path.lexists(final)
+    there_sparse = os.path.isdir(final) and not os.path.islink(final) if there else not contiguous
+    sidecar = Sidecar(sidecar_path(final, sparse=there_sparse), locking, True, LOCK_TIMEOUT)
     with sidecar.hold_exclusive():
         if mode == "w":
             replace_path(staged, final)
@@ -137,7 +141,8 @@ def _finish(schunk, b2nd, vlmeta) -> B2ndArray:
             _remove_staged(staged)
             raise TargetExistsError(final, mode)
     if not contiguous:  # (the new directory's own, made where asked, as c-blosc2 makes it)
-        with Sidecar(sidecar.path, locking, True, LOCK_TIMEOUT).hold_exclusive():
+        own = sidecar_path(final, sparse=True)
+        with Sidecar(own, locking, True, LOCK_TIMEOUT).hold_exclusive():
             pass
     return B2ndArray(SChunk.open(final, mode="a", locking=locking), b2nd)
 
