@@ -11,7 +11,7 @@ The sources are opened by :mod:`b2store.cli.inputs`.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import os
 import shutil
 import time
@@ -336,10 +336,7 @@ def _dataset_to(ds, dst: str, dst_kind: str, opts: dict, bar) -> None:
             warnings.filterwarnings("ignore", "Consolidated metadata", UserWarning)
             out.to_zarr(dst, mode="w", encoding=encoding, zarr_format=opts["zarr_format"])
     elif dst_kind == "netcdf":
-        # h5netcdf, which the reading side uses, where installed: xarray before 2025.7 would
-        # otherwise ask for netCDF4 or scipy.
-        engine = "h5netcdf" if importlib.util.find_spec("h5netcdf") is not None else None
-        out.to_netcdf(dst, engine=engine, encoding=encoding)
+        out.to_netcdf(dst, engine=opts["nc_engine"], encoding=encoding)
     else:
         raise InputError(f"{dst}: a dataset cannot be written as {dst_kind}")
 
@@ -350,6 +347,28 @@ _CF_ENCODING = frozenset(
 
 
 # --- entry point ----------------------------------------------------------------------------
+
+
+#: The libraries that write netCDF-4 outputs, in the order tried, and xarray's engine for each.
+#: (scipy writes netCDF-3 only, which has no compression and no chunks: not one of them.)
+NETCDF_WRITERS = (("h5netcdf", "h5netcdf"), ("netCDF4", "netcdf4"))
+
+
+def _netcdf_engine(dst: str) -> str:
+    """xarray's engine for writing ``dst`` as netCDF-4: h5netcdf where it imports (the reading
+    side uses it too), else netCDF4. Checked before any work: without either, the write
+    failed only once the whole source had been read."""
+    for module, engine in NETCDF_WRITERS:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            continue
+        return engine
+    raise InputError(
+        f"{dst}: writing netCDF needs h5netcdf or netCDF4, and neither is installed; install "
+        "b2store's netcdf extra (pip install \"b2store[netcdf]\", which brings h5netcdf), or "
+        "convert to .b2d, .b2z or .zarr instead"
+    )
 
 
 def _disk_size(path: str) -> int:
@@ -455,6 +474,7 @@ def convert(
         raise InputError(
             f"--nc-compression {nc_compression!r}: choose one of {', '.join(NC_COMPRESSIONS)}"
         )
+    opts["nc_engine"] = _netcdf_engine(dst) if dst_kind == "netcdf" else None
     start = time.perf_counter()
     kind, obj, attrs, closer = open_source(src, dst_kind, variable)
     try:

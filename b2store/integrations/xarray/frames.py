@@ -23,7 +23,9 @@ import xarray as xr
 
 from ... import _files, _platform, _progress
 from ...chunk.encoder import writable_dtype
+from ...errors import TargetExistsError
 from ...frame.schunk import SChunk
+from ...frame.staging import place_new
 from ...nd.chunks import cparams_for, encode_array_chunk
 from ...nd.geometry import array_to_chunk, chunk_grid, chunk_nitems, chunk_region
 from ...nd.meta import B2ndMeta
@@ -63,10 +65,20 @@ MAX_EMBEDDED_COORD_BYTES = 1 << 20
 _FRAME_SUFFIXES = (".b2nd", ".b2frame")
 
 
-def write_new(obj, path: str, *, encoding, layout, contiguous: bool, nthreads, progress) -> None:
+#: What to pass to write where a Dataset is stored (the words of every refusal to replace it).
+WAY_OUT = (
+    "pass mode='w' to replace it, or mode='a' to write into it (append_dim='<dim>' to append "
+    "along a dimension)"
+)
+
+
+def write_new(
+    obj, path: str, *, encoding, layout, contiguous: bool, nthreads, progress, mode: str = "w"
+) -> None:
     """``obj`` written at the local ``path`` as a new frame or tree (what ``to_b2nd`` does
     where it writes into nothing stored): built in a new directory beside ``path``, then put
-    in its place in one step (:func:`put_in_place`)."""
+    in its place in one step (:func:`put_in_place`; replacing what is there in mode "w"
+    only)."""
     groups, encodings = groups_of(obj, encoding)
     layout = choose_layout(groups, path, layout)
     target = Path(path)
@@ -87,7 +99,7 @@ def write_new(obj, path: str, *, encoding, layout, contiguous: bool, nthreads, p
             _write_tree(groups, encodings, built, nthreads, bar)
             if layout == "b2z":
                 built = zip_tree(built, work / target.name)
-        put_in_place(built, target)
+        put_in_place(built, target, mode)
     finally:
         bar.close()
         shutil.rmtree(work, ignore_errors=True)
@@ -137,9 +149,15 @@ def choose_layout(groups: dict, path: str, layout: str | None) -> str:
     return layout
 
 
-def put_in_place(built: Path, target: Path) -> None:
-    """Put ``built`` where ``target`` is, replacing a file or directory there."""
+def put_in_place(built: Path, target: Path, mode: str = "w") -> None:
+    """Put ``built`` where ``target`` is, replacing a file or directory there in mode "w";
+    in any other mode, refusing to (one rename that does not replace, where the system has
+    one: a target another process made after ``to_b2nd`` checked is kept)."""
     _files.check_write(target)  # again: what was built beside goes only where it was meant
+    if mode != "w":
+        if not place_new(built, target):
+            raise TargetExistsError(target, mode, WAY_OUT)
+        return
     if (
         target.is_dir()
         and not target.is_symlink()
