@@ -26,7 +26,7 @@ from .chunks import (
 from .geometry import blocks_touched, c_index, chunk_grid, chunk_nitems
 from .indexing import chunks_touched as _chunks_touched
 from .indexing import normalize, split_whole, table_parts
-from .meta import B2ndMeta
+from .meta import B2ndMeta, layout_guard, stored_meta
 from .outer import OuterIndex, OuterKey
 from .points import PointPlan
 from .writes import ArrayWrites
@@ -56,7 +56,7 @@ class B2ndArray(ArrayWrites):
         check_holds_data(schunk, schunk.urlpath)
         self.schunk = schunk
         self._meta = meta
-        self._meta_raw = _meta_bytes(schunk.header)  # (to tell when a writer changed it)
+        self._meta_raw = stored_meta(schunk.header)  # (to tell when a writer changed it)
         schunk.blockshape = tuple(meta.blockshape)
         self._geometry = None  # (the metalayer it is of, what _in_one_chunk works from)
         dtype = np.dtype(dtype) if dtype is not None else meta.dtype
@@ -65,7 +65,7 @@ class B2ndArray(ArrayWrites):
             dtype = np.dtype(f"V{schunk.typesize}")
         self.dtype = dtype
         self._check_consistency()
-        schunk.layout_guard = _layout_guard(dtype.itemsize)
+        schunk.layout_guard = layout_guard(dtype.itemsize)
 
     def _check_consistency(self) -> None:
         """Refuse a frame whose metalayer contradicts its chunks (item size, chunk size,
@@ -213,7 +213,7 @@ class B2ndArray(ArrayWrites):
         # (frame/b2lock.py): a handle elsewhere may have resized the array since this one
         # read its metalayer, so the key is read against the shape the frame has now.
         with self.schunk.reading():
-            if _meta_bytes(self.schunk.header) != self._meta_raw:
+            if stored_meta(self.schunk.header) != self._meta_raw:
                 self._reload_meta()
             return self._getitem(key)
 
@@ -328,7 +328,7 @@ class B2ndArray(ArrayWrites):
             # (python-blosc2's sidecar held shared across the read, where b2store takes part)
             with schunk.reading():
                 st = schunk.committed()
-                if _meta_bytes(st.header) != self._meta_raw:
+                if stored_meta(st.header) != self._meta_raw:
                     # (planned against another shape: never read the chunks by that one)
                     raise FormatError(
                         "b2nd metalayer",
@@ -579,37 +579,3 @@ class _ChunkReader:
         return self.schunk.decode_blocks(
             self.nchunk, blocks, out, blocksize=blocksize, state=self.state
         )
-
-
-def _layout_guard(itemsize: int):
-    """The check a b2nd array's frame runs before each publish: the chunks must stay as many
-    as the shape needs, all of the array's chunk size. The array's own writes and resizes
-    keep this; a change made through ``arr.schunk`` (``append_data``, ``insert_chunk``,
-    ``delete_chunk``, a chunk of another size) would leave a file that b2store refuses and
-    that python-blosc2 reads wrong, so it is refused before anything is published. Only the
-    item size is held (not the array), so the frame keeps no reference back to its array."""
-
-    def guard(nchunks: int, chunksize: int, metalayers) -> None:
-        name = "b2nd" if "b2nd" in metalayers else "caterva"
-        if name not in metalayers:
-            return
-        meta = B2ndMeta.from_bytes(metalayers[name], caterva=name == "caterva")
-        expected = math.prod(chunk_grid(meta.shape, meta.chunkshape))
-        per_chunk = chunk_nitems(meta.chunkshape, meta.blockshape) * itemsize
-        if not math.prod(meta.shape):
-            expected = nchunks  # an empty array's frame may keep chunks (python-blosc2's do)
-        if nchunks != expected or (nchunks and chunksize != per_chunk):
-            found = f"{nchunks} chunks of {chunksize if chunksize > 0 else 'mixed'} bytes"
-            raise ValueError(
-                f"this change to the frame of a b2nd array of shape {meta.shape} and chunks "
-                f"{meta.chunkshape} would leave {found} where the array needs {expected} of "
-                f"{per_chunk} bytes; change the array (arr[...] = value, arr.resize) instead"
-            )
-
-    return guard
-
-
-def _meta_bytes(header) -> bytes | None:
-    """The stored b2nd (or caterva) metalayer of a frame header."""
-    layers = header.metalayers
-    return layers.get("b2nd", layers.get("caterva"))

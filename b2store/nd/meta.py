@@ -33,10 +33,12 @@ import numpy as np
 from ..constants import MAX_BUFFERSIZE
 from ..errors import FormatError, UnsupportedError
 from ..frame import wire
-from .geometry import extchunkshape
+from .geometry import chunk_grid, chunk_nitems, extchunkshape
 
 __all__ = [
     "B2ndMeta",
+    "layout_guard",
+    "stored_meta",
     "dtype_string",
     "dtype_from_string",
     "B2ND_METALAYER_VERSION",
@@ -350,3 +352,37 @@ def _parsed(content: bytes, caterva: bool) -> B2ndMeta:
     if caterva:
         return _read_caterva(content)
     return _read_positional(_cursor(content), caterva=False)
+
+
+def layout_guard(itemsize: int):
+    """The check a b2nd array's frame runs before each publish: the chunks must stay as many
+    as the shape needs, all of the array's chunk size. The array's own writes and resizes
+    keep this; a change made through ``arr.schunk`` (``append_data``, ``insert_chunk``,
+    ``delete_chunk``, a chunk of another size) would leave a file that b2store refuses and
+    that python-blosc2 reads wrong, so it is refused before anything is published. Only the
+    item size is held (not the array), so the frame keeps no reference back to its array."""
+
+    def guard(nchunks: int, chunksize: int, metalayers) -> None:
+        name = "b2nd" if "b2nd" in metalayers else "caterva"
+        if name not in metalayers:
+            return
+        meta = B2ndMeta.from_bytes(metalayers[name], caterva=name == "caterva")
+        expected = math.prod(chunk_grid(meta.shape, meta.chunkshape))
+        per_chunk = chunk_nitems(meta.chunkshape, meta.blockshape) * itemsize
+        if not math.prod(meta.shape):
+            expected = nchunks  # an empty array's frame may keep chunks (python-blosc2's do)
+        if nchunks != expected or (nchunks and chunksize != per_chunk):
+            found = f"{nchunks} chunks of {chunksize if chunksize > 0 else 'mixed'} bytes"
+            raise ValueError(
+                f"this change to the frame of a b2nd array of shape {meta.shape} and chunks "
+                f"{meta.chunkshape} would leave {found} where the array needs {expected} of "
+                f"{per_chunk} bytes; change the array (arr[...] = value, arr.resize) instead"
+            )
+
+    return guard
+
+
+def stored_meta(header) -> bytes | None:
+    """The stored b2nd (or caterva) metalayer of a frame header."""
+    layers = header.metalayers
+    return layers.get("b2nd", layers.get("caterva"))
