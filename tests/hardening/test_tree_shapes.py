@@ -174,6 +174,8 @@ def test_a_tree_past_the_consolidated_size_opens_without_reading_every_array(
         b2store.tree.ArrayRef, "open", lambda self, **kw: opened.append(self) or real(self, **kw)
     )
     group = zarr.open_group(store, mode="r")
-    assert opened == []  # no array opened to open the tree
+    # At most one array is opened to open the tree: the Zarr view asks the first frame's
+    # vlmeta whether the tree is in xarray-blosc2's layout (its files need not say so).
+    assert len(opened) <= 1
     arrays = [k for k, v in group.members(max_depth=None) if isinstance(v, zarr.Array)]
     assert len(arrays) == 20 and group["g/a7"][3] == 3
