@@ -138,7 +138,7 @@ signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))
 try:
     if name == "asarray":
-        b2store.asarray(x, target, clevel=0)
+        b2store.asarray(x, target, clevel=0, mode="w")
     elif name == "asarray-sparse":
         b2store.asarray(x, target, clevel=0, contiguous=False, mode="w")
     elif name == "sparse-setitem":

@@ -30,7 +30,9 @@ PAST = Limits(max_chunk_nbytes=CHUNK_NBYTES - 1)
 
 
 def write_frame(path, chunks=(1024,)):
-    b2store.asarray(DATA, path, chunks=chunks, blocks=(256,), vlmeta={"_ARRAY_DIMENSIONS": ["t"]})
+    """The frame at ``path``, replacing what is there (the tests write one frame again)."""
+    vlmeta = {"_ARRAY_DIMENSIONS": ["t"]}
+    b2store.asarray(DATA, path, chunks=chunks, blocks=(256,), vlmeta=vlmeta, mode="w")
 
 
 @pytest.fixture
