@@ -1,4 +1,4 @@
-"""Writing a Dataset: ``b2store.to_b2nd`` against ``ds.to_zarr`` and xarray-blosc2's ``save_dataset``.
+"""Writing a Dataset: `b2store.to_b2nd` against `ds.to_zarr` and xarray-blosc2's `save_dataset`.
 
 What it measures
 ----------------
