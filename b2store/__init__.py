@@ -15,6 +15,7 @@ from .errors import (
     FormatError,
     LinkError,
     RemoteError,
+    TargetExistsError,
     UnsupportedError,
     WriterLockedError,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "FormatError",
     "UnsupportedError",
     "RemoteError",
+    "TargetExistsError",
     "ConflictError",
     "WriterLockedError",
     "FrameClosedError",

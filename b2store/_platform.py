@@ -1,12 +1,13 @@
 """Platform specifics behind one small interface: an exclusive, non-blocking lock on an open
 file (``flock`` on POSIX, ``msvcrt.locking`` on Windows) and who holds it where the system
-says (Linux), whether a pid runs, so ``import b2store`` works anywhere."""
+says (Linux), whether a pid runs, and renames in one step that swap two paths or refuse to
+replace one (Linux's ``renameat2``), so ``import b2store`` works anywhere."""
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["try_lock", "unlock", "lock_holder", "pid_alive", "exchange"]
+__all__ = ["try_lock", "unlock", "lock_holder", "pid_alive", "exchange", "rename_new"]
 
 try:
     import fcntl
@@ -81,19 +82,49 @@ def pid_alive(pid: int | None) -> bool:
     return True
 
 
+def _renameat2():
+    """Linux's ``renameat2``, or None where there is none."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+
+
+_AT_FDCWD, _RENAME_NOREPLACE, _RENAME_EXCHANGE = -100, 1, 2
+
+
 def exchange(a, b) -> bool:
     """Swap two paths in one step (Linux ``renameat2(RENAME_EXCHANGE)``), so a directory
     replaced this way is never missing, even to a process killed meanwhile; False where the
     system cannot (then nothing was changed)."""
-    import sys
-
-    if not sys.platform.startswith("linux"):
+    renameat2 = _renameat2()
+    if renameat2 is None:
         return False
+    return renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0
+
+
+def rename_new(a, b) -> bool | None:
+    """Rename ``a`` to ``b`` only if nothing is at ``b``, in one step (Linux
+    ``renameat2(RENAME_NOREPLACE)``): True when done, False when something is at ``b``
+    (nothing was changed), None where the system cannot say so in one step (another file
+    system, another platform: the caller checks and renames)."""
     import ctypes
+    import errno
 
-    try:
-        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError):
+    renameat2 = _renameat2()
+    if renameat2 is None:
+        return None
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_NOREPLACE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err == errno.EEXIST:
         return False
-    at_fdcwd, rename_exchange = -100, 2
-    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):  # (a file system without it)
+        return None
+    raise OSError(err, os.strerror(err), os.fspath(b))

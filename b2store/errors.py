@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 
 __all__ = [
@@ -9,6 +10,7 @@ __all__ = [
     "FormatError",
     "LinkError",
     "RemoteError",
+    "TargetExistsError",
     "UnsupportedError",
     "WriterLockedError",
 ]
@@ -146,3 +148,38 @@ class WriterLockedError(B2StoreError):
         else:
             who = f", process {holder}"
         super().__init__(f"{path} is locked by another writer{who} (waited {timeout:g} s)")
+
+
+class TargetExistsError(B2StoreError, FileExistsError):
+    """A writer's target exists and its mode does not say to replace it.
+
+    b2store's writers (``asarray``, ``zeros``, ``empty``, ``full``, ``frombuffer``,
+    ``to_b2nd``) replace what is at their path only when told to (``mode="w"``), as
+    ``to_zarr`` (its default mode ``"w-"``) and python-blosc2 (which refuses an existing
+    ``urlpath`` unless ``mode="w"``) do: a default that replaces would drop a whole tree for a
+    mistyped name without a word. A :class:`FileExistsError`, so ``except FileExistsError``
+    (and ``except OSError``) catch it; ``errno`` is ``EEXIST`` and ``filename`` the path.
+
+    Parameters
+    ----------
+    path
+        The target that exists.
+    mode
+        The mode the write was given (or took by default).
+    way_out
+        What to pass instead, in words (the modes that would write there).
+    """
+
+    def __init__(self, path, mode: str, way_out: str = "pass mode='w' to replace it"):
+        self.path = str(path)
+        self.mode = mode
+        self.way_out = way_out
+        message = f"{path} exists and mode={mode!r} does not replace it: {way_out}"
+        super().__init__(message)
+        self.errno, self.strerror, self.filename = errno.EEXIST, message, self.path
+
+    def __reduce__(self):
+        return type(self), (self.path, self.mode, self.way_out)
+
+    def __str__(self) -> str:  # the message alone, not OSError's "[Errno 17] ...: 'path'"
+        return self.args[0]

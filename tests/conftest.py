@@ -115,7 +115,9 @@ def s3():
     took 0.2 s to start and its first clients 0.3 s more, once per module. Each test makes a
     bucket of its own (``s3.new_bucket()``); what a test sets on the server (a delay, stalls)
     and what it counted are put back after it (``pytest_runtest_teardown`` below)."""
-    pytest.importorskip("moto.server", reason="the local S3 API is moto's server (test extra)")
+    pytest.importorskip(
+        "moto.server", reason="the local S3 API is moto's server (the test-s3 extra)"
+    )
     from s3server import S3Server
 
     server = S3Server()

@@ -136,6 +136,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="{zlib,none}",
         help="for .nc outputs: netCDF4's zlib deflate at --clevel (default), or none",
     )
+    p.add_argument(
+        "--decoded",
+        action="store_true",
+        help="write datasets' values as xarray decodes them (packed integers as floats, fill "
+        "values as NaN); by default each variable keeps its dtype, packing and fill value",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace DST if it exists")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     bar = p.add_mutually_exclusive_group()

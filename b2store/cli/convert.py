@@ -11,7 +11,7 @@ The sources are opened by :mod:`b2store.cli.inputs`.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import os
 import shutil
 import time
@@ -244,12 +244,21 @@ def _ticking(var, bar):
 
 def _prepared(ds, dst_kind: str, opts: dict, bar):
     """``ds`` rechunked to the output's chunks (each chunk counted on ``bar``) with the
-    source's storage encoding dropped, and the output's encoding of each variable."""
+    source's storage encoding dropped, and the output's encoding of each variable: its
+    storage, and the source's CF encoding (:data:`_CF_ENCODING`: dtype, packing, fill value,
+    time units) unless ``opts["decoded"]``."""
     import xarray as xr
 
     variables = {}
     encoding: dict[str, dict] = {}
     for name, var in ds.variables.items():
+        if opts.get("decoded"):
+            var = var.copy(deep=False)
+            var.encoding = {}
+        # xarray's to_zarr and to_netcdf replace a variable's encoding with the one given
+        # for it: the CF keys go in that one, or the output stores the decoded values
+        # (an int16 packed variable as float64, its _FillValue as NaN).
+        cf = {k: v for k, v in var.encoding.items() if k in _CF_ENCODING}
         if var.ndim and var.dtype.kind not in "OUST":
             chunks = _target_chunks(var, opts, dst_kind)
             var = _ticking(var.chunk(dict(zip(var.dims, chunks))), bar)
@@ -274,7 +283,7 @@ def _prepared(ds, dst_kind: str, opts: dict, bar):
                 }
             elif dst_kind == "netcdf":
                 enc = _netcdf_encoding(chunks, opts)
-            encoding[name] = enc
+            encoding[name] = {**cf, **enc}
         variables[name] = var
     coords = {k: variables[k] for k in ds.coords}
     data_vars = {k: variables[k] for k in ds.data_vars}
@@ -327,10 +336,7 @@ def _dataset_to(ds, dst: str, dst_kind: str, opts: dict, bar) -> None:
             warnings.filterwarnings("ignore", "Consolidated metadata", UserWarning)
             out.to_zarr(dst, mode="w", encoding=encoding, zarr_format=opts["zarr_format"])
     elif dst_kind == "netcdf":
-        # h5netcdf, which the reading side uses, where installed: xarray before 2025.7 would
-        # otherwise ask for netCDF4 or scipy.
-        engine = "h5netcdf" if importlib.util.find_spec("h5netcdf") is not None else None
-        out.to_netcdf(dst, engine=engine, encoding=encoding)
+        out.to_netcdf(dst, engine=opts["nc_engine"], encoding=encoding)
     else:
         raise InputError(f"{dst}: a dataset cannot be written as {dst_kind}")
 
@@ -341,6 +347,28 @@ _CF_ENCODING = frozenset(
 
 
 # --- entry point ----------------------------------------------------------------------------
+
+
+#: The libraries that write netCDF-4 outputs, in the order tried, and xarray's engine for each.
+#: (scipy writes netCDF-3 only, which has no compression and no chunks: not one of them.)
+NETCDF_WRITERS = (("h5netcdf", "h5netcdf"), ("netCDF4", "netcdf4"))
+
+
+def _netcdf_engine(dst: str) -> str:
+    """xarray's engine for writing ``dst`` as netCDF-4: h5netcdf where it imports (the reading
+    side uses it too), else netCDF4. Checked before any work: without either, the write
+    failed only once the whole source had been read."""
+    for module, engine in NETCDF_WRITERS:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            continue
+        return engine
+    raise InputError(
+        f"{dst}: writing netCDF needs h5netcdf or netCDF4, and neither is installed; install "
+        "b2store's netcdf extra (pip install \"b2store[netcdf]\", which brings h5netcdf), or "
+        "convert to .b2d, .b2z or .zarr instead"
+    )
 
 
 def _disk_size(path: str) -> int:
@@ -372,6 +400,7 @@ def convert(
     variable: str | None = None,
     zarr_format: int = 3,
     nc_compression: str = "zlib",
+    decoded: bool = False,
     overwrite: bool = False,
     progress: bool | None = None,
     verbose: bool = False,
@@ -403,6 +432,12 @@ def convert(
         attributes, as ``xarray.open_zarr`` reads it.
     nc_compression : {"zlib", "none"}
         For ``.nc`` outputs: netCDF4's deflate (level ``clevel``, 4 by default), or none.
+    decoded : bool
+        Write each variable of a dataset as xarray decodes it (packed integers as floats,
+        fill values as NaN, times in xarray's own units) instead of keeping the source's CF
+        encoding (``dtype``, ``scale_factor``/``add_offset``, ``_FillValue``,
+        ``missing_value``, time ``units`` and ``calendar``), which is kept by default, as
+        ``to_zarr`` and ``to_netcdf`` keep it.
     overwrite : bool
         Replace ``dst`` if it exists (otherwise that is an error).
     progress : bool, optional
@@ -432,12 +467,14 @@ def convert(
         filters=filters,
         zarr_format=zarr_format,
         nc_compression=nc_compression,
+        decoded=decoded,
         name=Path(src.rstrip("/")).stem or "data",
     )
     if nc_compression not in NC_COMPRESSIONS:
         raise InputError(
             f"--nc-compression {nc_compression!r}: choose one of {', '.join(NC_COMPRESSIONS)}"
         )
+    opts["nc_engine"] = _netcdf_engine(dst) if dst_kind == "netcdf" else None
     start = time.perf_counter()
     kind, obj, attrs, closer = open_source(src, dst_kind, variable)
     try:
@@ -499,6 +536,7 @@ def run(args) -> int:
         variable=args.variable,
         zarr_format=args.zarr_format,
         nc_compression=args.nc_compression,
+        decoded=args.decoded,
         overwrite=args.overwrite,
         progress=args.progress,
         verbose=not args.quiet,

@@ -156,7 +156,7 @@ def _run(root: Path, xr, keep: bool) -> int:
         "mslp": {"codec": "lz4", "clevel": 5, "filters": ["shuffle", "bytedelta"], "chunks": month},
     }
     with _timed(times, "write"):
-        to_b2nd(ds, path, encoding=encoding)
+        to_b2nd(ds, path, encoding=encoding, mode="w")  # (the demo's own files, rewritten)
     size = _disk_size(path)
     print(
         f"   b2store.to_b2nd(ds, {path.name!r}) wrote a python-blosc2 .b2d tree: "
@@ -207,7 +207,7 @@ def _run(root: Path, xr, keep: bool) -> int:
 
     out = root / "t2m_anomaly.b2nd"
     with _timed(times, "write_anomaly"):
-        to_b2nd(anomaly.astype(np.float32).to_dataset(name="t2m_anomaly"), out)
+        to_b2nd(anomaly.astype(np.float32).to_dataset(name="t2m_anomaly"), out, mode="w")
     print(
         f"   anomaly written to {out.name} (one frame): {_mb(_disk_size(out))} "
         f"in {times['write_anomaly']:.2f} s"

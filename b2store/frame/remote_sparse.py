@@ -24,7 +24,7 @@ import itertools
 import threading
 from collections.abc import Iterable
 
-from ..errors import ConflictError, FormatError
+from ..errors import ConflictError, FormatError, TargetExistsError
 from ..limits import Limits, resolve
 from . import publishing, ranges, remote
 from .backend import INDEX_NAME, Backend
@@ -131,7 +131,7 @@ class RemoteSparseFrame(SparseLayout):
                 found = {}
             self._replaced_object = found.get("type") == "file"
         if exclusive and (old is not None or self._replaced_object):
-            raise FileExistsError(errno.EEXIST, "a frame is there (mode='x')", self.url)
+            raise TargetExistsError(self.url, "x")
         if old is not None:
             # The ids of its chunk objects: its index, read as a reader reads it.
             try:

@@ -17,7 +17,7 @@ from .._sync import sync_mode
 from .backend import INDEX_NAME
 from .sources import local_path
 
-__all__ = ["staging_path", "replace_path", "write_new"]
+__all__ = ["staging_path", "replace_path", "place_new", "write_new"]
 
 
 def write_new(urlpath, frame: bytes, contiguous: bool) -> Path:
@@ -75,6 +75,21 @@ def _forget_cached(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def place_new(made, path) -> bool:
+    """Put the frame ``made`` at ``path`` only if nothing is there (mode "x"): one rename that
+    refuses to replace (Linux), so a target another process made after the writer checked is
+    kept, never replaced. False when something is there (``made`` is left as it is)."""
+    path = local_path(path)
+    _files.check_write(path)
+    done = _platform.rename_new(made, path)
+    if done is not None:
+        return done
+    if os.path.lexists(path):  # (elsewhere: checked just before the rename)
+        return False
+    os.rename(made, path)
+    return True
 
 
 def replace_path(made, path) -> None:

@@ -1,7 +1,8 @@
 """What a single-frame Dataset keeps in its ``_xarray`` vlmeta, read back checked: its
-variable's name (or the name an unnamed array gets) and its coordinates; shared by the xarray
-engine and :class:`~b2store.B2ndStore` (which needs neither the other's library), so that
-both name the same array alike and refuse the same hostile entries the same way."""
+variable's name (or the name an unnamed array gets) and its coordinates; and an array's
+dimension names (``_ARRAY_DIMENSIONS``, else ``dim_i``); shared by the xarray engine and
+:class:`~b2store.B2ndStore` (which needs neither the other's library), so that both name the
+same array and dimensions alike and refuse the same hostile entries the same way."""
 
 from __future__ import annotations
 
@@ -12,7 +13,17 @@ import numpy as np
 from ..errors import FormatError
 from ..nd.meta import dtype_from_string
 
-__all__ = ["DEFAULT_VARIABLE_NAME", "embedded_coord", "frame_variable_name"]
+__all__ = [
+    "DEFAULT_VARIABLE_NAME",
+    "DIMENSION_KEY",
+    "dims_of",
+    "embedded_coord",
+    "frame_variable_name",
+    "named_dims",
+]
+
+#: The vlmeta key of an array's dimension names (xarray's Zarr v2 attribute).
+DIMENSION_KEY = "_ARRAY_DIMENSIONS"
 
 #: The name of a frame's array when the frame stores none (python-blosc2's ``asarray`` files):
 #: the same in every file, so that a series of such files combines into one variable
@@ -56,3 +67,28 @@ def embedded_coord(name: str, spec: Mapping) -> tuple[np.ndarray, list | None, d
     ):
         raise FormatError(f"{where} attrs", "a mapping of names to values", type(attrs).__name__)
     return data, None if dims is None else list(dims), dict(attrs or {})
+
+
+def named_dims(vlmeta: Mapping, ndim: int) -> tuple[str, ...] | None:
+    dims = vlmeta.get(DIMENSION_KEY) if DIMENSION_KEY in vlmeta else None
+    if isinstance(dims, (list, tuple)) and len(dims) == ndim:
+        return tuple(str(d) for d in dims)
+    return None
+
+
+def dims_of(vlmeta: Mapping, shape, sizes: dict | None = None, name: str = "") -> tuple:
+    """The dimensions of an array: ``_ARRAY_DIMENSIONS``, else ``dim_0, dim_1, ...``; a
+    ``dim_i`` already in ``sizes`` (this group's and its ancestors' dimensions) with another
+    length becomes ``<name>_dim_i``, so unnamed arrays of different shapes stay apart."""
+    dims = named_dims(vlmeta, len(shape))
+    if dims is None:
+        dims = tuple(
+            f"dim_{i}"
+            if sizes is None or sizes.get(f"dim_{i}", n) == n
+            else f"{name or 'var'}_dim_{i}"
+            for i, n in enumerate(shape)
+        )
+    if sizes is not None:
+        for d, n in zip(dims, shape):
+            sizes.setdefault(d, n)
+    return dims

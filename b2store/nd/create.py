@@ -8,7 +8,6 @@ defaults (Zstd, clevel 5, shuffle), and constant chunks are stored as special ch
 from __future__ import annotations
 
 import contextlib
-import errno
 import math
 import os
 import shutil
@@ -17,10 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import _progress
+from .. import _files, _progress
 from .._userpath import names_user_path
 from ..chunk.encoder import special_chunk, writable_dtype
 from ..constants import SpecialValue
+from ..errors import TargetExistsError
 from ..frame import remote
 from ..frame.b2lock import Sidecar, sidecar_path
 from ..frame.lock import LOCK_TIMEOUT
@@ -28,7 +28,7 @@ from ..frame.mappings import check_vlmeta_sum, raw_value
 from ..frame.remote_sparse import drop_sparse, fill_new
 from ..frame.schunk import SChunk
 from ..frame.sources import is_url, local_path
-from ..frame.staging import replace_path, staging_path
+from ..frame.staging import place_new, replace_path, staging_path
 from ..frame.vlmeta_codec import pack_value
 from .array import B2ndArray
 from .chunks import cparams_for, encode_array_chunk, encode_chunk_array
@@ -51,9 +51,13 @@ def _as_shape(shape) -> tuple[int, ...]:
 
 
 def _new(shape, dtype, urlpath, opts: ArrayOptions, storage_options=None):
-    if opts.mode == "x" and urlpath is not None and not is_url(urlpath):
-        if local_path(urlpath).exists():
-            raise FileExistsError(f"{urlpath} exists (mode='x')")
+    if opts.mode != "w" and urlpath is not None and not is_url(urlpath):
+        # Refused before any work (a link to nothing counts: a write there would follow it);
+        # checked again, in one step where the system can, when the array is put in place.
+        # A link planted inside a tree is named as such first (LinkError), as in mode "w".
+        _files.check_write(local_path(urlpath))
+        if os.path.lexists(local_path(urlpath)):
+            raise TargetExistsError(urlpath, opts.mode)
     shape = _as_shape(shape)
     dtype = _check_dtype(dtype)
     coding = opts.coding
@@ -75,7 +79,7 @@ def _new(shape, dtype, urlpath, opts: ArrayOptions, storage_options=None):
             urlpath,
             contiguous=False,
             storage_options=dict(storage_options or {}),
-            exclusive=opts.mode == "x",
+            exclusive=opts.mode != "w",
             **made,
         )
         return schunk, b2nd, cparams
@@ -84,6 +88,7 @@ def _new(shape, dtype, urlpath, opts: ArrayOptions, storage_options=None):
     staged = None if urlpath is None else staging_path(urlpath)
     schunk = SChunk.create(staged, contiguous=opts.contiguous, **made)
     schunk._final_path = urlpath
+    schunk._final_mode = opts.mode
     schunk._final_locking = (opts.locking, opts.contiguous)
     return schunk, b2nd, cparams
 
@@ -99,12 +104,16 @@ def _removed_on_error(schunk):
         staged = schunk.urlpath if getattr(schunk, "_final_path", None) is not None else None
         schunk.close()
         if staged is not None:
-            if os.path.isdir(staged) and not os.path.islink(staged):
-                shutil.rmtree(staged, ignore_errors=True)
-            else:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(staged)
+            _remove_staged(staged)
         raise
+
+
+def _remove_staged(staged) -> None:
+    if os.path.isdir(staged) and not os.path.islink(staged):
+        shutil.rmtree(staged, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staged)
 
 
 def _finish(schunk, b2nd, vlmeta) -> B2ndArray:
@@ -117,13 +126,23 @@ def _finish(schunk, b2nd, vlmeta) -> B2ndArray:
     staged = schunk.urlpath
     arr.close()
     locking, contiguous = schunk._final_locking
+    mode = schunk._final_mode
     # python-blosc2's handles with locking on are kept out while the array is replaced, and
-    # told by the generation that their view is stale (frame/b2lock.py).
-    sidecar = Sidecar(sidecar_path(final, sparse=not contiguous), locking, True, LOCK_TIMEOUT)
+    # told by the generation that their view is stale (frame/b2lock.py). The sidecar is the
+    # one of what is there (a sparse frame's inside its directory), not of what replaces it:
+    # a file where a sparse frame is to go has no directory to hold one.
+    there = os.path.lexists(final)
+    there_sparse = os.path.isdir(final) and not os.path.islink(final) if there else not contiguous
+    sidecar = Sidecar(sidecar_path(final, sparse=there_sparse), locking, True, LOCK_TIMEOUT)
     with sidecar.hold_exclusive():
-        replace_path(staged, final)
+        if mode == "w":
+            replace_path(staged, final)
+        elif not place_new(staged, final):  # made by another process since _new checked
+            _remove_staged(staged)
+            raise TargetExistsError(final, mode)
     if not contiguous:  # (the new directory's own, made where asked, as c-blosc2 makes it)
-        with Sidecar(sidecar.path, locking, True, LOCK_TIMEOUT).hold_exclusive():
+        own = sidecar_path(final, sparse=True)
+        with Sidecar(own, locking, True, LOCK_TIMEOUT).hold_exclusive():
             pass
     return B2ndArray(SChunk.open(final, mode="a", locking=locking), b2nd)
 
@@ -169,7 +188,10 @@ def asarray(
     if is_url(urlpath):
         return _to_object(data, urlpath, opts, progress, storage_options)
     if storage_options:
-        raise ValueError("storage_options are for a URL urlpath (s3://...), not a local path")
+        raise ValueError(
+            f"storage_options are for a URL urlpath (s3://...), not a local path: drop them "
+            f"for {os.fspath(urlpath) if urlpath is not None else 'an array in memory'}"
+        )
     return _from_array(data, urlpath, opts, progress)
 
 
@@ -187,8 +209,8 @@ def _put_whole(make, url: str, opts: ArrayOptions, storage_options) -> B2ndArray
     s3fs sends a large object as a multipart upload, completed only when whole), so the
     object holds the frame it held before or the new one, never a part."""
     fs, path = remote.filesystem(url, storage_options)
-    if opts.mode == "x" and remote.call(url, fs.exists, path):
-        raise FileExistsError(errno.EEXIST, "the object exists (mode='x')", url)
+    if opts.mode != "w" and remote.call(url, fs.exists, path):
+        raise TargetExistsError(url, opts.mode)
     made = make()
     remote.call(url, fs.pipe_file, path, made.schunk.to_cframe())
     drop_sparse(url, storage_options)  # (a sparse frame of that name, replaced)
@@ -310,7 +332,10 @@ def _filled(
 
         return _put_whole(make, urlpath, opts, storage_options)
     if storage_options and not is_url(urlpath):
-        raise ValueError("storage_options are for a URL urlpath (s3://...), not a local path")
+        raise ValueError(
+            f"storage_options are for a URL urlpath (s3://...), not a local path: drop them "
+            f"for {os.fspath(urlpath) if urlpath is not None else 'an array in memory'}"
+        )
     schunk, b2nd, cparams = _new(shape, dtype, urlpath, opts, storage_options)
     chunks = []
     if math.prod(b2nd.shape):

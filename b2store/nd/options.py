@@ -38,15 +38,18 @@ class ArrayOptions:
     splitmode: str | int = "auto"
     codec_meta: int = 0
     contiguous: bool = True
-    mode: str = "w"
+    mode: str = "x"
     meta: Mapping[str, Any] | None = None
     vlmeta: Mapping[str, Any] | None = None
     nthreads: int | None = None
     locking: bool | None = None
 
     def __post_init__(self) -> None:
-        if self.mode not in ("w", "x"):
-            raise ValueError(f"mode must be 'w' (overwrite) or 'x' (create new), not {self.mode!r}")
+        if self.mode not in ("w", "x", "w-"):
+            raise ValueError(
+                f"mode must be 'x' (create, refusing an existing urlpath; the default) or 'w' "
+                f"(create, replacing what is there), not {self.mode!r}"
+            )
         if isinstance(self.clevel, bool) or not isinstance(self.clevel, int):
             raise TypeError(f"clevel must be an int from 0 to 9, not {self.clevel!r}")
         if not 0 <= self.clevel <= 9:
@@ -102,8 +105,10 @@ codec_meta : int
     planes, ZFP_RATE's percent of the item's bits, NDLZ's cell side (4 or 8).
 contiguous : bool
     One frame file (default) or a sparse-frame directory.
-mode : {"w", "x"}
-    Overwrite ``urlpath`` (default) or refuse to when it exists.
+mode : {"x", "w"}
+    ``"x"`` (the default; ``"w-"`` is the same) refuses an existing ``urlpath``
+    (:class:`b2store.TargetExistsError`, a FileExistsError), as python-blosc2 and
+    ``to_zarr`` do; ``"w"`` replaces it.
 meta : mapping, optional
     Fixed metalayers: names to values packed as python-blosc2 packs them (read back
     decoded by ``array.meta[name]``, the bytes by ``array.meta.raw(name)``).

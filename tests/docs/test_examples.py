@@ -10,10 +10,20 @@ show::
 
     <!-- not run: opens the reader's own files -->
     ```python
+
+A block that needs an optional package names it (and the extra that brings it) the same way;
+where the package is absent the block is passed over, every other block of the page still
+runs, and the page's test is then skipped with the reason::
+
+    <!-- needs: zfpy (the zfp extra) -->
+    ```python
+
+The README's example is the first a new user runs: it runs here as a page of its own.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -22,9 +32,26 @@ from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
-FENCE = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```\s*$", re.S | re.M)
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+README = ROOT / "README.md"
+FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```\s*$", re.S | re.M)
 NOT_RUN = re.compile(r"<!--\s*not run:[^>]*-->\s*\Z")
+NEEDS = re.compile(r"<!--\s*needs:\s*([\w.]+)\s*(?:\(([^)]*)\))?\s*-->\s*\Z")
+RUN_LANGUAGES = ("python", "console")
+# Fences that only show text (diagrams, output, file layouts): never run.
+SHOWN_LANGUAGES = ("", "text")
+# The pages with nothing to run, each checked to have none: a page that gains an example
+# (or a fence in a language this runner does not know) fails test_every_page_is_covered.
+NO_EXAMPLES = {
+    "api.md",
+    "architecture.md",
+    "chunks.md",
+    "encoding.md",
+    "formats.md",
+    "index.md",
+    "performance.md",
+}
 RUN_COMMANDS = ("b2store", "python")
 # Pages whose examples need more than a test should spend: the reason is given.
 SLOW = {
@@ -32,24 +59,53 @@ SLOW = {
 }
 
 
-def _pages() -> list[Path]:
+def _all_pages() -> list[Path]:
     if not DOCS.is_dir():
         return []
-    return sorted(
-        p
-        for p in DOCS.rglob("*.md")
-        if any(m.group(1) in ("python", "console") for m in FENCE.finditer(p.read_text()))
-    )
+    return sorted(DOCS.rglob("*.md")) + ([README] if README.is_file() else [])
+
+
+def _runs(page: Path) -> bool:
+    return any(m.group(1) in RUN_LANGUAGES for m in FENCE.finditer(page.read_text()))
+
+
+def _pages() -> list[Path]:
+    return [p for p in _all_pages() if _runs(p)]
+
+
+def _name(page: Path) -> str:
+    return page.name if page == README else page.relative_to(DOCS).as_posix()
 
 
 def _param(page: Path):
     marks = [pytest.mark.slow] if page.name in SLOW else []
-    return pytest.param(page, id=page.relative_to(DOCS).as_posix(), marks=marks)
+    return pytest.param(page, id=_name(page), marks=marks)
 
 
 def test_docs_are_found():
     # A moved docs folder must not turn this module into a silent no-op.
     assert any(p.name == "quickstart.md" for p in _pages()), DOCS
+
+
+def test_every_page_is_covered():
+    """Every page of docs/ (and the README) has its examples run, or is listed as having
+    none; and no fence is in a language this runner passes over unknowingly (``py``,
+    ``pycon``, ``bash``...: its example would never run)."""
+    if not DOCS.is_dir():
+        pytest.skip(f"no docs/ beside the tests ({DOCS}): not a checkout")
+    unrun = {_name(p) for p in _all_pages() if not _runs(p)}
+    assert unrun == NO_EXAMPLES
+    known = RUN_LANGUAGES + SHOWN_LANGUAGES
+    odd = [
+        (_name(p), m.group(1))
+        for p in _all_pages()
+        for m in FENCE.finditer(p.read_text())
+        if m.group(1) not in known
+    ]
+    assert odd == []
+    assert {"README.md", "quickstart.md", "codecs.md", "workflows/append.md"} <= {
+        _name(p) for p in _pages()
+    }
 
 
 def _run_console(block: str, cwd: Path, page: str) -> None:
@@ -72,10 +128,18 @@ def test_page_examples_run(page: Path, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     namespace: dict = {"__name__": f"docs_{page.stem}"}
     ran = 0
+    missing = []
     text = page.read_text()
     for match in FENCE.finditer(text):
         lang, code = match.group(1), match.group(2)
-        if NOT_RUN.search(text[: match.start()]):
+        before = text[: match.start()]
+        if NOT_RUN.search(before):
+            continue
+        needs = NEEDS.search(before)
+        if needs and importlib.util.find_spec(needs.group(1)) is None:
+            line = before.count("\n") + 2
+            what = f"{needs.group(1)} ({needs.group(2)})" if needs.group(2) else needs.group(1)
+            missing.append(f"the example at {page.name}:{line} needs {what}")
             continue
         if lang == "python":
             line = text[: match.start()].count("\n") + 2
@@ -87,6 +151,8 @@ def test_page_examples_run(page: Path, tmp_path, monkeypatch, capsys):
             ran += 1
     capsys.readouterr()
     assert ran
+    if missing:  # (every other example of the page ran, and passed)
+        pytest.skip("; ".join(missing) + ", which is not installed")
 
 
 # Machines whose caches make python-blosc2 pick blocks ZFP cannot code for the ZFP example's
@@ -102,6 +168,8 @@ CACHES = [
 @pytest.mark.parametrize("caches", CACHES, ids=lambda c: f"L2={c[1] >> 10}K")
 def test_the_zfp_example_on_other_caches(caches, tmp_path, monkeypatch, capsys):
     import platform
+
+    pytest.importorskip("zfpy", reason="the ZFP example needs zfpy (the zfp extra)")
 
     from b2store.nd import shapes
 

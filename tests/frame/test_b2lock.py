@@ -269,7 +269,7 @@ def test_an_array_replaced_waits_while_python_blosc2_holds_its_lock(tmp_path):
 
     def replace():
         chunks, blocks = theirs.chunks, theirs.blocks  # (a handle re-syncs to these only)
-        b2store.zeros(20, dtype="i8", urlpath=path, chunks=chunks, blocks=blocks)
+        b2store.zeros(20, dtype="i8", urlpath=path, chunks=chunks, blocks=blocks, mode="w")
         done["replaced"] = True
 
     with theirs.schunk.holding_lock():

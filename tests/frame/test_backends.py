@@ -132,7 +132,7 @@ def test_a_reader_of_a_replaced_file_keeps_its_files_size(tmp_path):
     old_size = path.stat().st_size
     backend, _header = open_backend(path)
     try:
-        b2store.asarray(np.random.default_rng(0).random(50_000), urlpath=path).close()
+        b2store.asarray(np.random.default_rng(0).random(50_000), urlpath=path, mode="w").close()
         assert path.stat().st_size > old_size
         assert backend.refresh()
         assert backend.frame_len == old_size

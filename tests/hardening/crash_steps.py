@@ -172,14 +172,16 @@ def child(path: str, kind: str, start: int) -> None:
         while True:
             k += 1
             data = np.full((30, 20), k, "<i4")
-            a = b2store.asarray(data, path, chunks=(10, 10), contiguous=kind == "asarray")
+            a = b2store.asarray(
+                data, path, chunks=(10, 10), contiguous=kind == "asarray", mode="w"
+            )
             a.close()
             print(k, flush=True)
     if kind == "to_b2nd":
         k = start
         while True:
             k += 1
-            b2store.to_b2nd(dataset(k), path)
+            b2store.to_b2nd(dataset(k), path, mode="w")
             print(k, flush=True)
     if kind == "zarr":
         import zarr

@@ -135,10 +135,10 @@ def write_once(path: Path, kind: str, k: int) -> None:
     """A writer of this process after the kill, leaving the state the model has after step
     ``k`` (a write of what is there already): it removes what killed writers left."""
     if kind == "to_b2nd":
-        b2store.to_b2nd(steps.dataset(k), path)
+        b2store.to_b2nd(steps.dataset(k), path, mode="w")
     elif kind.startswith("asarray"):
         data = np.full((30, 20), k, "<i4")
-        b2store.asarray(data, path, chunks=(10, 10), contiguous=kind == "asarray").close()
+        b2store.asarray(data, path, chunks=(10, 10), contiguous=kind == "asarray", mode="w").close()
     elif kind == "zarr":
         import zarr
 
@@ -325,12 +325,17 @@ def test_a_failed_write_leaves_no_temporary_and_no_descriptor(
     with monkeypatch.context() as m:
         _disk_full(m, after)
         with pytest.raises(OSError, match="No space left on device") as info:
+            # (each replacing what is there: mode "w")
             if writer == "asarray":
-                b2store.asarray(np.ones((30, 20)), path, chunks=(10, 10), contiguous=contiguous)
+                b2store.asarray(
+                    np.ones((30, 20)), path, chunks=(10, 10), contiguous=contiguous, mode="w"
+                )
             elif writer == "zeros":
-                b2store.full((30, 20), 3.0, urlpath=path, chunks=(10, 10), contiguous=contiguous)
+                b2store.full(
+                    (30, 20), 3.0, urlpath=path, chunks=(10, 10), contiguous=contiguous, mode="w"
+                )
             else:
-                b2store.to_b2nd(steps.dataset(2), path)
+                b2store.to_b2nd(steps.dataset(2), path, mode="w")
     assert info.value.errno == errno.ENOSPC
     assert temporaries(path) == []
     assert _new_fds_under(fds, tmp_path) == set()  # none pins a deleted file's space
@@ -367,7 +372,7 @@ def test_a_live_writers_temporaries_are_kept_and_a_killed_ones_removed(tmp_path)
     finally:
         child.send_signal(signal.SIGKILL)
         child.communicate()
-    b2store.asarray(np.arange(4), tmp_path / "a.b2nd").close()  # the next writer
+    b2store.asarray(np.arange(4), tmp_path / "a.b2nd", mode="w").close()  # the next writer
     assert [p.name for p in tmp_path.iterdir()] == ["a.b2nd"]
 
 

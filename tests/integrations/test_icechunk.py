@@ -10,9 +10,12 @@ import numpy as np
 import pytest
 
 icechunk = pytest.importorskip(
-    "icechunk", reason="Icechunk repositories (test extra; icechunk 2 needs Python 3.12+)"
+    "icechunk",
+    reason="Icechunk repositories (the test-virtual extra; icechunk 2 needs Python 3.12+)",
 )
-pytest.importorskip("virtualizarr", reason="VirtualiZarr's parser protocol (test extra)")
+pytest.importorskip(
+    "virtualizarr", reason="VirtualiZarr's parser protocol (the test-virtual extra)"
+)
 xr = pytest.importorskip("xarray")
 
 import b2store  # noqa: E402
@@ -84,8 +87,12 @@ def test_b2nd_references_in_a_local_icechunk_repository(tmp_path):
 
 
 def test_b2nd_references_in_an_icechunk_repository_in_a_bucket(request):
-    pytest.importorskip("s3fs", reason="s3:// URLs are written by fsspec's s3fs (test extra)")
-    pytest.importorskip("moto.server", reason="the local S3 API is moto's server (test extra)")
+    pytest.importorskip(
+        "s3fs", reason="s3:// URLs are written by fsspec's s3fs (the test-s3 extra)"
+    )
+    pytest.importorskip(
+        "moto.server", reason="the local S3 API is moto's server (the test-s3 extra)"
+    )
     from obspec_utils.registry import ObjectStoreRegistry
     from obstore.store import S3Store
     from s3server import KEY, REGION, SECRET

@@ -10,9 +10,11 @@ import pickle
 import numpy as np
 import pytest
 
-pytest.importorskip("obstore", reason="obstore stores (test extra)")
-pytest.importorskip("s3fs", reason="s3:// URLs through fsspec's s3fs, to compare (test extra)")
-pytest.importorskip("moto.server", reason="the local S3 API is moto's server (test extra)")
+pytest.importorskip("obstore", reason="obstore stores (the test-virtual extra)")
+pytest.importorskip(
+    "s3fs", reason="s3:// URLs through fsspec's s3fs, to compare (the test-s3 extra)"
+)
+pytest.importorskip("moto.server", reason="the local S3 API is moto's server (the test-s3 extra)")
 xr = pytest.importorskip("xarray")
 zarr = pytest.importorskip("zarr")
 
@@ -107,7 +109,7 @@ def test_two_writers_through_an_in_memory_store():
     b2store.asarray(big, one, chunks=(40, 300), storage_options=theirs)
     held = b2store.open(one, storage_options=theirs)
     np.testing.assert_array_equal(held[:40], big[:40])
-    b2store.asarray(-big, one, chunks=(40, 300), storage_options=theirs)
+    b2store.asarray(-big, one, chunks=(40, 300), storage_options=theirs, mode="w")
     with pytest.raises(b2store.FormatError, match="replaced since"):
         held[200:240]
 

@@ -128,7 +128,7 @@ def test_the_read_timeout_reaches_each_client(monkeypatch):
 
 
 def test_the_read_timeout_reaches_s3():
-    pytest.importorskip("s3fs")
+    pytest.importorskip("s3fs", reason="s3:// URLs through fsspec's s3fs (the test-s3 extra)")
     fs, _ = remote.filesystem("s3://bucket/a.b2nd", {"read_timeout": 7, "anon": True})
     assert fs.config_kwargs == {"read_timeout": 7.0, "connect_timeout": 5.0}
     fs, _ = remote.filesystem("s3://bucket/a.b2nd", {"anon": True, "config_kwargs": {
@@ -151,7 +151,7 @@ def test_a_bad_read_timeout_is_refused(value, error, message):
 
 
 def test_a_read_timeout_with_an_obstore_store_is_refused():
-    obstore = pytest.importorskip("obstore")
+    obstore = pytest.importorskip("obstore", reason="obstore stores (the test-virtual extra)")
     store = obstore.store.MemoryStore()
     with pytest.raises(ValueError, match="read_timeout does not apply to an obstore store"):
         remote.filesystem("s3://b/a.b2nd", {"store": store, "read_timeout": 5})

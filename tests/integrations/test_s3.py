@@ -19,8 +19,8 @@ import time
 import numpy as np
 import pytest
 
-pytest.importorskip("s3fs", reason="s3:// URLs are read by fsspec's s3fs (test extra)")
-pytest.importorskip("moto.server", reason="the local S3 API is moto's server (test extra)")
+pytest.importorskip("s3fs", reason="s3:// URLs are read by fsspec's s3fs (the test-s3 extra)")
+pytest.importorskip("moto.server", reason="the local S3 API is moto's server (the test-s3 extra)")
 blosc2 = pytest.importorskip("blosc2")
 xr = pytest.importorskip("xarray")
 zarr = pytest.importorskip("zarr")
@@ -236,10 +236,15 @@ def test_asarray_stores_a_frame_in_a_bucket_in_one_put(s3, tmp_path):
     assert stored == (tmp_path / "w.b2nd").read_bytes()
     (tmp_path / "down.b2nd").write_bytes(stored)
     np.testing.assert_array_equal(blosc2.open(str(tmp_path / "down.b2nd"))[...], data)
-    # mode="x" refuses an object that exists; "w" replaces it whole.
+    # mode="x" (the default) refuses an object that exists; "w" replaces it whole.
+    with pytest.raises(
+        b2store.TargetExistsError,
+        match=f"^{url} exists and mode='x' does not replace it: pass mode='w' to replace it$",
+    ):
+        b2store.asarray(data, url, storage_options=s3.storage_options)
     with pytest.raises(FileExistsError, match="w.b2nd"):
         b2store.asarray(data, url, mode="x", storage_options=s3.storage_options)
-    again = b2store.asarray(data[:7], url, storage_options=s3.storage_options)
+    again = b2store.asarray(data[:7], url, storage_options=s3.storage_options, mode="w")
     assert again.shape == (7, 400)
 
 
@@ -253,10 +258,11 @@ def test_to_b2nd_stores_a_frame_or_a_zip_in_one_put(s3, tmp_path, name):
     bucket = s3.new_bucket()
     s3.reset()
     url = b2store.to_b2nd(ds, f"s3://{bucket}/{name}", storage_options=s3.storage_options)
-    # One write; a frame also asks whether a sparse frame of its name is there to replace.
+    # One write; a frame also asks whether a sparse frame of its name is there to replace,
+    # and both whether anything is there (the default mode, "w-", refuses it: 2 requests).
     writes = [(r.method, r.path) for r in s3.counted() if r.method not in ("GET", "HEAD")]
     assert writes == [("PUT", f"/{bucket}/{name}")]
-    assert len(s3.counted()) <= (3 if name.endswith(".b2nd") else 1)
+    assert len(s3.counted()) <= (5 if name.endswith(".b2nd") else 3)
     with xr.open_dataset(url, engine="b2nd", storage_options=s3.storage_options) as back:
         xr.testing.assert_identical(back.load(), ds)
     # The same bytes as written to a file, which python-blosc2 reads.

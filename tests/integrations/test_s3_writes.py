@@ -17,8 +17,8 @@ import time
 import numpy as np
 import pytest
 
-pytest.importorskip("s3fs", reason="s3:// URLs are written by fsspec's s3fs (test extra)")
-pytest.importorskip("moto.server", reason="the local S3 API is moto's server (test extra)")
+pytest.importorskip("s3fs", reason="s3:// URLs are written by fsspec's s3fs (the test-s3 extra)")
+pytest.importorskip("moto.server", reason="the local S3 API is moto's server (the test-s3 extra)")
 blosc2 = pytest.importorskip("blosc2")
 xr = pytest.importorskip("xarray")
 
@@ -139,7 +139,7 @@ def test_a_new_frame_over_an_old_one_and_mode_x(s3):
     with pytest.raises(FileExistsError, match="r.b2nd"):
         b2store.asarray(np.ones(3), url, contiguous=False, mode="x", storage_options=options)
     assert _writes(s3) == []
-    new = b2store.asarray(-np.arange(20.0), url, contiguous=False, chunks=(10,),
+    new = b2store.asarray(-np.arange(20.0), url, contiguous=False, chunks=(10,), mode="w",
                           storage_options=options)  # fmt: skip
     puts = _writes(s3)
     assert sorted(puts[:-1]) == ["r.b2nd/00000003.chunk", "r.b2nd/00000004.chunk"]
@@ -226,7 +226,7 @@ def test_a_killed_writer_leaves_the_old_frame(s3, tmp_path):
     child = textwrap.dedent(f"""
         import numpy as np, b2store
         b2store.asarray(np.ones((64, 40)), {url!r}, contiguous=False, chunks=(1, 40),
-                        storage_options={options!r})
+                        storage_options={options!r}, mode="w")
     """)
     s3.reset()
     s3.delay = 0.05
@@ -280,13 +280,15 @@ def test_to_b2nd_puts_a_b2d_tree_frames_first_attributes_last(s3, tmp_path):
         np.testing.assert_array_equal(ts["/t"][...], ds["t"].values)
     # A smaller Dataset replaces it: the variables it lacks go.
     smaller = _dataset(4, names=("p",))
-    b2store.to_b2nd(smaller, url, storage_options=options)
+    b2store.to_b2nd(smaller, url, storage_options=options, mode="w")
     assert "t.b2nd" not in _keys(s3, bucket, "d.b2d/")
     with xr.open_dataset(url, engine="b2nd", storage_options=options) as back:
         xr.testing.assert_identical(back.load(), smaller)
     s3.reset()
     with pytest.raises(FileExistsError, match="d.b2d"):
         b2store.to_b2nd(ds, url, mode="w-", storage_options=options)
+    with pytest.raises(b2store.TargetExistsError, match=f"^{url} exists and mode='w-' does"):
+        b2store.to_b2nd(ds, url, storage_options=options)  # (the default)
     assert _writes(s3) == []
 
 
@@ -324,7 +326,7 @@ def test_dask_data_goes_up_chunk_by_chunk_from_its_tasks(s3):
     with xr.open_dataset(url, engine="b2nd", storage_options=options) as back:
         xr.testing.assert_identical(back.load(), ds.load())
     # Dask chunks along another axis than the frame's: rechunked, read back the same.
-    b2store.to_b2nd(ds.chunk({"time": 5, "x": 7}), url, contiguous=False,
+    b2store.to_b2nd(ds.chunk({"time": 5, "x": 7}), url, contiguous=False, mode="w",
                     encoding={"t": {"chunks": (4, 20, 30)}}, storage_options=options)  # fmt: skip
     with xr.open_dataset(url, engine="b2nd", storage_options=options) as back:
         xr.testing.assert_identical(back.load(), ds.load())
@@ -448,7 +450,7 @@ def _object_store(request, name: str, where: str) -> tuple[str, dict]:
     url = f"memory://b2store-{uuid.uuid4().hex[:12]}/{name}"
     if where == "memory":
         return url, {}
-    obstore = pytest.importorskip("obstore")
+    obstore = pytest.importorskip("obstore", reason="obstore stores (the test-virtual extra)")
     return url, {"store": obstore.store.MemoryStore()}
 
 
@@ -621,7 +623,7 @@ def test_a_frame_replaced_under_a_reader_is_refused_not_misread(s3):
     b2store.asarray(data, url, chunks=(50, 300), storage_options=options)
     reader = b2store.open(url, storage_options=options)
     np.testing.assert_array_equal(reader[100:200], data[100:200])
-    b2store.asarray(data * 2, url, chunks=(50, 300), storage_options=options)
+    b2store.asarray(data * 2, url, chunks=(50, 300), storage_options=options, mode="w")
     with pytest.raises(b2store.FormatError, match="replaced since"):
         reader[200:300]
     with pytest.raises(b2store.FormatError, match="replaced since"):
@@ -683,11 +685,13 @@ def test_a_frame_of_the_other_layout_under_the_same_name_is_replaced(s3):
     options = s3.storage_options
     first, second, third = (np.full((6, 8), k, "f4") for k in (1, 2, 3))
     b2store.asarray(first, url, chunks=(2, 8), storage_options=options)  # one object
-    b2store.asarray(second, url, contiguous=False, chunks=(2, 8), storage_options=options)
+    b2store.asarray(
+        second, url, contiguous=False, chunks=(2, 8), storage_options=options, mode="w"
+    )
     assert "x.b2nd" not in [o["Key"] for o in s3.client().list_objects_v2(Bucket=bucket)
                             .get("Contents", [])]  # fmt: skip
     np.testing.assert_array_equal(b2store.open(url, storage_options=options)[...], second)
-    b2store.asarray(third, url, chunks=(2, 8), storage_options=options)
+    b2store.asarray(third, url, chunks=(2, 8), storage_options=options, mode="w")
     assert _keys(s3, bucket, "x.b2nd/") == []
     np.testing.assert_array_equal(b2store.open(url, storage_options=options)[...], third)
     with pytest.raises(FileExistsError, match="x.b2nd"):

@@ -48,8 +48,10 @@ def test_references_stored_as_parquet(tmp_path):
     """The same references in kerchunk's Parquet form (several record files), inlined
     special chunks among them, read back through fsspec's reference filesystem."""
     xr = pytest.importorskip("xarray")
-    pytest.importorskip("kerchunk", reason="kerchunk writes Parquet references (test extra)")
-    pytest.importorskip("fastparquet", reason="kerchunk's Parquet engine (test extra)")
+    pytest.importorskip(
+        "kerchunk", reason="kerchunk writes Parquet references (the test-virtual extra)"
+    )
+    pytest.importorskip("fastparquet", reason="kerchunk's Parquet engine (the test-virtual extra)")
     from b2store.integrations.virtual.references import refs_to_parquet
 
     paths, expected = _files(tmp_path)
@@ -112,7 +114,7 @@ def test_nan_fill_value_becomes_the_v2_fill_value(tmp_path):
 
 
 def _vz():
-    pytest.importorskip("virtualizarr")
+    pytest.importorskip("virtualizarr", reason="VirtualiZarr (the test-virtual extra)")
     from obspec_utils.registry import ObjectStoreRegistry
     from obstore.store import LocalStore
     from virtualizarr import open_virtual_dataset
@@ -190,7 +192,7 @@ def test_virtualizarr_parser_special_chunks_need_a_sidecar(tmp_path):
 
 
 def test_virtualizarr_parser_reads_remote_frames_by_ranges(tmp_path):
-    pytest.importorskip("virtualizarr")
+    pytest.importorskip("virtualizarr", reason="VirtualiZarr (the test-virtual extra)")
     from http_server import serve_directory
     from obspec_utils.registry import ObjectStoreRegistry
     from obstore.store import HTTPStore

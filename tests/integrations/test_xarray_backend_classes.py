@@ -72,15 +72,6 @@ class _B2ndBase(backends.CFEncodedBase):
         with xr.open_dataset(path, engine="b2nd", **{**self.open_defaults, **kwargs}) as ds:
             yield ds
 
-    def test_encoding_kwarg_fixed_width_string(self) -> None:
-        """xarray's test less its check that the encoding reports dtype ``S1``: b2nd stores
-        strings as fixed-width items, not netCDF's character arrays (xarray's zarr engine skips
-        the test whole). The values must still come back identical."""
-        for strings in [[b"foo", b"bar", b"baz"], ["foo", "bar", "baz"]]:
-            ds = xr.Dataset({"x": strings})
-            with self.roundtrip(ds, save_kwargs={"encoding": {"x": {"dtype": "S1"}}}) as actual:
-                xr.testing.assert_identical(actual, ds)
-
     if hasattr(backends.CFEncodedBase, "test_load_async"):
 
         def test_load_async(self) -> None:
@@ -129,7 +120,6 @@ SEVERAL = (
     "a single .b2nd frame holds exactly one data variable; the test writes another number",
     ValueError,
 )
-CHARS = "b2nd stores strings as fixed-width items, not netCDF char arrays"
 
 XFAIL_ALL = {
     "test_write_store": (
@@ -137,13 +127,6 @@ XFAIL_ALL = {
         NotImplementedError,
     ),
     "test_encoding_unlimited_dims": ("unlimited_dims is netCDF's concept", TypeError),
-    "test_roundtrip_None_variable": ("a variable named None cannot name a b2nd frame", ValueError),
-    "test_encoding_kwarg": (
-        "encoding= for a variable not in the dataset raises ValueError (netCDF's: KeyError)",
-        ValueError,
-    ),
-    # the data round-trip identical; only the netCDF encoding keys are not reported
-    "test_roundtrip_string_encoded_characters": (f"{CHARS}: no _Encoding", KeyError),
 }
 
 XFAIL_FRAME = dict.fromkeys(

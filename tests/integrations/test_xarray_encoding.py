@@ -11,6 +11,7 @@ xr = pytest.importorskip("xarray")
 
 from b2store.integrations.xarray.encoding import (  # noqa: E402
     CF_KEYS,
+    CHAR_KEYS,
     FOREIGN_KEYS,
     STORAGE_KEYS,
     VALUE_KEYS,
@@ -190,7 +191,7 @@ def test_cf_keys_on_data_they_cannot_apply_to_are_refused(tmp_path, key, dtype):
 
 
 def test_every_linkage_key_from_dot_encoding_becomes_an_attribute(tmp_path):
-    linkage = sorted(CF_KEYS - set(VALUE_KEYS) - {"coordinates"})
+    linkage = sorted(CF_KEYS - set(VALUE_KEYS) - set(CHAR_KEYS) - {"coordinates"})
     ds = xr.Dataset({"v": ("x", np.arange(4.0))})
     ds.v.encoding.update({k: f"{k}_var" for k in linkage})
     raw = xr.open_dataset(to_b2nd(ds, tmp_path / "v.b2nd"), engine="b2nd", decode_coords=False)

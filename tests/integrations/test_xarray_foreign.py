@@ -34,12 +34,13 @@ def xb2_variable(path, contiguous=True, **extra):
     """A frame as xarray-blosc2 writes a data variable: int16 geogrid values, its vlmeta."""
     vlmeta = {"dims": ["lat", "lon"], "var": "t", "units": "K", "attrs": PACKED, **extra}
     data = np.arange(12, dtype="i2").reshape(3, 4)
-    b2store.asarray(data, str(path), contiguous=contiguous, vlmeta=vlmeta)
+    # (mode "w": the refusal cases write a broken frame over a good one)
+    b2store.asarray(data, str(path), contiguous=contiguous, vlmeta=vlmeta, mode="w")
 
 
 def xb2_coord(path, name="lat", n=3):
     vlmeta = {"dims": [name], "is_coord": True, "coord_name": name, "lineage": LINEAGE}
-    b2store.asarray(np.linspace(-10.0, 10.0, n), str(path), vlmeta=vlmeta)
+    b2store.asarray(np.linspace(-10.0, 10.0, n), str(path), vlmeta=vlmeta, mode="w")
 
 
 def manifest():

@@ -44,7 +44,8 @@ KEEPS_SD = DECODED_SD is not None and DECODED_SD.kind == "T"
 
 
 def _b2nd(ds, tmp_path, suffix=".b2d", **kwargs):
-    path = b2store.to_b2nd(ds, tmp_path / ("s" + suffix), **kwargs)
+    # (mode "w": a test may write several Datasets to the one name in turn)
+    path = b2store.to_b2nd(ds, tmp_path / ("s" + suffix), mode="w", **kwargs)
     with xr.open_dataset(path, engine="b2nd") as out:
         return out.load(), path
 

@@ -106,7 +106,7 @@ def test_bad_parameters_are_refused_before_writing(tmp_path, name):
         ({"codec": "lz5"}, ValueError, "unknown codec 'lz5'"),
         ({"filters": ["shufle"]}, ValueError, "unknown filter 'shufle'"),
         ({"splitmode": "sometimes"}, ValueError, "unknown split mode 'sometimes_split'"),
-        ({"mode": "a"}, ValueError, "mode must be 'w' .* not 'a'"),
+        ({"mode": "a"}, ValueError, "mode must be 'x' .* or 'w' .* not 'a'"),
     ]:
         with pytest.raises(error, match=match):
             CONSTRUCTORS[name](urlpath=path, **bad)
@@ -154,7 +154,7 @@ def test_rewriting_a_file_keeps_it_readable_until_the_new_one_is_whole(tmp_path,
     monkeypatch.setattr(staging, "replace_path", replace_path)
     monkeypatch.setattr(b2store.nd.create, "replace_path", replace_path)
     new = old[::-1].copy()
-    b2store.asarray(new, urlpath=path)
+    b2store.asarray(new, urlpath=path, mode="w")
     assert seen == [True]
     np.testing.assert_array_equal(b2store.open(path)[:], new)
     assert [p.name for p in tmp_path.iterdir()] == ["a.b2nd"]  # no staging file left

@@ -224,7 +224,7 @@ def test_empty_arrays_are_written_as_python_blosc2_writes_them(tmp_path, name):
     kw = SETTINGS[name]
     dtype = "u1" if name == "ndlz" else "f4"
     for shape in [(0, 5), (5, 0)]:
-        with b2store.zeros(shape, dtype, tmp_path / "e.b2nd", **kw) as arr:
+        with b2store.zeros(shape, dtype, tmp_path / "e.b2nd", mode="w", **kw) as arr:
             assert (arr.chunks, arr.blocks) == (shape, shape)
         assert blosc2.open(str(tmp_path / "e.b2nd"))[...].shape == shape
 

@@ -218,7 +218,11 @@ class B2ndParser:
         try:
             if not isinstance(arr, B2ndArray):
                 raise UnsupportedError("virtual arrays from frames without a b2nd metalayer", url)
-            doc = array_metadata(arr, url)
+            # The dtype's zero as the fill value, not a CF _FillValue of NaN (as B2ndStore
+            # serves it): a manifest leaves out the chunks that read as the fill value (zero
+            # and uninitialized ones, as b2store reads them) and cannot carry others.
+            # xarray masks with the _FillValue attribute in Zarr v3, not with fill_value.
+            doc = array_metadata(arr, url, cf_fill=False)
             vlmeta = dict(arr.vlmeta)
             info = vlmeta.get(XARRAY_KEY)
             name = self.name or (info.get("name") if isinstance(info, dict) else None)

@@ -62,9 +62,10 @@ class ConcurrentWriteError(B2StoreError, RuntimeError):
 
 def resolve_mode(mode, append_dim, region) -> str:
     """``mode`` as ``to_zarr`` resolves it (None: "a" with ``append_dim``, "r+" with
-    ``region``, else "w"), refusing the combinations it refuses."""
+    ``region``, else "w-": an existing target is replaced only when asked), refusing the
+    combinations it refuses."""
     if mode is None:
-        mode = "a" if append_dim is not None else "r+" if region is not None else "w"
+        mode = "a" if append_dim is not None else "r+" if region is not None else "w-"
     if mode not in ("w", "w-", "x", "a", "a-", "r+"):
         raise ValueError(f"mode must be 'w', 'w-', 'a', 'a-' or 'r+', not {mode!r}")
     if append_dim is not None and mode not in ("a", "a-"):
@@ -97,7 +98,8 @@ def write_into(
     if not isinstance(ds, xr.Dataset):
         raise TypeError(
             f"to_b2nd(mode={mode!r}) writes into a stored Dataset from a Dataset or DataArray, "
-            f"not {type(ds).__name__}"
+            f"not {type(ds).__name__}: write each group's Dataset into its own path, or pass "
+            "mode='w' to replace what is stored"
         )
     nbytes = int(ds.nbytes)
     name = os.fspath(path).rstrip("/").rsplit("/", 1)[-1]
@@ -136,7 +138,8 @@ def _plan(ds, stored: xr.Dataset, mode, append_dim, region, encoding, single: bo
     sizes = dict(stored.sizes)
     if append_dim is not None and append_dim not in sizes:
         raise ValueError(
-            f"append_dim={append_dim!r} does not match any existing dataset dimensions {sizes}"
+            f"append_dim={append_dim!r} does not match any existing dataset dimensions {sizes}: "
+            "append along one of them"
         )
     region = _region(ds, stored, region, append_dim)
     if region:
@@ -150,16 +153,23 @@ def _plan(ds, stored: xr.Dataset, mode, append_dim, region, encoding, single: bo
         )
     for name in existing:
         if name in encoding:
-            raise ValueError(f"variable {name!r} already exists, but encoding was provided")
+            raise ValueError(
+                f"variable {name!r} already exists, but encoding was provided: values written "
+                f"into it are encoded as stored, so leave {name!r} out of encoding (or pass "
+                "mode='w' to write the Dataset anew with it)"
+            )
     if mode == "a-" and append_dim is not None:
         # "a-": what is stored and does not lie along append_dim is left as it is
         kept = [k for k in existing if append_dim not in ds.variables[k].dims]
         ds = ds.drop_vars(kept)
         existing = [k for k in existing if k not in kept]
     if single and fresh:
+        dims = sorted(str(d) for d in sizes)
         raise ValueError(
-            f"a single .b2nd frame holds one data variable and its coordinates: {fresh!r} "
-            "cannot be added to it; write the Dataset to a .b2d or .b2z tree"
+            f"a single .b2nd frame holds one data variable and its coordinates "
+            f"({sorted(map(str, stored.data_vars))!r}): {fresh!r} cannot be added to it. To "
+            f"append along a dimension pass append_dim= one of {dims!r}; to replace the frame, "
+            "mode='w'; to keep several variables, write the Dataset to a .b2d or .b2z tree"
         )
     # Sizes after the write: appended along append_dim, the same along every other dimension.
     after = dict(sizes)
@@ -174,7 +184,8 @@ def _plan(ds, stored: xr.Dataset, mode, append_dim, region, encoding, single: bo
             if var.dtype.kind in "SU" and have.kind not in (var.dtype.kind, "O"):
                 raise ValueError(
                     f"Mismatched dtypes for variable {name} between the b2nd store on disk "
-                    f"({have}) and the dataset to append ({var.dtype})"
+                    f"({have}) and the dataset to append ({var.dtype}): cast the values to "
+                    f"{have} (.astype), or pass mode='w' to write the Dataset anew"
                 )
             var = _as_stored(name, var, stored.variables[name], region, append_dim)
             var = var.copy(deep=False)
@@ -213,7 +224,8 @@ def _plan(ds, stored: xr.Dataset, mode, append_dim, region, encoding, single: bo
         if left and ds.sizes.get(append_dim, 0):
             raise ValueError(
                 f"variables {left!r} are stored along append_dim={append_dim!r} but are not "
-                "in the dataset to append: they would be left shorter than the dimension"
+                "in the dataset to append: they would be left shorter than the dimension; "
+                "append them too"
             )
     new_ds = xr.Dataset(
         {k: v for k, v in variables.items() if k not in ds.coords},
@@ -265,7 +277,10 @@ def _region(ds, stored, region, append_dim) -> dict:
     out = {}
     for dim, sl in region.items():
         if dim not in stored.sizes:
-            raise ValueError(f"region dimension {dim!r} is not a stored dimension")
+            raise ValueError(
+                f"region dimension {dim!r} is not a stored dimension: region= takes the "
+                f"stored ones, {sorted(map(str, stored.sizes))!r}"
+            )
         if isinstance(sl, str) and sl == "auto":
             sl = _auto_region(ds, stored, dim)
         if not isinstance(sl, slice):
@@ -304,7 +319,10 @@ def _auto_region(ds, stored, dim) -> slice:
     if dim not in ds.indexes:
         return slice(0, ds.sizes[dim])
     if dim not in stored.indexes:
-        raise ValueError(f"region='auto' needs a stored coordinate {dim!r} to find the region")
+        raise ValueError(
+            f"region='auto' needs a stored coordinate {dim!r} to find the region: give it as "
+            f"region={{{dim!r}: slice(start, stop)}}"
+        )
     idxs = pd.Index(stored.indexes[dim]).get_indexer(ds.indexes[dim])
     if (idxs == -1).any():
         raise KeyError(
@@ -402,17 +420,22 @@ def write_region(arr, var: xr.Variable, start, shape, was, nthreads, bar, vlmeta
     if tuple(arr.shape) != tuple(was):
         raise ConcurrentWriteError(
             f"{arr.schunk.urlpath}: another writer changed the array from {tuple(was)} to "
-            f"{tuple(arr.shape)} while this write was prepared; nothing was written"
+            f"{tuple(arr.shape)} while this write was prepared; nothing was written (write "
+            "again: the new shape is read then)"
         )
     dtype, chunks, blocks = arr.dtype, arr.chunks, arr.blocks
     if var.dtype != dtype and not np.can_cast(var.dtype, dtype, "same_kind"):
         raise ValueError(
             f"Mismatched dtypes for variable {Path(arr.schunk.urlpath).stem} between the b2nd "
-            f"store on disk ({dtype}) and the dataset to write ({var.dtype})"
+            f"store on disk ({dtype}) and the dataset to write ({var.dtype}): cast the values "
+            f"to {dtype} (.astype), or pass mode='w' to write the Dataset anew"
         )
     old_shape, shape = tuple(arr.shape), tuple(shape)
     if any(s < o for s, o in zip(shape, old_shape)):
-        raise ValueError(f"a write into a frame never shrinks it: {old_shape} -> {shape}")
+        raise ValueError(
+            f"a write into a frame never shrinks it: {old_shape} -> {shape}; write the values "
+            "into a part of it with region=..., or pass mode='w' to replace it"
+        )
     old_grid, grid = chunk_grid(old_shape, chunks), chunk_grid(shape, chunks)
     had = math.prod(old_shape) > 0
     touched = [

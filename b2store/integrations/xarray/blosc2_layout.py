@@ -21,7 +21,6 @@ frame (``_name.b2nd``) other than ``_commit``, a file other than ``dataset.json`
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 from collections.abc import Mapping
@@ -30,7 +29,16 @@ from pathlib import Path
 import numpy as np
 from xarray import Dataset, Variable, conventions
 
-from ...errors import FormatError, UnsupportedError
+from ...errors import FormatError
+from ..xb2_layout import (
+    COMMIT,
+    unsupported,
+    xb2_check_files,
+    xb2_dataset_attrs,
+    xb2_manifest,
+    xb2_packing,
+    xb2_variable,
+)
 from .lazy import Closer, RefRecipe, lazy_variable
 from .packings import (
     GEOGRID_ATTRS,
@@ -42,69 +50,6 @@ from .packings import (
 )
 
 __all__ = ["xb2_tree_dataset", "xb2_frame_dataset", "refuse_shards"]
-
-MANIFEST = "dataset.json"
-PIPELINE = "pipeline.yaml"
-COMMIT = "_commit"
-VLMETA_KEYS = frozenset(
-    {
-        "dims",
-        "var",
-        "coord_name",
-        "is_coord",
-        "dtype",
-        "labels",
-        "units",
-        "long_name",
-        "attrs",
-        # bookkeeping xarray-blosc2's reader reads nothing from
-        "nbytes",
-        "cbytes",
-        "cratio",
-        "lineage",
-        "change_time",
-        "knowledge_time",
-        "valid_time",
-    }
-)
-MANIFEST_KEYS = frozenset(
-    {"data_vars", "coords", "dims", "attrs", "lineage", "variable_attrs", "geogrid", "group_by"}
-)
-#: Manifest keys of layouts not read here, and what they are.
-REFUSED_MANIFEST_KEYS = {
-    "zstd_dict": "ZSTD-dictionary compressed variables (.zstd files)",
-    "sharding": "a dataset sharded by ISO week (.b2z or directory shards)",
-    "shards": "a dataset sharded by ISO week (.b2z or directory shards)",
-    "frozen": "a dataset sharded by ISO week (.b2z or directory shards)",
-}
-
-
-def _unsupported(what: str, ident) -> UnsupportedError:
-    return UnsupportedError(f"xarray-blosc2 {what}", ident)
-
-
-def _json_object(data: bytes | str, field: str) -> dict:
-    try:
-        value = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise FormatError(field, "a JSON object", f"{type(exc).__name__}: {exc}") from None
-    if not isinstance(value, dict):
-        raise FormatError(field, "a JSON object", type(value).__name__)
-    return value
-
-
-def _truthy(value, field: str) -> bool:
-    # xarray-blosc2 writes True, or "1" for its spatial_ref; it tests Python truth.
-    if not isinstance(value, (bool, int, str)):
-        raise FormatError(field, "a bool, int or str", repr(value))
-    return bool(value)
-
-
-def _str_or_none(vlmeta: Mapping, key: str, where: str) -> str | None:
-    value = vlmeta.get(key)
-    if value is not None and not isinstance(value, str):
-        raise FormatError(f"{where} vlmeta {key!r}", "a str", repr(value))
-    return value or None
 
 
 # --- one variable ------------------------------------------------------------------------------
@@ -123,64 +68,26 @@ def _variable(arr, opener, stem: str, lock, manifest: Mapping, where: str, singl
 
 
 def _read_variable(arr, opener, stem, lock, manifest, where, single, handed):
-    vlmeta = dict(arr.vlmeta)
-    unknown = sorted(set(vlmeta) - VLMETA_KEYS)
-    if unknown:
-        raise _unsupported(f"vlmeta key of {where}", unknown[0])
-    dims = vlmeta.get("dims", [f"dim_{i}" for i in range(arr.ndim)])
-    if not isinstance(dims, (list, tuple)) or not all(isinstance(d, str) for d in dims):
-        raise FormatError(f"{where} vlmeta 'dims'", "a list of names", repr(dims))
-    dims = tuple(dims)
-    is_coord = _truthy(vlmeta.get("is_coord", False), f"{where} vlmeta 'is_coord'")
-    var = _str_or_none(vlmeta, "var", where)
-    coord_name = _str_or_none(vlmeta, "coord_name", where)
-    # xarray-blosc2 names a lone frame by ``var`` (else its file), one in a dataset by
-    # ``coord_name``, ``var``, else its file.
-    name = (var or stem) if single else (coord_name or var or stem)
-
-    attrs = {k: vlmeta[k] for k in ("units", "long_name") if k in vlmeta}
-    packed_json = vlmeta.get("attrs")
-    if packed_json:
-        if not isinstance(packed_json, str):
-            raise FormatError(f"{where} vlmeta 'attrs'", "a JSON string", repr(packed_json))
-        attrs.update(_json_object(packed_json, f"{where} vlmeta 'attrs'"))
-    if not single:
-        extra = manifest.get("variable_attrs", {}).get(name, {})
-        if not isinstance(extra, Mapping):
-            raise FormatError(f"{MANIFEST} variable_attrs[{name!r}]", "an object", repr(extra))
-        attrs.update(extra)
-
-    kind = vlmeta.get("dtype")
-    if kind is not None and kind != "string" and kind != str(arr.dtype):
-        raise _unsupported(f"vlmeta 'dtype' of {where} (stored {arr.dtype})", kind)
-    if is_coord and kind == "string":
-        labels = vlmeta.get("labels", [])
-        if not isinstance(labels, list) or not all(isinstance(s, str) for s in labels):
-            raise FormatError(f"{where} vlmeta 'labels'", "a list of str", repr(labels)[:80])
-        if len(dims) != 1 or len(labels) != arr.size:
-            raise FormatError(f"{where} vlmeta 'labels'", f"{arr.size} labels", len(labels))
+    v = xb2_variable(dict(arr.vlmeta), arr.ndim, arr.size, arr.dtype, stem, manifest, where, single)
+    name, dims, attrs = v.name, v.dims, v.attrs
+    if v.labels is not None:
         arr.schunk.close()
         handed.append(None)
-        return name, Variable(dims, np.array(labels), attrs), True, None
-    if kind == "string":
-        raise _unsupported(f"vlmeta 'dtype' of {where} (not a coordinate)", kind)
-    if is_coord and dims == ("_scalar",):
-        if arr.size < 1:
-            raise FormatError(f"{where} scalar coordinate", "one value", "none")
+        return name, Variable(dims, np.array(v.labels), attrs), True, None
+    if v.scalar:
         value = np.asarray(arr[(0,) * arr.ndim])
         arr.schunk.close()
         handed.append(None)
         return name, Variable((), value[()], attrs), True, None
-    if len(dims) != arr.ndim:
-        raise FormatError(f"{where} vlmeta 'dims'", f"{arr.ndim} names", repr(list(dims)))
 
     packing, clean = None, ()
-    geogrid = manifest.get("geogrid", {})
-    if not single and name in geogrid:
-        packing, clean = geogrid_packing(geogrid[name], arr.dtype, where), GEOGRID_ATTRS
-    elif any(k.startswith("_geogrid") for k in attrs):
+    kind = xb2_packing(v, manifest, single)
+    if kind == "geogrid":
+        packing = geogrid_packing(manifest["geogrid"][name], arr.dtype, where)
+        clean = GEOGRID_ATTRS
+    elif kind == "geogrid-attrs":
         packing, clean = geogrid_from_attrs(attrs, arr.dtype, where), GEOGRID_ATTRS
-    elif "_OriginalType" in attrs:
+    elif kind == "lossy":
         packing, clean = lossy_packing(attrs, arr.dtype, where), LOSSY_ATTRS
     if packing is not None:
         attrs = {k: v for k, v in attrs.items() if k not in clean and not k.startswith("_geogrid")}
@@ -190,12 +97,12 @@ def _read_variable(arr, opener, stem, lock, manifest, where, single, handed):
     handed.append(handle)
     if packing is None:
         variable.attrs = attrs
-        return name, variable, is_coord, handle
+        return name, variable, v.is_coord, handle
     encoding = dict(variable.encoding)
     if packing.row_diff:  # a read needs whole rows from their start
         encoding["preferred_chunks"] = {**encoding["preferred_chunks"], dims[-1]: arr.shape[-1]}
     data = packed_data(handle.manager, arr, packing, lock)
-    return name, Variable(dims, data, attrs, encoding), is_coord, handle
+    return name, Variable(dims, data, attrs, encoding), v.is_coord, handle
 
 
 def xb2_frame_dataset(arr, opener, stem: str, lock, decoders: dict) -> Dataset:
@@ -222,38 +129,7 @@ def refuse_shards(path: str) -> None:
     if p.is_dir():
         shards = sorted(e.name for e in os.scandir(p) if e.name.endswith(".b2z"))
         if shards:
-            raise _unsupported("sharded dataset (a .b2z shard)", shards[0])
-
-
-def _manifest(tree) -> dict:
-    if MANIFEST not in tree.files():
-        return {}
-    manifest = _json_object(tree.read_file(MANIFEST), MANIFEST)
-    for key in manifest:
-        if key in REFUSED_MANIFEST_KEYS:
-            raise _unsupported(f"{MANIFEST} key {key!r}: {REFUSED_MANIFEST_KEYS[key]}", key)
-        if key not in MANIFEST_KEYS:
-            raise _unsupported(f"{MANIFEST} key", key)
-    for key in ("attrs", "variable_attrs", "geogrid"):
-        if not isinstance(manifest.get(key, {}), Mapping):
-            raise FormatError(f"{MANIFEST} {key}", "a JSON object", repr(manifest[key])[:80])
-    return manifest
-
-
-def _check_files(tree) -> None:
-    for name in tree.files():
-        if name in (MANIFEST, PIPELINE):
-            continue
-        if "/" in name:
-            raise _unsupported("nested dataset (a group in a subdirectory)", name)
-        if name.endswith(".b2z"):
-            raise _unsupported("sharded dataset (a .b2z shard)", name)
-        if name.endswith((".zstd", ".zstd.json")) or name == "_zstd_dict.bin":
-            raise _unsupported("ZSTD-dictionary compressed variable", name)
-        raise _unsupported("dataset file", name)
-    nested = [g for g in tree.groups() if g != "/"]
-    if nested:
-        raise _unsupported("nested dataset (a group in a subdirectory)", nested[0])
+            raise unsupported("sharded dataset (a .b2z shard)", shards[0])
 
 
 def _commit_extent(ref) -> int:
@@ -269,18 +145,9 @@ def _commit_extent(ref) -> int:
 def xb2_tree_dataset(tree, tree_path: str, lock, decoders: dict) -> Dataset:
     """A directory or ``.b2z`` written by xarray-blosc2 as its reader opens it, its packings
     decoded; then CF-decoded as the b2nd engine decodes any Dataset."""
-    _check_files(tree)
-    manifest = _manifest(tree)
-    attrs = dict(manifest.get("attrs", {}))
-    lineage = manifest.get("lineage")
-    if lineage:
-        attrs["lineage"] = lineage if isinstance(lineage, str) else json.dumps(lineage)
-    if PIPELINE in tree.files():
-        try:
-            attrs["pipeline"] = tree.read_file(PIPELINE).decode()
-        except UnicodeDecodeError as exc:
-            raise FormatError(PIPELINE, "UTF-8 text", str(exc)) from None
-        attrs.setdefault("pipeline_format", "hydra_zen.yaml")
+    xb2_check_files(tree)
+    manifest = xb2_manifest(tree)
+    attrs = xb2_dataset_attrs(tree, manifest)
     committed = None
     variables: dict[str, Variable] = {}
     coord_names: set[str] = set()
@@ -291,7 +158,7 @@ def xb2_tree_dataset(tree, tree_path: str, lock, decoders: dict) -> Dataset:
             where = f"{tree_path} ({apath})"
             if stem.startswith("_") and not stem.startswith("_coord_"):
                 if stem != COMMIT:
-                    raise _unsupported("sidecar frame", f"{stem}.b2nd")
+                    raise unsupported("sidecar frame", f"{stem}.b2nd")
                 committed = _commit_extent(ref)
                 continue
             opener = RefRecipe(ref, (tree_path, apath, ref.limits))

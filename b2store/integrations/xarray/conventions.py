@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import numpy as np
 from xarray import Variable
 
-from ..embedded import embedded_coord
+from ..embedded import DIMENSION_KEY, dims_of, embedded_coord, named_dims
 
 __all__ = [
     "DIMENSION_KEY",
@@ -30,7 +30,6 @@ __all__ = [
     "restore_stringdtype",
 ]
 
-DIMENSION_KEY = "_ARRAY_DIMENSIONS"
 XARRAY_KEY = "_xarray"
 FORMAT_VERSION = 1
 #: The ``_xarray`` key (of a variable, or of an embedded coordinate) naming the NumPy dtype
@@ -120,31 +119,6 @@ def xb2_mirrors(dims, name: str | None, attrs: Mapping, coord: bool = False) -> 
     if coord:
         out["is_coord"] = True
     return {k: v for k, v in out.items() if k not in attrs}
-
-
-def named_dims(vlmeta: Mapping, ndim: int) -> tuple[str, ...] | None:
-    dims = vlmeta.get(DIMENSION_KEY) if DIMENSION_KEY in vlmeta else None
-    if isinstance(dims, (list, tuple)) and len(dims) == ndim:
-        return tuple(str(d) for d in dims)
-    return None
-
-
-def dims_of(vlmeta: Mapping, shape, sizes: dict | None = None, name: str = "") -> tuple:
-    """The dimensions of an array: ``_ARRAY_DIMENSIONS``, else ``dim_0, dim_1, ...``; a
-    ``dim_i`` already in ``sizes`` (this group's and its ancestors' dimensions) with another
-    length becomes ``<name>_dim_i``, so unnamed arrays of different shapes stay apart."""
-    dims = named_dims(vlmeta, len(shape))
-    if dims is None:
-        dims = tuple(
-            f"dim_{i}"
-            if sizes is None or sizes.get(f"dim_{i}", n) == n
-            else f"{name or 'var'}_dim_{i}"
-            for i, n in enumerate(shape)
-        )
-    if sizes is not None:
-        for d, n in zip(dims, shape):
-            sizes.setdefault(d, n)
-    return dims
 
 
 def xarray_meta(vlmeta: Mapping) -> dict:

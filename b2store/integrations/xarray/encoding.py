@@ -19,7 +19,8 @@ xarray's netCDF writers encode them, with each variable's storage options beside
 
 Strings are stored as fixed-width items (``<U`` or ``S``, as wide as the longest): NumPy's
 ``StringDType`` and object arrays of str or bytes alike. A missing value (None, NaN, pandas'
-NA) becomes the empty string, as xarray's Zarr and netCDF writers store it, unless the
+NA) becomes the empty string, as xarray's Zarr and netCDF writers store it (with a
+``SerializationWarning`` naming the variable and the way out), unless the
 variable has a string ``_FillValue``: missing values are then stored as it and read back
 missing, and a present string equal to it is refused (it would read back missing too).
 """
@@ -33,19 +34,24 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 from xarray import conventions
-from xarray.backends.common import ensure_dtype_not_object
+from xarray.backends.common import NONE_VAR_NAME, ensure_dtype_not_object
+from xarray.coding.strings import CharacterArrayCoder, EncodedStringCoder
 from xarray.conventions import CF_RELATED_DATA
 
 from ...chunk.encoder import writable_dtype
 from ...chunk.params import ChunkParams, codec_name, splitmode_name
 from ...tree import VLMETA_NAME
-from .conventions import is_stringdtype
+from .conventions import WHOLE_BYTES, is_stringdtype
 
 __all__ = [
+    "EncodingKeyError",
     "encode_group",
+    "characters",
+    "whole_bytes_variable",
     "fixed_width",
     "STORAGE_KEYS",
     "CF_KEYS",
+    "CHAR_KEYS",
     "VALUE_KEYS",
     "FOREIGN_KEYS",
     "split_encoding",
@@ -55,6 +61,11 @@ __all__ = [
     "object_strings",
 ]
 
+#: The encoding key (xarray's own, which its decoder sets on a character array it joins)
+#: that marks a variable :func:`characters` split into one byte per item.
+CHAR_DIM = "char_dim_name"
+#: The CF keys of netCDF's character arrays (``dtype: "S1"``, see :func:`characters`).
+CHAR_KEYS = ("_Encoding", CHAR_DIM)
 #: Per-variable encoding keys that choose how the frame is stored.
 STORAGE_KEYS = frozenset(
     {"codec", "codec_meta", "clevel", "filters", "filters_meta", "splitmode", "chunks", "blocks"}
@@ -77,6 +88,7 @@ VALUE_KEYS = (
 CF_KEYS = frozenset(
     {
         *VALUE_KEYS,
+        *CHAR_KEYS,
         "coordinates",
         *CF_RELATED_DATA,
     }
@@ -110,9 +122,6 @@ FOREIGN_KEYS = frozenset(
         "szip_pixels_per_block",
         "endian",
         "least_significant_digit",
-        # netCDF character arrays: b2nd stores strings as fixed-width items, already decoded
-        "_Encoding",
-        "char_dim_name",
         # Zarr storage (xarray.backends.zarr.extract_zarr_variable_encoding)
         "shards",
         "compressors",
@@ -126,6 +135,15 @@ FOREIGN_KEYS = frozenset(
         "dimension_separator",
     }
 )
+
+
+class EncodingKeyError(KeyError, ValueError):
+    """An ``encoding=`` entry for a variable the Dataset does not have: a KeyError, as
+    xarray's netCDF and Zarr writers raise (a lookup of the variable), and a ValueError, as
+    to_b2nd raised before; its message is the words, not KeyError's quoted repr."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 def split_encoding(name: str, var: xr.Variable, user: Mapping | None) -> tuple[dict, dict]:
@@ -164,8 +182,8 @@ def split_encoding(name: str, var: xr.Variable, user: Mapping | None) -> tuple[d
 def check_string_width(name: str, var: xr.Variable) -> None:
     """Refuse an encoding ``dtype`` of fixed-width strings narrower than the strings of
     ``var``: xarray's encoder casts with NumPy, which cuts each string to the width silently
-    (xarray's netCDF writers store the cut strings). ``S1`` is netCDF's character array,
-    which b2nd does not use: the strings are then stored whole."""
+    (xarray's netCDF writers store the cut strings). ``S1`` is netCDF's character array
+    (:func:`characters`): each string whole, a byte per item."""
     want = var.encoding.get("dtype")
     try:
         want = np.dtype(want) if want is not None else None
@@ -217,8 +235,11 @@ def check_string_fill(name: str, var: xr.Variable) -> None:
     """Refuse a string ``_FillValue`` that would make a wrong answer: one equal to a string
     the variable holds (that string would read back missing), one of the other kind (bytes
     for str strings, or the reverse), and one on str strings to be written as netCDF
-    characters (``dtype: "S1"``), which xarray's netCDF writers refuse the same way."""
+    characters (``dtype: "S1"``), which xarray's netCDF writers refuse the same way. Without
+    a string ``_FillValue``, missing strings are said to be stored as ``""``."""
     fill = var.encoding.get("_FillValue", var.attrs.get("_FillValue"))
+    if fill is None and var.dtype == object:
+        _warn_missing_strings(name, var)
     if not isinstance(fill, (str, bytes)) or var.dtype.kind not in "OSUT":
         return
     values = np.asarray(var.values, dtype=object).ravel()
@@ -227,8 +248,8 @@ def check_string_fill(name: str, var: xr.Variable) -> None:
     if str in kinds and var.encoding.get("dtype") in ("S1", np.dtype("S1")):
         raise NotImplementedError(
             f"variable {name!r} has a _FillValue specified, but _FillValue is not yet "
-            "supported on unicode strings written as characters (dtype 'S1'); b2nd stores "
-            "whole strings: drop the dtype"
+            "supported on unicode strings written as characters (dtype 'S1'), as xarray's "
+            "netCDF writers refuse it: drop the dtype to store whole strings"
         )
     if kinds and (bytes if isinstance(fill, bytes) else str) not in kinds:
         raise ValueError(
@@ -240,6 +261,28 @@ def check_string_fill(name: str, var: xr.Variable) -> None:
             f"variable {name!r} holds the string {fill!r}, its _FillValue: that string would "
             "read back as missing; choose a _FillValue none of its strings equal"
         )
+
+
+def _warn_missing_strings(name, var: xr.Variable) -> None:
+    """Say so when missing values (None, NaN, pandas' NA) among strings are about to be stored
+    as empty strings, as xarray's netCDF and Zarr writers store them (both formats of Zarr 3
+    too): the file cannot tell them from ``""``, and a reader gets ``""`` back. A string
+    ``_FillValue`` keeps them missing (:func:`check_string_fill`)."""
+    values = np.asarray(var.values, dtype=object).ravel()
+    missing = pd.isnull(values)
+    count = int(missing.sum())
+    if not count or count == values.size:
+        return  # no strings (numbers or all missing: stored as floats, NaN read back NaN)
+    if not all(isinstance(v, (str, bytes)) for v in values[~missing].tolist()):
+        return  # numbers with NaN (floats), or mixed items: refused by the next step
+    warnings.warn(
+        f"variable {name!r} has {count} missing value(s) among its strings, stored as the "
+        "empty string and read back as '' (as xarray's netCDF and Zarr writers store them); "
+        f"give encoding={{{name!r}: {{'_FillValue': <a string none of its values is>}}}} "
+        f"to keep them missing, or ds[{name!r}].fillna('') to store '' without this warning",
+        xr.SerializationWarning,
+        stacklevel=5,
+    )
 
 
 def finish_encoding(name: str, var: xr.Variable) -> xr.Variable:
@@ -257,7 +300,7 @@ def finish_encoding(name: str, var: xr.Variable) -> xr.Variable:
         if key in encoding and encoding[key] is None:
             del encoding[key]
             var = xr.Variable(var.dims, var.data, var.attrs, encoding)
-    left = sorted(k for k in encoding if k in CF_KEYS and k != "dtype")
+    left = sorted(k for k in encoding if k in CF_KEYS and k not in ("dtype", CHAR_DIM))
     if left:
         raise ValueError(
             f"encoding {left} of variable {name!r} does not apply to its data "
@@ -357,9 +400,16 @@ def encode_group(ds: xr.Dataset, encoding: Mapping) -> tuple[dict, dict, dict, s
     """CF-encoded variables and attributes of ``ds``, the storage options of each variable,
     the names of its coordinates, and those of its StringDType variables (stored as ``<U``,
     read back as StringDType)."""
+    if None in ds.variables:
+        # xarray's netCDF and Zarr writers store a variable named None under NONE_VAR_NAME
+        # ("__values__"), and their readers (and the b2nd engine's) give that name back as None
+        ds = ds.rename_vars({None: NONE_VAR_NAME})
+        encoding = {NONE_VAR_NAME if k is None else k: v for k, v in encoding.items()}
     unknown = set(encoding) - set(ds.variables)
     if unknown:
-        raise ValueError(f"encoding for variables not in the dataset: {sorted(map(str, unknown))}")
+        raise EncodingKeyError(
+            f"encoding for variables not in the dataset: {sorted(map(str, unknown))}"
+        )
     ds = ds.copy(deep=False)
     storage = {}
     for name, var in ds.variables.items():
@@ -378,7 +428,7 @@ def encode_group(ds: xr.Dataset, encoding: Mapping) -> tuple[dict, dict, dict, s
                 f"Invalid name {name!r} for DataArray or Dataset key: string must be "
                 "length 1 or greater for serialization to b2nd"
             )
-        if name is None or "/" in name or name == VLMETA_NAME[:-4]:
+        if "/" in name or name == VLMETA_NAME[:-4]:
             raise ValueError(f"variable name {name!r} cannot name a b2nd frame")
         storage[name], var.encoding = split_encoding(name, var, encoding.get(name))
         check_string_width(name, var)
@@ -391,8 +441,35 @@ def encode_group(ds: xr.Dataset, encoding: Mapping) -> tuple[dict, dict, dict, s
     for name, var in variables.items():
         # xarray's netCDF writers' next step: object arrays typed from their items, missing
         # strings as "" (numbers as NaN), mixed items refused naming the variable
-        variables[name] = finish_encoding(name, ensure_dtype_not_object(var, name=name))
+        var = characters(name, ensure_dtype_not_object(var, name=name))
+        variables[name] = finish_encoding(name, var)
     return variables, attrs, storage, set(ds.coords), sd_names
+
+
+def characters(name, var: xr.Variable) -> xr.Variable:
+    """Strings given the encoding ``dtype: "S1"`` as netCDF's character arrays, as xarray's
+    netCDF writers store them: str strings encoded (``_Encoding``, utf-8 by default, kept as
+    an attribute), then split into one byte per item along a last dimension ``string<n>``
+    (or ``char_dim_name``). xarray's decoder joins them back and reports ``dtype: "S1"`` and
+    ``_Encoding`` in the encoding. The variable's encoding keeps :data:`CHAR_DIM` to tell
+    these one-byte items from whole one-byte strings (see :func:`whole_bytes_variable`)."""
+    if var.encoding.get("dtype") not in ("S1", np.dtype("S1")) or var.dtype.kind not in "SU":
+        # (kept by a netCDF file's reader: they say nothing of other strings' storage)
+        if "_Encoding" in var.encoding or CHAR_DIM in var.encoding:
+            var = var.copy(deep=False)
+            var.encoding = {k: v for k, v in var.encoding.items() if k not in CHAR_KEYS}
+        return var
+    var = EncodedStringCoder(allows_unicode=True).encode(var, name=name)
+    var = CharacterArrayCoder().encode(var, name=name)
+    var.encoding.pop("_Encoding", None)  # of bytes strings: nothing to decode them with
+    var.encoding[CHAR_DIM] = var.dims[-1]
+    return var
+
+
+def whole_bytes_variable(var: xr.Variable) -> bool:
+    """Whether ``var`` holds whole one-byte strings (to be read back unjoined: see
+    :data:`.conventions.WHOLE_BYTES`), not a character array (:func:`characters`)."""
+    return var.dtype == WHOLE_BYTES and CHAR_DIM not in var.encoding
 
 
 def fixed_width(var: xr.Variable, name) -> xr.Variable:

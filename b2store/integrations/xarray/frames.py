@@ -23,7 +23,9 @@ import xarray as xr
 
 from ... import _files, _platform, _progress, _sync
 from ...chunk.encoder import writable_dtype
+from ...errors import TargetExistsError
 from ...frame.schunk import SChunk
+from ...frame.staging import place_new
 from ...nd.chunks import cparams_for, encode_array_chunk
 from ...nd.geometry import array_to_chunk, chunk_grid, chunk_nitems, chunk_region
 from ...nd.meta import B2ndMeta
@@ -39,7 +41,7 @@ from .conventions import (
     XARRAY_KEY,
     xb2_mirrors,
 )
-from .encoding import encode_group, fixed_width
+from .encoding import encode_group, fixed_width, whole_bytes_variable
 
 __all__ = [
     "MAX_EMBEDDED_COORD_BYTES",
@@ -63,10 +65,20 @@ MAX_EMBEDDED_COORD_BYTES = 1 << 20
 _FRAME_SUFFIXES = (".b2nd", ".b2frame")
 
 
-def write_new(obj, path: str, *, encoding, layout, contiguous: bool, nthreads, progress) -> None:
+#: What to pass to write where a Dataset is stored (the words of every refusal to replace it).
+WAY_OUT = (
+    "pass mode='w' to replace it, or mode='a' to write into it (append_dim='<dim>' to append "
+    "along a dimension)"
+)
+
+
+def write_new(
+    obj, path: str, *, encoding, layout, contiguous: bool, nthreads, progress, mode: str = "w"
+) -> None:
     """``obj`` written at the local ``path`` as a new frame or tree (what ``to_b2nd`` does
     where it writes into nothing stored): built in a new directory beside ``path``, then put
-    in its place in one step (:func:`put_in_place`)."""
+    in its place in one step (:func:`put_in_place`; replacing what is there in mode "w"
+    only)."""
     groups, encodings = groups_of(obj, encoding)
     layout = choose_layout(groups, path, layout)
     target = Path(path)
@@ -91,7 +103,7 @@ def write_new(obj, path: str, *, encoding, layout, contiguous: bool, nthreads, p
                 _write_tree(groups, encodings, built, nthreads, bar)
                 if layout == "b2z":
                     built = zip_tree(built, work / target.name)
-        put_in_place(built, target)
+        put_in_place(built, target, mode)
     finally:
         bar.close()
         shutil.rmtree(work, ignore_errors=True)
@@ -141,9 +153,15 @@ def choose_layout(groups: dict, path: str, layout: str | None) -> str:
     return layout
 
 
-def put_in_place(built: Path, target: Path) -> None:
-    """Put ``built`` where ``target`` is, replacing a file or directory there."""
+def put_in_place(built: Path, target: Path, mode: str = "w") -> None:
+    """Put ``built`` where ``target`` is, replacing a file or directory there in mode "w";
+    in any other mode, refusing to (one rename that does not replace, where the system has
+    one: a target another process made after ``to_b2nd`` checked is kept)."""
     _files.check_write(target)  # again: what was built beside goes only where it was meant
+    if mode != "w":
+        if not place_new(built, target):
+            raise TargetExistsError(target, mode, WAY_OUT)
+        return
     if (
         target.is_dir()
         and not target.is_symlink()
@@ -229,7 +247,7 @@ def write_frame(
         }
         if cname in sd_names:
             coords[cname][DTYPE_KEY] = STRINGDTYPE
-        elif data.dtype == WHOLE_BYTES:
+        elif whole_bytes_variable(var):
             coords[cname][DTYPE_KEY] = WHOLE_BYTES
     dattrs, dtypes = plain_attrs(attrs, "the dataset")
     extra = {"name": name, "attrs": dattrs, "dataset_attr_types": dtypes, "coords": coords}
@@ -313,7 +331,7 @@ def frame_plan(var, stem: str, storage: dict, extra: dict, coord: bool = False):
     """``(variable, B2ndMeta, chunk params, vlmeta)`` of the frame ``var`` is written as
     (``stem``: its name where ``extra`` names none, a tree's member ``name.b2nd``)."""
     var = fixed_width(var, extra.get("name", stem))
-    if var.dtype == WHOLE_BYTES:
+    if whole_bytes_variable(var):
         extra = {**extra, DTYPE_KEY: WHOLE_BYTES}
     dtype = writable_dtype(var.dtype)  # a writer's input: never B2ndMeta's FormatError
     shape = tuple(var.shape)

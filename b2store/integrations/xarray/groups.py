@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import PurePosixPath
 
 from xarray import Dataset, conventions
+from xarray.backends.common import NONE_VAR_NAME
 
 from ...containers import Container, ContainerNotArrayError
 from ...errors import UnsupportedError
@@ -37,6 +38,9 @@ def _decode(variables: dict, attrs: dict, decoders: dict, closers, whole=()) -> 
     if whole:
         decoders = {**decoders, "concat_characters": _whole_strings(variables, decoders, whole)}
     vars_, attrs_, coord_names = conventions.decode_cf_variables(variables, attrs, **decoders)
+    if NONE_VAR_NAME in vars_ and None not in vars_:
+        # the name xarray's writers (to_b2nd's too) store a variable named None under
+        vars_ = {None if k == NONE_VAR_NAME else k: v for k, v in vars_.items()}
     ds = Dataset(vars_, attrs=attrs_)
     ds = ds.set_coords(coord_names.intersection(vars_))
     ds.set_close(Closer(closers))

@@ -32,7 +32,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 
 from ... import _progress
-from ...errors import UnsupportedError
+from ...errors import TargetExistsError, UnsupportedError
 from ...frame import remote
 from ...frame.backend import INDEX_NAME
 from ...frame.mappings import check_vlmeta_sum, raw_value
@@ -41,6 +41,7 @@ from ...nd.chunks import encode_array_chunk
 from ...nd.geometry import array_to_chunk
 from .append import resolve_mode, write_into
 from .frames import (
+    WAY_OUT,
     choose_layout,
     chunks_of,
     frame_plan,
@@ -77,10 +78,11 @@ def to_object(obj, url: str, storage_options: Mapping | None, mode, layout, **kw
     if kwargs.get("contiguous") is False and layout == "b2z":
         raise UnsupportedError("sparse frame in a .b2z (contiguous=False)", url)
     fs, path = remote.filesystem(url, options)
-    if mode in ("w-", "x") and remote.call(url, fs.exists, path):
-        raise FileExistsError(errno.EEXIST, f"the object exists (mode={mode!r})", url)
+    mode = mode or "w-"  # (as to_zarr: what is there is replaced only when asked)
+    if mode != "w" and remote.call(url, fs.exists, path):
+        raise TargetExistsError(url, mode, WAY_OUT)
     if layout == "frame" and kwargs.get("contiguous") is False:
-        _sparse_frame(obj, url, options, mode in ("w-", "x"), **kwargs)
+        _sparse_frame(obj, url, options, mode != "w", **kwargs)
         return url
     with tempfile.TemporaryDirectory(prefix=".b2store-upload-") as tmp:
         local = os.path.join(tmp, "object" + suffix)

@@ -11,10 +11,11 @@ from collections.abc import Mapping
 
 from ... import _files
 from ..._userpath import names_user_path
+from ...errors import TargetExistsError
 from ...frame.sources import is_url
 from .append import resolve_mode, write_into
 from .encoding import CF_KEYS, STORAGE_KEYS
-from .frames import write_new
+from .frames import WAY_OUT, write_new
 from .object_store import to_object
 
 __all__ = ["to_b2nd", "STORAGE_KEYS", "CF_KEYS"]
@@ -58,13 +59,15 @@ def to_b2nd(
         chunks, then python-blosc2's defaults. A key that cannot be stored, given here or in
         a variable's ``.encoding``, raises a ValueError (other backends' storage keys in
         ``.encoding`` are ignored): see :mod:`.encoding`.
-    mode : {"w", "w-", "a", "a-", "r+"}, optional
-        As ``to_zarr``: ``"w"`` replaces what is at ``path``; ``"w-"`` (or ``"x"``) refuses
-        to; ``"a"`` writes into the Dataset stored there (created if absent): variables it
-        holds are overwritten (or, along ``append_dim``, appended to), others added;
+    mode : {"w-", "w", "a", "a-", "r+"}, optional
+        As ``to_zarr``: ``"w-"`` (or ``"x"``) refuses an existing ``path``
+        (:class:`b2store.TargetExistsError`, a FileExistsError, naming the mode to pass);
+        ``"w"`` replaces what is there; ``"a"`` writes into the Dataset stored there
+        (created if absent): variables it holds are overwritten (or, along
+        ``append_dim``, appended to), others added;
         ``"a-"`` is ``"a"`` leaving stored variables without ``append_dim`` as they are;
         ``"r+"`` writes into stored variables only (``region``). By default ``"a"`` with
-        ``append_dim``, ``"r+"`` with ``region``, else ``"w"``. Values written into stored
+        ``append_dim``, ``"r+"`` with ``region``, else ``"w-"``. Values written into stored
         variables are encoded with what is stored (CF encoding such as ``dtype``,
         ``scale_factor``, ``_FillValue`` and the ``units`` of times; chunks, blocks, codec):
         ``encoding`` for them is refused. Only the chunks the new values touch are written;
@@ -116,7 +119,10 @@ def to_b2nd(
             region=region, contiguous=contiguous, nthreads=nthreads, progress=progress,
         )  # fmt: skip
     if storage_options:
-        raise ValueError("storage_options are for a URL path (s3://...), not a local path")
+        raise ValueError(
+            f"storage_options are for a URL path (s3://...), not a local path: drop them for "
+            f"{os.fspath(path)}"
+        )
     mode = resolve_mode(mode, append_dim, region)
     path = os.fspath(path)
     # Before anything is written, in every mode: a path inside a tree through a link planted
@@ -129,13 +135,19 @@ def to_b2nd(
         )  # fmt: skip
         return path
     if mode == "r+":
-        raise FileNotFoundError(f"{path}: nothing to write into (mode='r+')")
+        raise FileNotFoundError(
+            f"{path}: nothing to write into (mode='r+' writes into a stored Dataset only); "
+            "write it first (mode='w-', the default)"
+        )
     if region is not None:
-        raise FileNotFoundError(f"{path}: nothing to write a region into")
+        raise FileNotFoundError(
+            f"{path}: nothing to write a region into; write the Dataset first (mode='w-', the "
+            "default)"
+        )
     if mode not in ("w", "a", "a-") and os.path.lexists(path):
-        raise FileExistsError(f"{path} exists (mode={mode!r})")
+        raise TargetExistsError(path, mode, WAY_OUT)
     write_new(
         obj, path, encoding=encoding, layout=layout, contiguous=contiguous, nthreads=nthreads,
-        progress=progress,
+        progress=progress, mode=mode,
     )  # fmt: skip
     return path

@@ -19,7 +19,7 @@ from ...constants import SpecialValue
 from ...errors import FormatError
 from ...tree import is_url
 from .nodes import StoreNodes
-from .zarr_json import META
+from .zarr_json import META, fill_bytes
 
 __all__ = ["StoreKeys", "slice_bytes"]
 
@@ -81,8 +81,18 @@ class StoreKeys(StoreNodes):
         n = self._chunk_number(node, coords)
         if n is None:
             return None
-        schunk = self._array(node).schunk
-        return None if is_uninit(schunk, n) else (schunk, n)
+        arr = self._array(node)
+        return None if self._missing(node, arr, n) else (arr.schunk, n)
+
+    def _missing(self, node: str, arr, n: int) -> bool:
+        """Whether chunk ``n`` is Zarr's missing key: never written, where that reads as the
+        served fill value (zeros, as b2store and python-blosc2 read it). With another fill
+        value (NaN from a CF ``_FillValue``) it is served as a chunk, so that the fill value
+        does not change what it reads as."""
+        if not is_uninit(arr.schunk, n):
+            return False
+        fill = self._node_meta(node)["fill_value"]
+        return not fill_bytes(fill, arr.dtype).strip(b"\0")
 
     def _chunk_bytes(self, node: str, coords) -> bytes | None:
         if self._writer is not None:
@@ -171,7 +181,7 @@ class StoreKeys(StoreNodes):
         if what == "meta":
             return True
         n = self._chunk_number(node, coords)
-        return n is not None and not is_uninit(self._array(node).schunk, n)
+        return n is not None and not self._missing(node, self._array(node), n)
 
     def _size_of(self, key: str) -> int | None:
         """A key's size; a chunk's from its header alone, never its data."""
@@ -184,7 +194,7 @@ class StoreKeys(StoreNodes):
             return None if data is None else len(data)
         n = self._chunk_number(node, coords)
         schunk = self._array(node).schunk
-        if n is None or is_uninit(schunk, n):
+        if n is None or self._missing(node, self._array(node), n):
             return None
         if int(schunk.offsets[n]) < 0:
             return 32  # a special chunk: header only
@@ -208,7 +218,7 @@ class StoreKeys(StoreNodes):
         schunk = arr.schunk
         grid = [-(-s // c) for s, c in zip(arr.shape, arr.chunks)]
         for n, coords in enumerate(np.ndindex(*grid) if grid else [()]):
-            if not is_uninit(schunk, n):
+            if not is_uninit(schunk, n) or not self._missing(node, arr, n):
                 keys.append(prefix + "/".join(["c", *map(str, coords)]))
         return keys
 

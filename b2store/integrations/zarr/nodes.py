@@ -12,11 +12,13 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from ...errors import UnsupportedError
 from ...frame.sniff import NotBlosc2Error, looks_like_directory
 from ...limits import Limits
 from ...tree import is_url, open_tree
-from ..embedded import frame_variable_name
-from .zarr_json import XARRAY_KEY, EmbeddedCoord, array_metadata, group_metadata
+from ..embedded import dims_of, frame_variable_name, named_dims
+from .xb2_nodes import is_xb2_tree, xb2_index
+from .zarr_json import DIMS_KEY, XARRAY_KEY, EmbeddedCoord, array_metadata, group_metadata
 
 __all__ = ["StoreNodes", "CONSOLIDATED_MAX_NODES"]
 
@@ -73,6 +75,14 @@ class StoreNodes:
         self._single_frame = tree.kind == "frame"
         if tree.kind == "dir" and not tree.arrays():
             _refuse_zarr_directory(self.path)
+        if tree.kind != "frame" and is_xb2_tree(self.path, tree):
+            if not getattr(self, "read_only", True):
+                raise UnsupportedError(
+                    "writing through B2ndStore into xarray-blosc2's layout (its frames keep "
+                    "dimensions and attributes by its own convention); open it with mode='r'",
+                    self.path,
+                )
+            return xb2_index(tree, self.path)
         if tree.kind == "frame":
             (ref,) = tree.arrays().values()
             if self.group:
@@ -103,6 +113,10 @@ class StoreNodes:
         info = info if isinstance(info, Mapping) else {}
         name = frame_variable_name(info)
         attrs = info.get("attrs")
+        if named_dims(vlmeta, len(arr.shape)) is None:
+            # Dimension names as the b2nd engine gives an unnamed frame's (python-blosc2's
+            # arrays): xarray's zarr engine needs names, and the views must agree.
+            ref = _NamedRef(ref, {**vlmeta, DIMS_KEY: list(dims_of(vlmeta, arr.shape))})
         nodes: dict[str, tuple[str, Any]] = {
             "": ("group", dict(attrs) if isinstance(attrs, Mapping) else {}),
             name: ("array", ref),
@@ -163,16 +177,28 @@ class StoreNodes:
         # One frame, or frames behind URLs (no descriptor; reopening costs requests): keep.
         self._index()
         keep = self._single_frame or is_url(self.path)
+        own = getattr(ref, "shown_vlmeta", None)  # (where not the frame's own)
         if keep or node in self._arrays or self._writer is not None:
-            doc = array_metadata(self._array(node), where)
+            doc = array_metadata(self._array(node), where, own)
         else:
             arr = ref.open(dtype=self.dtype)
             try:
-                doc = array_metadata(arr, where)
+                doc = array_metadata(arr, where, own)
             finally:
                 arr.schunk.close()
         docs[node] = doc
         return doc
+
+
+class _NamedRef:
+    """A frame's reference with the vlmeta its Zarr metadata is made from
+    (``shown_vlmeta``): its own, with the dimension names the b2nd engine gives it."""
+
+    def __init__(self, ref, shown_vlmeta: dict):
+        self.ref, self.path, self.shown_vlmeta = ref, ref.path, shown_vlmeta
+
+    def open(self, dtype=None):
+        return self.ref.open(dtype=dtype)
 
 
 def _refuse_zarr_directory(path) -> None:

@@ -35,7 +35,6 @@ from ...nd.meta import B2ndMeta
 from ...tree import EMBED_NAME, VLMETA_NAME
 from .b2nd import B2ndCodec, default_blockshape
 from .compat import chunk_spec
-from .keys import is_uninit
 from .places import Place
 from .zarr_json import (
     CF_FILL,
@@ -43,8 +42,9 @@ from .zarr_json import (
     FILL_KEY,
     META,
     XARRAY_KEY,
+    fill_bytes,
     plain_fill_attr,
-    zarr_dtype,
+    served_fill,
 )
 
 __all__ = ["Writer", "ConcurrentResizeError"]
@@ -218,7 +218,7 @@ class Writer:
             return True, None
         arr = self.store._array(node)
         schunk = arr.schunk
-        if is_uninit(schunk, n):
+        if self.store._missing(node, arr, n):  # (as the store's keys say: see keys.py)
             return True, None
         ext = chunk_to_array(schunk.decompress_chunk(n), arr.chunks, arr.blocks, arr.dtype)
         chunk = np.ascontiguousarray(ext[tuple(slice(0, c) for c in arr.chunks)])
@@ -315,8 +315,9 @@ class Writer:
         """The special chunk of the array's fill value (what zarr means by a missing chunk)."""
         dtype = arr.dtype
         nbytes = arr.schunk.chunksize
-        fill = arr.vlmeta.get(FILL_KEY)
-        value = self._fill_bytes(fill, dtype)
+        # The fill value the store serves (a CF _FillValue of NaN where no Zarr client set
+        # one): a chunk zarr deletes as all-fill reads back as that value.
+        value = fill_bytes(served_fill(dict(arr.vlmeta), dtype), dtype)
         blocksize = arr.schunk.blocksize
         if not value.strip(b"\0"):
             return special_chunk(SpecialValue.ZERO, nbytes, dtype.itemsize, blocksize=blocksize)
@@ -324,14 +325,6 @@ class Writer:
         if value == nan and dtype.itemsize in (4, 8) and dtype.byteorder in ("<", "="):
             return special_chunk(SpecialValue.NAN, nbytes, dtype.itemsize, blocksize=blocksize)
         return special_chunk(SpecialValue.VALUE, nbytes, dtype.itemsize, value, blocksize)
-
-    @staticmethod
-    def _fill_bytes(fill, dtype: np.dtype) -> bytes:
-        if fill is None:
-            return bytes(dtype.itemsize)
-        zdtype = zarr_dtype(dtype)
-        scalar = zdtype.from_json_scalar(fill, zarr_format=3)
-        return np.asarray(scalar, dtype=dtype).tobytes()
 
     # --- metadata ------------------------------------------------------------------------------
 
@@ -382,8 +375,9 @@ class Writer:
             vlmeta[DIMS_KEY] = list(meta.dimension_names)
         zdtype = meta.data_type
         fill_json = zdtype.to_json_scalar(meta.fill_value, zarr_format=3)
-        default = zdtype.to_json_scalar(zdtype.default_scalar(), zarr_format=3)
-        if fill_json != default:
+        if fill_json != served_fill(vlmeta, dtype):
+            # Kept where the store would serve another (the dtype's zero, or the CF
+            # _FillValue it derives one from): the client's fill value is read back as given.
             vlmeta[FILL_KEY] = fill_json
         if self.single and node:
             vlmeta[XARRAY_KEY] = self._single_node_info(node)
@@ -444,7 +438,7 @@ class Writer:
         if filters:
             kwargs["filters"] = [name for name, _ in filters]
             kwargs["filters_meta"] = [meta for _, meta in filters]
-        fill = self._fill_bytes(vlmeta.get(FILL_KEY), dtype)
+        fill = fill_bytes(vlmeta.get(FILL_KEY), dtype)
         value = np.frombuffer(fill, dtype)[0] if fill.strip(b"\0") else np.zeros((), dtype)
         arr = full(
             shape,

@@ -36,6 +36,8 @@ __all__ = [
     "zarr_fill_attr",
     "plain_fill_attr",
     "EmbeddedCoord",
+    "served_fill",
+    "fill_bytes",
 ]
 
 META = "zarr.json"
@@ -257,21 +259,55 @@ def zarr_dtype(dtype: np.dtype):
     return get_data_type_from_native_dtype(dtype)
 
 
-def array_metadata(arr, where: str = "array") -> dict:
-    """The Zarr v3 ``zarr.json`` of a b2nd array (a :class:`~b2store.B2ndArray`)."""
-    data_type, default_fill = json.loads(_dtype_json(arr.dtype))
-    vlmeta = dict(arr.vlmeta)
+def served_fill(vlmeta: Mapping, dtype: np.dtype, where: str = "array", cf: bool = True):
+    """The Zarr ``fill_value`` (JSON) of an array with ``vlmeta``: the one a Zarr client
+    stored (``_zarr_fill_value``), else (unless not ``cf``) its CF ``_FillValue`` where that
+    is a number the dtype holds exactly (NaN for a float array xarray and python-blosc2's
+    users fill with NaN), else the dtype's zero."""
+    data_type, default_fill = json.loads(_dtype_json(dtype))
     if FILL_KEY in vlmeta:
         fill = vlmeta[FILL_KEY]
         try:  # file content: what zarr cannot parse is named here, not as zarr's TypeError
-            zarr_dtype(arr.dtype).from_json_scalar(fill, zarr_format=3)
+            zarr_dtype(dtype).from_json_scalar(fill, zarr_format=3)
         except (TypeError, ValueError, OverflowError):
-            zdtype = zarr_dtype(arr.dtype)
+            zdtype = zarr_dtype(dtype)
             raise FormatError(
                 f"{where} vlmeta {FILL_KEY}", f"a Zarr fill value of {zdtype}", repr(fill)[:200]
             ) from None
-    else:
-        fill = default_fill
+        return fill
+    value = vlmeta.get(CF_FILL) if cf else None
+    if dtype.kind not in "iuf" or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return default_fill
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (NumPy's cast warnings: an inexact one is refused)
+        try:
+            item = np.asarray(value).astype(dtype)[()]
+        except (OverflowError, ValueError):
+            return default_fill
+    nan = isinstance(value, float) and math.isnan(value)
+    same = item.item() == value or (nan and bool(np.isnan(item)))
+    if not same:
+        return default_fill  # a _FillValue the dtype cannot hold: not a fill of its items
+    return zarr_dtype(dtype).to_json_scalar(item, zarr_format=3)
+
+
+def fill_bytes(fill, dtype: np.dtype) -> bytes:
+    """One item of the (JSON) Zarr fill value ``fill``, as ``dtype`` stores it."""
+    if fill is None:
+        return bytes(dtype.itemsize)
+    scalar = zarr_dtype(dtype).from_json_scalar(fill, zarr_format=3)
+    return np.asarray(scalar, dtype=dtype).tobytes()
+
+
+def array_metadata(
+    arr, where: str = "array", vlmeta: Mapping | None = None, cf_fill: bool = True
+) -> dict:
+    """The Zarr v3 ``zarr.json`` of a b2nd array (a :class:`~b2store.B2ndArray`), its fill
+    value, dimension names and attributes from ``vlmeta`` (the array's own by default); the
+    fill value from a CF ``_FillValue`` unless not ``cf_fill`` (see :func:`served_fill`)."""
+    data_type, _ = json.loads(_dtype_json(arr.dtype))
+    vlmeta = dict(arr.vlmeta if vlmeta is None else vlmeta)
+    fill = served_fill(vlmeta, arr.dtype, where, cf=cf_fill)
     doc: dict[str, Any] = {
         "zarr_format": 3,
         "node_type": "array",
