@@ -19,17 +19,26 @@ price of waiting for the disk:
 
 Set it for the process with :func:`set_sync` or the ``B2STORE_SYNC`` environment variable;
 a frame takes the setting in force when it is opened for writing.
+
+Frames built where no reader looks, and published whole by a rename once closed (a new
+Dataset ``to_b2nd`` builds beside its target), are written inside :func:`staged`: there
+``"commit"`` acts as ``"close"``, as no half-built frame is ever seen, and each file is
+synced once when it is closed, before the rename, instead of around every change.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 __all__ = ["SYNC_MODES", "set_sync", "sync_mode"]
 
 SYNC_MODES = ("commit", "close", "none")
 ENV = "B2STORE_SYNC"
 _chosen: dict[str, str | None] = {"mode": None}
+_staged: ContextVar[bool] = ContextVar("b2store_staged", default=False)
 
 
 def set_sync(mode: str | None) -> None:
@@ -45,7 +54,21 @@ def sync_mode() -> str:
     mode = _chosen["mode"] or os.environ.get(ENV) or "commit"
     if mode not in SYNC_MODES:
         raise ValueError(f"{ENV} must be one of {', '.join(SYNC_MODES)}, not {mode!r}")
+    if mode == "commit" and _staged.get():
+        return "close"
     return mode
+
+
+@contextmanager
+def staged() -> Iterator[None]:
+    """Frames opened for writing inside (in this thread or task) are being built under a
+    name no reader opens and are closed before they are renamed into place: ``"commit"``
+    syncs each of them once, at its close, as ``"close"`` does (see the module's notes)."""
+    token = _staged.set(True)
+    try:
+        yield
+    finally:
+        _staged.reset(token)
 
 
 def sync_path(path) -> None:
