@@ -417,8 +417,11 @@ def test_writers_of_one_array_in_a_bucket_make_their_change_again(s3, monkeypatc
     publish = RemoteSparseFrame._replace_index
 
     def together(self, frame):
-        if threading.get_ident() not in first:  # (a thread's first try: all at once)
-            first.add(threading.get_ident())
+        # Each writer's first try, all at once. A writer is its store's frame object, not a
+        # thread: zarr runs each write in a thread of its event loop's pool, whichever is
+        # free, so a thread can carry one writer's first try and another's second.
+        if id(self) not in first:
+            first.add(id(self))
             gathered.wait()
         return publish(self, frame)
 
