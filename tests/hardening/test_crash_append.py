@@ -87,7 +87,9 @@ def run_kills(tmp_path: Path, kind: str, kills: int, seed: int) -> int:
     return total
 
 
-@pytest.mark.parametrize("kind", ["b2d", "frame"])
+# The quick suite kills appends to a frame; a tree's (as long again) are killed in the slow
+# suite, here and many more times below.
+@pytest.mark.parametrize("kind", [pytest.param("b2d", marks=pytest.mark.slow), "frame"])
 def test_a_few_kills(tmp_path, kind):
     assert run_kills(tmp_path, kind, kills=3, seed=5) > 0
 

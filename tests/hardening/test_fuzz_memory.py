@@ -136,11 +136,20 @@ def check(name: str, n: int) -> None:
     assert threads_after <= threads_before + 8, f"{name}: threads left running"
 
 
+@pytest.mark.slow  # (a minute of the quick suite; the slow test below covers the store too)
 def test_the_zarr_store_target_does_not_grow_over_thousands_of_inputs():
     check("zarrstore", 3000)
 
 
-@pytest.mark.parametrize("name", sorted(set(TARGETS) - {"zarrstore"}))
+# The quick suite keeps the cheap targets; the trees' (whole .b2d/.b2z opened per input) run
+# in the slow suite, here and with many more inputs below.
+_QUICK_TARGETS = [
+    pytest.param(n, marks=pytest.mark.slow) if n in ("b2d", "b2z") else n
+    for n in sorted(set(TARGETS) - {"zarrstore"})
+]
+
+
+@pytest.mark.parametrize("name", _QUICK_TARGETS)
 def test_no_target_grows_over_its_inputs(name):
     check(name, 400)
 
