@@ -75,3 +75,14 @@ def test_staged_is_undone_and_leaves_other_settings(monkeypatch):
         with staged():
             raise RuntimeError("inside")
     assert sync_mode() == "commit"
+
+
+@pytest.mark.parametrize("mode", ["commit", "close"])
+def test_a_b2z_is_synced_whole_before_it_is_published(tmp_path, syncs, mode):
+    """The zip is a new file made from the synced tree: it is synced itself, at its final
+    size, before the rename that names it (it was not: a power cut could leave the name
+    pointing at a file the disk never had)."""
+    b2store.set_sync(mode)
+    path = b2store.to_b2nd(_dataset(), tmp_path / "x.b2z")
+    assert (os.path.basename(path), os.path.getsize(path)) in syncs
+    xr.testing.assert_identical(xr.open_dataset(path, engine="b2nd").load(), _dataset())

@@ -416,4 +416,9 @@ def zip_tree(tree: Path, zpath: Path) -> Path:
     with zipfile.ZipFile(zpath, "w", zipfile.ZIP_STORED) as zf:
         for p in [*files, tree / EMBED_NAME]:
             zf.write(p, p.relative_to(tree).as_posix())
+    # The zip is a new file, copied from the synced tree: unless writes are never synced, it
+    # reaches the disk before the rename that publishes it, or a power cut could leave the
+    # name pointing at a file the disk never had.
+    if _sync.sync_mode() != "none":
+        _sync.sync_path(zpath)
     return zpath
