@@ -413,15 +413,18 @@ def test_writers_of_one_array_in_a_bucket_make_their_change_again(s3, monkeypatc
     assert conditional_writes(_fs(url, options))  # (every admitted stack)
     zarr.create_array(b2store.B2ndStore(url, mode="w", storage_options=options),
                       shape=(4, 50), chunks=(1, 50), dtype="i4", fill_value=-1)  # fmt: skip
-    gathered, first = threading.Barrier(4, timeout=60), set()
+    gathered, counted, tries = threading.Barrier(4, timeout=60), threading.Lock(), [0]
     publish = RemoteSparseFrame._replace_index
 
     def together(self, frame):
-        # Each writer's first try, all at once. A writer is its store's frame object, not a
-        # thread: zarr runs each write in a thread of its event loop's pool, whichever is
-        # free, so a thread can carry one writer's first try and another's second.
-        if id(self) not in first:
-            first.add(id(self))
+        # The first four tries wait for each other, so they are the four writers' first: a
+        # writer held here tries nothing else until all four are. (Not told apart by thread,
+        # as zarr runs each write in whichever thread of its pool is free, nor by the frame
+        # object's id, which a frame made and dropped while opening can hand on.)
+        with counted:
+            tries[0] += 1
+            first = tries[0] <= 4
+        if first:
             gathered.wait()
         return publish(self, frame)
 
