@@ -7,6 +7,7 @@ What is written is read back by b2store from the bucket and by python-blosc2 fro
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -431,8 +432,15 @@ def test_writers_of_one_array_in_a_bucket_make_their_change_again(s3, monkeypatc
     monkeypatch.setattr(RemoteSparseFrame, "_replace_index", together)
 
     def write_row(i):
-        z = zarr.open_array(b2store.B2ndStore(url, mode="a", storage_options=options))
-        z[i] = np.arange(50) + 100 * i
+        async def write():
+            store = b2store.B2ndStore(url, mode="a", storage_options=options)
+            z = await zarr.api.asynchronous.open_array(store=store)
+            await z.setitem(i, np.arange(50) + 100 * i)
+
+        # Each writer in an event loop of its own, with its own pool of threads: zarr's one
+        # pool may have fewer threads than there are writers to hold at once (a test that
+        # set threading.max_workers to 2 made it so for the process).
+        asyncio.run(write())
 
     s3.reset()
     with ThreadPoolExecutor(4) as pool:
