@@ -349,14 +349,10 @@ class B2ndArray(ArrayWrites):
         """:meth:`_read` from committed state ``st``."""
         # Small chunks a read takes whole are read a run of neighbours at a time and decoded
         # in one compiled call per run (nd/read_chunks.py); the others one by one.
-        in_runs = (
-            len(scratch) <= read_chunks.MAX_CHUNK_BYTES
-            and self.dtype.subdtype is None
-            and self.ndim > 0
-            and read_chunks.available()
-        )
+        in_c = self.dtype.subdtype is None and self.ndim > 0 and read_chunks.available()
+        in_runs = in_c and len(scratch) <= read_chunks.MAX_CHUNK_BYTES
         grid = chunk_grid(self.shape, self.chunks)
-        if in_runs and self._read_box(dims, grid, out, scratch, st):
+        if in_c and self._read_box(dims, grid, out, scratch, st, small=in_runs):
             return
         if in_runs:
             whole, few, others = split_whole(dims, self.chunks, self.blocks, self.shape)
@@ -370,25 +366,46 @@ class B2ndArray(ArrayWrites):
             ((c_index(coords, grid), parts) for coords, parts in others), out, scratch, st
         )
 
-    def _read_box(self, dims, grid, out: np.ndarray, scratch: np.ndarray, state) -> bool:
-        """A box (step-1 ranges) of a few chunks of a local frame, planned and read in one
-        compiled call (:func:`read_chunks.read_box`), the chunks it leaves as :meth:`_read_runs`
-        reads them. False when this is not the way (nothing done)."""
+    def _read_box(
+        self, dims, grid, out: np.ndarray, scratch: np.ndarray, state, small: bool = True
+    ) -> bool:
+        """A box (step-1 ranges) of a local frame planned and read in one compiled call
+        (:func:`read_chunks.read_box`): a few ``small`` chunks, or large chunks decoded
+        straight into ``out`` with threads over them; the chunks it leaves are read as
+        :meth:`_read_runs` (or, large, :meth:`_read_each`) reads them. False when this is
+        not the way (nothing done)."""
         chunks = self.chunks
         if not all(r.step == 1 and len(r) for r in dims):
             return False
         touched = math.prod((r.stop - 1) // c - r.start // c + 1 for r, c in zip(dims, chunks))
-        if touched > read_chunks.BOX_CHUNKS or (
-            read_chunks.box_threads(dims, chunks, self.blocks, out) > 1
+        threads = read_chunks.box_threads(dims, chunks, self.blocks, out)
+        if (
+            not small
+            and touched > 1
+            and read_chunks.straight_box(dims, self.shape, chunks, self.blocks)
         ):
+            # Large chunks decoded in place, one per thread at a time: no copy out of
+            # scratch, no Python per chunk (a whole read of 8 MB chunks handed each to two
+            # threads in turn, the chunk's read and the Python between them done by one).
+            threads = min(threads, touched)
+        elif not small or touched > read_chunks.BOX_CHUNKS or threads > 1:
             return False  # (many chunks, or enough blocks for threads to share)
         lo, hi = [r.start for r in dims], [r.stop for r in dims]
         left = read_chunks.read_box(
-            self.schunk, state, lo, hi, self.shape, chunks, self.blocks, out, scratch
+            self.schunk, state, lo, hi, self.shape, chunks, self.blocks, out, scratch, threads
         )
         if left is None:
             return False
-        if len(left):
+        if len(left) and not small:
+            # (special chunks, DELTA ones, ...: one by one, as large chunks are read)
+            undone = set(left.tolist())
+            work = (
+                (n, parts)
+                for n, parts in ((c_index(at, grid), p) for at, p in _chunks_touched(dims, chunks))
+                if n in undone
+            )
+            self._read_each(work, out, scratch, state)
+        elif len(left):
             # (special chunks, DELTA ones, ...: decoded whole in runs, or one by one)
             coords = np.stack(np.unravel_index(left, grid), axis=1).astype(np.int64)
             starts = coords * np.asarray(chunks, np.int64)
