@@ -35,6 +35,7 @@ except ImportError:  # pragma: no cover - a build without the extensions
 __all__ = [
     "available",
     "box_threads",
+    "box_way",
     "read_box",
     "read_part",
     "read_parts",
@@ -207,6 +208,25 @@ def _parts(args, chunk: np.ndarray, done: np.ndarray, lo: int, hi: int) -> None:
 # Boxes of up to this many chunks are planned and read in one compiled call (read_box);
 # larger reads are split in Python, their whole chunks read a run at a time, with threads.
 BOX_CHUNKS = 64
+
+
+def box_way(dims, shape, chunkshape, blockshape, out: np.ndarray, small: bool) -> int:
+    """How many threads :func:`read_box` reads the box ``dims`` with; 0 where it is not the
+    way. It takes a box (step-1 ranges) of a few ``small`` chunks with too few blocks for
+    threads to share, in one thread; and a box of many large chunks that it decodes
+    straight into ``out`` (:func:`straight_box`), one per thread at a time: no copy out of
+    scratch, no Python per chunk (a whole read of 8 MB chunks handed each to two threads in
+    turn, the chunk's read and the Python between them done by one thread). A read of one
+    large chunk keeps the threads over its blocks."""
+    if not all(r.step == 1 and len(r) for r in dims):
+        return 0
+    touched = math.prod((r.stop - 1) // c - r.start // c + 1 for r, c in zip(dims, chunkshape))
+    threads = box_threads(dims, chunkshape, blockshape, out)
+    if not small:
+        if touched > 1 and straight_box(dims, shape, chunkshape, blockshape):
+            return min(threads, touched)
+        return 0
+    return 1 if touched <= BOX_CHUNKS and threads == 1 else 0
 
 
 def straight_box(dims, shape, chunkshape, blockshape) -> bool:

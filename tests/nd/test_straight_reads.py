@@ -208,3 +208,16 @@ def test_read_box_checks_its_shared_counters(tmp_path):
         np.testing.assert_array_equal(out, data)
     finally:
         os.close(fd)
+
+
+def test_a_whole_large_chunk_is_decoded_in_place_not_through_a_buffer(tmp_path, calls):
+    # A dask task's read of one 1 MiB chunk of 8 blocks: the small-read path decoded it into
+    # a chunk-sized buffer and copied it out; the general path decodes it in place.
+    data = _field((8, 256, 256))
+    arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=(4, 256, 256), blocks=(1, 128, 256))
+    np.testing.assert_array_equal(arr[4:8], data[4:8])
+    assert calls["python"] == [1]
+    calls["python"].clear()
+    np.testing.assert_array_equal(arr[4:6], data[4:6])  # (part of one: the small read's)
+    np.testing.assert_array_equal(arr[5, 3], data[5, 3])
+    assert not calls["python"]
