@@ -29,6 +29,7 @@ from b2store.containers import BatchArray, Container
 from b2store.errors import B2StoreError
 from b2store.frame.schunk import SChunk
 from b2store.limits import Limits
+from b2store.nd import read_chunks
 
 # One chunk decodes to at most this here (the library's default is larger): each fuzz input
 # then costs little memory and time, and the limit's own refusal is exercised often.
@@ -117,6 +118,13 @@ def exercise_array(a) -> None:
         return
     if a.nbytes <= WHOLE_READ:
         a[...]
+        # Again with every chunk taken as large: read in one compiled call per thread,
+        # straight into the output (nd/read_chunks.box_way), where the layout allows.
+        large, read_chunks.MAX_CHUNK_BYTES = read_chunks.MAX_CHUNK_BYTES, 0
+        try:
+            a[...]
+        finally:
+            read_chunks.MAX_CHUNK_BYTES = large
     else:
         a[(0,) * a.ndim]
         a[tuple(n - 1 for n in a.shape)]
