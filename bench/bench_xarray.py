@@ -27,10 +27,10 @@ Against xarray's zarr engine
 ----------------------------
 The same data, chunks and codec on both sides: bench_write's Dataset (three float32
 variables on time/lat/lon, 3 x 136 x 360 x 360 = 211 MB, or 3 x 34 x 180 x 180 with
-``--quick``) written by ``to_b2nd`` with its defaults (a ``.b2d`` tree; Zstd level 5 +
+``--quick``) written by ``to_b2nd`` with its defaults (a ``.b2d`` tree; its codec, level and
 shuffle; python-blosc2's chunks and blocks) and by ``to_zarr`` with the chunks ``to_b2nd``
-chose and zarr's ``BloscCodec`` Zstd level 5 + shuffle (Zarr v3). Each call opens the
-Dataset with ``xr.open_dataset(path, engine=...)``, the engine the only difference:
+chose and zarr's ``BloscCodec`` with the same codec, level and shuffle (Zarr v3). Each call
+opens the Dataset with ``xr.open_dataset(path, engine=...)``, the engine the only difference:
 
 * open: ``open_dataset(...)`` and ``close()``;
 * isel: ``ds["tas"].isel(time=k).values`` (one time step);
@@ -263,8 +263,10 @@ def zarr_engine_rows(quick: bool) -> dict:
             "zarr": writer(".zarr", lambda p: ds.to_zarr(p, encoding=encoding, mode="w")),
         }
         nbytes = sum(v.nbytes for v in ds.data_vars.values())
+        codec = encoding[names[0]]["compressors"][0].to_dict()["configuration"]
         print(f"\nagainst xarray's zarr engine (zarr {zarr.__version__}): {len(names)} x "
-              f"{shape} float32 = {nbytes / 1e6:.1f} MB, chunks {chunks}, Zstd 5 + shuffle; "
+              f"{shape} float32 = {nbytes / 1e6:.1f} MB, chunks {chunks}, {codec['cname']} "
+              f"level {codec['clevel']} + {codec['shuffle']}; "
               f"b2nd {_disk(b2p) / 1e6:.1f} MB, zarr {_disk(zp) / 1e6:.1f} MB; load average "
               f"{os.getloadavg()[0]:.1f}")  # fmt: skip
         print(f"{'case':<10}{'b2nd ms':>9}{'cpu':>7}{'zarr ms':>9}{'min-max':>13}{'cpu':>7}"
@@ -295,12 +297,14 @@ def zarr_engine_rows(quick: bool) -> dict:
 
 def _zarr_encoding(ours: xr.Dataset, blosc) -> dict:
     """to_zarr's encoding of the Dataset ``ours`` (opened from to_b2nd's tree): each data
-    variable in the chunks to_b2nd chose, with Blosc Zstd level 5 + shuffle (to_b2nd's)."""
-    codec = blosc(cname="zstd", clevel=5, shuffle="shuffle")
-    return {
-        name: {"chunks": var.encoding["chunks"], "compressors": [codec]}
-        for name, var in ours.data_vars.items()
-    }
+    variable in the chunks to_b2nd chose, with zarr's Blosc codec set as to_b2nd's frames
+    are (codec, level and shuffle, as the engine reports them)."""
+    out = {}
+    for name, var in ours.data_vars.items():
+        config = var.encoding["compressors"][0]["configuration"]
+        codec = blosc(cname=config["cname"], clevel=config["clevel"], shuffle=config["shuffle"])
+        out[name] = {"chunks": var.encoding["chunks"], "compressors": [codec]}
+    return out
 
 
 def _rounds(funcs: dict, rounds: int) -> tuple[dict, dict]:
