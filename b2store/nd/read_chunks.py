@@ -221,12 +221,12 @@ def box_way(dims, shape, chunkshape, blockshape, out: np.ndarray, small: bool) -
     if not all(r.step == 1 and len(r) for r in dims):
         return 0
     touched = math.prod((r.stop - 1) // c - r.start // c + 1 for r, c in zip(dims, chunkshape))
-    threads = box_threads(dims, chunkshape, blockshape, out)
     if not small:
         if touched > 1 and straight_box(dims, shape, chunkshape, blockshape):
-            return min(threads, touched)
+            return min(box_threads(dims, chunkshape, blockshape, out), touched)
         return 0
-    return 1 if touched <= BOX_CHUNKS and threads == 1 else 0
+    # (box_threads walks the chunks along each dimension: only for a few of them)
+    return 1 if touched <= BOX_CHUNKS and box_threads(dims, chunkshape, blockshape, out) == 1 else 0
 
 
 def straight_box(dims, shape, chunkshape, blockshape) -> bool:
