@@ -425,11 +425,8 @@ class B2ndArray(ArrayWrites):
         chunks' numbers, and the positions of those it left."""
         coords, origins, lows, extents = table
         nchunks = np.ravel_multi_index(tuple(coords.T), grid).astype(np.int64, copy=False)
-        left = read(
-            self.schunk, state, nchunks, origins, lows, extents, self.chunks, self.blocks, out,
-            scratch,
-        )  # fmt: skip
-        return nchunks, left
+        rows = read_chunks.ReadRows(nchunks, origins, lows, extents, self.chunks, self.blocks)
+        return nchunks, read(self.schunk, state, rows, out, scratch)
 
     def _read_each(self, work, out: np.ndarray, scratch: np.ndarray, state) -> None:
         """:meth:`_read_chunk` of each ``(nchunk, parts)`` of ``work``; of a remote frame,
