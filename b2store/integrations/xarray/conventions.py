@@ -26,7 +26,6 @@ __all__ = [
     "STRINGDTYPE",
     "WHOLE_BYTES",
     "whole_bytes",
-    "is_stringdtype",
     "restore_stringdtype",
 ]
 
@@ -109,29 +108,9 @@ def mirror_keys(vlmeta: Mapping) -> frozenset:
     )
 
 
-def xb2_mirrors(dims, name: str | None, attrs: Mapping, coord: bool = False) -> dict:
-    """What xarray-blosc2's reader needs to name a variable's dimensions (and a lone frame's
-    variable, and to tell a tree's coordinate), where no attribute of that name is in the
-    way."""
-    out: dict = {"dims": [str(d) for d in dims]}
-    if name is not None:
-        out["var"] = str(name)
-    if coord:
-        out["is_coord"] = True
-    return {k: v for k, v in out.items() if k not in attrs}
-
-
 def xarray_meta(vlmeta: Mapping) -> dict:
     info = vlmeta[XARRAY_KEY] if XARRAY_KEY in vlmeta else None
     return info if isinstance(info, dict) else {}
-
-
-def is_stringdtype(dtype) -> bool:
-    """Whether ``dtype`` is NumPy's StringDType without an ``na_object``: the one xarray's
-    Zarr engine writes as such and reads back as such (xarray's writers turn those with an
-    ``na_object`` into fixed-width strings, their missing values into '')."""
-    sd = getattr(np.dtypes, "StringDType", None)
-    return sd is not None and isinstance(dtype, sd) and not hasattr(dtype, "na_object")
 
 
 def whole_bytes(info) -> bool:
