@@ -41,18 +41,11 @@ DTYPE_KEY = "original_dtype"
 STRINGDTYPE = "StringDType"
 WHOLE_BYTES = "|S1"
 MIRRORS_KEY = "xb2"  # in _xarray: the vlmeta keys written for xarray-blosc2's reader
-# Keys that are bookkeeping, never attributes: ours, and python-blosc2's stores'.
-# ``_zarr_fill_value`` is the fill value a Zarr client gave B2ndStore (not a CF attribute).
-_STRUCTURAL = frozenset(
-    {
-        DIMENSION_KEY,
-        XARRAY_KEY,
-        "_zarr_fill_value",
-        "_object_registry",
-        "_b2o_user_vlmeta",
-        "estore_metadata",
-    }
-)
+# Keys that are bookkeeping, never attributes: ours (``_zarr_fill_value`` is the fill value a
+# Zarr client gave B2ndStore, not a CF attribute), and python-blosc2's stores'.
+_OURS = frozenset({DIMENSION_KEY, XARRAY_KEY, "_zarr_fill_value"})
+_BLOSC2_STORES = frozenset({"_object_registry", "_b2o_user_vlmeta", "estore_metadata"})
+_STRUCTURAL = _OURS | _BLOSC2_STORES
 # python-blosc2's serialized objects (b2o) also keep these plain names in vlmeta; elsewhere
 # they are ordinary attributes ("version" is a common one).
 _B2O_KEYS = frozenset(
