@@ -14,6 +14,8 @@ one job each: :mod:`~b2store.frame.changes` (changes, published in one step),
 once). They share the committed :class:`~b2store.frame.state.State` and one retry loop
 (``_reading``), so they stay methods of one object rather than helpers handed its privates;
 their modules import only downward (the state, the layouts' interface), never this one.
+:class:`OnSChunk` is what the objects read from one frame (b2nd arrays, python-blosc2's
+containers) show of it alike: its ``meta`` and ``vlmeta``.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from .sources import FileSource, MemorySource, is_url
 from .sparse import SparseFrame
 from .state import READ_TRIES, State, read_header, read_state
 
-__all__ = ["SChunk", "FrameClosedError"]
+__all__ = ["SChunk", "FrameClosedError", "OnSChunk"]
 
 
 class FrameClosedError(B2StoreError, ValueError):
@@ -561,3 +563,20 @@ def _reopen(backend: Backend, limits: Limits | None = None, blockshape=None) -> 
     schunk = SChunk(backend, read_header(backend, limits), limits)
     schunk.blockshape = blockshape
     return schunk
+
+
+class OnSChunk:
+    """What an object read from one frame (its ``schunk``: a b2nd array, a python-blosc2
+    container) shows of that frame, as python-blosc2's objects do."""
+
+    schunk: SChunk
+
+    @property
+    def meta(self):
+        """The frame's fixed metalayers, decoded (python-blosc2's ``meta``)."""
+        return self.schunk.meta
+
+    @property
+    def vlmeta(self):
+        """The frame's user attributes (python-blosc2's ``vlmeta``)."""
+        return self.schunk.vlmeta

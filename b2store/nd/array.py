@@ -13,7 +13,7 @@ import numpy as np
 from ..constants import MAX_TYPESIZE
 from ..errors import FormatError
 from ..frame import remote
-from ..frame.schunk import SChunk
+from ..frame.schunk import OnSChunk, SChunk
 from ..frame.state import READ_TRIES
 from . import fancy, read_chunks
 from .carriers import check_holds_data
@@ -40,7 +40,7 @@ _SCRATCH_IN_FLIGHT = 256 << 20
 _ALL = slice(None)
 
 
-class B2ndArray(ArrayWrites):
+class B2ndArray(ArrayWrites, OnSChunk):
     """A b2nd array, read lazily: indexing decodes what the selection needs.
 
     Reading and writing take every NumPy index with NumPy's semantics: integers, slices
@@ -130,14 +130,6 @@ class B2ndArray(ArrayWrites):
     @property
     def cratio(self) -> float:
         return self.nbytes / self.cbytes if self.cbytes else math.inf
-
-    @property
-    def meta(self):
-        return self.schunk.meta
-
-    @property
-    def vlmeta(self):
-        return self.schunk.vlmeta
 
     @property
     def info(self) -> dict:
@@ -425,11 +417,8 @@ class B2ndArray(ArrayWrites):
         chunks' numbers, and the positions of those it left."""
         coords, origins, lows, extents = table
         nchunks = np.ravel_multi_index(tuple(coords.T), grid).astype(np.int64, copy=False)
-        left = read(
-            self.schunk, state, nchunks, origins, lows, extents, self.chunks, self.blocks, out,
-            scratch,
-        )  # fmt: skip
-        return nchunks, left
+        rows = read_chunks.ReadRows(nchunks, origins, lows, extents, self.chunks, self.blocks)
+        return nchunks, read(self.schunk, state, rows, out, scratch)
 
     def _read_each(self, work, out: np.ndarray, scratch: np.ndarray, state) -> None:
         """:meth:`_read_chunk` of each ``(nchunk, parts)`` of ``work``; of a remote frame,
