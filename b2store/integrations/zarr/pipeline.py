@@ -48,6 +48,8 @@ from ...chunk._chunk_plan import Plan
 from ...chunk.decoder import decode_chunk
 from ...errors import FormatError
 from ...nd import _plain_chunks
+from .b2nd_reads import box_of, read_box
+from .store import B2ndStore
 
 __all__ = ["PIPELINE_PATH", "B2storeCodecPipeline"]
 
@@ -114,6 +116,19 @@ def served_dtype(metadata: Any) -> np.dtype | None:
             return None
         return dt
     return None
+
+
+def b2nd_dtype(metadata: Any, store: Any) -> np.dtype | None:
+    """The items' dtype of a ``B2ndStore`` array (its one codec ``b2nd``), else None."""
+    if not isinstance(store, B2ndStore) or not isinstance(metadata, ArrayV3Metadata):
+        return None
+    if [_name(c) for c in metadata.codecs] != ["b2nd"]:
+        return None
+    try:
+        dt = np.dtype(metadata.data_type.to_native_dtype())
+    except Exception:
+        return None
+    return None if dt.hasobject else dt
 
 
 def zarr_default_pipeline(metadata: Any) -> CodecPipeline:
@@ -238,6 +253,7 @@ class B2storeCodecPipeline(CodecPipeline):
         self.dtype = dtype
         self.store = store
         self._root = _local_root(store)
+        self._b2nd = isinstance(store, B2ndStore)
 
     # -- how zarr builds a pipeline --
 
@@ -245,6 +261,8 @@ class B2storeCodecPipeline(CodecPipeline):
     def from_array_metadata_and_store(cls, array_metadata: Any, store: Any) -> CodecPipeline:
         inner = zarr_default_pipeline(array_metadata)
         dtype = served_dtype(array_metadata)
+        if dtype is None:
+            dtype = b2nd_dtype(array_metadata, store)
         if dtype is None:
             return inner
         return cls(inner, dtype, store)
@@ -318,10 +336,24 @@ class B2storeCodecPipeline(CodecPipeline):
             or not arr.flags.writeable
         ):
             return await self.inner.read(batch, out, drop_axes)
+        if self._b2nd:
+            return await self._read_b2nd(batch, arr, out, drop_axes)
         if self._root is not None:
             return await asyncio.to_thread(self._read_local, batch, arr, drop_axes)
         chunks = await self._fetch(batch)
         return await asyncio.to_thread(self._read_fetched, batch, chunks, arr, drop_axes)
+
+    async def _read_b2nd(self, batch: list, arr: np.ndarray, out: Any, drop_axes: tuple):
+        """A ``B2ndStore`` array's read: one box read by b2store's engine into ``arr``
+        (:mod:`.b2nd_reads`), or zarr's pipeline where the batch is not one box or zarr must
+        be told which chunks are missing."""
+        store = self.store
+        box = None
+        if batch and getattr(batch[0][1].config, "read_missing_chunks", True):
+            box = box_of(store, batch, arr)
+        if box is None or not await asyncio.to_thread(read_box, store, *box, arr):
+            return await self.inner.read(batch, out, drop_axes)
+        return tuple({"status": _PRESENT} for _ in batch)
 
     async def _fetch(self, batch: list) -> list[Any]:
         """Every chunk's bytes through its byte getter, up to zarr's concurrency at once."""
