@@ -9,11 +9,15 @@ and the class name, as one string)::
 It serves the arrays whose chunks are one Blosc chunk of plain C-order items: Zarr v3 with
 ``bytes`` (little-endian; a ``transpose`` of identity order before it) and one of zarr's
 ``blosc``, ``numcodecs.blosc``, b2store's ``blosc2`` or ``numcodecs.blosc2``; Zarr v2 with
-the ``blosc`` or ``blosc2`` compressor, no filters and C order. Every other array (other
-codecs, sharding, checksums, big-endian items, F order, object items) gets zarr's own
-``BatchedCodecPipeline`` itself, built as zarr builds it: the setting is process-wide and
-never changes what an array it does not serve reads or writes. Writes, and reads into an
-output that is not a C-contiguous NumPy array, go to that same pipeline of zarr's.
+the ``blosc`` or ``blosc2`` compressor, no filters and C order; and ``B2ndStore`` arrays
+(their ``b2nd`` codec), whose basic reads are one box read by b2store's own engine
+(:mod:`.b2nd_reads`). Every other array (other codecs, sharding, checksums, big-endian
+items, F order, object items) gets zarr's own ``BatchedCodecPipeline`` itself, built as
+zarr builds it: the setting is process-wide and never changes what an array it does not
+serve reads or writes. Writes of the Blosc arrays are merged, encoded by the array's own
+codecs and stored in threads over the chunks (:mod:`.pipeline_writes`: zarr's bytes);
+writes of ``B2ndStore`` arrays, and reads into an output that is not a C-contiguous NumPy
+array, go to that same pipeline of zarr's.
 
 A read fetches its chunks' bytes (a ``LocalStore``'s files read straight from the disk,
 other stores through their byte getters, concurrently), checks and walks each chunk in C
@@ -49,6 +53,7 @@ from ...chunk.decoder import decode_chunk
 from ...errors import FormatError
 from ...nd import _plain_chunks
 from .b2nd_reads import box_of, read_box
+from .pipeline_writes import Writer, chunk_encoder
 from .store import B2ndStore
 
 __all__ = ["PIPELINE_PATH", "B2storeCodecPipeline"]
@@ -244,8 +249,9 @@ class B2storeCodecPipeline(CodecPipeline):
     """A Zarr codec pipeline decoding Blosc-compressed chunks with b2store's kernels.
 
     Made by zarr through :meth:`from_array_metadata_and_store` for each array; for an array
-    it does not serve, that returns zarr's own ``BatchedCodecPipeline``. Writes and
-    everything else but plain reads are handed to zarr's pipeline (``inner``) unchanged.
+    it does not serve, that returns zarr's own ``BatchedCodecPipeline``. Everything but
+    reads and writes (and the reads and writes it leaves) is handed to zarr's pipeline
+    (``inner``) unchanged.
     """
 
     def __init__(self, inner: CodecPipeline, dtype: np.dtype, store: Any = None) -> None:
@@ -254,6 +260,9 @@ class B2storeCodecPipeline(CodecPipeline):
         self.store = store
         self._root = _local_root(store)
         self._b2nd = isinstance(store, B2ndStore)
+        encode = None if self._b2nd else chunk_encoder(list(inner), dtype)
+        local = store if self._root is not None and hasattr(store, "set_sync") else None
+        self._writes = None if encode is None else Writer(encode, dtype, local)
 
     # -- how zarr builds a pipeline --
 
@@ -319,7 +328,13 @@ class B2storeCodecPipeline(CodecPipeline):
         return await self.inner.encode(chunk_arrays_and_specs)
 
     async def write(self, batch_info: Iterable[Any], value: Any, drop_axes: tuple = ()) -> Any:
-        return await self.inner.write(batch_info, value, drop_axes)
+        try:
+            arr = value.as_ndarray_like()
+        except Exception:
+            arr = None
+        if self._writes is None or not isinstance(arr, np.ndarray) or arr.dtype != self.dtype:
+            return await self.inner.write(batch_info, value, drop_axes)
+        return await self._writes.write(list(batch_info), arr, drop_axes)
 
     # -- reading --
 
