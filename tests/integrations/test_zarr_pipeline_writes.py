@@ -13,13 +13,16 @@ import pytest
 
 zarr = pytest.importorskip("zarr", reason="the zarr extra is not installed")
 
-from zarr.codecs import BloscCodec, GzipCodec  # noqa: E402
+from zarr.codecs import BloscCodec, ZstdCodec  # noqa: E402
 
 import b2store  # noqa: E402
 from b2store.integrations.numcodecs.codec import Blosc2  # noqa: E402
 from b2store.integrations.zarr import pipeline_writes  # noqa: E402
 from b2store.integrations.zarr.codecs import Blosc2Codec  # noqa: E402
 
+# zarr's Zarr v2 codec encodes synchronously from zarr 3.4 on; before, b2store's pipeline
+# leaves v2 writes to zarr's (its encoder is async only).
+SYNC_V2 = hasattr(zarr.codecs._v2.V2Codec, "_encode_sync")
 OURS = "b2store.integrations.zarr.pipeline.B2storeCodecPipeline"
 DEFAULT = "zarr.core.codec_pipeline.BatchedCodecPipeline"
 
@@ -105,7 +108,7 @@ def test_v3_blosc_writes_zarrs_bytes(tmp_path, written, cname, shuffle):
 @pytest.mark.parametrize("shuffle", [0, 1, 2])
 def test_v2_blosc_writes_zarrs_bytes(tmp_path, written, cname, shuffle):
     both(tmp_path, zarr_format=2, compressors=numcodecs.Blosc(cname=cname, shuffle=shuffle))
-    assert written
+    assert bool(written) == SYNC_V2
 
 
 @pytest.mark.parametrize(
@@ -123,7 +126,7 @@ def test_blosc2_and_other_dtypes_write_zarrs_bytes(tmp_path, written, create):
     create = dict(create)
     dtype = create.pop("dtype", "f4")
     both(tmp_path, dtype=dtype, **create)
-    assert written
+    assert bool(written) == (SYNC_V2 or create.get("zarr_format") != 2)
 
 
 def test_a_memory_store_gets_zarrs_bytes(tmp_path, written):
@@ -142,8 +145,10 @@ def test_write_empty_chunks_is_honoured(tmp_path, written):
 
 def test_a_nan_fill_value_and_a_v2_array_without_one(tmp_path, written):
     both(tmp_path / "nan", fill_value=np.nan, compressors=BloscCodec(cname="lz4"))
-    both(tmp_path / "none", zarr_format=2, fill_value=None, compressors=numcodecs.Blosc())
     assert written
+    written.clear()
+    both(tmp_path / "none", zarr_format=2, fill_value=None, compressors=numcodecs.Blosc())
+    assert bool(written) == SYNC_V2
 
 
 def test_a_damaged_chunk_under_a_partial_write_is_refused(tmp_path):
@@ -192,5 +197,5 @@ def test_concurrent_writers_of_separate_chunks(tmp_path, written):
 
 
 def test_arrays_it_does_not_serve_are_written_by_zarr(tmp_path, written):
-    both(tmp_path, compressors=GzipCodec())
+    both(tmp_path, compressors=ZstdCodec())  # (gzip stores the time: never the same bytes)
     assert written == []
