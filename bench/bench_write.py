@@ -7,7 +7,7 @@ fixed seed; 3 x 136 x 360 x 360 x 4 B = 211 MB, about 200 MiB, or a sixteenth of
 ``--quick``), held in memory as numpy arrays, written by each tool with its own defaults:
 
 * ``to_b2nd(ds, "x.b2d")``: b2store's layout for a Dataset of several variables (a ``.b2d``
-  tree), its default codec (Zstd level 5 + shuffle), chunks, threads and sync policy
+  tree), its default codec (Zstd level 1 + shuffle), chunks, threads and sync policy
   (``"commit"``: the data is on the disk when the call returns);
 * ``ds.to_zarr("x.zarr")``: xarray's zarr writer with zarr's defaults (Zstd level 0, no fsync);
 * ``xarray_blosc2.save_dataset(ds, "x")`` (left out when xarray-blosc2 is not installed),

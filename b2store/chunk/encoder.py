@@ -45,6 +45,7 @@ from .tuning import MIN_BUFFERSIZE, compute_blocksize, header_typesize, split_bl
 
 __all__ = [
     "encode_chunk",
+    "quick_encode",
     "special_chunk",
     "resolve_codec",
     "resolve_writable_codec",
@@ -234,19 +235,14 @@ def encode_chunk(
         blocks = job.run(nthreads, dictionary)
         sizes = [sum(len(p) for p in block) for block in blocks]
         all_zero = dictionary is None and job.all_zero_runs(blocks)
+    if fast is not None:
+        return _finish(lay, src, fast, prefix)
     body_size = prefix + sum(sizes)
     # python-blosc2 gives c-blosc2 room for nbytes plus one header: past that, memcpy.
     if body_size > nbytes:
-        if fast is not None:
-            return fast.raw(_memcpyed_header(lay.header, src, flags | FLAGS.MEMCPYED), src)
         return _memcpyed(lay.header, src, flags | FLAGS.MEMCPYED)
     if all_zero:
-        special = SpecialValue.ZERO << 4
-        return _replace(
-            lay.header, flags=flags, blosc2_flags=special, cbytes=EXTENDED_HEADER_LENGTH
-        ).to_bytes()
-    if fast is not None:
-        return fast.chunk(lay.head)  # the header with its cbytes, and the block starts, in C
+        return _all_zero(lay)
     starts = EXTENDED_HEADER_LENGTH + prefix + np.concatenate(([0], np.cumsum(sizes[:-1])))
     bflags = 0 if dictionary is None else BLOSC2_FLAGS.USE_DICT
     head = _replace(
@@ -376,6 +372,56 @@ def _replace(header: ChunkHeader, **fields) -> ChunkHeader:
 
 def _memcpyed_header(header: ChunkHeader, src: np.ndarray, flags: int) -> bytes:
     return _replace(header, flags=flags, cbytes=EXTENDED_HEADER_LENGTH + len(src)).to_bytes()
+
+
+def _finish(lay: _Layout, src: np.ndarray, fast: native.Encoded, prefix: int) -> bytes:
+    """The chunk of blocks the C loop compressed after ``prefix`` bytes (the block starts,
+    and a dictionary): stored raw when they take more room than the items (python-blosc2
+    gives c-blosc2 room for nbytes plus one header), a zeros chunk when every stream was a
+    run of zeros, else the header and block starts put in front."""
+    if prefix + sum(fast.sizes) > len(src):
+        return fast.raw(_memcpyed_header(lay.header, src, lay.flags | FLAGS.MEMCPYED), src)
+    if fast.all_zero:
+        return _all_zero(lay)
+    return fast.chunk(lay.head)  # the header with its cbytes, and the block starts, in C
+
+
+def _all_zero(lay: _Layout) -> bytes:
+    special = SpecialValue.ZERO << 4
+    return _replace(
+        lay.header, flags=lay.flags, blosc2_flags=special, cbytes=EXTENDED_HEADER_LENGTH
+    ).to_bytes()
+
+
+@functools.lru_cache(maxsize=256)
+def _quick_steps(params: ChunkParams, typesize: int, nbytes: int):
+    """The layout and C loop steps for ``quick_encode``, or None where it does not apply (a
+    chunk stored raw, a dictionary, a plugin, a codec the C loop lacks). Errors are not kept:
+    :func:`encode_chunk` raises them each time."""
+    if params.use_dict or params.blockshape is not None:
+        return None
+    lay = _layout(params, typesize, nbytes)
+    if lay.stored_raw:
+        return None
+    job = _Job(np.empty(0, np.uint8), lay.blocksize, lay.nstreams, lay.pipeline, lay.encoder)
+    job.nblocks = -(-nbytes // lay.blocksize)
+    steps = native.encode_steps(job, ZSTD_LEVELS)
+    return None if steps is None else (lay, steps, 4 * job.nblocks)
+
+
+def quick_encode(src: np.ndarray, params: ChunkParams, typesize: int) -> bytes | None:
+    """:func:`encode_chunk` of ``src`` (a contiguous uint8 array) with ``params`` (its
+    typesize set) and one thread, in one call of the C loop: the same bytes. None where
+    ``encode_chunk`` has to (bad parameters, which it names; a raw chunk; a dictionary)."""
+    try:
+        found = _quick_steps(params, typesize, len(src))
+    except (ValueError, TypeError):
+        return None
+    if found is None:
+        return None
+    lay, steps, prefix = found
+    fast = native.run_encode(steps, src, 1, EXTENDED_HEADER_LENGTH + prefix)
+    return None if fast is None else _finish(lay, src, fast, prefix)
 
 
 def _memcpyed(header: ChunkHeader, src: np.ndarray, flags: int) -> bytes:

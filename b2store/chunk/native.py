@@ -22,6 +22,7 @@ import os
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import numpy as np
 
@@ -497,11 +498,25 @@ def _encode_steps(steps: tuple, typesize: int) -> tuple[tuple[int, int], ...]:
     )
 
 
-def encode(job, dictionary, nthreads: int, zstd_levels, prefix: int) -> Encoded | None:
-    """Filter and compress the blocks of an encoder job into a chunk with ``prefix`` bytes
-    before its first block; None when the Python path has to (no entry point, a dictionary,
-    zlib without zlib-ng)."""
-    if dictionary is not None or not enabled() or job.pipeline.plugins:
+class EncodeSteps(NamedTuple):
+    """What the C loop is given to encode chunks of one layout, decided once
+    (:func:`encode_steps`): writers encode chunk after chunk of one shape."""
+
+    codec: int
+    clevel: int
+    level: int  # the codec's own level: LZ4's acceleration, Zstd's level
+    steps: tuple[tuple[int, int], ...]
+    typesize: int
+    blocksize: int
+    nstreams: int
+    nblocks: int
+    per_thread: int  # bytes a thread must have before another is worth starting
+
+
+def encode_steps(job, zstd_levels) -> EncodeSteps | None:
+    """The C loop's steps for an encoder job's layout; None when the Python path has to (no
+    entry point, a plugin, zlib without zlib-ng)."""
+    if not enabled() or job.pipeline.plugins:
         return None
     codec = int(job.codec)
     if not _decode_blocks.encodable(codec):
@@ -514,10 +529,29 @@ def encode(job, dictionary, nthreads: int, zstd_levels, prefix: int) -> Encoded 
     else:
         level = zstd_levels.get(clevel, 0) if codec == Codec.ZSTD else 0
     steps = _encode_steps(tuple(job.pipeline.steps), job.pipeline.typesize)
-    bs, nstreams, nblocks = job.blocksize, job.nstreams, job.nblocks
     per_thread = ENCODE_THREAD_BYTES.get(job.codec, SLOW_ENCODE_THREAD_BYTES)
-    nthreads = min(threads_for(nblocks * bs, nthreads, per_thread), nblocks)
-    room = bs + 5 * nstreams  # the most one block takes
+    return EncodeSteps(
+        codec, clevel, level, steps, job.pipeline.typesize, job.blocksize, job.nstreams,
+        job.nblocks, per_thread,
+    )  # fmt: skip
+
+
+def encode(job, dictionary, nthreads: int, zstd_levels, prefix: int) -> Encoded | None:
+    """Filter and compress the blocks of an encoder job into a chunk with ``prefix`` bytes
+    before its first block; None when the Python path has to (no entry point, a dictionary,
+    zlib without zlib-ng)."""
+    if dictionary is not None:
+        return None
+    steps = encode_steps(job, zstd_levels)
+    return None if steps is None else run_encode(steps, job.src, nthreads, prefix)
+
+
+def run_encode(e: EncodeSteps, src, nthreads: int, prefix: int) -> Encoded | None:
+    """Encode the ``e.nblocks`` blocks of ``src`` (uint8) as ``e`` says, after ``prefix``
+    bytes; None when the C loop stops (the Python path then encodes, or says what is wrong)."""
+    bs, nblocks = e.blocksize, e.nblocks
+    nthreads = min(threads_for(nblocks * bs, nthreads, e.per_thread), nblocks)
+    room = bs + 5 * e.nstreams  # the most one block takes
     # One thread writes each block right after the last (slot 0: nothing to pack after);
     # threads finish blocks out of order, so each gets a slot of its own.
     slot = 0 if nthreads == 1 else room
@@ -527,7 +561,7 @@ def encode(job, dictionary, nthreads: int, zstd_levels, prefix: int) -> Encoded 
     flags = np.zeros(2, np.int32)
     with memoryview(out) as whole:
         blocks = whole[prefix:]
-        args = (job.src, bs, nstreams, steps, job.pipeline.typesize, codec, clevel, level,
+        args = (src, bs, e.nstreams, e.steps, e.typesize, e.codec, e.clevel, e.level,
                 blocks, slot, sizes, counter, flags)  # fmt: skip
         if nthreads == 1:  # (no closure: a small chunk's encode spent 1 us around its call)
             rc = _encode_blocks.encode(*args, _scratch())

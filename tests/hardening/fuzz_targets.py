@@ -274,6 +274,52 @@ def target_zarrread(data: bytes) -> None:
         store.close()
 
 
+_PIPELINE = "b2store.integrations.zarr.pipeline.B2storeCodecPipeline"
+
+
+def target_pipeline(data: bytes) -> None:
+    """A chunk read through zarr with b2store's codec pipeline on: two chunk files holding
+    ``data``, of an array whose chunk is what the header says when it says something usable
+    (its item size and nbytes), read whole (decoded straight into zarr's output) and across
+    both (through a buffer), by the pipeline's own file reads (a local store, zarr's
+    ``BloscCodec``) or through a store's byte getters (in memory, b2store's ``blosc2``)."""
+    import zarr
+    from zarr.codecs import BloscCodec
+
+    from b2store.integrations.zarr.codecs import Blosc2Codec
+
+    nitems, dtype = 256, np.dtype("u1")
+    try:
+        info = chunk_info(data)
+    except B2StoreError:
+        info = None
+    if info is not None and 0 < info.nbytes <= WHOLE_READ:
+        size = info.typesize if info.typesize in (1, 2, 4, 8) else 1
+        if info.nbytes % size == 0:
+            nitems, dtype = info.nbytes // size, np.dtype(f"<u{size}")
+    local = len(data) % 2 == 0
+    if local:
+        root = scratch() / "pipeline.zarr"
+        shutil.rmtree(root, ignore_errors=True)
+        store, codec = zarr.storage.LocalStore(root), BloscCodec(typesize=dtype.itemsize)
+    else:
+        store, codec = zarr.storage.MemoryStore(), Blosc2Codec()
+    with zarr.config.set({"codec_pipeline.path": _PIPELINE}):
+        z = zarr.create_array(
+            store, shape=(2 * nitems,), chunks=(nitems,), dtype=dtype, compressors=[codec],
+            fill_value=0,
+        )  # fmt: skip
+        for key in ("c/0", "c/1"):
+            if local:
+                (root / "c").mkdir(exist_ok=True)
+                (root / key).write_bytes(data)
+            else:
+                store._store_dict[key] = zarr.core.buffer.cpu.Buffer.from_bytes(data)
+        z = zarr.open_array(store, mode="r")
+        z[:]
+        z[nitems // 2 : nitems + nitems // 2 + 1]
+
+
 def _exercise_tree(path: Path) -> None:
     from b2store.tree import open_tree
 
@@ -310,6 +356,7 @@ TARGETS = {
     "plugins": target_plugins,
     "zarrstore": target_zarrstore,
     "zarrread": target_zarrread,
+    "pipeline": target_pipeline,
     "b2z": target_b2z,
     "b2d": target_b2d,
 }
@@ -346,7 +393,7 @@ def seeds(name: str, corpus: Path) -> list[bytes]:
         p for p in sorted(corpus.rglob("*")) if p.is_dir() and (p / "chunks.b2frame").exists()
     ]
     out: list[bytes] = []
-    if name in ("chunk", "codec"):
+    if name in ("chunk", "codec", "pipeline"):
         out = [p.read_bytes() for p in files if p.suffix in (".bin", ".cdata")]
         out += _each(frames[:12], lambda s: [s.get_chunk(i) for i in _indices(s.nchunks)[:2]])
     elif name in ("cframe", "zarrstore", "zarrread"):

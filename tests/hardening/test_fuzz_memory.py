@@ -141,10 +141,11 @@ def test_the_zarr_store_target_does_not_grow_over_thousands_of_inputs():
     check("zarrstore", 3000)
 
 
-# The quick suite keeps the cheap targets; the trees' (whole .b2d/.b2z opened per input) run
-# in the slow suite, here and with many more inputs below.
+# The quick suite keeps the cheap targets; the trees' (whole .b2d/.b2z opened per input) and
+# the codec pipeline's (a Zarr array made per input: 10 s for 400) run in the slow suite, here
+# and with many more inputs below.
 _QUICK_TARGETS = [
-    pytest.param(n, marks=pytest.mark.slow) if n in ("b2d", "b2z") else n
+    pytest.param(n, marks=pytest.mark.slow) if n in ("b2d", "b2z", "pipeline") else n
     for n in sorted(set(TARGETS) - {"zarrstore"})
 ]
 

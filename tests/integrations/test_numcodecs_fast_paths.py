@@ -117,3 +117,54 @@ def test_bytes_and_arrays_past_the_buffer_size_are_refused():
             codec.encode(buf)
     with pytest.raises(ValueError, match="buffers of > 100 bytes"):
         codec.decode(Blosc2().encode(np.zeros(8, np.int8)), out=np.zeros(101, np.int8))
+
+
+_ENCODE_DATA = {
+    "walk": lambda n: np.cumsum(np.random.default_rng(5).normal(size=n)).astype(np.float32),
+    "zeros": lambda n: np.zeros(n, np.float32),
+    "noise": lambda n: np.random.default_rng(6).integers(0, 2**32, n, dtype=np.uint32),
+    "tiny": lambda n: np.arange(7, dtype=np.float32),  # under the smallest compressed chunk
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_ENCODE_DATA))
+@pytest.mark.parametrize("n", [1000, 32768, 300_000])
+@pytest.mark.parametrize(
+    "settings",
+    [dict(cname=c, filters=f) for c in ("lz4", "blosclz", "zstd", "lz4hc", "zlib")
+     for f in (["shuffle"], ["bitshuffle"], [], ["delta", "shuffle"], ["trunc_prec", "shuffle"])]
+    + [dict(cname="zstd", use_dict=True), dict(cname="lz4", clevel=0),
+       dict(cname="lz4", splitmode="never"), dict(cname="zstd", clevel=9)],
+    ids=str,
+)  # fmt: skip
+def test_one_call_encode_writes_what_the_general_path_writes(monkeypatch, kind, n, settings):
+    # The codec's encode of an array is one call of the C loop, its layout decided once per
+    # chunk size: the same bytes as encode_chunk (and so python-blosc2) on every codec, filter,
+    # raw, all-zero and tiny chunk; the cases it leaves (a dictionary, clevel 0) still encode.
+    if "trunc_prec" in settings.get("filters", []):
+        settings = {**settings, "filters_meta": [20, 0]}
+    data = _ENCODE_DATA[kind](n)
+    codec = Blosc2(**settings)
+    fast = [codec.encode(data) for _ in range(2)]
+    monkeypatch.setattr(
+        "b2store.integrations.numcodecs.codec.quick_encode", lambda *a: None
+    )
+    general = Blosc2(**settings).encode(data)
+    assert fast[0] == fast[1] == general
+    back = np.frombuffer(codec.decode(fast[0]), data.dtype)
+    if "trunc_prec" not in settings.get("filters", []):
+        assert np.array_equal(back, data)
+
+
+def test_one_call_encode_takes_the_chunks_it_should(monkeypatch):
+    # It is the path taken (not the general one) for a plain compressed chunk.
+    from b2store.chunk import encoder
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("encode_chunk called")
+
+    monkeypatch.setattr("b2store.integrations.numcodecs.codec.encode_chunk", refuse)
+    assert Blosc2(cname="lz4").encode(_data())  # no AssertionError: one call of the C loop
+    with pytest.raises(AssertionError, match="encode_chunk called"):
+        Blosc2(cname="lz4", clevel=0).encode(_data())  # raw: encode_chunk's
+    assert encoder.quick_encode(_data().view(np.uint8).reshape(-1), ChunkParams(), 4)

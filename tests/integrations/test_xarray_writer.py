@@ -139,6 +139,30 @@ def test_time_units_and_calendar_from_encoding(tmp_path):
     xr.testing.assert_identical(xr.open_dataset(path, engine="b2nd").load(), ds)
 
 
+def test_default_coding_is_zstd_clevel_1_with_python_blosc2s_shapes(tmp_path):
+    # to_b2nd's one departure from python-blosc2's defaults: Zstd at clevel 1, not 5. The chunk
+    # and block shapes stay python-blosc2's, and a level asked for, here or kept in a variable's
+    # encoding, still wins.
+    ds = xr.Dataset(
+        {
+            "a": (("t", "y", "x"), values((20, 60, 70), "f4")),
+            "b": (("t", "y", "x"), values((20, 60, 70), "f4", seed=1)),
+        }
+    )
+    path = Path(to_b2nd(ds, tmp_path / "d.b2d", encoding={"b": {"clevel": 5}}))
+    a, b = (blosc2.open(str(path / f"{v}.b2nd")) for v in "ab")
+    assert (a.schunk.cparams.codec, a.schunk.cparams.clevel) == (blosc2.Codec.ZSTD, 1)
+    assert a.schunk.cparams.filters[-1] == blosc2.Filter.SHUFFLE
+    assert b.schunk.cparams.clevel == 5
+    ref = blosc2.asarray(ds.a.values)
+    assert (a.chunks, a.blocks) == (ref.chunks, ref.blocks)
+    np.testing.assert_array_equal(a[:], ds.a.values)
+    back = xr.open_dataset(path, engine="b2nd")
+    assert back.a.encoding["clevel"] == 1 and back.b.encoding["clevel"] == 5
+    again = Path(to_b2nd(back, tmp_path / "again.b2d"))
+    assert blosc2.open(str(again / "b.b2nd")).schunk.cparams.clevel == 5
+
+
 def test_storage_encoding_per_variable(tmp_path):
     ds = xr.Dataset(
         {

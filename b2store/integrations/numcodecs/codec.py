@@ -16,6 +16,7 @@ from numcodecs.compat import ensure_contiguous_ndarray
 from ...chunk.decoder import decode_chunk
 from ...chunk.encoder import (
     encode_chunk,
+    quick_encode,
     resolve_filters,
     resolve_splitmode,
     writable_dtype,
@@ -121,6 +122,12 @@ class Blosc2(Codec):
             # ensure_contiguous_ndarray keeps a numpy input's dtype; other buffers are bytes.
             size = arr.dtype.itemsize if isinstance(buf, np.ndarray) else 1
             params = self._sized(params, size)
+        if self._nthreads == 1 and type(arr) is np.ndarray:
+            # One call of the C loop, the layout decided once per chunk size: encode_chunk's
+            # keywords and checks were 3.4 us of a 128 kB LZ4 chunk's 26 us.
+            chunk = quick_encode(arr.reshape(-1).view(np.uint8), params, params.typesize)
+            if chunk is not None:
+                return chunk
         return encode_chunk(arr, params, nthreads=self._nthreads)
 
     def _contiguous(self, buf):

@@ -56,8 +56,9 @@ def to_b2nd(
         linkage (``coordinates``, ``grid_mapping``, ``bounds``, ``cell_measures``,
         ``formula_terms``, ...), also taken from each variable's own ``.encoding``. Unset
         storage keys come from the variable's own encoding (when it still fits), its dask
-        chunks, then python-blosc2's defaults. A key that cannot be stored, given here or in
-        a variable's ``.encoding``, raises a ValueError (other backends' storage keys in
+        chunks, then python-blosc2's defaults, with Zstd at clevel 1 rather than 5 (2-3x
+        faster to write, 3% more bytes). A key that cannot be stored, given here or in a
+        variable's ``.encoding``, raises a ValueError (other backends' storage keys in
         ``.encoding`` are ignored): see :mod:`.encoding`.
     mode : {"w-", "w", "a", "a-", "r+"}, optional
         As ``to_zarr``: ``"w-"`` (or ``"x"``) refuses an existing ``path``
