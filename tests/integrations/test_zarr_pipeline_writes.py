@@ -199,3 +199,37 @@ def test_concurrent_writers_of_separate_chunks(tmp_path, written):
 def test_arrays_it_does_not_serve_are_written_by_zarr(tmp_path, written):
     both(tmp_path, compressors=ZstdCodec())  # (gzip stores the time: never the same bytes)
     assert written == []
+
+
+def test_writers_never_wait_on_their_own_threads(tmp_path, written):
+    # A codec that encodes a chunk's blocks in b2store's kernel pool and waits for them (the
+    # numcodecs blosc2 codec with nthreads=2): two writers at once, run in that pool's two
+    # threads, held both waiting for blocks queued behind themselves (a hang).
+    from b2store.chunk import native
+
+    native.executor(2)  # (the kernel pool at two threads, as a read would leave it)
+    expected = np.arange(4 * 1024 * 1024, dtype="f4").reshape(2048, 2048) % 1000
+    with zarr.config.set({"codec_pipeline.path": OURS, "threading.max_workers": 2}):
+        arr = zarr.create_array(
+            tmp_path, shape=expected.shape, chunks=(1024, 512), dtype="f4", zarr_format=2,
+            compressors=Blosc2(cname="lz4", nthreads=2),
+        )  # fmt: skip
+        arr[:] = expected
+        errors = []
+
+        def writer(k: int) -> None:
+            try:
+                for _ in range(2):
+                    arr[k * 1024 : k * 1024 + 1024, :] = -1
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=writer, args=(k,), daemon=True) for k in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not any(t.is_alive() for t in threads), "the writers hung"
+        assert errors == []
+        np.testing.assert_array_equal(arr[:], -1)
+    assert len(written) == (8 + 2 * 2 * 4 if SYNC_V2 else 0)

@@ -20,8 +20,10 @@ place); other stores through their byte setters, from the event loop, as zarr do
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -118,7 +120,7 @@ class Writer:
                     return
 
         nthreads = min(_nthreads(), len(batch))
-        jobs = [native.executor(nthreads - 1).submit(run) for _ in range(nthreads - 1)]
+        jobs = [_executor(nthreads - 1).submit(run) for _ in range(nthreads - 1)]
         run()
         for job in jobs:
             job.result()
@@ -164,13 +166,36 @@ class Writer:
         """A chunk written in part: its stored items (a copy of its own), else the fill."""
         if existing is None:
             return np.full(shape, _fill(spec), self.dtype)
-        decoded = decode_chunk(np.frombuffer(existing, np.uint8))
+        # One thread per chunk: the chunks are the write's threads' work already.
+        decoded = decode_chunk(np.frombuffer(existing, np.uint8), nthreads=1)
         expected = self.dtype.itemsize * int(np.prod(shape, dtype=np.int64))
         if decoded.nbytes != expected:
             raise FormatError(
                 "nbytes", f"{expected} (a chunk of shape {shape}, {self.dtype})", decoded.nbytes
             )
         return decoded.view(self.dtype).reshape(shape)
+
+
+# The writes' own threads. A codec may hand blocks to b2store's kernel pool
+# (native.executor) and wait for them: run from that pool's threads, writes could hold every
+# one of them waiting for work queued behind themselves.
+_pool: dict = {"executor": None, "size": 0}
+_pool_lock = threading.Lock()
+
+
+def _executor(workers: int) -> ThreadPoolExecutor:
+    with _pool_lock:
+        if _pool["executor"] is None or _pool["size"] < workers:
+            old = _pool["executor"]
+            _pool["executor"] = ThreadPoolExecutor(workers, thread_name_prefix="b2store-writes")
+            _pool["size"] = workers
+            if old is not None:
+                old.shutdown(wait=False)
+        return _pool["executor"]
+
+
+if hasattr(os, "register_at_fork"):  # (a forked child has none of the parent's threads)
+    os.register_at_fork(after_in_child=lambda: _pool.update(executor=None, size=0))
 
 
 def _nthreads() -> int:
