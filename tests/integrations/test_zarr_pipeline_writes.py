@@ -5,6 +5,7 @@ damaged chunk under a partial write refused with b2store's FormatError, concurre
 of separate chunks as safe as with zarr's pipeline."""
 
 import os
+import sys
 import threading
 
 import numcodecs
@@ -171,6 +172,37 @@ def test_a_damaged_chunk_under_a_partial_write_is_refused(tmp_path):
         assert chunk.read_bytes() == raw  # (not written over)
         arr[10:20, 32:48] = 2  # a whole chunk is written without reading the old one
         np.testing.assert_array_equal(arr[10:20, 32:48], 2)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="FIFOs are POSIX's")
+def test_a_fifo_under_a_partial_write_is_refused_not_waited_on(tmp_path):
+    expected = values()
+    with zarr.config.set({"codec_pipeline.path": OURS}):
+        arr = zarr.create_array(
+            tmp_path, shape=expected.shape, chunks=(10, 16), dtype="f4", compressors=BloscCodec()
+        )
+        arr[:] = expected
+        chunk = tmp_path / "c" / "1" / "2"
+        chunk.unlink()
+        os.mkfifo(chunk)
+        errors = []
+
+        def write() -> None:
+            try:
+                arr[12:14, 33:40] = 1
+            except BaseException as exc:
+                errors.append(exc)
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        writer.join(30)
+        if writer.is_alive():  # (zarr's own read of the chunk waits for a FIFO's writer)
+            with open(chunk, "wb"):
+                pass
+            writer.join(30)
+            pytest.fail("the write waited on the FIFO")
+    assert len(errors) == 1 and isinstance(errors[0], b2store.FormatError)
+    assert str(errors[0]).startswith("chunk file: expected a regular file")
 
 
 def test_concurrent_writers_of_separate_chunks(tmp_path, written):

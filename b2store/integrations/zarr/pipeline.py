@@ -261,8 +261,13 @@ class B2storeCodecPipeline(CodecPipeline):
         self._root = _local_root(store)
         self._b2nd = isinstance(store, B2ndStore)
         encode = None if self._b2nd else chunk_encoder(list(inner), dtype)
-        local = store if self._root is not None and hasattr(store, "set_sync") else None
-        self._writes = None if encode is None else Writer(encode, dtype, local)
+        sync = all(hasattr(store, m) for m in ("set_sync", "delete_sync"))
+        local = store if self._root is not None and sync else None
+        self._writes = None if encode is None else Writer(encode, dtype, local, self._chunk_file)
+
+    def _chunk_file(self, key: str) -> bytes | None:
+        """A LocalStore chunk's bytes (None: no such file), as the reads read them."""
+        return _read_file(os.path.join(self._root, key))
 
     # -- how zarr builds a pipeline --
 

@@ -12,9 +12,11 @@ GIL), numcodecs' c-blosc for zarr's ``blosc`` (b2store writes Blosc2 chunks, ver
 never c-blosc 1.x's; see :mod:`b2store.chunk.encoder`). Existing chunks are decoded by
 b2store's decoder, so a damaged one raises the :class:`~b2store.FormatError` it names.
 
-A ``LocalStore`` (zarr >= 3.4: ``set_sync``) is written from the threads through its own
-``set_sync``/``delete_sync``, which write each file as zarr does (a temporary renamed into
-place); other stores through their byte setters, from the event loop, as zarr does.
+A ``LocalStore`` (its ``set_sync``: zarr 3.1.6 and newer) is written from the threads by its
+own ``set_sync``/``delete_sync``, which write each file as zarr does (a temporary renamed into
+place), its chunks written in part read as the pipeline's reads read them (a FIFO refused,
+never waited on); other stores through their byte getters and setters, from the event loop,
+as zarr does.
 """
 
 from __future__ import annotations
@@ -66,10 +68,15 @@ def _fill(spec: Any) -> Any:
 class Writer:
     """One write of a batch of chunks (see the module's docstring)."""
 
-    def __init__(self, encode: Callable, dtype: np.dtype, local_store: Any) -> None:
+    def __init__(
+        self, encode: Callable, dtype: np.dtype, local_store: Any, read_local: Callable
+    ) -> None:
         self.encode = encode
         self.dtype = dtype
         self.local = local_store  # a LocalStore written from the threads, else None
+        # A LocalStore chunk's bytes by key, None if missing: opened non-blocking, a FIFO or
+        # device refused (zarr's own get would wait on a FIFO).
+        self.read_local = read_local
 
     async def write(self, batch: list, value: np.ndarray, drop_axes: tuple) -> None:
         existing: list[Any] = [None] * len(batch)
@@ -138,8 +145,7 @@ class Writer:
                 chunk = None
         if chunk is None:
             if not complete and self.local is not None:
-                buf = self.local.get_sync(setter.path, prototype=spec.prototype)
-                existing = None if buf is None else buf.as_numpy_array()
+                existing = self.read_local(setter.path)
             chunk = self._decoded(existing, shape, spec)
             if csel == () or value.shape == ():
                 part = value
