@@ -209,6 +209,25 @@ class B2ndArray(ArrayWrites, OnSChunk):
                 self._reload_meta()
             return self._getitem(key)
 
+    def read_into(self, key: tuple, out: np.ndarray) -> None:
+        """``out[...] = self[key]``, the chunks decoded straight into ``out`` (C-contiguous,
+        writeable, of this dtype and the key's shape); ``key``: per axis an integer or a
+        forward slice (a Zarr codec pipeline's read, :mod:`b2store.integrations.zarr`)."""
+        forward = all(type(k) is not slice or (k.step or 1) > 0 for k in key)
+        ok = isinstance(out, np.ndarray) and out.dtype == self.dtype and out.flags.c_contiguous
+        if not (forward and ok and out.flags.writeable and len(key) == self.ndim):
+            raise ValueError("read_into: a key of forward slices, a C-contiguous writeable out")
+        with self.schunk.reading():  # (as in __getitem__)
+            if stored_meta(self.schunk.header) != self._meta_raw:
+                self._reload_meta()
+            dims, final, _ = normalize(tuple(key), self.shape)
+            shape = tuple(len(d) for d in dims)
+            if out.shape != tuple(n for n, f in zip(shape, final) if f != 0):
+                raise ValueError(f"read_into: out has shape {out.shape}, the key {shape}")
+            if out.size:
+                scratch = np.empty(chunk_nitems(self.chunks, self.blocks) * out.itemsize, np.uint8)
+                self._read(dims, out.reshape(shape), scratch)
+
     def _getitem(self, key) -> np.ndarray:
         small = self._in_one_chunk(key)
         if small is not None:
