@@ -35,6 +35,9 @@ TREE_SUFFIXES = (".b2d", ".b2z")
 NETCDF_SUFFIXES = (".nc", ".nc4", ".h5", ".hdf5")
 #: Rows of an .npy source copied at once when nothing else sets the grid (bytes per piece).
 NPY_PIECE_BYTES = 16 * 2**20
+# convert's keywords that its writers read as given; the command line's options of the same
+# names are passed on as they are.
+_SETTINGS = ("codec", "clevel", "codec_meta", "zarr_format", "nc_compression", "decoded")
 
 
 def _dst_kind(dst: str) -> str:
@@ -458,16 +461,11 @@ def convert(
             raise InputError(f"{dst} exists; give --overwrite to replace it")
         if Path(dst).resolve() == Path(src).resolve():
             raise InputError(f"{dst} is the source itself")
-    opts = dict(
+    opts = {key: value for key, value in locals().items() if key in _SETTINGS}
+    opts.update(
         chunks=tuple(chunks) if chunks is not None else None,
         blocks=tuple(blocks) if blocks is not None else None,
-        codec=codec,
-        clevel=clevel,
-        codec_meta=codec_meta,
         filters=filters,
-        zarr_format=zarr_format,
-        nc_compression=nc_compression,
-        decoded=decoded,
         name=Path(src.rstrip("/")).stem or "data",
     )
     if nc_compression not in NC_COMPRESSIONS:
@@ -524,21 +522,14 @@ def convert(
 
 
 def run(args) -> int:
+    given = {key: getattr(args, key) for key in (*_SETTINGS, "variable", "overwrite", "progress")}
     convert(
         args.src,
         args.dst,
         chunks=ints(args.chunks, "--chunks"),
         blocks=ints(args.blocks, "--blocks"),
-        codec=args.codec,
-        clevel=args.clevel,
-        codec_meta=args.codec_meta,
         filters=names(args.filters),
-        variable=args.variable,
-        zarr_format=args.zarr_format,
-        nc_compression=args.nc_compression,
-        decoded=args.decoded,
-        overwrite=args.overwrite,
-        progress=args.progress,
         verbose=not args.quiet,
+        **given,
     )
     return 0

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import B2StoreError, UnsupportedError
-from ..frame.schunk import SChunk
+from ..frame.schunk import OnSChunk, SChunk
 
 __all__ = ["Container", "ContainerNotArrayError", "normalize_index"]
 
@@ -40,7 +40,7 @@ def normalize_index(index: Any, n: int, what: str) -> int:
     return i
 
 
-class Container:
+class Container(OnSChunk):
     """A python-blosc2 container read from one frame; ``schunk`` is that frame.
 
     Subclasses say what an item is (``__getitem__``); iteration reads item by item, and a
@@ -51,16 +51,6 @@ class Container:
 
     def __init__(self, schunk: SChunk):
         self.schunk = schunk
-
-    @property
-    def meta(self):
-        """The frame's fixed metalayers, decoded (python-blosc2's ``meta``)."""
-        return self.schunk.meta
-
-    @property
-    def vlmeta(self):
-        """The frame's user attributes (python-blosc2's ``vlmeta``)."""
-        return self.schunk.vlmeta
 
     @property
     def urlpath(self) -> str:

@@ -22,10 +22,23 @@ from ..errors import FormatError
 from .b2lock import Sidecar
 from .header import FrameHeader
 
-__all__ = ["Backend", "INDEX_NAME"]
+__all__ = ["Backend", "INDEX_NAME", "check_span"]
 
 # A sparse frame's index file (or object): its header, offsets index and trailer.
 INDEX_NAME = "chunks.b2frame"
+
+
+def check_span(
+    offset: int, size: int, limit: int, field: str, inside: str, at: int | None = None, *,
+    left: bool = False,
+) -> None:  # fmt: skip
+    """Refuse bytes ``offset..offset + size`` that end past ``limit``, the end of what
+    ``inside`` holds (an index or a header pointing beyond it): a FormatError naming
+    ``field``, and ``at`` (the offset it was read at) where given; ``left``: ``limit`` is what
+    is left from ``at`` on."""
+    if offset + size > limit:
+        found = f"{limit} bytes left" if left else f"{limit} bytes"
+        raise FormatError(field, f"bytes {offset}..{offset + size} inside {inside}", found, at)
 
 
 class Backend:

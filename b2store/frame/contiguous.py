@@ -21,7 +21,7 @@ from .._sync import sync_mode
 from ..constants import MIN_HEADER_LENGTH
 from ..errors import B2StoreError, FormatError
 from .b2lock import Sidecar, sidecar_path
-from .backend import Backend
+from .backend import Backend, check_span
 from .header import HEADER_FIXED_LEN, FrameHeader
 from .lock import LOCK_TIMEOUT, WriteLock
 from .sources import ByteSource, FileSource, FsspecSource, MemorySource, RangeSource
@@ -372,13 +372,7 @@ class _ChunkBytes:
         self.frame, self.base, self.limit = frame, base, limit
 
     def _check(self, offset: int, size: int) -> None:
-        if offset + size > self.limit:
-            raise FormatError(
-                "chunk",
-                f"bytes {offset}..{offset + size} inside the chunks section",
-                f"{self.limit} bytes left",
-                self.base,
-            )
+        check_span(offset, size, self.limit, "chunk", "the chunks section", self.base, left=True)
 
     def __call__(self, offset: int, size: int) -> bytes:
         self._check(offset, size)

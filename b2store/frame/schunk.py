@@ -14,6 +14,8 @@ one job each: :mod:`~b2store.frame.changes` (changes, published in one step),
 once). They share the committed :class:`~b2store.frame.state.State` and one retry loop
 (``_reading``), so they stay methods of one object rather than helpers handed its privates;
 their modules import only downward (the state, the layouts' interface), never this one.
+:class:`OnSChunk` is what the objects read from one frame (b2nd arrays, python-blosc2's
+containers) show of it alike: its ``meta`` and ``vlmeta``.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from .sources import FileSource, MemorySource, is_url
 from .sparse import SparseFrame
 from .state import READ_TRIES, State, read_header, read_state
 
-__all__ = ["SChunk", "FrameClosedError"]
+__all__ = ["SChunk", "FrameClosedError", "OnSChunk"]
 
 
 class FrameClosedError(B2StoreError, ValueError):
@@ -55,6 +57,28 @@ class FrameClosedError(B2StoreError, ValueError):
 
 
 _NOTHING = contextlib.nullcontext()
+# The super-chunk whose read this thread is in where that read found no .b2lock sidecar: the
+# reads nested in it (an array read's chunk reads) do not look again (an ``access`` each,
+# 1-4 us of a 70 us element read).
+_READS = threading.local()
+
+
+class _NoSidecarRead:
+    """A read of ``schunk`` that found no sidecar, marked for the reads nested in it."""
+
+    __slots__ = ("schunk", "outer")
+
+    def __init__(self, schunk):
+        self.schunk = schunk
+
+    def __enter__(self) -> None:
+        self.outer = getattr(_READS, "schunk", None)
+        _READS.schunk = self.schunk
+
+    def __exit__(self, *exc) -> bool:
+        _READS.schunk = self.outer
+        return False
+
 
 
 def _special_kind(offset: int) -> int:
@@ -211,10 +235,14 @@ class SChunk(Changes, BlockReads, ChunkBounds):
         """A context that holds python-blosc2's ``.b2lock`` sidecar shared across one read,
         where b2store takes part (:mod:`b2store.frame.b2lock`), and loads the frame's state
         again first when a handle elsewhere changed it since this one last looked (the
-        generation moved). Without a sidecar, a context that does nothing."""
+        generation moved). Without a sidecar, a context that only marks the read, so that the
+        reads nested in it do not look for one again: a sidecar python-blosc2 makes during the
+        read is held from the next read on."""
         sidecar = self._backend.sidecar
-        if sidecar is None or not sidecar.wanted():
+        if sidecar is None or getattr(_READS, "schunk", None) is self:
             return _NOTHING
+        if not sidecar.wanted():
+            return _NoSidecarRead(self)
         return self._held_reading(sidecar)
 
     @contextlib.contextmanager
@@ -535,3 +563,20 @@ def _reopen(backend: Backend, limits: Limits | None = None, blockshape=None) -> 
     schunk = SChunk(backend, read_header(backend, limits), limits)
     schunk.blockshape = blockshape
     return schunk
+
+
+class OnSChunk:
+    """What an object read from one frame (its ``schunk``: a b2nd array, a python-blosc2
+    container) shows of that frame, as python-blosc2's objects do."""
+
+    schunk: SChunk
+
+    @property
+    def meta(self):
+        """The frame's fixed metalayers, decoded (python-blosc2's ``meta``)."""
+        return self.schunk.meta
+
+    @property
+    def vlmeta(self):
+        """The frame's user attributes (python-blosc2's ``vlmeta``)."""
+        return self.schunk.vlmeta

@@ -17,7 +17,7 @@ from .._sync import sync_mode, sync_path
 from ..constants import MIN_HEADER_LENGTH
 from ..errors import FormatError
 from .b2lock import Sidecar, sidecar_path
-from .backend import INDEX_NAME, Backend
+from .backend import INDEX_NAME, Backend, check_span
 from .header import FrameHeader
 from .lock import LOCK_NAME, LOCK_TIMEOUT, WriteLock
 from .sources import ByteSource, FileSource, local_path
@@ -70,12 +70,7 @@ class SparseLayout(Backend):
         return self._frame_len
 
     def read(self, offset: int, size: int) -> bytes:
-        if offset + size > self._frame_len:
-            raise FormatError(
-                "frame",
-                f"bytes {offset}..{offset + size} inside {INDEX_NAME}",
-                f"{self._frame_len} bytes",
-            )
+        check_span(offset, size, self._frame_len, "frame", INDEX_NAME)
         return self._index.read(offset, size)
 
     def index_at(self, header: FrameHeader) -> int:

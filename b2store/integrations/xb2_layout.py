@@ -26,9 +26,7 @@ __all__ = [
     "COORD_PREFIX",
     "Xb2Variable",
     "xb2_variable",
-    "xb2_manifest",
-    "xb2_check_files",
-    "xb2_dataset_attrs",
+    "xb2_dataset",
     "xb2_packing",
     "unsupported",
     "json_object",
@@ -280,7 +278,15 @@ def xb2_packing(var: Xb2Variable, manifest: Mapping, single: bool) -> str | None
 # --- a dataset ---------------------------------------------------------------------------------
 
 
-def xb2_manifest(tree) -> dict:
+def xb2_dataset(tree) -> tuple[dict, dict]:
+    """``(manifest, attributes)`` of the dataset ``tree`` (in xarray-blosc2's layout), as both
+    readers begin: the files of layouts not read here refused first."""
+    _check_files(tree)
+    manifest = _manifest(tree)
+    return manifest, _dataset_attrs(tree, manifest)
+
+
+def _manifest(tree) -> dict:
     """The dataset's ``dataset.json`` (empty where there is none), its keys checked."""
     if MANIFEST not in tree.files():
         return {}
@@ -296,7 +302,7 @@ def xb2_manifest(tree) -> dict:
     return manifest
 
 
-def xb2_check_files(tree) -> None:
+def _check_files(tree) -> None:
     """Refuse the files of layouts not read here (groups, shards, ZSTD dictionaries)."""
     for name in tree.files():
         if name in (MANIFEST, PIPELINE):
@@ -313,7 +319,7 @@ def xb2_check_files(tree) -> None:
         raise unsupported("nested dataset (a group in a subdirectory)", nested[0])
 
 
-def xb2_dataset_attrs(tree, manifest: Mapping) -> dict:
+def _dataset_attrs(tree, manifest: Mapping) -> dict:
     """The Dataset's attributes as xarray-blosc2 serves them: the manifest's, ``lineage`` as
     a JSON string, and ``pipeline.yaml``'s text."""
     attrs = dict(manifest.get("attrs", {}))

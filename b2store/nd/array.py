@@ -13,7 +13,7 @@ import numpy as np
 from ..constants import MAX_TYPESIZE
 from ..errors import FormatError
 from ..frame import remote
-from ..frame.schunk import SChunk
+from ..frame.schunk import OnSChunk, SChunk
 from ..frame.state import READ_TRIES
 from . import fancy, read_chunks
 from .carriers import check_holds_data
@@ -42,7 +42,7 @@ _SCRATCH_IN_FLIGHT = 256 << 20
 _ALL = slice(None)
 
 
-class B2ndArray(ArrayWrites):
+class B2ndArray(ArrayWrites, OnSChunk):
     """A b2nd array, read lazily: indexing decodes what the selection needs.
 
     Reading and writing take every NumPy index with NumPy's semantics: integers, slices
@@ -134,14 +134,6 @@ class B2ndArray(ArrayWrites):
         return self.nbytes / self.cbytes if self.cbytes else math.inf
 
     @property
-    def meta(self):
-        return self.schunk.meta
-
-    @property
-    def vlmeta(self):
-        return self.schunk.vlmeta
-
-    @property
     def info(self) -> dict:
         return {
             "type": type(self).__name__,
@@ -218,6 +210,25 @@ class B2ndArray(ArrayWrites):
             if stored_meta(self.schunk.header) != self._meta_raw:
                 self._reload_meta()
             return self._getitem(key)
+
+    def read_into(self, key: tuple, out: np.ndarray) -> None:
+        """``out[...] = self[key]``, the chunks decoded straight into ``out`` (C-contiguous,
+        writeable, of this dtype and the key's shape); ``key``: per axis an integer or a
+        forward slice (a Zarr codec pipeline's read, :mod:`b2store.integrations.zarr`)."""
+        forward = all(type(k) is not slice or (k.step or 1) > 0 for k in key)
+        ok = isinstance(out, np.ndarray) and out.dtype == self.dtype and out.flags.c_contiguous
+        if not (forward and ok and out.flags.writeable and len(key) == self.ndim):
+            raise ValueError("read_into: a key of forward slices, a C-contiguous writeable out")
+        with self.schunk.reading():  # (as in __getitem__)
+            if stored_meta(self.schunk.header) != self._meta_raw:
+                self._reload_meta()
+            dims, final, _ = normalize(tuple(key), self.shape)
+            shape = tuple(len(d) for d in dims)
+            if out.shape != tuple(n for n, f in zip(shape, final) if f != 0):
+                raise ValueError(f"read_into: out has shape {out.shape}, the key {shape}")
+            if out.size:
+                scratch = np.empty(chunk_nitems(self.chunks, self.blocks) * out.itemsize, np.uint8)
+                self._read(dims, out.reshape(shape), scratch)
 
     def _getitem(self, key) -> np.ndarray:
         small = self._in_one_chunk(key)
@@ -434,11 +445,8 @@ class B2ndArray(ArrayWrites):
         chunks' numbers, and the positions of those it left."""
         coords, origins, lows, extents = table
         nchunks = np.ravel_multi_index(tuple(coords.T), grid).astype(np.int64, copy=False)
-        left = read(
-            self.schunk, state, nchunks, origins, lows, extents, self.chunks, self.blocks, out,
-            scratch,
-        )  # fmt: skip
-        return nchunks, left
+        rows = read_chunks.ReadRows(nchunks, origins, lows, extents, self.chunks, self.blocks)
+        return nchunks, read(self.schunk, state, rows, out, scratch)
 
     def _read_each(self, work, out: np.ndarray, scratch: np.ndarray, state) -> None:
         """:meth:`_read_chunk` of each ``(nchunk, parts)`` of ``work``; of a remote frame,

@@ -11,7 +11,7 @@ import contextlib
 import math
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -353,17 +353,8 @@ def _filled(
         return _finish(schunk, b2nd, opts.vlmeta)
 
 
-@names_user_path
-@array_constructor
-def zeros(
-    shape: Sequence[int],
-    dtype=np.float64,
-    urlpath=None,
-    *,
-    storage_options: Mapping[str, Any] | None = None,
-    **options: Any,
-) -> B2ndArray:
-    """An array of zeros: every chunk a zeros special chunk (no data stored).
+# zeros' and empty's docstrings after their first line.
+_ZERO_FILLED_PARAMETERS = """
 
     Parameters
     ----------
@@ -375,34 +366,34 @@ def zeros(
     <options>
     <storage_options>
     """
-    opts = ArrayOptions(**options)
-    return _filled(SpecialValue.ZERO, shape, dtype, b"", urlpath, opts, storage_options)
 
 
-@names_user_path
-@array_constructor
-def empty(
-    shape: Sequence[int],
-    dtype=np.float64,
-    urlpath=None,
-    *,
-    storage_options: Mapping[str, Any] | None = None,
-    **options: Any,
-) -> B2ndArray:
-    """An array whose values are not set; like python-blosc2's, it reads as zeros.
+def _zero_filled(name: str, summary: str) -> Callable[..., B2ndArray]:
+    """``zeros`` or ``empty``: one body, as python-blosc2's ``empty`` reads as zeros (every
+    chunk a zeros special chunk), each with its own name and first docstring line."""
 
-    Parameters
-    ----------
-    shape : int or tuple of int
-    dtype : numpy dtype
-        Default float64.
-    urlpath : str or path, optional
-        Where to write; None keeps it in memory.
-    <options>
-    <storage_options>
-    """
-    opts = ArrayOptions(**options)
-    return _filled(SpecialValue.ZERO, shape, dtype, b"", urlpath, opts, storage_options)
+    def constructor(
+        shape: Sequence[int],
+        dtype=np.float64,
+        urlpath=None,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> B2ndArray:
+        opts = ArrayOptions(**options)
+        return _filled(SpecialValue.ZERO, shape, dtype, b"", urlpath, opts, storage_options)
+
+    constructor.__name__ = constructor.__qualname__ = name
+    constructor.__doc__ = summary + _ZERO_FILLED_PARAMETERS
+    return names_user_path(array_constructor(constructor))
+
+
+zeros = _zero_filled(
+    "zeros", "An array of zeros: every chunk a zeros special chunk (no data stored)."
+)
+empty = _zero_filled(
+    "empty", "An array whose values are not set; like python-blosc2's, it reads as zeros."
+)
 
 
 @names_user_path

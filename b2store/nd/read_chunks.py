@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -33,6 +34,7 @@ except ImportError:  # pragma: no cover - a build without the extensions
     _read_chunks = None
 
 __all__ = [
+    "ReadRows",
     "available",
     "box_threads",
     "box_way",
@@ -58,22 +60,38 @@ def available() -> bool:
     return _read_chunks is not None and native.enabled()
 
 
+@dataclass(frozen=True)
+class ReadRows:
+    """The chunks of a read, a row each (as :func:`~b2store.nd.indexing.split_whole` gives
+    them): chunk ``k`` is number ``nchunks[k]`` of the frame, and its items ``[lows[k],
+    lows[k] + extents[k])`` go in the output at ``origins[k]``; the array's chunk and block
+    shapes beside."""
+
+    nchunks: np.ndarray
+    origins: np.ndarray
+    lows: np.ndarray
+    extents: np.ndarray
+    chunkshape: tuple[int, ...]
+    blockshape: tuple[int, ...]
+
+    def take(self, rows: np.ndarray) -> ReadRows:
+        """Only the chunks at positions ``rows``."""
+        return replace(
+            self,
+            nchunks=self.nchunks[rows],
+            origins=self.origins[rows],
+            lows=self.lows[rows],
+            extents=self.extents[rows],
+        )
+
+
 def read_runs(
-    schunk: SChunk,
-    state: State,
-    nchunks: np.ndarray,
-    origins: np.ndarray,
-    lows: np.ndarray,
-    extents: np.ndarray,
-    chunkshape,
-    blockshape,
-    out: np.ndarray,
-    scratch: np.ndarray,
+    schunk: SChunk, state: State, rows: ReadRows, out: np.ndarray, scratch: np.ndarray
 ) -> np.ndarray:
-    """Decode chunks ``nchunks`` of ``state`` and put items ``[lows[k], lows[k] +
-    extents[k])`` of chunk ``k`` in ``out`` at ``origins[k]``; ``scratch`` holds one padded
-    chunk. Returns the positions in ``nchunks`` of the chunks not done, for the caller to
-    read one by one."""
+    """Decode the chunks ``rows`` of ``state`` and put each one's items in ``out``;
+    ``scratch`` holds one padded chunk. Returns the positions in ``rows`` of the chunks not
+    done, for the caller to read one by one."""
+    nchunks = rows.nchunks
     done = np.zeros(len(nchunks), np.uint8)
     nthreads = native.default_nthreads()
     # Chunks with none of the others beside them in the frame (a column of a 2-d array,
@@ -81,43 +99,28 @@ def read_runs(
     # run. They are read from the file in one call instead (read_parts), whole.
     alone: list[int] = []
     for data, which, starts, ends in schunk.stored_runs(nchunks, state, alone=alone):
-        _decode_run(data, which, starts, ends, origins, lows, extents, chunkshape,
-                    blockshape, out, scratch, done, nthreads)  # fmt: skip
+        _decode_run(data, which, starts, ends, rows, out, scratch, done, nthreads)
     if alone:
-        rows = np.array(alone, np.int64)
-        left = rows[
-            read_parts(
-                schunk,
-                state,
-                nchunks[rows],
-                origins[rows],
-                lows[rows],
-                extents[rows],
-                chunkshape,
-                blockshape,
-                out,
-                scratch,
-            )  # fmt: skip
-        ]
-        done[rows] = 1
+        single = np.array(alone, np.int64)
+        left = single[read_parts(schunk, state, rows.take(single), out, scratch)]
+        done[single] = 1
         done[left] = 0
         if len(left):  # (DELTA chunks, say, which read_parts does not take): as runs
             for data, which, starts, ends in schunk.stored_runs(nchunks[left], state):
-                _decode_run(data, left[which], starts, ends, origins, lows, extents,
-                            chunkshape, blockshape, out, scratch, done, nthreads)  # fmt: skip
+                _decode_run(data, left[which], starts, ends, rows, out, scratch, done, nthreads)
     return np.flatnonzero(done == 0)
 
 
-def _decode_run(data, which, starts, ends, origins, lows, extents, chunkshape, blockshape,
-                out, scratch, done, nthreads: int) -> None:  # fmt: skip
+def _decode_run(data, which, starts, ends, rows: ReadRows, out, scratch, done, nthreads: int):
     """One run's chunks decoded and placed, with threads when there are enough of them."""
-    args = (data, starts, ends, which, origins, lows, extents)
+    args = (data, starts, ends, which, rows.origins, rows.lows, rows.extents)
+    shapes = rows.chunkshape, rows.blockshape
     threads = min(
         native.threads_for(len(which) * len(scratch), nthreads),
         len(which) // _CHUNKS_PER_THREAD or 1,
     )
     _shared(
-        lambda chunk, lo, hi: _run(args, chunkshape, blockshape, out, chunk, done, lo, hi),
+        lambda chunk, lo, hi: _run(args, *shapes, out, chunk, done, lo, hi),
         len(which), scratch, threads,
     )  # fmt: skip
 
@@ -155,23 +158,15 @@ _ROOM_MAX = 32 << 20
 
 
 def read_parts(
-    schunk: SChunk,
-    state: State,
-    nchunks: np.ndarray,
-    origins: np.ndarray,
-    lows: np.ndarray,
-    extents: np.ndarray,
-    chunkshape,
-    blockshape,
-    out: np.ndarray,
-    scratch: np.ndarray,
+    schunk: SChunk, state: State, rows: ReadRows, out: np.ndarray, scratch: np.ndarray
 ) -> np.ndarray:
-    """Chunks ``nchunks`` of ``state``, of which a read needs a few blocks: their items
-    ``[lows[k], lows[k] + extents[k])`` into ``out`` at ``origins[k]``, in one compiled call
-    (one per thread) that reads those blocks from the frame's file, decodes them and places
-    them. Returns the positions in ``nchunks`` of the chunks not done (the frame is not a
-    local file, or a chunk is not of the kind the call takes), for the caller to read one by
-    one."""
+    """The chunks ``rows`` of ``state``, of which a read needs a few blocks: their items into
+    ``out``, in one compiled call (one per thread) that reads those blocks from the frame's
+    file, decodes them and places them. Returns the positions in ``rows`` of the chunks not
+    done (the frame is not a local file, or a chunk is not of the kind the call takes), for
+    the caller to read one by one."""
+    nchunks, origins, lows, extents = rows.nchunks, rows.origins, rows.lows, rows.extents
+    chunkshape, blockshape = rows.chunkshape, rows.blockshape
     done = np.zeros(len(nchunks), np.uint8)
     found = schunk.file_positions(nchunks, state)
     if found is None:

@@ -302,3 +302,32 @@ def test_a_reader_follows_python_blosc2_resizing_with_the_new_shape(tmp_path, co
     np.testing.assert_array_equal(ours[:], theirs[:])
     assert ours.shape == (3, 6)
     assert ours[1, 5] == 99 and ours[2, :4].tolist() == [8, 9, 10, 11]
+
+
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_a_read_looks_for_the_sidecar_once(tmp_path, monkeypatch, contiguous):
+    # Without a sidecar, one read looks for it once (an access call): the chunk reads nested
+    # in an array's read do not look again. Once python-blosc2 has made one, the next read
+    # holds it (and a read on another thread looks for itself).
+    from b2store.frame.b2lock import Sidecar
+
+    path = str(tmp_path / "a.b2nd")
+    b2store.asarray(np.arange(100.0).reshape(10, 10), path, chunks=(5, 5), contiguous=contiguous)
+    looks, held = [], []
+    wanted, hold_shared = Sidecar.wanted, Sidecar.hold_shared
+    monkeypatch.setattr(Sidecar, "wanted", lambda self: looks.append(1) or wanted(self))
+    monkeypatch.setattr(Sidecar, "hold_shared", lambda self: held.append(1) or hold_shared(self))
+    a = b2store.open(path)
+    for key in ((3, 4), (slice(None), 7), (slice(2, 8), slice(2, 8)), Ellipsis):
+        looks.clear()
+        a[key]
+        assert len(looks) == 1, key
+    assert held == []
+    theirs = blosc2.open(path, mode="a", locking=True)
+    theirs[0, 0] = -5.0  # (python-blosc2 makes the sidecar and bumps its generation)
+    assert a[0, 0] == -5.0 and held
+    other = []
+    thread = threading.Thread(target=lambda: other.append(a[0, :2].tolist()))
+    thread.start()
+    thread.join(30)
+    assert other == [[-5.0, 1.0]]

@@ -290,7 +290,9 @@ def target_pipeline(data: bytes) -> None:
     ``data``, of an array whose chunk is what the header says when it says something usable
     (its item size and nbytes), read whole (decoded straight into zarr's output) and across
     both (through a buffer), by the pipeline's own file reads (a local store, zarr's
-    ``BloscCodec``) or through a store's byte getters (in memory, b2store's ``blosc2``)."""
+    ``BloscCodec``) or through a store's byte getters (in memory, b2store's ``blosc2``);
+    then written in part, which reads and decodes the stored chunk first (the pipeline's
+    writes)."""
     import zarr
     from zarr.codecs import BloscCodec
 
@@ -326,6 +328,7 @@ def target_pipeline(data: bytes) -> None:
         z = zarr.open_array(store, mode="r")
         z[:]
         z[nitems // 2 : nitems + nitems // 2 + 1]
+        zarr.open_array(store, mode="r+")[nitems // 2 : nitems // 2 + 1] = 1
 
 
 def _exercise_tree(path: Path) -> None:

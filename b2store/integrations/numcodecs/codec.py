@@ -205,6 +205,11 @@ def _pipeline_of(params: ChunkParams) -> tuple:
     return params.codec, params.clevel, params.pipeline, params.splitmode, params.blocksize
 
 
+# The attributes every B2nd configuration holds, in its order (filters and codec_meta follow
+# where they are set).
+_CONFIG_KEYS = ("chunkshape", "blockshape", "dtype", "cname", "clevel", "splitmode")
+
+
 class B2nd(Codec):
     """One b2nd chunk (blocks in block order, padded to whole blocks) per Zarr v2 chunk: the
     numcodecs twin of the Zarr v3 ``b2nd`` codec, for kerchunk's v2 references to ``.b2nd``
@@ -300,15 +305,7 @@ class B2nd(Codec):
         return out
 
     def get_config(self) -> dict:
-        config = {
-            "id": self.codec_id,
-            "chunkshape": self.chunkshape,
-            "blockshape": self.blockshape,
-            "dtype": self.dtype,
-            "cname": self.cname,
-            "clevel": self.clevel,
-            "splitmode": self.splitmode,
-        }
+        config = {"id": self.codec_id, **{key: getattr(self, key) for key in _CONFIG_KEYS}}
         if self.filters is not None:
             config["filters"] = self.filters
             config["filters_meta"] = self.filters_meta

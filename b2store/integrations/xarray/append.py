@@ -42,12 +42,14 @@ from ...nd.chunks import encode_chunk_array
 from ...nd.geometry import c_index, chunk_grid
 from ...tree import VLMETA_NAME
 from .conventions import DTYPE_KEY, STRINGDTYPE, XARRAY_KEY
-from .encoding import STORAGE_KEYS, VALUE_KEYS, encode_group, fixed_width
+from .encoding import STORAGE_KEYS, VALUE_KEYS, encode_group
 from .frames import (
     MAX_EMBEDDED_COORD_BYTES,
     plain_attrs,
     put_in_place,
+    to_stored_dtype,
     values_at,
+    wider_strings,
     write_attrs_frame,
     write_variable,
     zip_tree,
@@ -191,7 +193,7 @@ def _plan(ds, stored: xr.Dataset, mode, append_dim, region, encoding, single: bo
             var = var.copy(deep=False)
             old = stored.variables[name].encoding
             var.encoding = {k: old[k] for k in VALUE_KEYS if k in old}
-            if _wider(var, old.get("dtype", have)):
+            if wider_strings(var, old.get("dtype", have)):
                 # Items of a frame have one size: strings wider than stored make the
                 # variable a new frame, written whole with the stored storage options.
                 if single or region:
@@ -243,7 +245,7 @@ def _plan(ds, stored: xr.Dataset, mode, append_dim, region, encoding, single: bo
         if name not in stored.variables:
             out.new[name] = (var, storage[name], name in sd_names, name in coord_names)
             continue
-        var = _stored_dtype(name, var, stored.variables[name].encoding.get("dtype"))
+        var = to_stored_dtype(name, var, stored.variables[name].encoding.get("dtype"))
         start, shape = [], []
         for dim, n in zip(var.dims, var.shape):
             if dim == append_dim:
@@ -365,39 +367,6 @@ def _size_error(name, dim, n, want, append_dim) -> ValueError:
         f"only changes dimension sizes when explicitly appending, but append_dim="
         f"{append_dim!r}. To write to a subset of what is stored, use the region argument."
     )
-
-
-def _stored_dtype(name, var, dtype) -> xr.Variable:
-    """The encoded values in the stored dtype: strings no wider than stored are padded,
-    wider ones refused (a b2nd item has a fixed size)."""
-    if dtype is None or var.dtype == dtype:
-        return var
-    dtype = np.dtype(dtype)
-    if var.dtype.kind in "SUO" or dtype.kind in "SU":
-        var = fixed_width(var, name)
-        if var.dtype.kind != dtype.kind or var.dtype.itemsize > dtype.itemsize:
-            raise ValueError(
-                f"Mismatched dtypes for variable {name} between the b2nd store on disk "
-                f"({dtype}) and the dataset to append ({var.dtype}): strings can be appended "
-                "no wider than stored"
-            )
-        return var.astype(dtype)
-    return var  # numbers: cast to the frame's dtype when written (write_region checks)
-
-
-def _wider(var, dtype) -> bool:
-    """Whether ``var`` holds strings wider than items of ``dtype`` (strings) hold."""
-    dtype = np.dtype(dtype)
-    if dtype.kind not in "SU":
-        return False
-    if var.dtype.kind in "SU":
-        width = var.dtype.itemsize // (4 if var.dtype.kind == "U" else 1)
-    elif var.dtype == object:
-        flat = np.asarray(var.values).ravel().tolist()
-        width = max((len(v) for v in flat if isinstance(v, (str, bytes))), default=0)
-    else:
-        return False
-    return width > dtype.itemsize // (4 if dtype.kind == "U" else 1)
 
 
 def _same(a, b) -> bool:

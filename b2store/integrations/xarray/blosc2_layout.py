@@ -33,9 +33,7 @@ from ...errors import FormatError
 from ..xb2_layout import (
     COMMIT,
     unsupported,
-    xb2_check_files,
-    xb2_dataset_attrs,
-    xb2_manifest,
+    xb2_dataset,
     xb2_packing,
     xb2_variable,
 )
@@ -145,9 +143,7 @@ def _commit_extent(ref) -> int:
 def xb2_tree_dataset(tree, tree_path: str, lock, decoders: dict) -> Dataset:
     """A directory or ``.b2z`` written by xarray-blosc2 as its reader opens it, its packings
     decoded; then CF-decoded as the b2nd engine decodes any Dataset."""
-    xb2_check_files(tree)
-    manifest = xb2_manifest(tree)
-    attrs = xb2_dataset_attrs(tree, manifest)
+    manifest, attrs = xb2_dataset(tree)
     committed = None
     variables: dict[str, Variable] = {}
     coord_names: set[str] = set()

@@ -26,7 +26,6 @@ __all__ = [
     "STRINGDTYPE",
     "WHOLE_BYTES",
     "whole_bytes",
-    "is_stringdtype",
     "restore_stringdtype",
 ]
 
@@ -42,18 +41,11 @@ DTYPE_KEY = "original_dtype"
 STRINGDTYPE = "StringDType"
 WHOLE_BYTES = "|S1"
 MIRRORS_KEY = "xb2"  # in _xarray: the vlmeta keys written for xarray-blosc2's reader
-# Keys that are bookkeeping, never attributes: ours, and python-blosc2's stores'.
-# ``_zarr_fill_value`` is the fill value a Zarr client gave B2ndStore (not a CF attribute).
-_STRUCTURAL = frozenset(
-    {
-        DIMENSION_KEY,
-        XARRAY_KEY,
-        "_zarr_fill_value",
-        "_object_registry",
-        "_b2o_user_vlmeta",
-        "estore_metadata",
-    }
-)
+# Keys that are bookkeeping, never attributes: ours (``_zarr_fill_value`` is the fill value a
+# Zarr client gave B2ndStore, not a CF attribute), and python-blosc2's stores'.
+_OURS = frozenset({DIMENSION_KEY, XARRAY_KEY, "_zarr_fill_value"})
+_BLOSC2_STORES = frozenset({"_object_registry", "_b2o_user_vlmeta", "estore_metadata"})
+_STRUCTURAL = _OURS | _BLOSC2_STORES
 # python-blosc2's serialized objects (b2o) also keep these plain names in vlmeta; elsewhere
 # they are ordinary attributes ("version" is a common one).
 _B2O_KEYS = frozenset(
@@ -109,29 +101,9 @@ def mirror_keys(vlmeta: Mapping) -> frozenset:
     )
 
 
-def xb2_mirrors(dims, name: str | None, attrs: Mapping, coord: bool = False) -> dict:
-    """What xarray-blosc2's reader needs to name a variable's dimensions (and a lone frame's
-    variable, and to tell a tree's coordinate), where no attribute of that name is in the
-    way."""
-    out: dict = {"dims": [str(d) for d in dims]}
-    if name is not None:
-        out["var"] = str(name)
-    if coord:
-        out["is_coord"] = True
-    return {k: v for k, v in out.items() if k not in attrs}
-
-
 def xarray_meta(vlmeta: Mapping) -> dict:
     info = vlmeta[XARRAY_KEY] if XARRAY_KEY in vlmeta else None
     return info if isinstance(info, dict) else {}
-
-
-def is_stringdtype(dtype) -> bool:
-    """Whether ``dtype`` is NumPy's StringDType without an ``na_object``: the one xarray's
-    Zarr engine writes as such and reads back as such (xarray's writers turn those with an
-    ``na_object`` into fixed-width strings, their missing values into '')."""
-    sd = getattr(np.dtypes, "StringDType", None)
-    return sd is not None and isinstance(dtype, sd) and not hasattr(dtype, "na_object")
 
 
 def whole_bytes(info) -> bool:

@@ -18,10 +18,11 @@ as the attributes it makes of them, which the engine's CF decoder reads back.
 xarray's netCDF writers encode them, with each variable's storage options beside.
 
 Strings are stored as fixed-width items (``<U`` or ``S``, as wide as the longest): NumPy's
-``StringDType`` and object arrays of str or bytes alike. A missing value (None, NaN, pandas'
-NA) becomes the empty string, as xarray's Zarr and netCDF writers store it (with a
-``SerializationWarning`` naming the variable and the way out), unless the
-variable has a string ``_FillValue``: missing values are then stored as it and read back
+``StringDType`` and object arrays of str or bytes alike (what the encoders leave as objects
+is made so as its frame is written, :func:`.frames.fixed_width`). A missing value (None,
+NaN, pandas' NA) becomes the empty string, as xarray's Zarr and netCDF writers store it
+(with a ``SerializationWarning`` naming the variable and the way out), unless the variable
+has a string ``_FillValue``: missing values are then stored as it and read back
 missing, and a present string equal to it is refused (it would read back missing too).
 """
 
@@ -41,14 +42,12 @@ from xarray.conventions import CF_RELATED_DATA
 from ...chunk.encoder import writable_dtype
 from ...chunk.params import ChunkParams, codec_name, splitmode_name
 from ...tree import VLMETA_NAME
-from .conventions import WHOLE_BYTES, is_stringdtype
 
 __all__ = [
     "EncodingKeyError",
     "encode_group",
     "characters",
-    "whole_bytes_variable",
-    "fixed_width",
+    "is_stringdtype",
     "STORAGE_KEYS",
     "CF_KEYS",
     "CHAR_KEYS",
@@ -177,6 +176,14 @@ def split_encoding(name: str, var: xr.Variable, user: Mapping | None) -> tuple[d
     cf = {k: v for k, v in own.items() if k in CF_KEYS}
     cf.update((k, v) for k, v in user.items() if k in CF_KEYS)
     return storage, cf
+
+
+def is_stringdtype(dtype) -> bool:
+    """Whether ``dtype`` is NumPy's StringDType without an ``na_object``: the one xarray's
+    Zarr engine writes as such and reads back as such (xarray's writers turn those with an
+    ``na_object`` into fixed-width strings, their missing values into '')."""
+    sd = getattr(np.dtypes, "StringDType", None)
+    return sd is not None and isinstance(dtype, sd) and not hasattr(dtype, "na_object")
 
 
 def check_string_width(name: str, var: xr.Variable) -> None:
@@ -452,7 +459,8 @@ def characters(name, var: xr.Variable) -> xr.Variable:
     an attribute), then split into one byte per item along a last dimension ``string<n>``
     (or ``char_dim_name``). xarray's decoder joins them back and reports ``dtype: "S1"`` and
     ``_Encoding`` in the encoding. The variable's encoding keeps :data:`CHAR_DIM` to tell
-    these one-byte items from whole one-byte strings (see :func:`whole_bytes_variable`)."""
+    these one-byte items from whole one-byte strings (see
+    :func:`.frames.whole_bytes_variable`)."""
     if var.encoding.get("dtype") not in ("S1", np.dtype("S1")) or var.dtype.kind not in "SU":
         # (kept by a netCDF file's reader: they say nothing of other strings' storage)
         if "_Encoding" in var.encoding or CHAR_DIM in var.encoding:
@@ -464,41 +472,3 @@ def characters(name, var: xr.Variable) -> xr.Variable:
     var.encoding.pop("_Encoding", None)  # of bytes strings: nothing to decode them with
     var.encoding[CHAR_DIM] = var.dims[-1]
     return var
-
-
-def whole_bytes_variable(var: xr.Variable) -> bool:
-    """Whether ``var`` holds whole one-byte strings (to be read back unjoined: see
-    :data:`.conventions.WHOLE_BYTES`), not a character array (:func:`characters`)."""
-    return var.dtype == WHOLE_BYTES and CHAR_DIM not in var.encoding
-
-
-def fixed_width(var: xr.Variable, name) -> xr.Variable:
-    """Object-dtype strings as fixed-width items (b2nd holds fixed-size items only); so too
-    a StringDType the encoders left (xarray 2026.2 declares a lazily read StringDType
-    variable object while its chunks compute as StringDType)."""
-    if var.dtype != object and var.dtype.kind != "T":
-        return var
-    if hasattr(var.data, "dask"):
-        # the width is only known once every item is: say so, as xarray's writers do
-        warnings.warn(
-            f"variable {name} has data in the form of a dask array with dtype=object, which "
-            "means it is being loaded into memory to determine a data type that can be "
-            "safely stored on disk. To avoid this, coerce this variable to a fixed-size "
-            "dtype with astype() before saving it.",
-            xr.SerializationWarning,
-            stacklevel=2,
-        )
-    values = np.asarray(var.values)
-    if values.dtype.kind == "T":
-        values = values.astype(object)  # NumPy keeps a StringDType through astype(str)
-    flat = values.ravel().tolist()
-    if all(isinstance(v, str) for v in flat):
-        data = values.astype(str) if values.size else values.astype("U1")
-    elif all(isinstance(v, bytes) for v in flat):
-        data = values.astype(bytes) if values.size else values.astype("S1")
-    else:
-        raise TypeError(
-            f"variable {name!r} holds both str and bytes strings: b2nd stores one kind; "
-            "decode the bytes (or encode the str) first"
-        )
-    return xr.Variable(var.dims, data, var.attrs, var.encoding)

@@ -241,40 +241,41 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
     # thread it runs in (zarr's fused pipeline, zarr >= 3.4).
 
     async def _decode_partial_single(self, byte_getter, selection, chunk_spec: ArraySpec):
-        direct = getattr(getattr(byte_getter, "store", None), "b2nd_decode_into", None)
-        plan = self._partial_plan(selection, chunk_spec, direct is not None)
+        direct, plan = self._partial_start(byte_getter, selection, chunk_spec, sync=False)
         prototype = default_buffer_prototype()
-        reply = None
-        while True:
-            try:
-                step = plan.send(reply)
-            except StopIteration as done:
-                return done.value
+        step = _next_step(plan, None)
+        while step[0] != "return":
             if step[0] == "direct":
                 reply = await direct(byte_getter.path, *step[1:])
             elif step[0] == "get":
                 reply = await asyncio.gather(*(byte_getter.get(prototype, r) for r in step[1]))
             else:
                 reply = await asyncio.to_thread(*step[1:])
+            step = _next_step(plan, reply)
+        return step[1]
 
     def _decode_partial_sync(self, byte_getter, selection, chunk_spec: ArraySpec):
         """What :meth:`_decode_partial_single` does, without an event loop: zarr's fused
         pipeline calls it (in its own threads) over a store with synchronous IO."""
-        direct = getattr(getattr(byte_getter, "store", None), "b2nd_decode_into_sync", None)
-        plan = self._partial_plan(selection, chunk_spec, direct is not None)
+        direct, plan = self._partial_start(byte_getter, selection, chunk_spec, sync=True)
         prototype = default_buffer_prototype()
-        reply = None
-        while True:
-            try:
-                step = plan.send(reply)
-            except StopIteration as done:
-                return done.value
+        step = _next_step(plan, None)
+        while step[0] != "return":
             if step[0] == "direct":
                 reply = direct(byte_getter.path, *step[1:])
             elif step[0] == "get":
                 reply = [byte_getter.get_sync(prototype=prototype, byte_range=r) for r in step[1]]
             else:
                 reply = step[1](*step[2:])
+            step = _next_step(plan, reply)
+        return step[1]
+
+    def _partial_start(self, byte_getter, selection, chunk_spec: ArraySpec, *, sync: bool):
+        """The store's direct decode, its ``*_sync`` one for the sync driver (None where the
+        store has none: only a B2ndStore has), and the plan of the partial read, made for it."""
+        name = "b2nd_decode_into_sync" if sync else "b2nd_decode_into"
+        direct = getattr(getattr(byte_getter, "store", None), name, None)
+        return direct, self._partial_plan(selection, chunk_spec, direct is not None)
 
     def _partial_plan(self, selection, chunk_spec: ArraySpec, direct: bool):
         """The steps of a partial read (see above); returns the selection's values, or None
@@ -355,6 +356,15 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
 _SPARES: dict[int, np.ndarray] = {}
 _SPARES_LOCK = threading.Lock()
 _SPARE_SIZES = 4
+
+
+def _next_step(plan, reply) -> tuple:
+    """The next step of a partial read's plan, sent ``reply`` (the answer to the last one),
+    or ``("return", value)`` once the plan has returned its value."""
+    try:
+        return plan.send(reply)
+    except StopIteration as done:
+        return ("return", done.value)
 
 
 def _spare_buffer(nbytes: int) -> np.ndarray:

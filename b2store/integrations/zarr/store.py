@@ -34,6 +34,19 @@ from .keys import StoreKeys, slice_bytes
 
 __all__ = ["B2ndStore"]
 
+# What a pickled store carries (the writer's client metadata besides); it opens again on
+# unpickling (``_setup``).
+_STATE_KEYS = (
+    "path",
+    "mode",
+    "group",
+    "contiguous",
+    "dtype",
+    "storage_options",
+    "limits",
+    "_read_only",
+)
+
 
 # --- the store --------------------------------------------------------------------------------
 
@@ -152,17 +165,8 @@ class B2ndStore(StoreKeys, Store):
         return f"B2ndStore({self.path!r}, mode={self.mode!r})"
 
     def __getstate__(self) -> dict:
-        state = {
-            "path": self.path,
-            "mode": self.mode,
-            "group": self.group,
-            "contiguous": self.contiguous,
-            "dtype": self.dtype,
-            "storage_options": self.storage_options,
-            "limits": self.limits,
-            "_read_only": self._read_only,
-            "_is_open": False,
-        }
+        state = {key: getattr(self, key) for key in _STATE_KEYS}
+        state["_is_open"] = False
         if self._writer is not None:
             state["client_meta"] = self._writer.client_meta()
         return state

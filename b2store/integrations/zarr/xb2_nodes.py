@@ -24,9 +24,7 @@ from ..xb2_layout import (
     foreign_layout,
     foreign_vlmeta,
     unsupported,
-    xb2_check_files,
-    xb2_dataset_attrs,
-    xb2_manifest,
+    xb2_dataset,
     xb2_packing,
     xb2_variable,
 )
@@ -84,9 +82,7 @@ class Xb2Values:
 
 def xb2_index(tree, path: str) -> dict[str, tuple[str, Any]]:
     """Zarr node path -> ("group", attributes) or ("array", Xb2Ref or Xb2Values)."""
-    xb2_check_files(tree)
-    manifest = xb2_manifest(tree)
-    attrs = xb2_dataset_attrs(tree, manifest)
+    manifest, attrs = xb2_dataset(tree)
     nodes: dict[str, tuple[str, Any]] = {}
     coords = []
     for apath, ref in sorted(tree.arrays().items()):
