@@ -163,3 +163,21 @@ def native_on(monkeypatch):
     monkeypatch.setitem(native._state, "ready", False)
     monkeypatch.setenv("B2STORE_NATIVE", "1")
     assert native.enabled()
+
+
+@pytest.fixture(autouse=True)
+def _zarrs_default_pipeline(request):
+    """Each test runs under the codec pipeline it asks for: zarr's default unless it takes the
+    ``zarr_pipeline`` fixture (or sets one itself). The setting is process-wide, and a worker
+    once ran a test under b2store's pipeline that a module-scoped ``zarr_pipeline`` of another
+    module had left set (seen once under xdist's work stealing, not in sequence)."""
+    if "zarr_pipeline" in request.fixturenames:
+        yield
+        return
+    import zarr
+
+    with zarr.config.set({"codec_pipeline.path": _ZARR_DEFAULT_PIPELINE}):
+        yield
+
+
+_ZARR_DEFAULT_PIPELINE = "zarr.core.codec_pipeline.BatchedCodecPipeline"

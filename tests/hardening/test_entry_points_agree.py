@@ -69,11 +69,24 @@ def test_a_lying_chunk_nbytes_is_a_format_error_everywhere(tmp_path, nbytes, kin
         B2nd((10, 10), (5, 10), "<f8").decode(chunk)
 
 
-def test_the_store_names_the_key_of_the_lying_chunk(tmp_path):
+@pytest.mark.parametrize(
+    "pipeline, msg",
+    [
+        # zarr's own pipeline decodes the store's chunks one key at a time: the key is named
+        ("zarr.core.codec_pipeline.BatchedCodecPipeline",
+         r"^chunk c/0/0 nbytes at offset 4: expected 800, found 0"),
+        # b2store's reads the frame's box as b2store.open does: b2store.open's words
+        ("b2store.integrations.zarr.pipeline.B2storeCodecPipeline",
+         r"^chunk 0 nbytes: expected 800, found 0"),
+    ],
+)  # fmt: skip
+def test_the_store_names_the_lying_chunk(tmp_path, pipeline, msg):
     path, _ = _lying_frame(tmp_path, 0, "data")
-    msg = r"^chunk c/0/0 nbytes at offset 4: expected 800, found 0"
-    with pytest.raises(FormatError, match=msg):
-        zarr.open_array(B2ndStore(path), mode="r")[:]
+    with zarr.config.set({"codec_pipeline.path": pipeline}):
+        with pytest.raises(FormatError, match=msg):
+            zarr.open_array(B2ndStore(path), mode="r")[:]
+    with pytest.raises(FormatError, match=r"^chunk 0 nbytes: expected 800, found 0"):
+        b2store.open(path)[:]
 
 
 # Entries of a single frame's ``_xarray`` coordinates that no writer makes: each once leaked
