@@ -215,29 +215,43 @@ def entry_points() -> dict[str, int]:
 
 # --- threads ----------------------------------------------------------------------------------
 
-_pool: dict = {"executor": None, "size": 0}
 _nthreads: dict = {"value": None, "env": None}
 
 
-def _forget_pool() -> None:
-    # A forked child has the parent's pool object but none of its threads.
-    _pool["executor"], _pool["size"] = None, 0
+class ThreadPool:
+    """A long-lived pool of threads named ``prefix``, grown to the most threads asked of it
+    (the old pool is let finish what it holds); a forked child starts it afresh."""
+
+    def __init__(self, prefix: str) -> None:
+        self._prefix = prefix
+        self._lock = threading.Lock()
+        self._forget()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
+        # (a forked child has the parent's pool object but none of its threads)
+        self._executor: ThreadPoolExecutor | None = None
+        self._size = 0
+
+    def get(self, workers: int) -> ThreadPoolExecutor:
+        """The pool, with at least ``workers`` threads."""
+        with self._lock:
+            if self._executor is None or self._size < workers:
+                old = self._executor
+                self._executor = ThreadPoolExecutor(workers, thread_name_prefix=self._prefix)
+                self._size = workers
+                if old is not None:
+                    old.shutdown(wait=False)
+            return self._executor
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)
+_BLOCKS = ThreadPool("b2store-blocks")
 
 
 def executor(workers: int) -> ThreadPoolExecutor:
-    """The long-lived pool, with at least ``workers`` threads."""
-    with _lock:
-        if _pool["executor"] is None or _pool["size"] < workers:
-            old = _pool["executor"]
-            _pool["executor"] = ThreadPoolExecutor(workers, thread_name_prefix="b2store-blocks")
-            _pool["size"] = workers
-            if old is not None:
-                old.shutdown(wait=False)
-        return _pool["executor"]
+    """The long-lived pool of the block loops, with at least ``workers`` threads."""
+    return _BLOCKS.get(workers)
 
 
 def cpu_count() -> int:

@@ -159,6 +159,19 @@ def _with_options(body):
     return opener
 
 
+#: The arguments of the engine's openers that are CF decoding settings (in the order xarray
+#: lists them in ``open_dataset_parameters``).
+_DECODERS = (
+    "drop_variables",
+    "mask_and_scale",
+    "decode_times",
+    "concat_characters",
+    "decode_coords",
+    "use_cftime",
+    "decode_timedelta",
+)
+
+
 class _Opening:
     """What an opener was asked to open and how, checked before anything is opened: the
     path, whether it is in xarray-blosc2's layout, whether it is a "frame" or a "tree", the
@@ -215,13 +228,7 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
     supports_groups = True
     open_dataset_parameters = (
         "filename_or_obj",
-        "drop_variables",
-        "mask_and_scale",
-        "decode_times",
-        "concat_characters",
-        "decode_coords",
-        "use_cftime",
-        "decode_timedelta",
+        *_DECODERS,
         "group",
         "storage_options",
         "lock",
@@ -313,16 +320,6 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
         return datatree_from_dict_with_io_cleanup(groups)
 
 
-#: The arguments of the engine's openers that are CF decoding settings.
-_DECODERS = (
-    "mask_and_scale",
-    "decode_times",
-    "concat_characters",
-    "decode_coords",
-    "use_cftime",
-    "decode_timedelta",
-    "drop_variables",
-)
 
 
 def _what_to_open(filename_or_obj, limits, variable_name) -> tuple[str, bool, str]:

@@ -22,10 +22,8 @@ as zarr does.
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -127,7 +125,7 @@ class Writer:
                     return
 
         nthreads = min(_nthreads(), len(batch))
-        jobs = [_executor(nthreads - 1).submit(run) for _ in range(nthreads - 1)]
+        jobs = [_WRITES.get(nthreads - 1).submit(run) for _ in range(nthreads - 1)]
         run()
         for job in jobs:
             job.result()
@@ -185,23 +183,7 @@ class Writer:
 # The writes' own threads. A codec may hand blocks to b2store's kernel pool
 # (native.executor) and wait for them: run from that pool's threads, writes could hold every
 # one of them waiting for work queued behind themselves.
-_pool: dict = {"executor": None, "size": 0}
-_pool_lock = threading.Lock()
-
-
-def _executor(workers: int) -> ThreadPoolExecutor:
-    with _pool_lock:
-        if _pool["executor"] is None or _pool["size"] < workers:
-            old = _pool["executor"]
-            _pool["executor"] = ThreadPoolExecutor(workers, thread_name_prefix="b2store-writes")
-            _pool["size"] = workers
-            if old is not None:
-                old.shutdown(wait=False)
-        return _pool["executor"]
-
-
-if hasattr(os, "register_at_fork"):  # (a forked child has none of the parent's threads)
-    os.register_at_fork(after_in_child=lambda: _pool.update(executor=None, size=0))
+_WRITES = native.ThreadPool("b2store-writes")
 
 
 def _nthreads() -> int:
