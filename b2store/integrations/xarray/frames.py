@@ -347,10 +347,7 @@ def frame_plan(var, stem: str, storage: dict, extra: dict, coord: bool = False):
     if whole_bytes_variable(var):
         extra = {**extra, DTYPE_KEY: WHOLE_BYTES}
     dtype = writable_dtype(var.dtype)  # a writer's input: never B2ndMeta's FormatError
-    shape = tuple(var.shape)
-    chunks, blocks = _chunking(var, storage)
-    meta = B2ndMeta(shape=shape, chunkshape=chunks, blockshape=blocks, dtype=dtype)
-    cparams = cparams_for(dtype, blocks, **_coding(storage))
+    coding = _coding(storage)
     attrs, types = plain_attrs(var.attrs, f"variable {stem!r}")
     # xarray-blosc2's reader names dimensions from ``dims`` (a lone frame's variable from
     # ``var``) and tells coordinates by ``is_coord``: copies of what _ARRAY_DIMENSIONS and
@@ -362,6 +359,11 @@ def frame_plan(var, stem: str, storage: dict, extra: dict, coord: bool = False):
         **mirrors,
         **_with_info(attrs, info),
     }
+    # The shapes last: the plugins' fit check (nd.shapes asks chunk.plugins) is the one trip
+    # down the layers a frame's plan makes.
+    chunks, blocks = _chunking(var, storage, coding)
+    meta = B2ndMeta(shape=tuple(var.shape), chunkshape=chunks, blockshape=blocks, dtype=dtype)
+    cparams = cparams_for(dtype, blocks, **coding)
     return var, meta, cparams, vlmeta
 
 
@@ -377,7 +379,7 @@ def xb2_mirrors(dims, name: str | None, attrs: Mapping, coord: bool = False) -> 
     return {k: v for k, v in out.items() if k not in attrs}
 
 
-def _chunking(var: xr.Variable, storage: dict) -> tuple[tuple, tuple]:
+def _chunking(var: xr.Variable, storage: dict, coding: dict) -> tuple[tuple, tuple]:
     chunks, blocks = storage.get("chunks"), storage.get("blocks")
     if chunks is None and var.chunks is not None and var.ndim:
         # Uniform dask chunks become the frame's chunks: each task then fills whole chunks.
@@ -386,7 +388,7 @@ def _chunking(var: xr.Variable, storage: dict) -> tuple[tuple, tuple]:
     if isinstance(chunks, Mapping):
         chunks = tuple(chunks.get(d, n) for d, n in zip(var.dims, var.shape))
     return default_chunks_blocks(
-        var.shape, var.dtype.itemsize, chunks=chunks, blocks=blocks, **_coding(storage)
+        var.shape, var.dtype.itemsize, chunks=chunks, blocks=blocks, **coding
     )
 
 
