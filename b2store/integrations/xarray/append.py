@@ -219,10 +219,7 @@ def _plan(ds, stored: xr.Dataset, mode, append_dim, region, encoding, single: bo
                 shape.append(sizes[dim])
         was = tuple(sizes[d] for d in var.dims)
         out.into[name] = (var, tuple(start), tuple(shape), was)
-    if attrs and any(
-        k not in stored.attrs or not _same(stored.attrs[k], v) for k, v in attrs.items()
-    ):
-        out.attrs = {**stored.attrs, **attrs}
+    out.attrs = attrs
     return out
 
 
@@ -330,13 +327,6 @@ def _size_error(name, dim, n, want, append_dim) -> ValueError:
         f"only changes dimension sizes when explicitly appending, but append_dim="
         f"{append_dim!r}. To write to a subset of what is stored, use the region argument."
     )
-
-
-def _same(a, b) -> bool:
-    try:
-        return bool(np.array_equal(np.asarray(a), np.asarray(b))) and type(a) is type(b)
-    except (TypeError, ValueError):
-        return False
 
 
 # --- writing into frames -------------------------------------------------------------------

@@ -54,6 +54,7 @@ from .encoding_keys import (
 __all__ = [
     "EncodingKeyError",
     "encode_group",
+    "encode_groups",
     "characters",
     "is_stringdtype",
     "STORAGE_KEYS",
@@ -390,6 +391,16 @@ def encode_group(ds: xr.Dataset, encoding: Mapping) -> tuple[dict, dict, dict, s
     return variables, attrs, storage, set(ds.coords), sd_names
 
 
+def encode_groups(groups: Mapping, encodings: Mapping) -> dict:
+    """:func:`encode_group` of every group of a Dataset or DataTree written anew (each with
+    its entry of ``encodings``, none where it has none), in one call: ``{group path: what
+    encode_group gives}``."""
+    out = {}
+    for gpath, ds in groups.items():
+        out[gpath] = encode_group(ds, encodings.get(gpath) or {})
+    return out
+
+
 def characters(name, var: xr.Variable) -> xr.Variable:
     """Strings given the encoding ``dtype: "S1"`` as netCDF's character arrays, as xarray's
     netCDF writers store them: str strings encoded (``_Encoding``, utf-8 by default, kept as
@@ -491,7 +502,8 @@ def encode_into(
     new frames, ``(variable, storage options, whether a StringDType, whether a coordinate)``:
     those added, and those whose strings are wider than stored (refused where ``whole`` says
     the frame cannot be rewritten: a single frame, a region); ``attrs`` the group's
-    attributes, CF-encoded. ``coords`` names the coordinates, ``encoding`` that of the
+    attributes after the write (the stored ones, updated with the CF-encoded new ones), None
+    where they do not change. ``coords`` names the coordinates, ``encoding`` that of the
     variables added."""
     kept, rewrite = {}, {}
     for name, var in variables.items():
@@ -535,4 +547,13 @@ def encode_into(
             new[name] = (var, storage[name], name in sd_names, name in coord_names)
         else:
             into[name] = to_stored_dtype(name, var, stored.variables[name].encoding.get("dtype"))
-    return into, new, attrs
+    if not attrs or all(k in stored.attrs and _same(stored.attrs[k], v) for k, v in attrs.items()):
+        return into, new, None
+    return into, new, {**stored.attrs, **attrs}
+
+
+def _same(a, b) -> bool:
+    try:
+        return bool(np.array_equal(np.asarray(a), np.asarray(b))) and type(a) is type(b)
+    except (TypeError, ValueError):
+        return False

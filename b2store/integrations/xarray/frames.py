@@ -41,7 +41,7 @@ from .conventions import (
     WHOLE_BYTES,
     XARRAY_KEY,
 )
-from .encoding import CHAR_DIM, encode_group
+from .encoding import CHAR_DIM, encode_groups
 
 __all__ = [
     "MAX_EMBEDDED_COORD_BYTES",
@@ -81,14 +81,30 @@ WAY_OUT = (
 
 
 def write_new(
-    obj, path: str, *, encoding, layout, contiguous: bool, nthreads, progress, mode: str = "w"
+    obj,
+    path: str,
+    *,
+    encoding,
+    layout,
+    contiguous: bool,
+    nthreads,
+    progress,
+    mode: str = "w",
+    write: Callable | None = None,
 ) -> None:
     """``obj`` written at the local ``path`` as a new frame or tree (what ``to_b2nd`` does
     where it writes into nothing stored): built in a new directory beside ``path``, then put
     in its place in one step (:func:`put_in_place`; replacing what is there in mode "w"
-    only)."""
+    only). Given ``write`` (:func:`write_frame`'s), a single frame is written by it straight
+    at ``path`` instead (an object store's sparse frame: chunk objects first, index last)."""
     groups, encodings = groups_of(obj, encoding)
     layout = choose_layout(groups, path, layout)
+    # Every group encoded first, in one call: what cannot be stored is refused before a byte
+    # is written.
+    encoded = encode_groups(groups, encodings)
+    if write is not None:
+        write_frame(encoded["/"], path, False, nthreads, None, write)
+        return
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     # Built in a new directory beside the target (its name carries this process's pid and
@@ -105,10 +121,10 @@ def write_new(
         with _sync.staged():
             if layout == "frame":
                 built = work / target.name
-                write_frame(groups["/"], encodings["/"], built, contiguous, nthreads, bar)
+                write_frame(encoded["/"], built, contiguous, nthreads, bar)
             else:
                 built = work / "tree"
-                _write_tree(groups, encodings, built, nthreads, bar)
+                _write_tree(encoded, built, nthreads, bar)
                 if layout == "b2z":
                     built = zip_tree(built, work / target.name)
         put_in_place(built, target, mode)
@@ -229,11 +245,12 @@ def _plain(value, where: str):
 
 
 def write_frame(
-    ds, encoding, path, contiguous: bool, nthreads, bar, write: Callable | None = None
+    encoded: tuple, path, contiguous: bool, nthreads, bar, write: Callable | None = None
 ) -> None:
-    """``ds`` (one data variable, its coordinates in its vlmeta) as one frame at ``path``,
-    by ``write`` (which takes :func:`write_variable`'s arguments; it by default)."""
-    variables, attrs, storage, coord_names, sd_names = encode_group(ds, encoding)
+    """A group (one data variable, its coordinates in its vlmeta), as :func:`.encode_group`
+    ``encoded`` it, as one frame at ``path``, by ``write`` (which takes
+    :func:`write_variable`'s arguments; it by default)."""
+    variables, attrs, storage, coord_names, sd_names = encoded
     (name,) = [n for n in variables if n not in coord_names]
     coords, total = {}, 0
     for cname in coord_names:
@@ -265,13 +282,12 @@ def write_frame(
     write(variables[name], path, storage[name], contiguous, nthreads, extra, bar)
 
 
-def _write_tree(groups: dict, encodings: dict, root: Path, nthreads, bar) -> None:
+def _write_tree(encoded: dict, root: Path, nthreads, bar) -> None:
     root.mkdir()
     _write_embed(root / EMBED_NAME)
-    for gpath, ds in groups.items():
+    for gpath, (variables, attrs, storage, coords, sd_names) in encoded.items():
         gdir = root.joinpath(*[p for p in gpath.split("/") if p])
         gdir.mkdir(parents=True, exist_ok=True)
-        variables, attrs, storage, coords, sd_names = encode_group(ds, encodings.get(gpath) or {})
         gattrs, gtypes = plain_attrs(attrs, f"group {gpath!r}")
         write_attrs_frame(gdir / VLMETA_NAME, gattrs, gtypes)
         for name, var in variables.items():
