@@ -9,15 +9,25 @@ in one process, ratios against zarrs and zarr. ``floor`` is a pipeline that read
 (its ``read`` returns at once): what zarr itself spends on a read around any pipeline,
 which bounds every pipeline's ratio against zarr's.
 
+Writes (``write`` rows): the whole array written over the same chunks by each pipeline, its
+own store each; ``floor`` there writes the chunks' bytes, encoded beforehand, as zarr's
+``LocalStore`` writes files (a temporary renamed into place), in the thread count's threads:
+the file system's share of any pipeline's write. ``b2nd`` rows: the same field as a
+``.b2nd`` frame (LZ4 with shuffle, 128 x 256 chunks, python-blosc2's blocks), read whole by
+``b2store.open(p)[:]`` and by ``zarr.open_array(B2ndStore(p))[:]`` through zarr's pipeline
+and b2store's.
+
     python bench/bench_pipeline.py [--quick] [--repeat N] [--json PATH]
 """
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import zarr
@@ -25,7 +35,10 @@ from _common import parse_args
 from zarr.codecs import BloscCodec
 from zarr.registry import register_pipeline
 
+import b2store
+from b2store.integrations.zarr.codecs import Blosc2Codec
 from b2store.integrations.zarr.pipeline import B2storeCodecPipeline
+from b2store.integrations.zarr.store import B2ndStore
 
 
 class Floor(B2storeCodecPipeline):
@@ -72,6 +85,126 @@ def timed(funcs: dict, repeat: int) -> tuple[dict[str, float], dict[str, float]]
     )
 
 
+def ratios(med: dict, best: dict) -> dict:
+    row = {
+        **{f"{n}_ms": round(t * 1e3, 2) for n, t in med.items()},
+        **{f"{n}_best_ms": round(t * 1e3, 2) for n, t in best.items()},
+        "vs_zarr": round(med["zarr"] / med["b2store"], 2),
+        "best_vs_zarr": round(best["zarr"] / best["b2store"], 2),
+    }
+    if "zarrs" in med:
+        row["vs_zarrs"] = round(med["zarrs"] / med["b2store"], 2)
+        row["best_vs_zarrs"] = round(best["zarrs"] / best["b2store"], 2)
+    return row
+
+
+def show(label: str, med: dict, row: dict) -> None:
+    print(
+        label,
+        "  ".join(f"{n} {t * 1e3:7.2f} ms" for n, t in med.items()),
+        f"  b2store: {row['vs_zarr']:.2f}x zarr",
+        f"{row.get('vs_zarrs', float('nan')):.2f}x zarrs",
+        f"  best: {row['best_vs_zarr']:.2f}x zarr",
+        f"{row.get('best_vs_zarrs', float('nan')):.2f}x zarrs",
+        flush=True,
+    )
+
+
+def file_floor(root: str, chunks: dict[str, bytes], threads: int):
+    """The chunks' files written as zarr's LocalStore writes them, in ``threads`` threads."""
+
+    def put(item: tuple[str, bytes]) -> None:
+        path = os.path.join(root, item[0])
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.partial"
+        with open(tmp, "wb") as f:
+            f.write(item[1])
+        os.replace(tmp, path)
+
+    pool = ThreadPoolExecutor(threads)
+
+    def write() -> None:
+        list(pool.map(put, chunks.items()))
+
+    return write
+
+
+def bench_writes(tmp: str, data: np.ndarray, available: dict, repeat: int) -> list[dict]:
+    """The whole array written by each pipeline (zarr's BloscCodec LZ4 and b2store's blosc2
+    LZ4, both with shuffle, 128 kB chunks), one thread and two."""
+    results = []
+    codecs = {
+        "blosc": BloscCodec(cname="lz4", shuffle="shuffle", clevel=5),
+        "blosc2": Blosc2Codec(cname="lz4", clevel=5),
+    }
+    for cname, codec in codecs.items():
+        arrays = {}
+        for name, where in available.items():
+            if name == "floor":
+                continue
+            with zarr.config.set({"codec_pipeline.path": where}):
+                arrays[name] = zarr.create_array(
+                    f"{tmp}/w-{cname}-{name}", shape=data.shape, chunks=CHUNKS["128kB"],
+                    dtype="f4", compressors=codec,
+                )  # fmt: skip
+        arrays["zarr"][:] = data
+        root = f"{tmp}/w-{cname}-zarr"
+        stored = {}
+        for d, _dirs, files in os.walk(os.path.join(root, "c")):
+            for f in files:
+                with open(os.path.join(d, f), "rb") as fh:
+                    stored[os.path.relpath(os.path.join(d, f), root)] = fh.read()
+        for threads in (1, 2):
+
+            def write(a, threads=threads):
+                with zarr.config.set({"threading.max_workers": threads}):
+                    a[:] = data
+
+            funcs = {n: (lambda a=a: write(a)) for n, a in arrays.items()}
+            funcs["floor"] = file_floor(f"{tmp}/w-{cname}-floor", stored, threads)
+            med, best = timed(funcs, repeat)
+            for name in arrays:
+                assert np.array_equal(zarr.open_array(f"{tmp}/w-{cname}-{name}")[:], data)
+            row = {"codec": f"{cname}-lz4", "chunks": "128kB", "threads": threads, "read": "write"}
+            row.update(ratios(med, best))
+            results.append(row)
+            show(f"{cname:6} 128kB  {threads}t write ", med, row)
+    return results
+
+
+def bench_b2nd(tmp: str, data: np.ndarray, repeat: int) -> list[dict]:
+    """A .b2nd frame read whole by b2store.open and through B2ndStore, zarr's pipeline and
+    b2store's, one thread and two."""
+    path = f"{tmp}/field.b2nd"
+    b2store.asarray(data, path, chunks=CHUNKS["128kB"], codec="lz4", clevel=5)
+    own = b2store.open(path)
+    arrays = {}
+    for name in ("zarr", "b2store"):
+        with zarr.config.set({"codec_pipeline.path": PIPELINES[name]}):
+            arrays[name] = zarr.open_array(B2ndStore(path))
+    results = []
+    for threads in (1, 2):
+
+        def read(a, threads=threads):
+            with zarr.config.set({"threading.max_workers": threads}):
+                return a[:]
+
+        funcs = {n: (lambda a=a: read(a)) for n, a in arrays.items()}
+        funcs["open"] = lambda: own[:]
+        for f in funcs.values():
+            assert np.array_equal(f(), data)
+        med, best = timed(funcs, repeat)
+        row = {"codec": "b2nd-lz4", "chunks": "128kB", "threads": threads, "read": "whole"}
+        row.update(ratios(med, best))
+        row["vs_open"] = round(med["open"] / med["b2store"], 2)
+        row["best_vs_open"] = round(best["open"] / best["b2store"], 2)
+        results.append(row)
+        show(f"b2nd   128kB  {threads}t whole ", med, row)
+        vs_open, best_open = row["vs_open"], row["best_vs_open"]
+        print(f"   b2store's pipeline: {vs_open:.2f}x b2store.open ({best_open:.2f}x best)")
+    return results
+
+
 def main() -> None:
     args, repeat = parse_args(__doc__, 21, "3 rounds")
     available = dict(PIPELINES)
@@ -111,24 +244,12 @@ def main() -> None:
                             "chunks": cname_label,
                             "threads": threads,
                             "read": key_name,
-                            **{f"{n}_ms": round(t * 1e3, 2) for n, t in med.items()},
-                            **{f"{n}_best_ms": round(t * 1e3, 2) for n, t in best.items()},
-                            "vs_zarr": round(med["zarr"] / med["b2store"], 2),
-                            "best_vs_zarr": round(best["zarr"] / best["b2store"], 2),
                         }
-                        if "zarrs" in med:
-                            row["vs_zarrs"] = round(med["zarrs"] / med["b2store"], 2)
-                            row["best_vs_zarrs"] = round(best["zarrs"] / best["b2store"], 2)
+                        row.update(ratios(med, best))
                         results.append(row)
-                        print(
-                            f"{cname:5} {cname_label:6} {threads}t {key_name:6}",
-                            "  ".join(f"{n} {t * 1e3:7.2f} ms" for n, t in med.items()),
-                            f"  b2store: {row['vs_zarr']:.2f}x zarr",
-                            f"{row.get('vs_zarrs', float('nan')):.2f}x zarrs",
-                            f"  best: {row['best_vs_zarr']:.2f}x zarr",
-                            f"{row.get('best_vs_zarrs', float('nan')):.2f}x zarrs",
-                            flush=True,
-                        )
+                        show(f"{cname:6} {cname_label:6} {threads}t {key_name:6}", med, row)
+        results += bench_writes(tmp, data, available, repeat)
+        results += bench_b2nd(tmp, data, repeat)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"zarr": zarr.__version__, "results": results}, f, indent=1)

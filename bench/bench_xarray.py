@@ -23,24 +23,58 @@ thread count as b2store's reads) and with its default thread count, interleaved 
 in the same rounds. Figures are median GB/s of the array bytes each call returns; ratios are
 b2store / blosc2 (> 1: b2store is faster). The file sits in the page cache.
 
+Against xarray's zarr engine
+----------------------------
+The same data, chunks and codec on both sides: bench_write's Dataset (three float32
+variables on time/lat/lon, 3 x 136 x 360 x 360 = 211 MB, or 3 x 34 x 180 x 180 with
+``--quick``) written by ``to_b2nd`` with its defaults (a ``.b2d`` tree; its codec, level and
+shuffle; python-blosc2's chunks and blocks) and by ``to_zarr`` with the chunks ``to_b2nd``
+chose and zarr's ``BloscCodec`` with the same codec, level and shuffle (Zarr v3). Each call
+opens the Dataset with ``xr.open_dataset(path, engine=...)``, the engine the only difference:
+
+* open: ``open_dataset(...)`` and ``close()``;
+* isel: ``ds["tas"].isel(time=k).values`` (one time step);
+* load: ``ds.load()`` (the three variables);
+* dask mean: ``open_dataset(..., chunks={})`` (one dask chunk per stored chunk), then
+  ``ds.mean().compute()`` (dask's threaded scheduler);
+* write: ``to_b2nd`` against ``to_zarr`` with the encoding above, each into a fresh path,
+  neither syncing to the disk (``to_b2nd``'s sync ``"none"``, zarr's only way).
+
+The zarr engine runs with zarr's default codec pipeline (``BatchedCodecPipeline``; its Blosc
+decodes in zarr's thread pool) and again with b2store's pipeline
+(``codec_pipeline.path`` set to :data:`~b2store.integrations.zarr.pipeline.PIPELINE_PATH`
+around its calls). All contenders alternate in every round (order rotated), after one warm
+call each; the figures are medians of many rounds in milliseconds, with the zarr engine's
+fastest and slowest round (its spread depends on the state of the process and the machine),
+and the ratio is the zarr engine's median over the b2nd engine's (> 1: b2nd faster). CPU
+time (all threads) is reported beside wall time: on a shared machine it is the steadier one.
+
 How to run
 ----------
     python bench/bench_xarray.py               # 256 MiB, 5 rounds (a minute or so)
     python bench/bench_xarray.py --quick       # smoke run: 16 MiB, 3 rounds
     python bench/bench_xarray.py --json out.json
+    BENCH_ZARR_ROUNDS=41 python bench/bench_xarray.py   # rounds of the zarr rows (21; 5 quick)
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import statistics
 import tempfile
+import time
 
 import blosc2
 import numpy as np
 import xarray as xr
 from _common import parse_args, run_case
 from _common import versions as common_versions
+from bench_write import make_dataset
+
+import b2store
+from b2store import _sync
 
 
 def make_field(shape) -> np.ndarray:
@@ -128,6 +162,7 @@ def main() -> None:
             print(f"load, xarray-blosc2's files: b2nd engine {mine:.2f} GB/s, "
                   f"blosc2 engine {its:.2f} GB/s, ratio {ratio:.2f}")  # fmt: skip
             results["cases"]["load vs xarray-blosc2"] = {**speeds, "ratio": ratio}
+    results["zarr engine"] = zarr_engine_rows(args.quick)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(results, fh, indent=2)
@@ -156,6 +191,142 @@ def _xarray_blosc2_case(tmp: str, data: np.ndarray, chunks, blocks):
             return ds.load()
 
     return ours, theirs
+
+
+def zarr_engine_rows(quick: bool) -> dict:
+    """The b2nd engine against xarray's zarr engine (see the module's docstring)."""
+    import zarr
+    from zarr.codecs import BloscCodec
+
+    from b2store.integrations.zarr.pipeline import PIPELINE_PATH
+
+    shape = (34, 180, 180) if quick else (136, 360, 360)
+    rounds = int(os.environ.get("BENCH_ZARR_ROUNDS", 5 if quick else 21))
+    ds = make_dataset(shape)
+    names = list(ds.data_vars)
+    tmp = tempfile.mkdtemp(dir=os.environ.get("BENCH_TMP"))
+    try:
+        b2p, zp = os.path.join(tmp, "d.b2d"), os.path.join(tmp, "d.zarr")
+        b2store.to_b2nd(ds, b2p)
+        with xr.open_dataset(b2p, engine="b2nd") as ours:
+            encoding = _zarr_encoding(ours, BloscCodec)
+        ds.to_zarr(zp, encoding=encoding, mode="w")
+        with xr.open_dataset(b2p, engine="b2nd") as a, xr.open_dataset(zp, engine="zarr") as b:
+            xr.testing.assert_identical(a.load(), b.load())
+        k = shape[0] // 2 + 3
+        chunks = encoding[names[0]]["chunks"]
+
+        def opener(path, engine, pipeline=None, **kw):
+            def call(f):
+                def run():
+                    with zarr.config.set({"codec_pipeline.path": pipeline} if pipeline else {}):
+                        with xr.open_dataset(path, engine=engine, **kw) as opened:
+                            return f(opened)
+
+                return run
+
+            return call
+
+        def writer(suffix, call):
+            def run():
+                p = os.path.join(tmp, "w" + suffix)
+                call(p)
+                shutil.rmtree(p)
+
+            return run
+
+        def b2_write(p):
+            _sync.set_sync("none")
+            try:
+                b2store.to_b2nd(ds, p)
+            finally:
+                _sync.set_sync(None)
+
+        rows = {
+            "open": lambda d: None,
+            "isel": lambda d: d[names[0]].isel(time=k).values,
+            "load": lambda d: d.load(),
+        }
+        contenders = {
+            "b2nd": opener(b2p, "b2nd"),
+            "zarr": opener(zp, "zarr"),
+            "zarr+b2store": opener(zp, "zarr", PIPELINE_PATH),
+        }
+        cases = {
+            row: {name: make(f) for name, make in contenders.items()} for row, f in rows.items()
+        }
+        lazy = {"b2nd": opener(b2p, "b2nd", chunks={}), "zarr": opener(zp, "zarr", chunks={}),
+                "zarr+b2store": opener(zp, "zarr", PIPELINE_PATH, chunks={})}  # fmt: skip
+        cases["dask mean"] = {n: make(lambda d: d.mean().compute()) for n, make in lazy.items()}
+        cases["write"] = {
+            "b2nd": writer(".b2d", b2_write),
+            "zarr": writer(".zarr", lambda p: ds.to_zarr(p, encoding=encoding, mode="w")),
+        }
+        nbytes = sum(v.nbytes for v in ds.data_vars.values())
+        codec = encoding[names[0]]["compressors"][0].to_dict()["configuration"]
+        print(f"\nagainst xarray's zarr engine (zarr {zarr.__version__}): {len(names)} x "
+              f"{shape} float32 = {nbytes / 1e6:.1f} MB, chunks {chunks}, {codec['cname']} "
+              f"level {codec['clevel']} + {codec['shuffle']}; "
+              f"b2nd {_disk(b2p) / 1e6:.1f} MB, zarr {_disk(zp) / 1e6:.1f} MB; load average "
+              f"{os.getloadavg()[0]:.1f}")  # fmt: skip
+        print(f"{'case':<10}{'b2nd ms':>9}{'cpu':>7}{'zarr ms':>9}{'min-max':>13}{'cpu':>7}"
+              f"{'ratio':>7}{'zarr+b2store':>14}{'ratio':>7}   (medians of {rounds})")  # fmt: skip
+        out = {"shape": shape, "chunks": chunks, "rounds": rounds, "cases": {}}
+        for row, funcs in cases.items():
+            n = max(3, rounds // 4) if row == "write" else rounds
+            wall, cpu = _rounds(funcs, n)
+            med = {c: statistics.median(w) * 1e3 for c, w in wall.items()}
+            cmed = {c: statistics.median(t) * 1e3 for c, t in cpu.items()}
+            z = wall["zarr"]
+            line = (f"{row:<10}{med['b2nd']:>9.1f}{cmed['b2nd']:>7.1f}{med['zarr']:>9.1f}"
+                    f"{min(z) * 1e3:>6.0f}-{max(z) * 1e3:<6.0f}{cmed['zarr']:>7.1f}"
+                    f"{med['zarr'] / med['b2nd']:>7.2f}")  # fmt: skip
+            if "zarr+b2store" in med:
+                line += f"{med['zarr+b2store']:>14.1f}{med['zarr+b2store'] / med['b2nd']:>7.2f}"
+            print(line)
+            out["cases"][row] = {
+                "ms": med,
+                "cpu_ms": cmed,
+                "zarr_min_max_ms": [min(z) * 1e3, max(z) * 1e3],
+                "ratio": med["zarr"] / med["b2nd"],
+            }
+        return out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _zarr_encoding(ours: xr.Dataset, blosc) -> dict:
+    """to_zarr's encoding of the Dataset ``ours`` (opened from to_b2nd's tree): each data
+    variable in the chunks to_b2nd chose, with zarr's Blosc codec set as to_b2nd's frames
+    are (codec, level and shuffle, as the engine reports them)."""
+    out = {}
+    for name, var in ours.data_vars.items():
+        config = var.encoding["compressors"][0]["configuration"]
+        codec = blosc(cname=config["cname"], clevel=config["clevel"], shuffle=config["shuffle"])
+        out[name] = {"chunks": var.encoding["chunks"], "compressors": [codec]}
+    return out
+
+
+def _rounds(funcs: dict, rounds: int) -> tuple[dict, dict]:
+    """Wall and CPU seconds per contender: one warm call each, then ``rounds`` rounds, the
+    order rotated each round."""
+    names = list(funcs)
+    wall: dict = {n: [] for n in names}
+    cpu: dict = {n: [] for n in names}
+    for f in funcs.values():
+        f()
+    for r in range(rounds):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            t0, c0 = time.perf_counter(), time.process_time()
+            funcs[name]()
+            wall[name].append(time.perf_counter() - t0)
+            cpu[name].append(time.process_time() - c0)
+    return wall, cpu
+
+
+def _disk(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
 
 
 def versions() -> dict:

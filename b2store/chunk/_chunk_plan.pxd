@@ -29,4 +29,5 @@ cdef class Plan:
                           Py_ssize_t fmt) except -2
     cdef int _first(self, uint8_t* dest, Scratch scratch)
     cdef int decode_to(self, uint8_t* dest, Scratch scratch)
-    cdef int _decode(self, uint8_t* dest, Scratch scratch, Py_ssize_t n)
+    cdef int decode_into(self, uint8_t* dest, Py_ssize_t dest_len, Scratch scratch)
+    cdef int _decode(self, uint8_t* dest, Scratch scratch, Py_ssize_t n, Py_ssize_t dest_len)

@@ -281,7 +281,7 @@ cdef class Plan:
     cdef int _first(self, uint8_t* dest, Scratch scratch):
         if not self.delta or self.first_done or self.raw or self.partial:
             return -1
-        if self._decode(dest, scratch, 1):
+        if self._decode(dest, scratch, 1, self.nbytes):
             return -1
         self.first_done = True
         self.counter = 1  # (the others start at block 1)
@@ -293,10 +293,20 @@ cdef class Plan:
         if self.delta and self.nblocks > 1 and not self.first_done:
             if self._first(dest, scratch):
                 return -1
-        return self._decode(dest, scratch, self.nblocks)
+        return self._decode(dest, scratch, self.nblocks, self.nbytes)
 
-    cdef int _decode(self, uint8_t* dest, Scratch scratch, Py_ssize_t n):
-        """Blocks ``0..n-1`` (or the partial plan's) still left into ``dest``."""
+    cdef int decode_into(self, uint8_t* dest, Py_ssize_t dest_len, Scratch scratch):
+        """:meth:`decode_to` into the ``dest_len`` bytes at ``dest``, each block at its place
+        in the decoded chunk: fewer bytes than ``nbytes`` where a partial plan's blocks are
+        the first ones (a chunk's part straight in its array), a block past them refused as
+        a damaged one is. Not for DELTA (block 0 first) or raw chunks: -1."""
+        if self.delta or self.raw or dest_len < 0 or dest_len > self.nbytes:
+            return -1
+        return self._decode(dest, scratch, self.nblocks, dest_len)
+
+    cdef int _decode(self, uint8_t* dest, Scratch scratch, Py_ssize_t n, Py_ssize_t dest_len):
+        """Blocks ``0..n-1`` (or the partial plan's) still left into ``dest`` (``dest_len``
+        bytes of the decoded chunk from its start)."""
         cdef Job J = self.J
         cdef uint8_t* work = NULL
         cdef uint8_t* spare = NULL
@@ -310,7 +320,7 @@ cdef class Plan:
             with nogil:
                 _copy_blocks(&J, dest, self.nblocks, &self.counter)
             return 0
-        J.dest, J.dest_base, J.dest_len = dest, 0, self.nbytes
+        J.dest, J.dest_base, J.dest_len = dest, 0, dest_len
         if self.needs_scratch:
             if scratch.reserve(J.blocksize, 0):
                 return -1

@@ -23,7 +23,7 @@ from .chunks import (
     decode_selection,
     decode_small_chunk,
 )
-from .geometry import blocks_touched, c_index, chunk_grid, chunk_nitems
+from .geometry import blocks_per_chunk, blocks_touched, c_index, chunk_grid, chunk_nitems
 from .indexing import chunks_touched as _chunks_touched
 from .indexing import normalize, split_whole, table_parts
 from .meta import B2ndMeta, layout_guard, stored_meta
@@ -35,6 +35,8 @@ __all__ = ["B2ndArray"]
 
 # A read inside one chunk touching at most this many blocks takes the small-read path.
 _FEW_BLOCKS = 32
+# ... unless they are a whole chunk of at least this many bytes.
+_WHOLE_CHUNK_BYTES = 1 << 20
 # The most bytes of chunk scratch that reads of a remote frame hold at once.
 _SCRATCH_IN_FLIGHT = 256 << 20
 _ALL = slice(None)
@@ -209,6 +211,25 @@ class B2ndArray(ArrayWrites, OnSChunk):
                 self._reload_meta()
             return self._getitem(key)
 
+    def read_into(self, key: tuple, out: np.ndarray) -> None:
+        """``out[...] = self[key]``, the chunks decoded straight into ``out`` (C-contiguous,
+        writeable, of this dtype and the key's shape); ``key``: per axis an integer or a
+        forward slice (a Zarr codec pipeline's read, :mod:`b2store.integrations.zarr`)."""
+        forward = all(type(k) is not slice or (k.step or 1) > 0 for k in key)
+        ok = isinstance(out, np.ndarray) and out.dtype == self.dtype and out.flags.c_contiguous
+        if not (forward and ok and out.flags.writeable and len(key) == self.ndim):
+            raise ValueError("read_into: a key of forward slices, a C-contiguous writeable out")
+        with self.schunk.reading():  # (as in __getitem__)
+            if stored_meta(self.schunk.header) != self._meta_raw:
+                self._reload_meta()
+            dims, final, _ = normalize(tuple(key), self.shape)
+            shape = tuple(len(d) for d in dims)
+            if out.shape != tuple(n for n, f in zip(shape, final) if f != 0):
+                raise ValueError(f"read_into: out has shape {out.shape}, the key {shape}")
+            if out.size:
+                scratch = np.empty(chunk_nitems(self.chunks, self.blocks) * out.itemsize, np.uint8)
+                self._read(dims, out.reshape(shape), scratch)
+
     def _getitem(self, key) -> np.ndarray:
         small = self._in_one_chunk(key)
         if small is not None:
@@ -265,6 +286,12 @@ class B2ndArray(ArrayWrites, OnSChunk):
         if nblocks > _FEW_BLOCKS:
             return None
         chunks, blocks = self.chunks, self.blocks
+        large = nblocks * block_bytes >= _WHOLE_CHUNK_BYTES
+        if large and nblocks == math.prod(blocks_per_chunk(chunks, blocks)):
+            # A whole large chunk (a dask task's): the general path decodes it straight into
+            # its output where its blocks are whole rows, not into a buffer then copied out
+            # (8 MB chunks: 15% less CPU).
+            return None
         numbers = blocks_touched([(lo, hi) for lo, hi, _ in spans], chunks, blocks)
         buf = np.empty(chunk_bytes, np.uint8)
         if self.schunk.decode_blocks(nchunk, numbers, buf, blocksize=block_bytes) is None:
@@ -341,14 +368,10 @@ class B2ndArray(ArrayWrites, OnSChunk):
         """:meth:`_read` from committed state ``st``."""
         # Small chunks a read takes whole are read a run of neighbours at a time and decoded
         # in one compiled call per run (nd/read_chunks.py); the others one by one.
-        in_runs = (
-            len(scratch) <= read_chunks.MAX_CHUNK_BYTES
-            and self.dtype.subdtype is None
-            and self.ndim > 0
-            and read_chunks.available()
-        )
+        in_c = self.dtype.subdtype is None and self.ndim > 0 and read_chunks.available()
+        in_runs = in_c and len(scratch) <= read_chunks.MAX_CHUNK_BYTES
         grid = chunk_grid(self.shape, self.chunks)
-        if in_runs and self._read_box(dims, grid, out, scratch, st):
+        if in_c and self._read_box(dims, grid, out, scratch, st, small=in_runs):
             return
         if in_runs:
             whole, few, others = split_whole(dims, self.chunks, self.blocks, self.shape)
@@ -362,25 +385,30 @@ class B2ndArray(ArrayWrites, OnSChunk):
             ((c_index(coords, grid), parts) for coords, parts in others), out, scratch, st
         )
 
-    def _read_box(self, dims, grid, out: np.ndarray, scratch: np.ndarray, state) -> bool:
-        """A box (step-1 ranges) of a few chunks of a local frame, planned and read in one
-        compiled call (:func:`read_chunks.read_box`), the chunks it leaves as :meth:`_read_runs`
-        reads them. False when this is not the way (nothing done)."""
+    def _read_box(
+        self, dims, grid, out: np.ndarray, scratch: np.ndarray, state, small: bool = True
+    ) -> bool:
+        """A box (step-1 ranges) of a local frame planned and read in one compiled call
+        (:func:`read_chunks.read_box`): a few ``small`` chunks, or large chunks decoded
+        straight into ``out`` with threads over them; the chunks it leaves are read as
+        :meth:`_read_runs` (or, large, :meth:`_read_each`) reads them. False when this is
+        not the way (nothing done)."""
         chunks = self.chunks
-        if not all(r.step == 1 and len(r) for r in dims):
+        threads = read_chunks.box_way(dims, self.shape, chunks, self.blocks, out, small)
+        if not threads:
             return False
-        touched = math.prod((r.stop - 1) // c - r.start // c + 1 for r, c in zip(dims, chunks))
-        if touched > read_chunks.BOX_CHUNKS or (
-            read_chunks.box_threads(dims, chunks, self.blocks, out) > 1
-        ):
-            return False  # (many chunks, or enough blocks for threads to share)
         lo, hi = [r.start for r in dims], [r.stop for r in dims]
         left = read_chunks.read_box(
-            self.schunk, state, lo, hi, self.shape, chunks, self.blocks, out, scratch
+            self.schunk, state, lo, hi, self.shape, chunks, self.blocks, out, scratch, threads
         )
         if left is None:
             return False
-        if len(left):
+        if len(left) and not small:
+            # (special chunks, DELTA ones, ...: one by one, as large chunks are read)
+            work = ((c_index(at, grid), parts) for at, parts in _chunks_touched(dims, chunks))
+            undone = set(left.tolist())
+            self._read_each(((n, p) for n, p in work if n in undone), out, scratch, state)
+        elif len(left):
             # (special chunks, DELTA ones, ...: decoded whole in runs, or one by one)
             coords = np.stack(np.unravel_index(left, grid), axis=1).astype(np.int64)
             starts = coords * np.asarray(chunks, np.int64)

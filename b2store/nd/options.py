@@ -178,7 +178,9 @@ def array_constructor(body):
         return body(*args, **kwargs)
 
     constructor.__signature__ = signature  # type: ignore[attr-defined]
-    constructor.__doc__ = _DOC_MARK.sub(
+    # The body's own docstring too: documentation tools follow ``__wrapped__`` to it (griffe
+    # 2.4 read the marks there and took them for malformed parameters).
+    body.__doc__ = constructor.__doc__ = _DOC_MARK.sub(
         lambda m: textwrap.indent(_DOC_MARKS[m[2]], m[1]), body.__doc__ or ""
     )
     return constructor

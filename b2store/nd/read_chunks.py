@@ -34,8 +34,16 @@ except ImportError:  # pragma: no cover - a build without the extensions
     _read_chunks = None
 
 __all__ = [
-    "ReadRows", "available", "box_threads", "read_box", "read_part", "read_parts", "read_runs"
-]  # fmt: skip
+    "ReadRows",
+    "available",
+    "box_threads",
+    "box_way",
+    "read_box",
+    "read_part",
+    "read_parts",
+    "read_runs",
+    "straight_box",
+]
 
 # Padded chunks up to this size are decoded whole in runs. 64^3 float64 chunks (2 MiB) read
 # whole at 0.83-0.85x python-blosc2 by groups of blocks and at 1.05-1.09x in runs; 4 MiB
@@ -197,6 +205,43 @@ def _parts(args, chunk: np.ndarray, done: np.ndarray, lo: int, hi: int) -> None:
 BOX_CHUNKS = 64
 
 
+def box_way(dims, shape, chunkshape, blockshape, out: np.ndarray, small: bool) -> int:
+    """How many threads :func:`read_box` reads the box ``dims`` with; 0 where it is not the
+    way. It takes a box (step-1 ranges) of a few ``small`` chunks with too few blocks for
+    threads to share, in one thread; and a box of many large chunks that it decodes
+    straight into ``out`` (:func:`straight_box`), one per thread at a time: no copy out of
+    scratch, no Python per chunk (a whole read of 8 MB chunks handed each to two threads in
+    turn, the chunk's read and the Python between them done by one thread). A read of one
+    large chunk keeps the threads over its blocks."""
+    if not all(r.step == 1 and len(r) for r in dims):
+        return 0
+    touched = math.prod((r.stop - 1) // c - r.start // c + 1 for r, c in zip(dims, chunkshape))
+    if not small:
+        if touched > 1 and straight_box(dims, shape, chunkshape, blockshape):
+            return min(box_threads(dims, chunkshape, blockshape, out), touched)
+        return 0
+    # (box_threads walks the chunks along each dimension: only for a few of them)
+    return 1 if touched <= BOX_CHUNKS and box_threads(dims, chunkshape, blockshape, out) == 1 else 0
+
+
+def straight_box(dims, shape, chunkshape, blockshape) -> bool:
+    """Whether the box ``dims`` (step-1 ranges) takes its chunks whole along every
+    dimension but the first, chunks that are the array's full length there and whose blocks
+    are whole trailing rows of them (blocks of 1 before one dimension, not padded along it,
+    the chunk's full length after it): then :func:`read_box` decodes each chunk it takes
+    from its start straight into the output, as python-blosc2's default layouts are read
+    whole (``_read_chunks._straight_to`` decides per chunk)."""
+    nd = len(chunkshape)
+    split = next((d for d in range(nd) if blockshape[d] != 1), nd)
+    if split < nd and chunkshape[split] % blockshape[split]:
+        return False
+    if any(blockshape[d] != chunkshape[d] for d in range(split + 1, nd)):
+        return False
+    return all(
+        dims[d].start == 0 and len(dims[d]) == shape[d] == chunkshape[d] for d in range(1, nd)
+    )
+
+
 def box_threads(dims, chunkshape, blockshape, out: np.ndarray) -> int:
     """How many threads would share decoding the blocks that the box ``dims`` (step-1
     ranges) touches."""
@@ -212,12 +257,14 @@ def box_threads(dims, chunkshape, blockshape, out: np.ndarray) -> int:
 
 
 def read_box(
-    schunk: SChunk, state: State, lo, hi, shape, chunkshape, blockshape, out, scratch
-) -> np.ndarray | None:
+    schunk: SChunk, state: State, lo, hi, shape, chunkshape, blockshape, out, scratch,
+    threads: int = 1,
+) -> np.ndarray | None:  # fmt: skip
     """Items ``[lo, hi)`` (a box) of the array into ``out``, every chunk the box touches
-    planned, read from the frame's file, decoded and placed in one compiled call. Returns
-    the numbers of the chunks not done, for the caller to read another way; None when the
-    frame is not a local file (nothing done)."""
+    planned, read from the frame's file, decoded and placed in one compiled call (one per
+    thread of ``threads``, each taking the next chunk as it is free). Returns the numbers
+    of the chunks not done, for the caller to read another way; None when the frame is not
+    a local file (nothing done)."""
     found = schunk.file_index(state)
     if found is None:
         return None
@@ -227,14 +274,40 @@ def read_box(
         offsets = np.ascontiguousarray(offsets, np.int64)
         left = np.empty(math.prod(len(range(a // c, (b - 1) // c + 1))
                                   for a, b, c in zip(lo, hi, chunkshape)), np.int64)  # fmt: skip
-        room = _room(schunk.widest_stored(state))
-        n = _read_chunks.read_box(
-            fd, offsets, stored, base, lo, hi, shape, chunkshape, blockshape, out, room,
-            scratch, native._scratch(), left,
+        widest = schunk.widest_stored(state)
+        args = (fd, offsets, stored, base, lo, hi, shape, chunkshape, blockshape, out)
+        if threads <= 1:
+            n = _read_chunks.read_box(*args, _room(widest), scratch, native._scratch(), left)
+            return left[:n]
+        shared = np.zeros(2, np.int64)
+        _together(
+            lambda chunk: _read_chunks.read_box(
+                *args, _room(widest), chunk, native._scratch(), left, shared=shared
+            ),
+            scratch, min(threads, len(left)),
         )  # fmt: skip
     finally:
         os.close(fd)
-    return left[:n]
+    return np.sort(left[: shared[1]])
+
+
+def _together(work, scratch: np.ndarray, threads: int) -> None:
+    """``work(chunk)`` in ``threads`` threads at once (this one with ``scratch``, the others
+    each with a padded chunk of their own, which only the chunks decoded out of place
+    touch), all of them done before it returns, also when one fails (they read from a
+    descriptor the caller closes then). ``work`` takes chunks from a shared counter until
+    none is left: a job not started when this thread is done is dropped (on a busy machine
+    its thread may wait milliseconds for a core)."""
+    pool = native.executor(threads - 1)
+    jobs = [pool.submit(work, np.empty_like(scratch)) for _ in range(threads - 1)]
+    try:
+        work(scratch)
+    finally:
+        jobs = [job for job in jobs if not job.cancel()]
+        for job in jobs:
+            job.exception()  # (waits)
+    for job in jobs:
+        job.result()
 
 
 def _room(need: int) -> np.ndarray:

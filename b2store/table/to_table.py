@@ -40,6 +40,8 @@ def to_table(data, path, *, mode: str = "w", attrs: dict | None = None) -> None:
         The table's attributes (python-blosc2's ``table.vlmeta``); a Dataset's own by default.
         Appending keeps the table's, updated with these.
 
+    Examples
+    --------
     >>> import b2store, pandas as pd, tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "t.b2z")
     >>> b2store.to_table(pd.DataFrame({"a": [1, 2], "s": ["x", None]}), path)

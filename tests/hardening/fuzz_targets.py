@@ -29,6 +29,7 @@ from b2store.containers import BatchArray, Container
 from b2store.errors import B2StoreError
 from b2store.frame.schunk import SChunk
 from b2store.limits import Limits
+from b2store.nd import read_chunks
 
 # One chunk decodes to at most this here (the library's default is larger): each fuzz input
 # then costs little memory and time, and the limit's own refusal is exercised often.
@@ -117,6 +118,13 @@ def exercise_array(a) -> None:
         return
     if a.nbytes <= WHOLE_READ:
         a[...]
+        # Again with every chunk taken as large: read in one compiled call per thread,
+        # straight into the output (nd/read_chunks.box_way), where the layout allows.
+        large, read_chunks.MAX_CHUNK_BYTES = read_chunks.MAX_CHUNK_BYTES, 0
+        try:
+            a[...]
+        finally:
+            read_chunks.MAX_CHUNK_BYTES = large
     else:
         a[(0,) * a.ndim]
         a[tuple(n - 1 for n in a.shape)]
@@ -282,7 +290,9 @@ def target_pipeline(data: bytes) -> None:
     ``data``, of an array whose chunk is what the header says when it says something usable
     (its item size and nbytes), read whole (decoded straight into zarr's output) and across
     both (through a buffer), by the pipeline's own file reads (a local store, zarr's
-    ``BloscCodec``) or through a store's byte getters (in memory, b2store's ``blosc2``)."""
+    ``BloscCodec``) or through a store's byte getters (in memory, b2store's ``blosc2``);
+    then written in part, which reads and decodes the stored chunk first (the pipeline's
+    writes)."""
     import zarr
     from zarr.codecs import BloscCodec
 
@@ -318,6 +328,7 @@ def target_pipeline(data: bytes) -> None:
         z = zarr.open_array(store, mode="r")
         z[:]
         z[nitems // 2 : nitems + nitems // 2 + 1]
+        zarr.open_array(store, mode="r+")[nitems // 2 : nitems // 2 + 1] = 1
 
 
 def _exercise_tree(path: Path) -> None:

@@ -54,3 +54,44 @@ def test_reads_across_chunks_come_from_one_commit(tmp_path, contiguous):
     a.close()
     assert not errors, errors[:5]
     assert reads[0] > 50
+
+
+@pytest.mark.parametrize("contiguous", [True, False], ids=["cframe", "sframe"])
+def test_reads_through_zarr_and_b2stores_pipeline_come_from_one_commit(tmp_path, contiguous):
+    # zarr reads a B2ndStore chunk by chunk, each key alone, and may mix commits; with
+    # b2store's codec pipeline a basic read is one box read from one committed state.
+    zarr = pytest.importorskip("zarr")
+    from b2store.integrations.zarr.pipeline import PIPELINE_PATH
+    from b2store.integrations.zarr.store import B2ndStore
+
+    path = tmp_path / "a.b2nd"
+    a = b2store.asarray(BASE, urlpath=path, chunks=(10, 40), blocks=(5, 40), contiguous=contiguous)
+    with zarr.config.set({"codec_pipeline.path": PIPELINE_PATH}):
+        z = zarr.open_array(B2ndStore(path))
+    errors: list = []
+    reads = [0]
+    stop = time.monotonic() + 2.0
+    selections = [(...,), (slice(5, 25), 3), (slice(8, 32), slice(None, None, 7))]
+
+    def reader(k):
+        while time.monotonic() < stop:
+            key = selections[(k + reads[0]) % len(selections)]
+            try:
+                seen = version(z[key], BASE[key])
+            except Exception as exc:
+                errors.append(repr(exc))
+                continue
+            if len(seen) != 1:
+                errors.append(f"{key}: chunks of commits {sorted(seen)} in one read")
+            reads[0] += 1
+
+    def writer():
+        v = 1
+        while time.monotonic() < stop:
+            a[...] = BASE + v  # every chunk, published in one commit
+            v += 1
+
+    run_threads(*[lambda k=k: reader(k) for k in range(2)], writer)
+    a.close()
+    assert not errors, errors[:5]
+    assert reads[0] > 50

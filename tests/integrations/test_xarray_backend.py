@@ -2,6 +2,7 @@
 engine is found by name and by sniffing, dimensions/attributes/CF decoding follow the vlmeta
 conventions, and indexing reads only the chunks it touches."""
 
+import inspect
 import pickle
 
 import numpy as np
@@ -105,6 +106,28 @@ def test_engine_is_registered_with_a_description():
     assert "Blosc2" in entry.description and entry.url.startswith("https://")
     for name in ("group", "storage_options", "decode_times", "drop_variables"):
         assert name in entry.open_dataset_parameters
+
+
+def test_openers_take_the_options_xarray_reads_from_open_dataset(tmp_path):
+    # open_dataset and open_groups_as_dict share one list of options: each signature names
+    # every option open_dataset_parameters declares, keyword-only, and nothing else.
+    entry = B2ndBackendEntrypoint()
+    for opener in (entry.open_dataset, entry.open_groups_as_dict):
+        params = inspect.signature(opener).parameters
+        assert tuple(params) == entry.open_dataset_parameters
+        assert all(p.kind is p.KEYWORD_ONLY for p in list(params.values())[1:])
+        assert params["mask_and_scale"].default is True and params["lock"].default is None
+    assert inspect.signature(entry.open_dataset).return_annotation == "Dataset"
+    assert inspect.signature(entry.open_groups_as_dict).return_annotation == "dict[str, Dataset]"
+    assert entry.open_dataset.__name__ == "open_dataset"
+    path = tmp_path / "a.b2nd"
+    blosc2.asarray(np.arange(6.0), urlpath=str(path), mode="w")
+    for opener in (entry.open_dataset, entry.open_groups_as_dict):
+        with pytest.raises(TypeError, match="unexpected keyword argument 'chunk_store'"):
+            opener(path, chunk_store={})
+    # The same decoding either way.
+    with entry.open_dataset(path, decode_times=False) as one:
+        xr.testing.assert_identical(one, entry.open_groups_as_dict(path)["/"])
 
 
 def test_guess_can_open(tmp_path):

@@ -127,6 +127,74 @@ def _is_zip(path: Path) -> bool:
 # --- the engine --------------------------------------------------------------------------------
 
 
+def _with_options(body):
+    """The engine's opener that calls ``body(self, opening)``: open_dataset and
+    open_groups_as_dict take the same options, written once here (xarray reads them from
+    ``open_dataset``'s signature: it stays what it was), and both open what they are given
+    the same way (:class:`_Opening`)."""
+
+    def opener(
+        self,
+        filename_or_obj,
+        *,
+        drop_variables: str | Iterable[str] | None = None,
+        mask_and_scale=True,
+        decode_times=True,
+        concat_characters=True,
+        decode_coords=True,
+        use_cftime=None,
+        decode_timedelta=None,
+        group: str | None = None,
+        storage_options: Mapping | None = None,
+        lock=None,
+        limits: Limits | None = None,
+        variable_name: str | None = None,
+    ):
+        return body(self, _Opening(filename_or_obj, locals()))
+
+    opener.__name__ = body.__name__.lstrip("_")
+    opener.__qualname__ = body.__qualname__.replace("._", ".")
+    opener.__doc__ = body.__doc__
+    opener.__annotations__["return"] = body.__annotations__["return"]
+    return opener
+
+
+class _Opening:
+    """What an opener was asked to open and how, checked before anything is opened: the
+    path, whether it is in xarray-blosc2's layout, whether it is a "frame" or a "tree", the
+    CF decoding settings and the other options; and the openings both openers share."""
+
+    def __init__(self, filename_or_obj, options: Mapping):
+        self.decoders = {k: options[k] for k in _DECODERS}
+        self.group = options["group"]
+        self.storage_options = options["storage_options"]
+        self.limits = options["limits"]
+        self.variable_name = options["variable_name"]
+        self.given_lock = options["lock"]
+        self.path, self.xb2, self.kind = _what_to_open(
+            filename_or_obj, self.limits, self.variable_name
+        )
+        self.lock = _lock_of(self.given_lock)
+
+    def frame(self) -> Dataset:
+        """The single frame at the path as a Dataset."""
+        return frame_dataset(
+            self.path, self.storage_options, self.lock, self.decoders, self.limits,
+            self.variable_name,
+        )  # fmt: skip
+
+    def tree(self):
+        """The tree at the path, opened."""
+        return _open_tree(self.path, self.storage_options, self.limits, self.variable_name)
+
+    def table(self, tree, node: str) -> Dataset:
+        """The python-blosc2 CTable at ``node`` of ``tree``."""
+        return _table_dataset(
+            tree, self.path, node, self.storage_options, self.limits, self.given_lock,
+            self.decoders,
+        )  # fmt: skip
+
+
 class B2ndBackendEntrypoint(BackendEntrypoint):
     """Open Blosc2 b2nd frames (``.b2nd``, ``.b2frame``, sparse-frame directories) and trees
     (``.b2d``, ``.b2z``, directories of frames) with ``xr.open_dataset(path, engine="b2nd")``.
@@ -180,84 +248,45 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
             return _classify(path) is not None
         return False
 
-    def open_dataset(
-        self,
-        filename_or_obj,
-        *,
-        drop_variables: str | Iterable[str] | None = None,
-        mask_and_scale=True,
-        decode_times=True,
-        concat_characters=True,
-        decode_coords=True,
-        use_cftime=None,
-        decode_timedelta=None,
-        group: str | None = None,
-        storage_options: Mapping | None = None,
-        lock=None,
-        limits: Limits | None = None,
-        variable_name: str | None = None,
-    ) -> Dataset:
-        decoders = _decoders(locals())  # (first: its arguments are all the locals yet)
-        path, xb2, kind = _what_to_open(filename_or_obj, limits, variable_name)
-        if kind == "frame":
+    def _open_dataset(self, opening: _Opening) -> Dataset:
+        path, decoders, lock, group = opening.path, opening.decoders, opening.lock, opening.group
+        if opening.kind == "frame":
             if group not in (None, "", "/"):
                 raise ValueError(f"a single frame has no groups; group={group!r}")
-            return frame_dataset(
-                path, storage_options, _lock_of(lock), decoders, limits, variable_name
-            )
-        tree = _open_tree(path, storage_options, limits, variable_name)
+            return opening.frame()
+        tree = opening.tree()
         node = _group_path(group)
-        if xb2:
-            return _xb2_dataset(tree, path, node, _lock_of(lock), decoders)
+        if opening.xb2:
+            return _xb2_dataset(tree, path, node, lock, decoders)
         if node not in tree.groups():
             raise KeyError(f"no group {node!r} in {path}; groups: {sorted(tree.groups())}")
         if is_table(tree, node):
-            return _table_dataset(tree, path, node, storage_options, limits, lock, decoders)
+            return opening.table(tree, node)
         sizes = ancestor_sizes(tree, node)
         try:
-            return group_dataset(tree, path, node, _lock_of(lock), decoders, sizes)
+            return group_dataset(tree, path, node, lock, decoders, sizes)
         except ForeignLayoutError:
             # Frames in xarray-blosc2's layout without its manifest or coordinate files (or
             # behind a URL, where the files are not sniffed).
             if node != "/":
                 raise
-            return _xb2_dataset(tree, path, node, _lock_of(lock), decoders)
+            return _xb2_dataset(tree, path, node, lock, decoders)
 
-    def open_groups_as_dict(
-        self,
-        filename_or_obj,
-        *,
-        drop_variables: str | Iterable[str] | None = None,
-        mask_and_scale=True,
-        decode_times=True,
-        concat_characters=True,
-        decode_coords=True,
-        use_cftime=None,
-        decode_timedelta=None,
-        group: str | None = None,
-        storage_options: Mapping | None = None,
-        lock=None,
-        limits: Limits | None = None,
-        variable_name: str | None = None,
-    ) -> dict[str, Dataset]:
-        decoders = _decoders(locals())  # (first: its arguments are all the locals yet)
-        path, xb2, kind = _what_to_open(filename_or_obj, limits, variable_name)
-        if kind == "frame":
-            frame = frame_dataset(
-                path, storage_options, _lock_of(lock), decoders, limits, variable_name
-            )
-            return {"/": frame}
-        tree = _open_tree(path, storage_options, limits, variable_name)
-        root = _group_path(group)
-        if xb2:
-            return {"/": _xb2_dataset(tree, path, root, _lock_of(lock), decoders)}
+    def _open_groups_as_dict(self, opening: _Opening) -> dict[str, Dataset]:
+        path, decoders, lock = opening.path, opening.decoders, opening.lock
+        if opening.kind == "frame":
+            return {"/": opening.frame()}
+        tree = opening.tree()
+        root = _group_path(opening.group)
+        if opening.xb2:
+            return {"/": _xb2_dataset(tree, path, root, lock, decoders)}
         out, sizes, tables = {}, {}, []
         for node in sorted(tree.groups()):
             if any(node.startswith(t.rstrip("/") + "/") for t in tables):
                 continue  # a table's insides: its columns are the table's variables
             if is_table(tree, node) and (node == root or node.startswith(root.rstrip("/") + "/")):
                 rel = "/" + node[len(root) :].strip("/") if root != "/" else node
-                out[rel] = _table_dataset(tree, path, node, storage_options, limits, lock, decoders)
+                out[rel] = opening.table(tree, node)
                 tables.append(node)
                 continue
             if node == root or node.startswith(root.rstrip("/") + "/"):
@@ -267,16 +296,17 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
                 if node == root:
                     sizes[node] = {}
                 try:
-                    out[rel] = group_dataset(
-                        tree, path, node, _lock_of(lock), decoders, sizes[node]
-                    )
+                    out[rel] = group_dataset(tree, path, node, lock, decoders, sizes[node])
                 except ForeignLayoutError:
                     if node != "/" or len(tree.groups()) > 1:
                         raise
-                    return {"/": _xb2_dataset(tree, path, root, _lock_of(lock), decoders)}
+                    return {"/": _xb2_dataset(tree, path, root, lock, decoders)}
         if not out:
             raise KeyError(f"no group {root!r} in {path}")
         return out
+
+    open_dataset = _with_options(_open_dataset)
+    open_groups_as_dict = _with_options(_open_groups_as_dict)
 
     def open_datatree(self, filename_or_obj, **kwargs):
         groups = self.open_groups_as_dict(filename_or_obj, **kwargs)
@@ -293,11 +323,6 @@ _DECODERS = (
     "decode_timedelta",
     "drop_variables",
 )
-
-
-def _decoders(arguments: Mapping) -> dict:
-    """The CF decoding settings among an opener's ``arguments`` (its ``locals()``)."""
-    return {k: arguments[k] for k in _DECODERS}
 
 
 def _what_to_open(filename_or_obj, limits, variable_name) -> tuple[str, bool, str]:

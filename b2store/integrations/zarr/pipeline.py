@@ -9,11 +9,15 @@ and the class name, as one string)::
 It serves the arrays whose chunks are one Blosc chunk of plain C-order items: Zarr v3 with
 ``bytes`` (little-endian; a ``transpose`` of identity order before it) and one of zarr's
 ``blosc``, ``numcodecs.blosc``, b2store's ``blosc2`` or ``numcodecs.blosc2``; Zarr v2 with
-the ``blosc`` or ``blosc2`` compressor, no filters and C order. Every other array (other
-codecs, sharding, checksums, big-endian items, F order, object items) gets zarr's own
-``BatchedCodecPipeline`` itself, built as zarr builds it: the setting is process-wide and
-never changes what an array it does not serve reads or writes. Writes, and reads into an
-output that is not a C-contiguous NumPy array, go to that same pipeline of zarr's.
+the ``blosc`` or ``blosc2`` compressor, no filters and C order; and ``B2ndStore`` arrays
+(their ``b2nd`` codec), whose basic reads are one box read by b2store's own engine
+(:mod:`.b2nd_reads`). Every other array (other codecs, sharding, checksums, big-endian
+items, F order, object items) gets zarr's own ``BatchedCodecPipeline`` itself, built as
+zarr builds it: the setting is process-wide and never changes what an array it does not
+serve reads or writes. Writes of the Blosc arrays are merged, encoded by the array's own
+codecs and stored in threads over the chunks (:mod:`.pipeline_writes`: zarr's bytes);
+writes of ``B2ndStore`` arrays, and reads into an output that is not a C-contiguous NumPy
+array, go to that same pipeline of zarr's.
 
 A read fetches its chunks' bytes (a ``LocalStore``'s files read straight from the disk,
 other stores through their byte getters, concurrently), checks and walks each chunk in C
@@ -48,6 +52,9 @@ from ...chunk._chunk_plan import Plan
 from ...chunk.decoder import decode_chunk
 from ...errors import FormatError
 from ...nd import _plain_chunks
+from .b2nd_reads import box_of, read_box
+from .pipeline_writes import Writer, chunk_encoder
+from .store import B2ndStore
 
 __all__ = ["PIPELINE_PATH", "B2storeCodecPipeline"]
 
@@ -114,6 +121,19 @@ def served_dtype(metadata: Any) -> np.dtype | None:
             return None
         return dt
     return None
+
+
+def b2nd_dtype(metadata: Any, store: Any) -> np.dtype | None:
+    """The items' dtype of a ``B2ndStore`` array (its one codec ``b2nd``), else None."""
+    if not isinstance(store, B2ndStore) or not isinstance(metadata, ArrayV3Metadata):
+        return None
+    if [_name(c) for c in metadata.codecs] != ["b2nd"]:
+        return None
+    try:
+        dt = np.dtype(metadata.data_type.to_native_dtype())
+    except Exception:
+        return None
+    return None if dt.hasobject else dt
 
 
 def zarr_default_pipeline(metadata: Any) -> CodecPipeline:
@@ -229,8 +249,9 @@ class B2storeCodecPipeline(CodecPipeline):
     """A Zarr codec pipeline decoding Blosc-compressed chunks with b2store's kernels.
 
     Made by zarr through :meth:`from_array_metadata_and_store` for each array; for an array
-    it does not serve, that returns zarr's own ``BatchedCodecPipeline``. Writes and
-    everything else but plain reads are handed to zarr's pipeline (``inner``) unchanged.
+    it does not serve, that returns zarr's own ``BatchedCodecPipeline``. Everything but
+    reads and writes (and the reads and writes it leaves) is handed to zarr's pipeline
+    (``inner``) unchanged.
     """
 
     def __init__(self, inner: CodecPipeline, dtype: np.dtype, store: Any = None) -> None:
@@ -238,6 +259,15 @@ class B2storeCodecPipeline(CodecPipeline):
         self.dtype = dtype
         self.store = store
         self._root = _local_root(store)
+        self._b2nd = isinstance(store, B2ndStore)
+        encode = None if self._b2nd else chunk_encoder(list(inner), dtype)
+        sync = all(hasattr(store, m) for m in ("set_sync", "delete_sync"))
+        local = store if self._root is not None and sync else None
+        self._writes = None if encode is None else Writer(encode, dtype, local, self._chunk_file)
+
+    def _chunk_file(self, key: str) -> bytes | None:
+        """A LocalStore chunk's bytes (None: no such file), as the reads read them."""
+        return _read_file(os.path.join(self._root, key))
 
     # -- how zarr builds a pipeline --
 
@@ -245,6 +275,8 @@ class B2storeCodecPipeline(CodecPipeline):
     def from_array_metadata_and_store(cls, array_metadata: Any, store: Any) -> CodecPipeline:
         inner = zarr_default_pipeline(array_metadata)
         dtype = served_dtype(array_metadata)
+        if dtype is None:
+            dtype = b2nd_dtype(array_metadata, store)
         if dtype is None:
             return inner
         return cls(inner, dtype, store)
@@ -301,7 +333,13 @@ class B2storeCodecPipeline(CodecPipeline):
         return await self.inner.encode(chunk_arrays_and_specs)
 
     async def write(self, batch_info: Iterable[Any], value: Any, drop_axes: tuple = ()) -> Any:
-        return await self.inner.write(batch_info, value, drop_axes)
+        try:
+            arr = value.as_ndarray_like()
+        except Exception:
+            arr = None
+        if self._writes is None or not isinstance(arr, np.ndarray) or arr.dtype != self.dtype:
+            return await self.inner.write(batch_info, value, drop_axes)
+        return await self._writes.write(list(batch_info), arr, drop_axes)
 
     # -- reading --
 
@@ -318,10 +356,24 @@ class B2storeCodecPipeline(CodecPipeline):
             or not arr.flags.writeable
         ):
             return await self.inner.read(batch, out, drop_axes)
+        if self._b2nd:
+            return await self._read_b2nd(batch, arr, out, drop_axes)
         if self._root is not None:
             return await asyncio.to_thread(self._read_local, batch, arr, drop_axes)
         chunks = await self._fetch(batch)
         return await asyncio.to_thread(self._read_fetched, batch, chunks, arr, drop_axes)
+
+    async def _read_b2nd(self, batch: list, arr: np.ndarray, out: Any, drop_axes: tuple):
+        """A ``B2ndStore`` array's read: one box read by b2store's engine into ``arr``
+        (:mod:`.b2nd_reads`), or zarr's pipeline where the batch is not one box or zarr must
+        be told which chunks are missing."""
+        store = self.store
+        box = None
+        if batch and getattr(batch[0][1].config, "read_missing_chunks", True):
+            box = box_of(store, batch, arr)
+        if box is None or not await asyncio.to_thread(read_box, store, *box, arr):
+            return await self.inner.read(batch, out, drop_axes)
+        return tuple({"status": _PRESENT} for _ in batch)
 
     async def _fetch(self, batch: list) -> list[Any]:
         """Every chunk's bytes through its byte getter, up to zarr's concurrency at once."""
