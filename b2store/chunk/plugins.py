@@ -174,8 +174,9 @@ def fits_block(codec: int, codec_meta: int, filters, filters_meta, typesize: int
     """Whether c-blosc2's plugins among these settings code blocks of this shape (whatever
     the split mode, which is the caller's choice, not the shape's)."""
     try:
-        check_encodable(codec, codec_meta, typesize, blockshape)
+        # (the filters first: the codec's check ends in zfp's, the last word asked)
         check_filters_encodable(filters, filters_meta, typesize, blockshape)
+        check_encodable(codec, codec_meta, typesize, blockshape)
     except ValueError:
         return False
     return True

@@ -42,14 +42,12 @@ from ...nd.chunks import encode_chunk_array
 from ...nd.geometry import c_index, chunk_grid
 from ...tree import VLMETA_NAME
 from .conventions import DTYPE_KEY, STRINGDTYPE, XARRAY_KEY
-from .encoding import STORAGE_KEYS, VALUE_KEYS, encode_group
+from .encoding import encode_into
 from .frames import (
     MAX_EMBEDDED_COORD_BYTES,
     plain_attrs,
     put_in_place,
-    to_stored_dtype,
     values_at,
-    wider_strings,
     write_attrs_frame,
     write_variable,
     zip_tree,
@@ -177,8 +175,7 @@ def _plan(ds, stored: xr.Dataset, mode, append_dim, region, encoding, single: bo
     after = dict(sizes)
     if append_dim is not None:
         after[append_dim] = sizes[append_dim] + ds.sizes.get(append_dim, 0)
-    out = _Plan()
-    variables, rewrite = {}, {}
+    variables = {}
     for name in ds.variables:
         var = ds.variables[name]
         if name in stored.variables:
@@ -190,27 +187,6 @@ def _plan(ds, stored: xr.Dataset, mode, append_dim, region, encoding, single: bo
                     f"{have} (.astype), or pass mode='w' to write the Dataset anew"
                 )
             var = _as_stored(name, var, stored.variables[name], region, append_dim)
-            var = var.copy(deep=False)
-            old = stored.variables[name].encoding
-            var.encoding = {k: old[k] for k in VALUE_KEYS if k in old}
-            if wider_strings(var, old.get("dtype", have)):
-                # Items of a frame have one size: strings wider than stored make the
-                # variable a new frame, written whole with the stored storage options.
-                if single or region:
-                    raise ValueError(
-                        f"Mismatched dtypes for variable {name} between the b2nd store on "
-                        f"disk ({old.get('dtype', have)}) and the dataset to write "
-                        f"({var.dtype}): wider strings than stored can only be appended to a "
-                        "variable of a .b2d or .b2z tree"
-                    )
-                if append_dim in var.dims:
-                    var = xr.Variable.concat([stored.variables[name], var], dim=append_dim)
-                var.encoding = {
-                    **{k: v for k, v in old.items() if k in STORAGE_KEYS},
-                    **{k: v for k, v in var.encoding.items() if k != "dtype"},
-                }
-                rewrite[name] = var
-                continue
         else:
             for dim, n in var.sizes.items():
                 if dim in after and n != after[dim] and dim not in region:
@@ -218,34 +194,21 @@ def _plan(ds, stored: xr.Dataset, mode, append_dim, region, encoding, single: bo
         variables[name] = var
     if append_dim is not None:
         # Every stored variable along append_dim grows with it, or sizes would conflict.
-        left = [
-            k
-            for k, v in stored.variables.items()
-            if append_dim in v.dims and k not in variables and k not in rewrite
-        ]
+        left = [k for k, v in stored.variables.items() if append_dim in v.dims and k not in ds]
         if left and ds.sizes.get(append_dim, 0):
             raise ValueError(
                 f"variables {left!r} are stored along append_dim={append_dim!r} but are not "
                 "in the dataset to append: they would be left shorter than the dimension; "
                 "append them too"
             )
-    new_ds = xr.Dataset(
-        {k: v for k, v in variables.items() if k not in ds.coords},
-        {k: v for k, v in variables.items() if k in ds.coords},
-        attrs=ds.attrs,
-    )
-    encoded, attrs, storage, coord_names, sd_names = encode_group(
-        new_ds, {k: v for k, v in encoding.items() if k in fresh}
-    )
-    for name, var in rewrite.items():
-        # alone: its size along append_dim is the stored one's and the new one's
-        enc, _, opts, _, sd = encode_group(xr.Dataset({name: var}), {})
-        out.new[name] = (enc[name], opts[name], name in sd, name in ds.coords)
-    for name, var in encoded.items():
-        if name not in stored.variables:
-            out.new[name] = (var, storage[name], name in sd_names, name in coord_names)
-            continue
-        var = to_stored_dtype(name, var, stored.variables[name].encoding.get("dtype"))
+    # Encoded with what is stored, every variable in one call (encoding owns the dtypes).
+    into, new, attrs = encode_into(
+        variables, stored, coords=set(ds.coords), attrs=ds.attrs,
+        encoding={k: v for k, v in encoding.items() if k in fresh}, append_dim=append_dim,
+        whole=single or bool(region),
+    )  # fmt: skip
+    out = _Plan(new=new)
+    for name, var in into.items():
         start, shape = [], []
         for dim, n in zip(var.dims, var.shape):
             if dim == append_dim:
@@ -256,10 +219,7 @@ def _plan(ds, stored: xr.Dataset, mode, append_dim, region, encoding, single: bo
                 shape.append(sizes[dim])
         was = tuple(sizes[d] for d in var.dims)
         out.into[name] = (var, tuple(start), tuple(shape), was)
-    if attrs and any(
-        k not in stored.attrs or not _same(stored.attrs[k], v) for k, v in attrs.items()
-    ):
-        out.attrs = {**stored.attrs, **attrs}
+    out.attrs = attrs
     return out
 
 
@@ -367,13 +327,6 @@ def _size_error(name, dim, n, want, append_dim) -> ValueError:
         f"only changes dimension sizes when explicitly appending, but append_dim="
         f"{append_dim!r}. To write to a subset of what is stored, use the region argument."
     )
-
-
-def _same(a, b) -> bool:
-    try:
-        return bool(np.array_equal(np.asarray(a), np.asarray(b))) and type(a) is type(b)
-    except (TypeError, ValueError):
-        return False
 
 
 # --- writing into frames -------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""Which per-variable encoding keys ``to_b2nd`` stores, which it ignores, and which it refuses;
-a group CF-encoded with them.
+"""Which per-variable encoding keys ``to_b2nd`` stores, which it ignores, and which it refuses
+(the sets are in :mod:`.encoding_keys`); a group CF-encoded with them, and the values of a
+write into a stored Dataset encoded as it stores them (:func:`encode_into`).
 
 One rule, whatever a key comes through (``encoding=`` or the variable's own ``.encoding``):
 a key the writer cannot store is refused with a ValueError naming the key and the variable,
@@ -19,7 +20,7 @@ xarray's netCDF writers encode them, with each variable's storage options beside
 
 Strings are stored as fixed-width items (``<U`` or ``S``, as wide as the longest): NumPy's
 ``StringDType`` and object arrays of str or bytes alike (what the encoders leave as objects
-is made so as its frame is written, :func:`.frames.fixed_width`). A missing value (None,
+is made so last, :func:`fixed_width`). A missing value (None,
 NaN, pandas' NA) becomes the empty string, as xarray's Zarr and netCDF writers store it
 (with a ``SerializationWarning`` naming the variable and the way out), unless the variable
 has a string ``_FillValue``: missing values are then stored as it and read back
@@ -37,15 +38,23 @@ import xarray as xr
 from xarray import conventions
 from xarray.backends.common import NONE_VAR_NAME, ensure_dtype_not_object
 from xarray.coding.strings import CharacterArrayCoder, EncodedStringCoder
-from xarray.conventions import CF_RELATED_DATA
 
 from ...chunk.encoder import writable_dtype
 from ...chunk.params import ChunkParams, codec_name, splitmode_name
 from ...tree import VLMETA_NAME
+from .encoding_keys import (
+    CF_KEYS,
+    CHAR_DIM,
+    CHAR_KEYS,
+    FOREIGN_KEYS,
+    STORAGE_KEYS,
+    VALUE_KEYS,
+)
 
 __all__ = [
     "EncodingKeyError",
     "encode_group",
+    "encode_groups",
     "characters",
     "is_stringdtype",
     "STORAGE_KEYS",
@@ -58,82 +67,11 @@ __all__ = [
     "check_string_width",
     "check_string_fill",
     "object_strings",
+    "fixed_width",
+    "wider_strings",
+    "to_stored_dtype",
+    "encode_into",
 ]
-
-#: The encoding key (xarray's own, which its decoder sets on a character array it joins)
-#: that marks a variable :func:`characters` split into one byte per item.
-CHAR_DIM = "char_dim_name"
-#: The CF keys of netCDF's character arrays (``dtype: "S1"``, see :func:`characters`).
-CHAR_KEYS = ("_Encoding", CHAR_DIM)
-#: Per-variable encoding keys that choose how the frame is stored.
-STORAGE_KEYS = frozenset(
-    {"codec", "codec_meta", "clevel", "filters", "filters_meta", "splitmode", "chunks", "blocks"}
-)
-#: The CF keys that say how values are stored (masking, packing, times, ``_Unsigned``): those
-#: of a stored variable are the ones values appended or written into it are encoded with.
-VALUE_KEYS = (
-    "dtype",
-    "_FillValue",
-    "missing_value",
-    "scale_factor",
-    "add_offset",
-    "units",
-    "calendar",
-    "_Unsigned",
-)
-#: Per-variable encoding keys handed to xarray's CF encoder, which stores them as attributes:
-#: the value keys, and the CF linkage ``decode_coords="all"``, rioxarray and cf_xarray keep in
-#: ``.encoding`` (``coordinates``, ``grid_mapping``, ``bounds``, ...).
-CF_KEYS = frozenset(
-    {
-        *VALUE_KEYS,
-        *CHAR_KEYS,
-        "coordinates",
-        *CF_RELATED_DATA,
-    }
-)
-#: Keys other backends and xarray leave in a variable's ``.encoding`` on open, about how the
-#: file they came from was stored (never about the values): ignored there, as xarray's
-#: writers ignore them, refused through ``encoding=``.
-FOREIGN_KEYS = frozenset(
-    {
-        # xarray's bookkeeping
-        "source",
-        "original_shape",
-        "preferred_chunks",
-        # netCDF4 / h5netcdf storage (xarray.backends.netCDF4_._extract_nc4_variable_encoding)
-        "zlib",
-        "szip",
-        "bzip2",
-        "blosc",
-        "zstd",
-        "complevel",
-        "fletcher32",
-        "contiguous",  # also the b2nd engine's: to_b2nd's ``contiguous=`` chooses
-        "chunksizes",
-        "shuffle",
-        "compression",
-        "compression_opts",
-        "significant_digits",
-        "quantize_mode",
-        "blosc_shuffle",
-        "szip_coding",
-        "szip_pixels_per_block",
-        "endian",
-        "least_significant_digit",
-        # Zarr storage (xarray.backends.zarr.extract_zarr_variable_encoding)
-        "shards",
-        "compressors",
-        "compressor",
-        "serializer",
-        "cache_metadata",
-        "write_empty_chunks",
-        "chunk_key_encoding",
-        "fill_value",
-        "object_codec",
-        "dimension_separator",
-    }
-)
 
 
 class EncodingKeyError(KeyError, ValueError):
@@ -449,8 +387,18 @@ def encode_group(ds: xr.Dataset, encoding: Mapping) -> tuple[dict, dict, dict, s
         # xarray's netCDF writers' next step: object arrays typed from their items, missing
         # strings as "" (numbers as NaN), mixed items refused naming the variable
         var = characters(name, ensure_dtype_not_object(var, name=name))
-        variables[name] = finish_encoding(name, var)
+        variables[name] = fixed_width(finish_encoding(name, var), name)
     return variables, attrs, storage, set(ds.coords), sd_names
+
+
+def encode_groups(groups: Mapping, encodings: Mapping) -> dict:
+    """:func:`encode_group` of every group of a Dataset or DataTree written anew (each with
+    its entry of ``encodings``, none where it has none), in one call: ``{group path: what
+    encode_group gives}``."""
+    out = {}
+    for gpath, ds in groups.items():
+        out[gpath] = encode_group(ds, encodings.get(gpath) or {})
+    return out
 
 
 def characters(name, var: xr.Variable) -> xr.Variable:
@@ -472,3 +420,140 @@ def characters(name, var: xr.Variable) -> xr.Variable:
     var.encoding.pop("_Encoding", None)  # of bytes strings: nothing to decode them with
     var.encoding[CHAR_DIM] = var.dims[-1]
     return var
+
+
+# --- strings as fixed-width items ---------------------------------------------------------
+
+
+def fixed_width(var: xr.Variable, name) -> xr.Variable:
+    """Object-dtype strings as fixed-width items (b2nd holds fixed-size items only); so too
+    a StringDType the encoders left (xarray 2026.2 declares a lazily read StringDType
+    variable object while its chunks compute as StringDType)."""
+    if var.dtype != object and var.dtype.kind != "T":
+        return var
+    if hasattr(var.data, "dask"):
+        # the width is only known once every item is: say so, as xarray's writers do
+        warnings.warn(
+            f"variable {name} has data in the form of a dask array with dtype=object, which "
+            "means it is being loaded into memory to determine a data type that can be "
+            "safely stored on disk. To avoid this, coerce this variable to a fixed-size "
+            "dtype with astype() before saving it.",
+            xr.SerializationWarning,
+            stacklevel=2,
+        )
+    values = np.asarray(var.values)
+    if values.dtype.kind == "T":
+        values = values.astype(object)  # NumPy keeps a StringDType through astype(str)
+    flat = values.ravel().tolist()
+    if all(isinstance(v, str) for v in flat):
+        data = values.astype(str) if values.size else values.astype("U1")
+    elif all(isinstance(v, bytes) for v in flat):
+        data = values.astype(bytes) if values.size else values.astype("S1")
+    else:
+        raise TypeError(
+            f"variable {name!r} holds both str and bytes strings: b2nd stores one kind; "
+            "decode the bytes (or encode the str) first"
+        )
+    return xr.Variable(var.dims, data, var.attrs, var.encoding)
+
+
+def to_stored_dtype(name, var, dtype) -> xr.Variable:
+    """The encoded values in the stored dtype: strings no wider than stored are padded,
+    wider ones refused (a b2nd item has a fixed size)."""
+    if dtype is None or var.dtype == dtype:
+        return var
+    dtype = np.dtype(dtype)
+    if var.dtype.kind in "SUO" or dtype.kind in "SU":
+        var = fixed_width(var, name)
+        if var.dtype.kind != dtype.kind or var.dtype.itemsize > dtype.itemsize:
+            raise ValueError(
+                f"Mismatched dtypes for variable {name} between the b2nd store on disk "
+                f"({dtype}) and the dataset to append ({var.dtype}): strings can be appended "
+                "no wider than stored"
+            )
+        return var.astype(dtype)
+    return var  # numbers: cast to the frame's dtype when written (write_region checks)
+
+
+def wider_strings(var, dtype) -> bool:
+    """Whether ``var`` holds strings wider than items of ``dtype`` (strings) hold."""
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "SU":
+        return False
+    if var.dtype.kind in "SU":
+        width = var.dtype.itemsize // (4 if var.dtype.kind == "U" else 1)
+    elif var.dtype == object:
+        flat = np.asarray(var.values).ravel().tolist()
+        width = max((len(v) for v in flat if isinstance(v, (str, bytes))), default=0)
+    else:
+        return False
+    return width > dtype.itemsize // (4 if dtype.kind == "U" else 1)
+
+
+# --- values written into a stored Dataset ----------------------------------------------------
+
+
+def encode_into(
+    variables: Mapping, stored: xr.Dataset, *, coords, attrs, encoding, append_dim, whole: bool
+) -> tuple[dict, dict, dict]:
+    """The variables of a write into ``stored`` (checked against it, in its dimension order)
+    encoded as it stores them, all in one pass: ``(into, new, attrs)``, ``into`` the values
+    written into stored variables, in their stored dtype; ``new`` the variables written as
+    new frames, ``(variable, storage options, whether a StringDType, whether a coordinate)``:
+    those added, and those whose strings are wider than stored (refused where ``whole`` says
+    the frame cannot be rewritten: a single frame, a region); ``attrs`` the group's
+    attributes after the write (the stored ones, updated with the CF-encoded new ones), None
+    where they do not change. ``coords`` names the coordinates, ``encoding`` that of the
+    variables added."""
+    kept, rewrite = {}, {}
+    for name, var in variables.items():
+        if name in stored.variables:
+            have = stored.variables[name]
+            var = var.copy(deep=False)
+            old = have.encoding
+            var.encoding = {k: old[k] for k in VALUE_KEYS if k in old}
+            if wider_strings(var, old.get("dtype", have.dtype)):
+                # Items of a frame have one size: strings wider than stored make the
+                # variable a new frame, written whole with the stored storage options.
+                if whole:
+                    raise ValueError(
+                        f"Mismatched dtypes for variable {name} between the b2nd store on "
+                        f"disk ({old.get('dtype', have.dtype)}) and the dataset to write "
+                        f"({var.dtype}): wider strings than stored can only be appended to a "
+                        "variable of a .b2d or .b2z tree"
+                    )
+                if append_dim in var.dims:
+                    var = xr.Variable.concat([have, var], dim=append_dim)
+                var.encoding = {
+                    **{k: v for k, v in old.items() if k in STORAGE_KEYS},
+                    **{k: v for k, v in var.encoding.items() if k != "dtype"},
+                }
+                rewrite[name] = var
+                continue
+        kept[name] = var
+    group = xr.Dataset(
+        {k: v for k, v in kept.items() if k not in coords},
+        {k: v for k, v in kept.items() if k in coords},
+        attrs=attrs,
+    )
+    encoded, attrs, storage, coord_names, sd_names = encode_group(group, encoding)
+    new, into = {}, {}
+    for name, var in rewrite.items():
+        # alone: its size along append_dim is the stored one's and the new one's
+        enc, _, opts, _, sd = encode_group(xr.Dataset({name: var}), {})
+        new[name] = (enc[name], opts[name], name in sd, name in coords)
+    for name, var in encoded.items():
+        if name not in stored.variables:
+            new[name] = (var, storage[name], name in sd_names, name in coord_names)
+        else:
+            into[name] = to_stored_dtype(name, var, stored.variables[name].encoding.get("dtype"))
+    if not attrs or all(k in stored.attrs and _same(stored.attrs[k], v) for k, v in attrs.items()):
+        return into, new, None
+    return into, new, {**stored.attrs, **attrs}
+
+
+def _same(a, b) -> bool:
+    try:
+        return bool(np.array_equal(np.asarray(a), np.asarray(b))) and type(a) is type(b)
+    except (TypeError, ValueError):
+        return False

@@ -1,9 +1,8 @@
 """The frame-writing primitives of ``to_b2nd``: a Dataset's variables as b2nd frames (one
-per variable, encoded chunk by chunk, dask data never loaded whole; strings as the
-fixed-size items a frame holds, :func:`fixed_width`, and values written into a stored frame
-in its item dtype, :func:`to_stored_dtype`), the attributes frames and ``embed.b2e`` of a
-python-blosc2 ``.b2d``/``.b2z`` tree, the layout a path asks for, and a new Dataset written
-beside its target and put in its place (:func:`write_new`).
+per variable, as :mod:`.encoding` encoded them, chunk by chunk, dask data never loaded
+whole), the attributes frames and ``embed.b2e`` of a python-blosc2 ``.b2d``/``.b2z`` tree,
+the layout a path asks for, and a new Dataset written beside its target and put in its
+place (:func:`write_new`).
 
 Writes into a stored Dataset (:mod:`.append`) and into an object store
 (:mod:`.object_store`) are made of the same pieces. The metadata conventions are those the
@@ -15,7 +14,6 @@ from __future__ import annotations
 import math
 import os
 import shutil
-import warnings
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -43,25 +41,22 @@ from .conventions import (
     WHOLE_BYTES,
     XARRAY_KEY,
 )
-from .encoding import CHAR_DIM, encode_group
+from .encoding import CHAR_DIM, encode_groups
 
 __all__ = [
     "MAX_EMBEDDED_COORD_BYTES",
     "choose_layout",
     "chunks_of",
-    "fixed_width",
     "frame_plan",
     "groups_of",
     "new_frame",
     "plain_attrs",
     "put_in_place",
-    "to_stored_dtype",
     "values_at",
     "write_attrs_frame",
     "write_frame",
     "write_new",
     "whole_bytes_variable",
-    "wider_strings",
     "write_variable",
     "xb2_mirrors",
     "zip_tree",
@@ -86,14 +81,30 @@ WAY_OUT = (
 
 
 def write_new(
-    obj, path: str, *, encoding, layout, contiguous: bool, nthreads, progress, mode: str = "w"
+    obj,
+    path: str,
+    *,
+    encoding,
+    layout,
+    contiguous: bool,
+    nthreads,
+    progress,
+    mode: str = "w",
+    write: Callable | None = None,
 ) -> None:
     """``obj`` written at the local ``path`` as a new frame or tree (what ``to_b2nd`` does
     where it writes into nothing stored): built in a new directory beside ``path``, then put
     in its place in one step (:func:`put_in_place`; replacing what is there in mode "w"
-    only)."""
+    only). Given ``write`` (:func:`write_frame`'s), a single frame is written by it straight
+    at ``path`` instead (an object store's sparse frame: chunk objects first, index last)."""
     groups, encodings = groups_of(obj, encoding)
     layout = choose_layout(groups, path, layout)
+    # Every group encoded first, in one call: what cannot be stored is refused before a byte
+    # is written.
+    encoded = encode_groups(groups, encodings)
+    if write is not None:
+        write_frame(encoded["/"], path, False, nthreads, None, write)
+        return
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     # Built in a new directory beside the target (its name carries this process's pid and
@@ -110,10 +121,10 @@ def write_new(
         with _sync.staged():
             if layout == "frame":
                 built = work / target.name
-                write_frame(groups["/"], encodings["/"], built, contiguous, nthreads, bar)
+                write_frame(encoded["/"], built, contiguous, nthreads, bar)
             else:
                 built = work / "tree"
-                _write_tree(groups, encodings, built, nthreads, bar)
+                _write_tree(encoded, built, nthreads, bar)
                 if layout == "b2z":
                     built = zip_tree(built, work / target.name)
         put_in_place(built, target, mode)
@@ -234,15 +245,16 @@ def _plain(value, where: str):
 
 
 def write_frame(
-    ds, encoding, path, contiguous: bool, nthreads, bar, write: Callable | None = None
+    encoded: tuple, path, contiguous: bool, nthreads, bar, write: Callable | None = None
 ) -> None:
-    """``ds`` (one data variable, its coordinates in its vlmeta) as one frame at ``path``,
-    by ``write`` (which takes :func:`write_variable`'s arguments; it by default)."""
-    variables, attrs, storage, coord_names, sd_names = encode_group(ds, encoding)
+    """A group (one data variable, its coordinates in its vlmeta), as :func:`.encode_group`
+    ``encoded`` it, as one frame at ``path``, by ``write`` (which takes
+    :func:`write_variable`'s arguments; it by default)."""
+    variables, attrs, storage, coord_names, sd_names = encoded
     (name,) = [n for n in variables if n not in coord_names]
     coords, total = {}, 0
     for cname in coord_names:
-        var = fixed_width(variables[cname], cname)
+        var = variables[cname]
         data = np.asarray(var.values)
         total += data.nbytes
         if total > MAX_EMBEDDED_COORD_BYTES:
@@ -270,13 +282,12 @@ def write_frame(
     write(variables[name], path, storage[name], contiguous, nthreads, extra, bar)
 
 
-def _write_tree(groups: dict, encodings: dict, root: Path, nthreads, bar) -> None:
+def _write_tree(encoded: dict, root: Path, nthreads, bar) -> None:
     root.mkdir()
     _write_embed(root / EMBED_NAME)
-    for gpath, ds in groups.items():
+    for gpath, (variables, attrs, storage, coords, sd_names) in encoded.items():
         gdir = root.joinpath(*[p for p in gpath.split("/") if p])
         gdir.mkdir(parents=True, exist_ok=True)
-        variables, attrs, storage, coords, sd_names = encode_group(ds, encodings.get(gpath) or {})
         gattrs, gtypes = plain_attrs(attrs, f"group {gpath!r}")
         write_attrs_frame(gdir / VLMETA_NAME, gattrs, gtypes)
         for name, var in variables.items():
@@ -343,14 +354,10 @@ def new_frame(path, meta: B2ndMeta, cparams, **where) -> SChunk:
 def frame_plan(var, stem: str, storage: dict, extra: dict, coord: bool = False):
     """``(variable, B2ndMeta, chunk params, vlmeta)`` of the frame ``var`` is written as
     (``stem``: its name where ``extra`` names none, a tree's member ``name.b2nd``)."""
-    var = fixed_width(var, extra.get("name", stem))
     if whole_bytes_variable(var):
         extra = {**extra, DTYPE_KEY: WHOLE_BYTES}
     dtype = writable_dtype(var.dtype)  # a writer's input: never B2ndMeta's FormatError
-    shape = tuple(var.shape)
-    chunks, blocks = _chunking(var, storage)
-    meta = B2ndMeta(shape=shape, chunkshape=chunks, blockshape=blocks, dtype=dtype)
-    cparams = cparams_for(dtype, blocks, **_coding(storage))
+    coding = _coding(storage)
     attrs, types = plain_attrs(var.attrs, f"variable {stem!r}")
     # xarray-blosc2's reader names dimensions from ``dims`` (a lone frame's variable from
     # ``var``) and tells coordinates by ``is_coord``: copies of what _ARRAY_DIMENSIONS and
@@ -362,6 +369,11 @@ def frame_plan(var, stem: str, storage: dict, extra: dict, coord: bool = False):
         **mirrors,
         **_with_info(attrs, info),
     }
+    # The shapes last: the plugins' fit check (nd.shapes asks chunk.plugins) is the one trip
+    # down the layers a frame's plan makes.
+    chunks, blocks = _chunking(var, storage, coding)
+    meta = B2ndMeta(shape=tuple(var.shape), chunkshape=chunks, blockshape=blocks, dtype=dtype)
+    cparams = cparams_for(dtype, blocks, **coding)
     return var, meta, cparams, vlmeta
 
 
@@ -377,7 +389,7 @@ def xb2_mirrors(dims, name: str | None, attrs: Mapping, coord: bool = False) -> 
     return {k: v for k, v in out.items() if k not in attrs}
 
 
-def _chunking(var: xr.Variable, storage: dict) -> tuple[tuple, tuple]:
+def _chunking(var: xr.Variable, storage: dict, coding: dict) -> tuple[tuple, tuple]:
     chunks, blocks = storage.get("chunks"), storage.get("blocks")
     if chunks is None and var.chunks is not None and var.ndim:
         # Uniform dask chunks become the frame's chunks: each task then fills whole chunks.
@@ -386,7 +398,7 @@ def _chunking(var: xr.Variable, storage: dict) -> tuple[tuple, tuple]:
     if isinstance(chunks, Mapping):
         chunks = tuple(chunks.get(d, n) for d, n in zip(var.dims, var.shape))
     return default_chunks_blocks(
-        var.shape, var.dtype.itemsize, chunks=chunks, blocks=blocks, **_coding(storage)
+        var.shape, var.dtype.itemsize, chunks=chunks, blocks=blocks, **coding
     )
 
 
@@ -403,75 +415,10 @@ def _coding(storage: dict) -> dict:
     }
 
 
-def fixed_width(var: xr.Variable, name) -> xr.Variable:
-    """Object-dtype strings as fixed-width items (b2nd holds fixed-size items only); so too
-    a StringDType the encoders left (xarray 2026.2 declares a lazily read StringDType
-    variable object while its chunks compute as StringDType)."""
-    if var.dtype != object and var.dtype.kind != "T":
-        return var
-    if hasattr(var.data, "dask"):
-        # the width is only known once every item is: say so, as xarray's writers do
-        warnings.warn(
-            f"variable {name} has data in the form of a dask array with dtype=object, which "
-            "means it is being loaded into memory to determine a data type that can be "
-            "safely stored on disk. To avoid this, coerce this variable to a fixed-size "
-            "dtype with astype() before saving it.",
-            xr.SerializationWarning,
-            stacklevel=2,
-        )
-    values = np.asarray(var.values)
-    if values.dtype.kind == "T":
-        values = values.astype(object)  # NumPy keeps a StringDType through astype(str)
-    flat = values.ravel().tolist()
-    if all(isinstance(v, str) for v in flat):
-        data = values.astype(str) if values.size else values.astype("U1")
-    elif all(isinstance(v, bytes) for v in flat):
-        data = values.astype(bytes) if values.size else values.astype("S1")
-    else:
-        raise TypeError(
-            f"variable {name!r} holds both str and bytes strings: b2nd stores one kind; "
-            "decode the bytes (or encode the str) first"
-        )
-    return xr.Variable(var.dims, data, var.attrs, var.encoding)
-
-
 def whole_bytes_variable(var: xr.Variable) -> bool:
     """Whether ``var`` holds whole one-byte strings (to be read back unjoined: see
     :data:`.conventions.WHOLE_BYTES`), not a character array (:func:`characters`)."""
     return var.dtype == WHOLE_BYTES and CHAR_DIM not in var.encoding
-
-
-def to_stored_dtype(name, var, dtype) -> xr.Variable:
-    """The encoded values in the stored dtype: strings no wider than stored are padded,
-    wider ones refused (a b2nd item has a fixed size)."""
-    if dtype is None or var.dtype == dtype:
-        return var
-    dtype = np.dtype(dtype)
-    if var.dtype.kind in "SUO" or dtype.kind in "SU":
-        var = fixed_width(var, name)
-        if var.dtype.kind != dtype.kind or var.dtype.itemsize > dtype.itemsize:
-            raise ValueError(
-                f"Mismatched dtypes for variable {name} between the b2nd store on disk "
-                f"({dtype}) and the dataset to append ({var.dtype}): strings can be appended "
-                "no wider than stored"
-            )
-        return var.astype(dtype)
-    return var  # numbers: cast to the frame's dtype when written (write_region checks)
-
-
-def wider_strings(var, dtype) -> bool:
-    """Whether ``var`` holds strings wider than items of ``dtype`` (strings) hold."""
-    dtype = np.dtype(dtype)
-    if dtype.kind not in "SU":
-        return False
-    if var.dtype.kind in "SU":
-        width = var.dtype.itemsize // (4 if var.dtype.kind == "U" else 1)
-    elif var.dtype == object:
-        flat = np.asarray(var.values).ravel().tolist()
-        width = max((len(v) for v in flat if isinstance(v, (str, bytes))), default=0)
-    else:
-        return False
-    return width > dtype.itemsize // (4 if dtype.kind == "U" else 1)
 
 
 def chunks_of(var: xr.Variable, meta: B2ndMeta, cparams: dict, nthreads, bar):

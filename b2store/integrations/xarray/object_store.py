@@ -15,8 +15,13 @@ stored there must be whole or absent. Everything is written to a local temporary
   that the new one does not have are removed. Each frame is whole at every moment; a reader
   during a replacement may find some variables old and others new.
 
-Writes into a stored Dataset (appends, regions) are not done there yet, and are refused
-before anything is written.
+Writes into a stored Dataset (appends, regions) go into a sparse frame only (new chunk
+objects, then its index in one PUT); into a contiguous frame, a zip or a tree they are
+refused before anything is written.
+
+The Dataset itself never comes here: ``to_b2nd`` asks :func:`upload_for` where to write (and
+what the store refuses), hands the Dataset once to its writer, as for a local path, then
+calls :meth:`Upload.store`.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ import functools
 import math
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import numpy as np
@@ -39,19 +45,10 @@ from ...frame.mappings import check_vlmeta_sum, raw_value
 from ...frame.remote_sparse import drop_sparse, fill_new, put_chunk
 from ...nd.chunks import encode_array_chunk
 from ...nd.geometry import array_to_chunk
-from .append import resolve_mode, write_into
-from .frames import (
-    WAY_OUT,
-    choose_layout,
-    chunks_of,
-    frame_plan,
-    groups_of,
-    new_frame,
-    write_frame,
-    write_new,
-)
+from .append import resolve_mode
+from .frames import WAY_OUT, chunks_of, frame_plan, new_frame
 
-__all__ = ["to_object"]
+__all__ = ["Upload", "upload_for"]
 
 _LAYOUTS = {".b2nd": "frame", ".b2z": "b2z", ".b2d": "b2d"}
 # Written after the frames: each group's attributes, and the embed store (small arrays kept
@@ -59,8 +56,51 @@ _LAYOUTS = {".b2nd": "frame", ".b2z": "b2z", ".b2d": "b2d"}
 _AFTER = ("__vlmeta__.b2f", "embed.b2e")
 
 
-def to_object(obj, url: str, storage_options: Mapping | None, mode, layout, **kwargs) -> str:
-    """``to_b2nd(obj, url, ...)`` for a URL (see the module docstring). Returns ``url``."""
+@dataclass
+class Upload:
+    """What ``to_b2nd`` writes for a URL, decided before anything is written, and how it is
+    stored there once written: ``to_b2nd`` hands the Dataset to its one writer (a write into
+    a stored sparse frame where ``into``, else a new Dataset at ``target``, by ``write`` where
+    a sparse frame goes straight to the bucket), then calls :meth:`store`. A context manager:
+    the local temporary goes at its exit."""
+
+    url: str
+    options: dict
+    mode: str
+    layout: str
+    into: bool = False
+    #: where the writer writes: the URL itself, or a file in a local temporary directory
+    target: str = ""
+    #: a sparse frame's writer (:func:`.frames.write_frame`'s ``write``), or None
+    write: Callable | None = None
+    _tmp: tempfile.TemporaryDirectory | None = None
+
+    def __enter__(self) -> Upload:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    def store(self) -> None:
+        """What was written in the local temporary, stored at the URL (nothing to do for
+        what was written there straight)."""
+        if self._tmp is None:
+            return
+        fs, path = remote.filesystem(self.url, self.options)
+        if self.layout == "b2d":
+            _put_tree(Path(self.target), self.url, fs, path.rstrip("/"), self.options)
+        else:
+            remote.call(self.url, fs.put_file, self.target, path)
+            if self.layout == "frame":
+                drop_sparse(self.url, self.options)  # (a sparse frame of that name, replaced)
+
+
+def upload_for(
+    url: str, storage_options: Mapping | None, mode, layout, *, append_dim, region, contiguous
+) -> Upload:
+    """How ``to_b2nd(obj, url, ...)`` writes (see the module docstring); what an object store
+    cannot take is refused here, before anything is written."""
     suffix = PurePosixPath(url.split("?")[0]).suffix
     layout = layout or _LAYOUTS.get(suffix)
     if layout not in ("frame", "b2z", "b2d") or _LAYOUTS.get(suffix) != layout:
@@ -69,78 +109,46 @@ def to_object(obj, url: str, storage_options: Mapping | None, mode, layout, **kw
             layout or suffix or url,
         )
     options = dict(storage_options or {})
-    into = mode in ("a", "a-", "r+") or kwargs.get("append_dim") is not None
-    if into or kwargs.get("region") is not None:
-        _write_into(obj, url, options, mode, layout, **kwargs)
-        return url
+    if mode in ("a", "a-", "r+") or append_dim is not None or region is not None:
+        return _upload_into(url, options, mode, layout, append_dim, region)
     if mode not in (None, "w", "w-", "x"):
         raise UnsupportedError("mode in an object store", mode)
-    if kwargs.get("contiguous") is False and layout == "b2z":
+    if contiguous is False and layout == "b2z":
         raise UnsupportedError("sparse frame in a .b2z (contiguous=False)", url)
     fs, path = remote.filesystem(url, options)
     mode = mode or "w-"  # (as to_zarr: what is there is replaced only when asked)
     if mode != "w" and remote.call(url, fs.exists, path):
         raise TargetExistsError(url, mode, WAY_OUT)
-    if layout == "frame" and kwargs.get("contiguous") is False:
-        _sparse_frame(obj, url, options, mode != "w", **kwargs)
-        return url
-    with tempfile.TemporaryDirectory(prefix=".b2store-upload-") as tmp:
-        local = os.path.join(tmp, "object" + suffix)
-        write_new(
-            obj,
-            local,
-            encoding=kwargs.get("encoding"),
-            layout=layout,
-            contiguous=kwargs.get("contiguous", True),
-            nthreads=kwargs.get("nthreads"),
-            progress=kwargs.get("progress"),
-        )
-        if layout == "b2d":
-            _put_tree(Path(local), url, fs, path.rstrip("/"), options)
-        else:
-            remote.call(url, fs.put_file, local, path)
-            if layout == "frame":
-                drop_sparse(url, options)  # (a sparse frame of that name, replaced)
-    return url
+    if layout == "frame" and contiguous is False:
+        write = functools.partial(_variable_to_bucket, options, mode != "w")
+        return Upload(url, options, "w", layout, target=url, write=write)
+    tmp = tempfile.TemporaryDirectory(prefix=".b2store-upload-")
+    local = os.path.join(tmp.name, "object" + suffix)
+    return Upload(url, options, "w", layout, target=local, _tmp=tmp)
 
 
-def _write_into(obj, url: str, options: dict, mode, layout, **kwargs) -> None:
+def _upload_into(url: str, options: dict, mode, layout, append_dim, region) -> Upload:
     """Appends and region writes (modes "a", "a-", "r+") into a sparse frame in an object
     store: the chunks they touch go up as new chunk objects, then the index, in one PUT
     over the version read (a writer that loses to another gets ConflictError). A contiguous
     frame, a zip or a tree there is refused before anything is written."""
-    mode = resolve_mode(mode, kwargs.get("append_dim"), kwargs.get("region"))
+    mode = resolve_mode(mode, append_dim, region)
     fs, path = remote.filesystem(url, options)
     index = f"{path.rstrip('/')}/{INDEX_NAME}"
-    if layout != "frame" or not remote.call(url, fs.exists, index):
-        if layout != "frame" or remote.call(url, fs.exists, path):
-            raise UnsupportedError(
-                "write into a stored Dataset in an object store other than a sparse frame "
-                "(a contiguous frame, a zip and a tree are stored whole: write them again, "
-                "or store the Dataset as a sparse frame, contiguous=False)",
-                url,
-            )
-        if mode == "r+" or kwargs.get("region") is not None:
-            raise FileNotFoundError(errno.ENOENT, f"nothing to write into (mode={mode!r})", url)
-        # Nothing there: the first append makes the frame (a sparse one, to append to).
-        _sparse_frame(obj, url, options, False, **{**kwargs, "append_dim": None})
-        return
-    write_into(obj, url, mode=mode, append_dim=kwargs.get("append_dim"),
-               region=kwargs.get("region"), encoding=kwargs.get("encoding"),
-               nthreads=kwargs.get("nthreads"), progress=kwargs.get("progress"),
-               storage_options=options)  # fmt: skip
-
-
-def _sparse_frame(obj, url: str, options: dict, exclusive: bool, **kwargs) -> None:
-    """``obj`` (one data variable) as a sparse frame at ``url``, written straight there: its
-    chunk objects, then its index with the vlmeta in one PUT. Dask-backed data is encoded
-    and stored by the tasks that compute it, on whichever workers run them (a
-    ``dask.distributed`` cluster's processes, say): only each chunk's index entry and size
-    come back, and the index is written here once all are in."""
-    groups, encodings = groups_of(obj, kwargs.get("encoding"))
-    choose_layout(groups, url, "frame")
-    write = functools.partial(_variable_to_bucket, options, exclusive)
-    write_frame(groups["/"], encodings["/"], url, False, kwargs.get("nthreads"), None, write)
+    if layout == "frame" and remote.call(url, fs.exists, index):
+        return Upload(url, options, mode, layout, into=True, target=url)
+    if layout != "frame" or remote.call(url, fs.exists, path):
+        raise UnsupportedError(
+            "write into a stored Dataset in an object store other than a sparse frame "
+            "(a contiguous frame, a zip and a tree are stored whole: write them again, "
+            "or store the Dataset as a sparse frame, contiguous=False)",
+            url,
+        )
+    if mode == "r+" or region is not None:
+        raise FileNotFoundError(errno.ENOENT, f"nothing to write into (mode={mode!r})", url)
+    # Nothing there: the first append makes the frame (a sparse one, to append to).
+    write = functools.partial(_variable_to_bucket, options, False)
+    return Upload(url, options, "w", layout, target=url, write=write)
 
 
 def _variable_to_bucket(options, exclusive, var, url, storage, contiguous, nthreads, extra, bar):

@@ -6,6 +6,7 @@ by :mod:`.object_store`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 
@@ -16,7 +17,7 @@ from ...frame.sources import is_url
 from .append import resolve_mode, write_into
 from .encoding import CF_KEYS, STORAGE_KEYS
 from .frames import WAY_OUT, write_new
-from .object_store import to_object
+from .object_store import upload_for
 
 __all__ = ["to_b2nd", "STORAGE_KEYS", "CF_KEYS"]
 
@@ -114,27 +115,50 @@ def to_b2nd(
     >>> xr.open_dataset(p, engine="b2nd").t.sel(x=20).values
     array([1., 4.])
     """
+    upload = None
     if is_url(path):
-        return to_object(
-            obj, path, storage_options, mode, layout, encoding=encoding, append_dim=append_dim,
-            region=region, contiguous=contiguous, nthreads=nthreads, progress=progress,
+        # An object store: what it can take is decided first; the Dataset is written as for
+        # a local path (straight there, or in a local temporary), then stored.
+        upload = upload_for(
+            path, storage_options, mode, layout, append_dim=append_dim, region=region,
+            contiguous=contiguous,
         )  # fmt: skip
-    if storage_options:
-        raise ValueError(
-            f"storage_options are for a URL path (s3://...), not a local path: drop them for "
-            f"{os.fspath(path)}"
-        )
-    mode = resolve_mode(mode, append_dim, region)
-    path = os.fspath(path)
-    # Before anything is written, in every mode: a path inside a tree through a link planted
-    # there (a group directory, a member) is refused, never followed out of the tree.
-    _files.check_write(path)
-    if mode in ("a", "a-", "r+") and os.path.exists(path):
-        write_into(
-            obj, path, mode=mode, append_dim=append_dim, region=region, encoding=encoding,
-            nthreads=nthreads, progress=progress,
-        )  # fmt: skip
-        return path
+        mode, layout, target, into = upload.mode, upload.layout, upload.target, upload.into
+    else:
+        if storage_options:
+            raise ValueError(
+                f"storage_options are for a URL path (s3://...), not a local path: drop them "
+                f"for {os.fspath(path)}"
+            )
+        mode = resolve_mode(mode, append_dim, region)
+        target = path = os.fspath(path)
+        # Before anything is written, in every mode: a path inside a tree through a link
+        # planted there (a group directory, a member) is refused, never followed out of it.
+        _files.check_write(path)
+        into = mode in ("a", "a-", "r+") and os.path.exists(path)
+        if not into:
+            _check_new(path, mode, region)
+    with upload or contextlib.nullcontext():
+        if into:
+            write_into(
+                obj, target, mode=mode, append_dim=append_dim, region=region, encoding=encoding,
+                nthreads=nthreads, progress=progress,
+                storage_options=None if upload is None else upload.options,
+            )  # fmt: skip
+        else:
+            write_new(
+                obj, target, encoding=encoding, layout=layout, contiguous=contiguous,
+                nthreads=nthreads, progress=progress, mode=mode,
+                write=None if upload is None else upload.write,
+            )  # fmt: skip
+        if upload is not None:
+            upload.store()
+    return path
+
+
+def _check_new(path: str, mode: str, region) -> None:
+    """Refuse a new Dataset at the local ``path`` where ``mode`` or ``region`` asks to write
+    into one stored, or ``path`` is taken and ``mode`` does not replace it."""
     if mode == "r+":
         raise FileNotFoundError(
             f"{path}: nothing to write into (mode='r+' writes into a stored Dataset only); "
@@ -147,8 +171,3 @@ def to_b2nd(
         )
     if mode not in ("w", "a", "a-") and os.path.lexists(path):
         raise TargetExistsError(path, mode, WAY_OUT)
-    write_new(
-        obj, path, encoding=encoding, layout=layout, contiguous=contiguous, nthreads=nthreads,
-        progress=progress, mode=mode,
-    )  # fmt: skip
-    return path
