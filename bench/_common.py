@@ -10,8 +10,11 @@ import time
 import numpy as np
 
 
-def parse_args(doc: str, default_repeat: int, quick_help: str) -> tuple[argparse.Namespace, int]:
-    """The options every benchmark takes; returns them and the number of rounds."""
+def parse_args(
+    doc: str, default_repeat: int, quick_help: str, extra=None
+) -> tuple[argparse.Namespace, int]:
+    """The options every benchmark takes (and those ``extra(parser)`` adds); returns them and
+    the number of rounds."""
     ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument(
         "--repeat",
@@ -21,6 +24,8 @@ def parse_args(doc: str, default_repeat: int, quick_help: str) -> tuple[argparse
     )
     ap.add_argument("--quick", action="store_true", help=quick_help)
     ap.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    if extra is not None:
+        extra(ap)
     args = ap.parse_args()
     return args, 3 if args.quick else args.repeat
 

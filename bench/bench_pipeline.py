@@ -3,9 +3,16 @@ against zarrs (``zarrs.ZarrsCodecPipeline``, Rust) and b2store's (``B2storeCodec
 
 A 16 MB float32 array (2048 x 2048, a smooth field with noise) in 128 kB (128 x 256) and 1 MB
 (512 x 512) chunks, zarr's ``BloscCodec`` LZ4 and Zstd with shuffle, in a LocalStore; a
-whole read and a box across many chunks (``[100:1900, 300:1700]``), one thread and two
-(zarr's ``threading.max_workers``, which zarrs follows too). Medians over interleaved rounds
-in one process, ratios against zarrs and zarr. ``floor`` is a pipeline that reads nothing
+whole read and a box across many chunks (``[100:1900, 300:1700]``), one thread and two.
+Each thread count runs in a process of its own, as each pipeline's threads are sized once
+per process: zarr's pipeline decodes in zarr's thread pool, made with the
+``threading.max_workers`` of zarr's first call (set before it here; left unset, zarr's
+one-thread reads took 35 ms of CPU in 29 ms), b2store's reads that setting at each read, and
+zarrs decodes in rayon's global pool, which ``threading.max_workers`` does not bound (at 1 it
+still ran on both cores: 4.9 ms of CPU in 2.9 ms) and which ``RAYON_NUM_THREADS`` sizes, set
+here to the same count. Medians over interleaved rounds in each process (and each
+pipeline's CPU time), ratios
+against zarrs and zarr. ``floor`` is a pipeline that reads nothing
 (its ``read`` returns at once): what zarr itself spends on a read around any pipeline,
 which bounds every pipeline's ratio against zarr's.
 
@@ -17,14 +24,20 @@ the file system's share of any pipeline's write. ``b2nd`` rows: the same field a
 ``b2store.open(p)[:]`` and by ``zarr.open_array(B2ndStore(p))[:]`` through zarr's pipeline
 and b2store's.
 
-    python bench/bench_pipeline.py [--quick] [--repeat N] [--json PATH]
+    python bench/bench_pipeline.py [--quick] [--repeat N] [--json PATH] [--threads N]
+
+(``--threads N`` runs one thread count in this process, as the processes started for each
+count do.)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -68,17 +81,25 @@ def field() -> np.ndarray:
     return (values + rng.normal(0.0, 1e-3, values.shape)).astype(np.float32)
 
 
+CPU: dict[str, float] = {}  # the last timed case's median CPU seconds per function
+
+
 def timed(funcs: dict, repeat: int) -> tuple[dict[str, float], dict[str, float]]:
     """Median and best wall seconds per function, the order rotated each round (the best
-    is the figure least disturbed by other work on a shared machine)."""
+    is the figure least disturbed by other work on a shared machine); the median CPU
+    seconds of the process (every thread's) in ``CPU``."""
     times: dict[str, list[float]] = {n: [] for n in funcs}
+    cpu: dict[str, list[float]] = {n: [] for n in funcs}
     names = list(funcs)
     for r in range(repeat):
         k = r % len(names)
         for name in names[k:] + names[:k]:
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             funcs[name]()
             times[name].append(time.perf_counter() - t0)
+            cpu[name].append(time.process_time() - c0)
+    CPU.clear()
+    CPU.update({n: statistics.median(t) for n, t in cpu.items()})
     return (
         {n: statistics.median(t) for n, t in times.items()},
         {n: min(t) for n, t in times.items()},
@@ -89,6 +110,7 @@ def ratios(med: dict, best: dict) -> dict:
     row = {
         **{f"{n}_ms": round(t * 1e3, 2) for n, t in med.items()},
         **{f"{n}_best_ms": round(t * 1e3, 2) for n, t in best.items()},
+        **{f"{n}_cpu_ms": round(t * 1e3, 2) for n, t in CPU.items()},
         "vs_zarr": round(med["zarr"] / med["b2store"], 2),
         "best_vs_zarr": round(best["zarr"] / best["b2store"], 2),
     }
@@ -129,9 +151,45 @@ def file_floor(root: str, chunks: dict[str, bytes], threads: int):
     return write
 
 
-def bench_writes(tmp: str, data: np.ndarray, available: dict, repeat: int) -> list[dict]:
+THREADS = (1, 2)
+
+
+def bench_reads(tmp: str, data: np.ndarray, available: dict, repeat: int, threads: int):
+    """Whole reads and boxes of the BloscCodec arrays by each pipeline."""
+    results = []
+    for cname in CODECS:
+        for cname_label, chunks in CHUNKS.items():
+            path = f"{tmp}/{cname}-{cname_label}"
+            arr = zarr.create_array(
+                path, shape=data.shape, chunks=chunks, dtype="f4",
+                compressors=BloscCodec(cname=cname, shuffle="shuffle", clevel=5),
+            )  # fmt: skip
+            arr[:] = data
+            opened = {}
+            for name, where in available.items():
+                with zarr.config.set({"codec_pipeline.path": where}):
+                    opened[name] = zarr.open_array(path, mode="r")
+            for key_name, key in KEYS.items():
+                expected = data[key]
+
+                def read(a=None, key=key):
+                    with zarr.config.set({"threading.max_workers": threads}):
+                        return a[key]
+
+                for name, a in opened.items():
+                    assert name == "floor" or np.array_equal(read(a), expected), name
+                funcs = {n: (lambda a=a: read(a)) for n, a in opened.items()}
+                med, best = timed(funcs, repeat)
+                row = {"codec": cname, "chunks": cname_label, "threads": threads, "read": key_name}
+                row.update(ratios(med, best))
+                results.append(row)
+                show(f"{cname:6} {cname_label:6} {threads}t {key_name:6}", med, row)
+    return results
+
+
+def bench_writes(tmp: str, data: np.ndarray, available: dict, repeat: int, threads: int):
     """The whole array written by each pipeline (zarr's BloscCodec LZ4 and b2store's blosc2
-    LZ4, both with shuffle, 128 kB chunks), one thread and two."""
+    LZ4, both with shuffle, 128 kB chunks)."""
     results = []
     codecs = {
         "blosc": BloscCodec(cname="lz4", shuffle="shuffle", clevel=5),
@@ -154,27 +212,26 @@ def bench_writes(tmp: str, data: np.ndarray, available: dict, repeat: int) -> li
             for f in files:
                 with open(os.path.join(d, f), "rb") as fh:
                     stored[os.path.relpath(os.path.join(d, f), root)] = fh.read()
-        for threads in (1, 2):
 
-            def write(a, threads=threads):
-                with zarr.config.set({"threading.max_workers": threads}):
-                    a[:] = data
+        def write(a):
+            with zarr.config.set({"threading.max_workers": threads}):
+                a[:] = data
 
-            funcs = {n: (lambda a=a: write(a)) for n, a in arrays.items()}
-            funcs["floor"] = file_floor(f"{tmp}/w-{cname}-floor", stored, threads)
-            med, best = timed(funcs, repeat)
-            for name in arrays:
-                assert np.array_equal(zarr.open_array(f"{tmp}/w-{cname}-{name}")[:], data)
-            row = {"codec": f"{cname}-lz4", "chunks": "128kB", "threads": threads, "read": "write"}
-            row.update(ratios(med, best))
-            results.append(row)
-            show(f"{cname:6} 128kB  {threads}t write ", med, row)
+        funcs = {n: (lambda a=a: write(a)) for n, a in arrays.items()}
+        funcs["floor"] = file_floor(f"{tmp}/w-{cname}-floor", stored, threads)
+        med, best = timed(funcs, repeat)
+        for name in arrays:
+            assert np.array_equal(zarr.open_array(f"{tmp}/w-{cname}-{name}")[:], data)
+        row = {"codec": f"{cname}-lz4", "chunks": "128kB", "threads": threads, "read": "write"}
+        row.update(ratios(med, best))
+        results.append(row)
+        show(f"{cname:6} 128kB  {threads}t write ", med, row)
     return results
 
 
-def bench_b2nd(tmp: str, data: np.ndarray, repeat: int) -> list[dict]:
+def bench_b2nd(tmp: str, data: np.ndarray, repeat: int, threads: int) -> list[dict]:
     """A .b2nd frame read whole by b2store.open and through B2ndStore, zarr's pipeline and
-    b2store's, one thread and two."""
+    b2store's."""
     path = f"{tmp}/field.b2nd"
     b2store.asarray(data, path, chunks=CHUNKS["128kB"], codec="lz4", clevel=5)
     own = b2store.open(path)
@@ -182,74 +239,64 @@ def bench_b2nd(tmp: str, data: np.ndarray, repeat: int) -> list[dict]:
     for name in ("zarr", "b2store"):
         with zarr.config.set({"codec_pipeline.path": PIPELINES[name]}):
             arrays[name] = zarr.open_array(B2ndStore(path))
-    results = []
-    for threads in (1, 2):
 
-        def read(a, threads=threads):
-            with zarr.config.set({"threading.max_workers": threads}):
-                return a[:]
+    def read(a):
+        with zarr.config.set({"threading.max_workers": threads}):
+            return a[:]
 
-        funcs = {n: (lambda a=a: read(a)) for n, a in arrays.items()}
-        funcs["open"] = lambda: own[:]
-        for f in funcs.values():
-            assert np.array_equal(f(), data)
-        med, best = timed(funcs, repeat)
-        row = {"codec": "b2nd-lz4", "chunks": "128kB", "threads": threads, "read": "whole"}
-        row.update(ratios(med, best))
-        row["vs_open"] = round(med["open"] / med["b2store"], 2)
-        row["best_vs_open"] = round(best["open"] / best["b2store"], 2)
-        results.append(row)
-        show(f"b2nd   128kB  {threads}t whole ", med, row)
-        vs_open, best_open = row["vs_open"], row["best_vs_open"]
-        print(f"   b2store's pipeline: {vs_open:.2f}x b2store.open ({best_open:.2f}x best)")
-    return results
+    funcs = {n: (lambda a=a: read(a)) for n, a in arrays.items()}
+    funcs["open"] = lambda: own[:]
+    for f in funcs.values():
+        assert np.array_equal(f(), data)
+    med, best = timed(funcs, repeat)
+    row = {"codec": "b2nd-lz4", "chunks": "128kB", "threads": threads, "read": "whole"}
+    row.update(ratios(med, best))
+    row["vs_open"] = round(med["open"] / med["b2store"], 2)
+    row["best_vs_open"] = round(best["open"] / best["b2store"], 2)
+    show(f"b2nd   128kB  {threads}t whole ", med, row)
+    vs_open, best_open = row["vs_open"], row["best_vs_open"]
+    print(f"   b2store's pipeline: {vs_open:.2f}x b2store.open ({best_open:.2f}x best)")
+    return [row]
 
 
-def main() -> None:
-    args, repeat = parse_args(__doc__, 21, "3 rounds")
+def run_threads(threads: int, repeat: int) -> list[dict]:
+    """Every case at one thread count, in this process."""
+    # Before zarr's first call: its thread pool (which zarr's pipeline decodes in) takes the
+    # count it has when it is made, and keeps it.
+    zarr.config.set({"threading.max_workers": threads})
     available = dict(PIPELINES)
     try:
         import zarrs  # noqa: F401
     except ImportError:
         del available["zarrs"]
     data = field()
-    results = []
     with tempfile.TemporaryDirectory() as tmp:
-        for cname in CODECS:
-            for cname_label, chunks in CHUNKS.items():
-                path = f"{tmp}/{cname}-{cname_label}"
-                arr = zarr.create_array(
-                    path, shape=data.shape, chunks=chunks, dtype="f4",
-                    compressors=BloscCodec(cname=cname, shuffle="shuffle", clevel=5),
-                )  # fmt: skip
-                arr[:] = data
-                for threads in (1, 2):
-                    opened = {}
-                    for name, where in available.items():
-                        with zarr.config.set({"codec_pipeline.path": where}):
-                            opened[name] = zarr.open_array(path, mode="r")
-                    for key_name, key in KEYS.items():
-                        expected = data[key]
+        results = bench_reads(tmp, data, available, repeat, threads)
+        results += bench_writes(tmp, data, available, repeat, threads)
+        results += bench_b2nd(tmp, data, repeat, threads)
+    return results
 
-                        def read(a=None, key=key, threads=threads):
-                            with zarr.config.set({"threading.max_workers": threads}):
-                                return a[key]
 
-                        for name, a in opened.items():
-                            assert name == "floor" or np.array_equal(read(a), expected), name
-                        funcs = {n: (lambda a=a: read(a)) for n, a in opened.items()}
-                        med, best = timed(funcs, repeat)
-                        row = {
-                            "codec": cname,
-                            "chunks": cname_label,
-                            "threads": threads,
-                            "read": key_name,
-                        }
-                        row.update(ratios(med, best))
-                        results.append(row)
-                        show(f"{cname:6} {cname_label:6} {threads}t {key_name:6}", med, row)
-        results += bench_writes(tmp, data, available, repeat)
-        results += bench_b2nd(tmp, data, repeat)
+def in_process(threads: int, repeat: int) -> list[dict]:
+    """:func:`run_threads` in a new process whose rayon pool (zarrs') has ``threads``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "rows.json")
+        cmd = [sys.executable, __file__, "--threads", str(threads), "--repeat", str(repeat)]
+        env = {**os.environ, "RAYON_NUM_THREADS": str(threads)}
+        subprocess.run([*cmd, "--json", out], env=env, check=True)
+        with open(out) as f:
+            return json.load(f)["results"]
+
+
+def main() -> None:
+    args, repeat = parse_args(
+        __doc__, 21, "3 rounds",
+        lambda ap: ap.add_argument("--threads", type=int, choices=THREADS, help=argparse.SUPPRESS),
+    )  # fmt: skip
+    if args.threads is not None:
+        results = run_threads(args.threads, repeat)
+    else:
+        results = [row for threads in THREADS for row in in_process(threads, repeat)]
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"zarr": zarr.__version__, "results": results}, f, indent=1)
