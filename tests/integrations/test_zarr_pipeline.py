@@ -15,9 +15,11 @@ from zarr.codecs import BloscCodec, BytesCodec, GzipCodec, TransposeCodec  # noq
 from zarr.core.codec_pipeline import BatchedCodecPipeline  # noqa: E402
 
 import b2store  # noqa: E402
+from b2store.chunk import native  # noqa: E402
 from b2store.integrations.numcodecs.codec import Blosc2  # noqa: E402
 from b2store.integrations.zarr.codecs import Blosc2Codec  # noqa: E402
 from b2store.integrations.zarr.pipeline import B2storeCodecPipeline  # noqa: E402
+from b2store.integrations.zarr.pipeline_reads import Reader  # noqa: E402
 
 OURS = "b2store.integrations.zarr.pipeline.B2storeCodecPipeline"
 DEFAULT = "zarr.core.codec_pipeline.BatchedCodecPipeline"
@@ -392,7 +394,7 @@ def test_plain_keys_are_placed_by_the_kernels_alone(tmp_path, store, monkeypatch
     def refuse(*args):
         raise AssertionError("a chunk went through the general decoder")
 
-    monkeypatch.setattr(B2storeCodecPipeline, "_place_one", refuse)
+    monkeypatch.setattr(Reader, "_place_one", refuse)
     with zarr.config.set({"codec_pipeline.path": OURS, "threading.max_workers": 2}):
         again = zarr.open_array(where, mode="r")
         for key in (np.s_[:], np.s_[3:41, 5:70], np.s_[7], np.s_[:, 13], np.s_[9, 33]):
@@ -438,6 +440,104 @@ def test_random_boxes_read_as_numpy_does(tmp_path):
                         key.append(slice(a, b))
                 key = tuple(key)
                 np.testing.assert_array_equal(again[key], expected[key], err_msg=str(key))
+
+
+MANY_BLOCKS = {
+    # Blocks that mostly end inside a row of the chunk.
+    "blosc-lz4": lambda: BloscCodec(cname="lz4", shuffle="shuffle", blocksize=1000),
+    "blosc-zstd": lambda: BloscCodec(cname="zstd", shuffle="bitshuffle", blocksize=512),
+    "blosc2-zstd": lambda: Blosc2Codec(cname="zstd", blocksize=1000),
+    # (DELTA's blocks are decoded against block 0)
+    "blosc2-delta": lambda: Blosc2Codec(cname="lz4", blocksize=1000, filters=["delta", "shuffle"]),
+}
+
+
+@pytest.mark.parametrize("store", ["local", "memory"])
+@pytest.mark.parametrize("codec", sorted(MANY_BLOCKS))
+def test_chunks_of_many_blocks_read_as_numpy_does(tmp_path, store, codec, monkeypatch):
+    """Random boxes of 1-3 axes over chunks of many blocks, most blocks ending inside a row
+    of the chunk, read by the kernels alone, as NumPy reads them."""
+    monkeypatch.setattr(Reader, "_place_one", None)  # (the kernels alone)
+    rng = np.random.default_rng(3701)
+    # Chunks over 64 kB: c-blosc1 makes LZ4 blocks of 64 kB whatever blocksize asks for.
+    for case, shape, chunks in [
+        (0, (300, 333), (130, 150)),
+        (1, (12, 40, 300), (6, 20, 170)),
+        (2, (60000,), (17000,)),
+    ]:
+        # (compressible, or the chunks are stored raw: no blocks)
+        size = int(np.prod(shape))
+        expected = (np.arange(size) % 97 + rng.integers(0, 4, size)).reshape(shape).astype("f4")
+        where = tmp_path / str(case) if store == "local" else zarr.storage.MemoryStore()
+        serializer = {} if codec.startswith("blosc-") else {"serializer": BytesCodec()}
+        arr = zarr.create_array(
+            where, shape=shape, chunks=chunks, dtype="f4", compressors=MANY_BLOCKS[codec](),
+            **serializer,
+        )  # fmt: skip
+        arr[:] = expected
+        with zarr.config.set({"codec_pipeline.path": OURS, "threading.max_workers": 2}):
+            again = zarr.open_array(where, mode="r")
+            assert type(again._async_array.codec_pipeline) is B2storeCodecPipeline
+            np.testing.assert_array_equal(again[:], expected)
+            for _ in range(12):
+                key = []
+                for n in shape:
+                    a, b = sorted(int(v) for v in rng.integers(0, n + 1, 2))
+                    key.append(slice(a, b))
+                key = tuple(key)
+                np.testing.assert_array_equal(again[key], expected[key], err_msg=str(key))
+
+
+def large_chunks(where):
+    """An array of two 1.2 MB chunks (threads share a chunk's blocks from 1 MiB)."""
+    rng = np.random.default_rng(3702)
+    expected = (np.arange(600_000) % 251 + rng.integers(0, 3, 600_000)).astype("f4")
+    expected = expected.reshape(600, 1000)
+    arr = zarr.create_array(
+        where, shape=expected.shape, chunks=(300, 1000), dtype="f4",
+        compressors=BloscCodec(cname="zstd", clevel=1, shuffle="shuffle"),
+    )  # fmt: skip
+    arr[:] = expected
+    return expected
+
+
+@pytest.mark.parametrize("store", ["local", "memory"])
+def test_fewer_large_chunks_than_threads_share_their_blocks(tmp_path, store, monkeypatch):
+    """A read of fewer chunks than threads (a dask task's one chunk) has the threads share
+    each chunk's blocks, decoded straight into the output where the chunk lies whole and
+    in C order there, else placed from a decoded copy: as NumPy reads it, and by the kernels
+    alone."""
+    where = tmp_path if store == "local" else zarr.storage.MemoryStore()
+    expected = large_chunks(where)
+    monkeypatch.setattr(Reader, "_place_one", None)  # (the kernels alone)
+    shared = []
+    share = native._share
+    monkeypatch.setattr(native, "_share", lambda run, n: shared.append(n) or share(run, n))
+    for threads in (2, 3):
+        with zarr.config.set({"codec_pipeline.path": OURS, "threading.max_workers": threads}):
+            again = zarr.open_array(where, mode="r")
+            for key in (np.s_[:300], np.s_[300:], np.s_[10:200, 5:700], np.s_[299:301, :],
+                        np.s_[:], np.s_[100:500, 999:]):  # fmt: skip
+                np.testing.assert_array_equal(again[key], expected[key], err_msg=str(key))
+    assert max(shared) == min(2, native.cpu_count())
+
+
+def test_a_bad_large_chunk_raises_the_decoders_format_error(tmp_path):
+    expected = large_chunks(tmp_path)
+    chunk = tmp_path / "c" / "1" / "0"
+    raw = chunk.read_bytes()
+    chunk.write_bytes(raw[:-100])
+    with pytest.raises(b2store.FormatError) as caught:
+        b2store.decode_chunk(raw[:-100])
+    with zarr.config.set({"codec_pipeline.path": OURS, "threading.max_workers": 2}):
+        arr = zarr.open_array(tmp_path, mode="r")
+        np.testing.assert_array_equal(arr[:300], expected[:300])
+        with pytest.raises(b2store.FormatError) as ours:
+            arr[300:]
+    assert str(ours.value) == str(caught.value)
+    chunk.unlink()
+    with zarr.config.set({"codec_pipeline.path": OURS, "threading.max_workers": 2}):
+        np.testing.assert_array_equal(zarr.open_array(tmp_path, mode="r")[300:], 0)
 
 
 @pytest.mark.parametrize("store", ["local", "memory"])

@@ -20,24 +20,17 @@ writes of ``B2ndStore`` arrays, and reads into an output that is not a C-contigu
 array, go to that same pipeline of zarr's.
 
 A read fetches its chunks' bytes (a ``LocalStore``'s files read straight from the disk,
-other stores through their byte getters, concurrently), checks and walks each chunk in C
-(:class:`~b2store.chunk._chunk_plan.Plan`) and decodes them in threads over chunks, each
-straight into the output where the chunk lies there whole in C order, else through a
-buffer copied out row piece by row piece (:mod:`b2store.nd._plain_chunks`). A chunk the C
-pass does not take, or that fails, is decoded by :func:`~b2store.chunk.decoder.decode_chunk`,
-which decodes it or raises the :class:`~b2store.FormatError` naming what is wrong, as
-b2store's codecs do; missing chunks get the fill value.
+other stores through their byte getters, concurrently) and hands them to
+:mod:`.pipeline_reads`, whose kernels decode and place them in threads, a bad chunk raising
+the :class:`~b2store.FormatError` b2store's decoder raises; missing chunks get the fill value.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import stat
 import sys
-import threading
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -47,12 +40,8 @@ from zarr.core.config import config
 from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
 from zarr.registry import register_pipeline
 
-from ...chunk import native
-from ...chunk._chunk_plan import Plan
-from ...chunk.decoder import decode_chunk
-from ...errors import FormatError
-from ...nd import _plain_chunks
 from .b2nd_reads import box_of, read_box
+from .pipeline_reads import PRESENT, Reader, read_file
 from .pipeline_writes import Writer, chunk_encoder
 from .store import B2ndStore
 
@@ -143,82 +132,6 @@ def zarr_default_pipeline(metadata: Any) -> CodecPipeline:
     return create_codec_pipeline(metadata=metadata)
 
 
-def _fill(spec: Any) -> Any:
-    """The value of a missing chunk's items (zarr's ``fill_value_or_default``)."""
-    fill = spec.fill_value
-    if fill is None:  # Zarr v2 allowed a null fill value
-        return spec.dtype.default_scalar()
-    return fill
-
-
-def _box(csel: tuple, osel: tuple, cshape: tuple, out: np.ndarray) -> list[int] | None:
-    """A chunk's box ``lo``, ``hi`` (per chunk axis) and the byte offset in ``out`` of its
-    first item, where the selections are plain (unit-step slices, integers); else None."""
-    if not isinstance(csel, tuple) or not isinstance(osel, tuple):
-        return None  # (a vectorized key's selections: zarr's placement)
-    if len(csel) != len(cshape) or len(osel) > out.ndim:
-        return None
-    lo, hi = [], []
-    offset, j = 0, 0
-    for sel, n in zip(csel, cshape, strict=True):
-        if isinstance(sel, slice):
-            a, b, step = sel.indices(n)
-            if step != 1 or b < a:
-                return None
-            if j >= len(osel) or not isinstance(osel[j], slice):
-                return None
-            oa, ob, ostep = osel[j].indices(out.shape[j])
-            if ostep != 1 or ob - oa != b - a:
-                return None
-            offset += oa * out.strides[j]
-            j += 1
-            lo.append(a)
-            hi.append(b)
-        elif isinstance(sel, (int, np.integer)) and 0 <= sel < n:
-            lo.append(int(sel))
-            hi.append(int(sel) + 1)
-        else:
-            return None
-    if j != out.ndim or j != len(osel):
-        return None
-    return [*lo, *hi, offset]
-
-
-def _strides(csel: tuple, out: np.ndarray) -> list[int]:
-    """The bytes between neighbours in ``out`` along each chunk axis (0 along integers)."""
-    strides, j = [], 0
-    for sel in csel:
-        if isinstance(sel, slice):
-            strides.append(out.strides[j])
-            j += 1
-        else:
-            strides.append(0)
-    return strides
-
-
-def _read_file(path: str) -> bytes | None:
-    """A chunk file's bytes, None if there is none; a FIFO or device is refused, never
-    waited on."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise FormatError("chunk file", f"a regular file at {path!r}", "another kind")
-        parts, size = [], st.st_size
-        while True:
-            part = os.read(fd, max(size, 1 << 16))
-            if not part:
-                break
-            parts.append(part)
-            size = 1 << 16
-        return parts[0] if len(parts) == 1 else b"".join(parts)
-    finally:
-        os.close(fd)
-
-
 def _local_root(store: Any) -> str | None:
     """The directory of a zarr ``LocalStore`` (whose keys are files under it), else None."""
     try:
@@ -228,21 +141,6 @@ def _local_root(store: Any) -> str | None:
     if type(store) is LocalStore:
         return str(store.root)
     return None
-
-
-# A chunk's status after the kernels (nd/_plain_chunks.pyx), and zarr's results.
-_PLACED, _FAILED, _MISSING = 0, 1, 2
-_PRESENT, _ABSENT = "present", "missing"
-
-
-@dataclass
-class _Group:
-    """The plainly placed chunks of one chunk shape in a read."""
-
-    index: list[int]
-    plans: list[Plan]
-    boxes: list[list[int]]
-    strides: list[int]
 
 
 class B2storeCodecPipeline(CodecPipeline):
@@ -260,6 +158,7 @@ class B2storeCodecPipeline(CodecPipeline):
         self.store = store
         self._root = _local_root(store)
         self._b2nd = isinstance(store, B2ndStore)
+        self._reads = Reader(dtype, self._root)
         encode = None if self._b2nd else chunk_encoder(list(inner), dtype)
         sync = all(hasattr(store, m) for m in ("set_sync", "delete_sync"))
         local = store if self._root is not None and sync else None
@@ -267,7 +166,7 @@ class B2storeCodecPipeline(CodecPipeline):
 
     def _chunk_file(self, key: str) -> bytes | None:
         """A LocalStore chunk's bytes (None: no such file), as the reads read them."""
-        return _read_file(os.path.join(self._root, key))
+        return read_file(os.path.join(self._root, key))
 
     # -- how zarr builds a pipeline --
 
@@ -359,9 +258,9 @@ class B2storeCodecPipeline(CodecPipeline):
         if self._b2nd:
             return await self._read_b2nd(batch, arr, out, drop_axes)
         if self._root is not None:
-            return await asyncio.to_thread(self._read_local, batch, arr, drop_axes)
+            return await asyncio.to_thread(self._reads.read_local, batch, arr, drop_axes)
         chunks = await self._fetch(batch)
-        return await asyncio.to_thread(self._read_fetched, batch, chunks, arr, drop_axes)
+        return await asyncio.to_thread(self._reads.read_fetched, batch, chunks, arr, drop_axes)
 
     async def _read_b2nd(self, batch: list, arr: np.ndarray, out: Any, drop_axes: tuple):
         """A ``B2ndStore`` array's read: one box read by b2store's engine into ``arr``
@@ -373,7 +272,7 @@ class B2storeCodecPipeline(CodecPipeline):
             box = box_of(store, batch, arr)
         if box is None or not await asyncio.to_thread(read_box, store, *box, arr):
             return await self.inner.read(batch, out, drop_axes)
-        return tuple({"status": _PRESENT} for _ in batch)
+        return tuple({"status": PRESENT} for _ in batch)
 
     async def _fetch(self, batch: list) -> list[Any]:
         """Every chunk's bytes through its byte getter, up to zarr's concurrency at once."""
@@ -385,156 +284,6 @@ class B2storeCodecPipeline(CodecPipeline):
             return None if buf is None else buf.as_numpy_array()
 
         return list(await asyncio.gather(*(get(g, spec) for g, spec, *_ in batch)))
-
-    def _groups(self, batch: list, arr: np.ndarray, drop_axes: tuple) -> tuple[dict, list]:
-        """The chunks placed by the kernels, by chunk shape and integer axes; the others."""
-        groups: dict[tuple, _Group] = {}
-        others: list[int] = []
-        fast = native.enabled() and not drop_axes
-        for i, (_getter, spec, csel, osel, _complete) in enumerate(batch):
-            shape = tuple(spec.shape)
-            box = _box(csel, osel, shape, arr) if fast else None
-            if box is None:
-                others.append(i)
-                continue
-            key = (shape, tuple(not isinstance(s, slice) for s in csel))
-            group = groups.get(key)
-            if group is None:
-                group = groups[key] = _Group([], [], [], _strides(csel, arr))
-            group.index.append(i)
-            group.boxes.append(box)
-        return groups, others
-
-    def _read_local(self, batch: list, arr: np.ndarray, drop_axes: tuple) -> tuple:
-        """A LocalStore's chunks: the files read and decoded by the kernels, in threads."""
-        root = self._root
-        groups, others = self._groups(batch, arr, drop_axes)
-        status = np.zeros(len(batch), np.int8)
-        status[others] = _FAILED
-        for (shape, _ints), group in groups.items():
-            paths = [os.fsencode(os.path.join(root, batch[i][0].path)) for i in group.index]
-            nbytes = self.dtype.itemsize * int(np.prod(shape, dtype=np.int64))
-            # A Blosc chunk is at most its items and headers; a larger file is read (and
-            # refused by the decoder) through Python.
-            limit = nbytes + nbytes // 8 + (1 << 16)
-            status[group.index] = self._run(
-                lambda *a, paths=paths, limit=limit: _plain_chunks.read_place(paths, limit, *a),
-                len(paths),
-                group,
-                shape,
-                arr,
-            )
-        results = []
-        for i, info in enumerate(batch):
-            _getter, spec, _csel, osel, _complete = info
-            if status[i] == _MISSING:
-                arr[osel] = _fill(spec)
-                results.append({"status": _ABSENT})
-                continue
-            if status[i] != _PLACED:
-                buf = _read_file(os.path.join(root, info[0].path))
-                if buf is None:
-                    arr[osel] = _fill(spec)
-                    results.append({"status": _ABSENT})
-                    continue
-                self._place_one(info, buf, arr, drop_axes)
-            results.append({"status": _PRESENT})
-        return tuple(results)
-
-    def _read_fetched(self, batch: list, chunks: list, arr: np.ndarray, drop_axes: tuple):
-        """Chunks fetched through the store: decoded by the kernels, in threads."""
-        groups, _others = self._groups(batch, arr, drop_axes)
-        status = np.full(len(batch), _FAILED, np.int8)
-        for (shape, _ints), group in groups.items():
-            keep = [k for k, i in enumerate(group.index) if chunks[i] is not None]
-            plans = [Plan(chunks[group.index[k]]) for k in keep]
-            index = [group.index[k] for k in keep]
-            part = _Group(index, plans, [group.boxes[k] for k in keep], group.strides)
-            status[index] = self._run(
-                lambda *a, plans=plans: _plain_chunks.decode_place(plans, *a),
-                len(plans),
-                part,
-                shape,
-                arr,
-            )
-        results = []
-        for i, info in enumerate(batch):
-            buf = chunks[i]
-            if buf is None:
-                arr[info[3]] = _fill(info[1])
-                results.append({"status": _ABSENT})
-                continue
-            if status[i] != _PLACED:
-                self._place_one(info, buf, arr, drop_axes)
-            results.append({"status": _PRESENT})
-        return tuple(results)
-
-    def _run(self, call: Any, n: int, group: _Group, shape: tuple, arr: np.ndarray):
-        """``call`` (a kernel given the group's geometry) in threads over ``n`` chunks;
-        each chunk's status."""
-        status = np.zeros(n, np.int8)
-        if n == 0:
-            return status
-        itemsize = self.dtype.itemsize
-        nbytes = itemsize * int(np.prod(shape, dtype=np.int64))
-        boxes = np.array(group.boxes, dtype=np.int64).reshape(n, 2 * len(shape) + 1)
-        cshape = np.array(shape, dtype=np.int64)
-        strides = np.array(group.strides, dtype=np.int64)
-        flat = arr.reshape(-1).view(np.uint8)
-        counter = np.zeros(1, np.int64)
-
-        def run() -> None:
-            call(
-                boxes,
-                cshape,
-                strides,
-                itemsize,
-                flat,
-                _tmp(nbytes),
-                native._scratch(),
-                counter,
-                status,
-            )
-
-        nthreads = min(_nthreads(), n)
-        jobs = [native.executor(nthreads - 1).submit(run) for _ in range(nthreads - 1)]
-        run()
-        for job in jobs:
-            job.result()
-        return status
-
-    def _place_one(self, info: tuple, buf: Any, arr: np.ndarray, drop_axes: tuple) -> None:
-        """One chunk decoded by the general decoder (which names what is wrong with a bad
-        one) and placed as zarr places it."""
-        _getter, spec, csel, osel, _complete = info
-        shape = tuple(spec.shape)
-        decoded = decode_chunk(np.frombuffer(buf, np.uint8))
-        expected = self.dtype.itemsize * int(np.prod(shape, dtype=np.int64))
-        if decoded.nbytes != expected:
-            raise FormatError(
-                "nbytes", f"{expected} (a chunk of shape {shape}, {self.dtype})", decoded.nbytes
-            )
-        chunk = decoded.view(self.dtype).reshape(shape)[csel]
-        if drop_axes:
-            chunk = chunk.squeeze(axis=drop_axes)
-        arr[osel] = chunk
-
-
-def _nthreads() -> int:
-    """Threads a read decodes with: zarr's ``threading.max_workers``, else the CPUs."""
-    n = config.get("threading.max_workers", None)
-    return max(1, int(n)) if n else native.cpu_count()
-
-
-_local = threading.local()
-
-
-def _tmp(nbytes: int) -> np.ndarray:
-    """This thread's buffer of a decoded chunk (kept for the next read)."""
-    buf = getattr(_local, "tmp", None)
-    if buf is None or len(buf) < nbytes:
-        buf = _local.tmp = np.empty(nbytes, np.uint8)
-    return buf
 
 
 register_pipeline(B2storeCodecPipeline)
