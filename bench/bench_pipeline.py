@@ -1,5 +1,6 @@
 """Zarr codec pipelines on the same Zarr v3 arrays: zarr's default ``BatchedCodecPipeline``
-against zarrs (``zarrs.ZarrsCodecPipeline``, Rust) and b2store's (``B2storeCodecPipeline``).
+against zarrs (``zarrs.ZarrsCodecPipeline``, Rust), zarr's opt-in ``FusedCodecPipeline``
+(zarr 3.4 and newer; ``fused``) and b2store's (``B2storeCodecPipeline``).
 
 A 16 MB float32 array (2048 x 2048, a smooth field with noise) in 128 kB (128 x 256) and 1 MB
 (512 x 512) chunks, zarr's ``BloscCodec`` LZ4 and Zstd with shuffle, in a LocalStore; a
@@ -7,14 +8,14 @@ whole read and a box across many chunks (``[100:1900, 300:1700]``), one thread a
 Each thread count runs in a process of its own, as each pipeline's threads are sized once
 per process: zarr's pipeline decodes in zarr's thread pool, made with the
 ``threading.max_workers`` of zarr's first call (set before it here; left unset, zarr's
-one-thread reads took 35 ms of CPU in 29 ms), b2store's reads that setting at each read, and
-zarrs decodes in rayon's global pool, which ``threading.max_workers`` does not bound (at 1 it
-still ran on both cores: 4.9 ms of CPU in 2.9 ms) and which ``RAYON_NUM_THREADS`` sizes, set
-here to the same count. Medians over interleaved rounds in each process (and each
-pipeline's CPU time), ratios
-against zarrs and zarr. ``floor`` is a pipeline that reads nothing
-(its ``read`` returns at once): what zarr itself spends on a read around any pipeline,
-which bounds every pipeline's ratio against zarr's.
+one-thread reads took 35 ms of CPU in 29 ms), ``FusedCodecPipeline`` in a pool sized by
+``codec_pipeline.max_workers`` (set too), b2store's reads ``threading.max_workers`` at each
+read, and zarrs decodes in rayon's global pool, which ``threading.max_workers`` does not
+bound (at 1 it still ran on both cores: 4.9 ms of CPU in 2.9 ms) and which
+``RAYON_NUM_THREADS`` sizes, set here to the same count. Medians over interleaved rounds in
+each process (and each pipeline's CPU time), ratios against zarrs, ``fused`` and zarr.
+``floor`` is a pipeline that reads nothing (its ``read`` returns at once): what zarr itself
+spends on a read around any pipeline, which bounds every pipeline's ratio against zarr's.
 
 Writes (``write`` rows): the whole array written over the same chunks by each pipeline, its
 own store each; ``floor`` there writes the chunks' bytes, encoded beforehand, as zarr's
@@ -67,6 +68,7 @@ PIPELINES = {
     "zarr": "zarr.core.codec_pipeline.BatchedCodecPipeline",
     "zarrs": "zarrs.ZarrsCodecPipeline",
     "b2store": "b2store.integrations.zarr.pipeline.B2storeCodecPipeline",
+    "fused": "zarr.core.codec_pipeline.FusedCodecPipeline",
     "floor": f"{__name__}.Floor",
 }
 CHUNKS = {"128kB": (128, 256), "1MB": (512, 512)}
@@ -114,9 +116,10 @@ def ratios(med: dict, best: dict) -> dict:
         "vs_zarr": round(med["zarr"] / med["b2store"], 2),
         "best_vs_zarr": round(best["zarr"] / best["b2store"], 2),
     }
-    if "zarrs" in med:
-        row["vs_zarrs"] = round(med["zarrs"] / med["b2store"], 2)
-        row["best_vs_zarrs"] = round(best["zarrs"] / best["b2store"], 2)
+    for other in ("zarrs", "fused"):
+        if other in med:
+            row[f"vs_{other}"] = round(med[other] / med["b2store"], 2)
+            row[f"best_vs_{other}"] = round(best[other] / best["b2store"], 2)
     return row
 
 
@@ -126,8 +129,10 @@ def show(label: str, med: dict, row: dict) -> None:
         "  ".join(f"{n} {t * 1e3:7.2f} ms" for n, t in med.items()),
         f"  b2store: {row['vs_zarr']:.2f}x zarr",
         f"{row.get('vs_zarrs', float('nan')):.2f}x zarrs",
+        f"{row.get('vs_fused', float('nan')):.2f}x fused",
         f"  best: {row['best_vs_zarr']:.2f}x zarr",
         f"{row.get('best_vs_zarrs', float('nan')):.2f}x zarrs",
+        f"{row.get('best_vs_fused', float('nan')):.2f}x fused",
         flush=True,
     )
 
@@ -262,13 +267,18 @@ def bench_b2nd(tmp: str, data: np.ndarray, repeat: int, threads: int) -> list[di
 def run_threads(threads: int, repeat: int) -> list[dict]:
     """Every case at one thread count, in this process."""
     # Before zarr's first call: its thread pool (which zarr's pipeline decodes in) takes the
-    # count it has when it is made, and keeps it.
-    zarr.config.set({"threading.max_workers": threads})
+    # count it has when it is made, and keeps it. (FusedCodecPipeline's pool has a setting
+    # of its own.)
+    zarr.config.set({"threading.max_workers": threads, "codec_pipeline.max_workers": threads})
     available = dict(PIPELINES)
     try:
         import zarrs  # noqa: F401
     except ImportError:
         del available["zarrs"]
+    try:
+        from zarr.core.codec_pipeline import FusedCodecPipeline  # noqa: F401
+    except ImportError:  # (zarr before 3.4)
+        del available["fused"]
     data = field()
     with tempfile.TemporaryDirectory() as tmp:
         results = bench_reads(tmp, data, available, repeat, threads)

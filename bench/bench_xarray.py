@@ -37,6 +37,8 @@ opens the Dataset with ``xr.open_dataset(path, engine=...)``, the engine the onl
 * load: ``ds.load()`` (the three variables);
 * dask mean: ``open_dataset(..., chunks={})`` (one dask chunk per stored chunk), then
   ``ds.mean().compute()`` (dask's threaded scheduler);
+* dask load: the same, then ``ds.load()`` (for the zarr engine, ``xr.open_zarr(path).load()``:
+  its default chunks are these here, one dask chunk per stored chunk);
 * write: ``to_b2nd`` against ``to_zarr`` with the encoding above, each into a fresh path,
   neither syncing to the disk (``to_b2nd``'s sync ``"none"``, zarr's only way).
 
@@ -258,6 +260,7 @@ def zarr_engine_rows(quick: bool) -> dict:
         lazy = {"b2nd": opener(b2p, "b2nd", chunks={}), "zarr": opener(zp, "zarr", chunks={}),
                 "zarr+b2store": opener(zp, "zarr", PIPELINE_PATH, chunks={})}  # fmt: skip
         cases["dask mean"] = {n: make(lambda d: d.mean().compute()) for n, make in lazy.items()}
+        cases["dask load"] = {n: make(lambda d: d.load()) for n, make in lazy.items()}
         cases["write"] = {
             "b2nd": writer(".b2d", b2_write),
             "zarr": writer(".zarr", lambda p: ds.to_zarr(p, encoding=encoding, mode="w")),
