@@ -522,6 +522,37 @@ def test_fewer_large_chunks_than_threads_share_their_blocks(tmp_path, store, mon
     assert max(shared) == min(2, native.cpu_count())
 
 
+@pytest.mark.parametrize("store", ["local", "memory"])
+def test_only_reads_past_a_mebibyte_hop_to_a_worker_thread(tmp_path, store, monkeypatch):
+    """A read whose chunks decode to 1 MiB or less is decoded in zarr's event loop (its
+    decode is shorter than the hop to a thread); a larger one in a worker thread, the loop
+    free meanwhile."""
+    import asyncio
+
+    hops = []
+    to_thread = asyncio.to_thread
+
+    async def counted(func, *args, **kwargs):
+        if getattr(func, "__self__", None).__class__ is Reader:
+            hops.append(func.__name__)
+        return await to_thread(func, *args, **kwargs)
+
+    where = tmp_path if store == "local" else zarr.storage.MemoryStore()
+    expected = np.arange(600_000, dtype="f4").reshape(600, 1000)
+    arr = zarr.create_array(
+        where, shape=expected.shape, chunks=(100, 1000), dtype="f4", compressors=BloscCodec()
+    )  # (chunks of 400 kB)
+    arr[:] = expected
+    monkeypatch.setattr(asyncio, "to_thread", counted)
+    with zarr.config.set({"codec_pipeline.path": OURS}):
+        arr = zarr.open_array(where, mode="r")
+        np.testing.assert_array_equal(arr[5, 7:9], expected[5, 7:9])
+        np.testing.assert_array_equal(arr[150:250], expected[150:250])  # (two chunks)
+        assert hops == []
+        np.testing.assert_array_equal(arr[50:350], expected[50:350])  # (four)
+        assert len(hops) == 1
+
+
 def test_a_bad_large_chunk_raises_the_decoders_format_error(tmp_path):
     expected = large_chunks(tmp_path)
     chunk = tmp_path / "c" / "1" / "0"

@@ -34,7 +34,7 @@ from ...chunk.decoder import decode_chunk
 from ...errors import FormatError
 from ...nd import _plain_chunks
 
-__all__ = ["PRESENT", "Reader", "read_file"]
+__all__ = ["PRESENT", "SMALL_READ", "Reader", "read_file"]
 
 
 def _fill(spec: Any) -> Any:
@@ -141,6 +141,11 @@ class _Group:
     strides: list[int]
 
 
+# A read of this many decoded bytes or fewer is decoded where it is asked for, with no hop to
+# a worker thread (below the size threads share a chunk at, as for one chunk alone).
+SMALL_READ = 2 * native.THREAD_BYTES
+
+
 class Reader:
     """The reads of one array's chunks, of items of ``dtype``: a ``LocalStore``'s files under
     ``root`` read by the kernels (:meth:`read_local`), other stores' bytes handed in
@@ -212,6 +217,13 @@ class Reader:
                 self._place_one(info, buf, arr, drop_axes)
             results.append({"status": PRESENT})
         return tuple(results)
+
+    def small(self, batch: list) -> bool:
+        """The batch's chunks are :data:`SMALL_READ` bytes or fewer when decoded."""
+        if not batch:
+            return True
+        per_chunk = self.dtype.itemsize * int(np.prod(batch[0][1].shape, dtype=np.int64))
+        return len(batch) * per_chunk <= SMALL_READ
 
     def _few_large(self, batch: list, drop_axes: tuple) -> bool:
         """Fewer chunks than threads, each large enough for threads to share its blocks."""
