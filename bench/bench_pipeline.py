@@ -23,7 +23,8 @@ own store each; ``floor`` there writes the chunks' bytes, encoded beforehand, as
 the file system's share of any pipeline's write. ``b2nd`` rows: the same field as a
 ``.b2nd`` frame (LZ4 with shuffle, 128 x 256 chunks, python-blosc2's blocks), read whole by
 ``b2store.open(p)[:]`` and by ``zarr.open_array(B2ndStore(p))[:]`` through zarr's pipeline
-and b2store's.
+and b2store's. ``xarray`` rows: ``xr.open_zarr(p).load()`` of three float32 variables in 512 kB
+chunks (LZ4 with shuffle), with dask's default chunks (a task per chunk) and without dask.
 
     python bench/bench_pipeline.py [--quick] [--repeat N] [--json PATH] [--threads N]
 
@@ -264,6 +265,44 @@ def bench_b2nd(tmp: str, data: np.ndarray, repeat: int, threads: int) -> list[di
     return [row]
 
 
+def bench_xarray(tmp: str, available: dict, repeat: int, threads: int) -> list[dict]:
+    """``xr.open_zarr(p).load()`` of a Dataset of three float32 variables (64 x 256 x 512 in
+    512 kB chunks, BloscCodec LZ4 with shuffle), with each pipeline: open_zarr's default
+    chunks (a dask task per chunk; dask's ``num_workers`` the thread count) and without dask
+    (``chunks=None``)."""
+    import dask
+    import xarray as xr
+    from bench_write import make_dataset
+
+    ds = make_dataset((64, 256, 512))
+    path = f"{tmp}/xarray.zarr"
+    codec = BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")
+    encoding = {v: {"chunks": (1, 256, 512), "compressors": [codec]} for v in ds.data_vars}
+    ds.to_zarr(path, encoding=encoding, mode="w", consolidated=False)
+    results = []
+    # open_zarr's default chunks (dask installed): one dask chunk per stored chunk.
+    for label, options in (("dask", {}), ("no dask", {"chunks": None})):
+
+        def load(where, options=options):
+            def run():
+                with zarr.config.set({"codec_pipeline.path": where}):
+                    with dask.config.set(num_workers=threads):
+                        with xr.open_zarr(path, consolidated=False, **options) as opened:
+                            return opened.load()
+
+            return run
+
+        funcs = {n: load(where) for n, where in available.items()}
+        for name in ("zarr", "b2store"):
+            xr.testing.assert_identical(funcs[name](), ds)
+        med, best = timed(funcs, repeat)
+        row = {"codec": "lz4", "chunks": "512kB", "threads": threads, "read": f"open_zarr {label}"}
+        row.update(ratios(med, best))
+        results.append(row)
+        show(f"xarray 512kB  {threads}t {label:7}", med, row)
+    return results
+
+
 def run_threads(threads: int, repeat: int) -> list[dict]:
     """Every case at one thread count, in this process."""
     # Before zarr's first call: its thread pool (which zarr's pipeline decodes in) takes the
@@ -284,6 +323,7 @@ def run_threads(threads: int, repeat: int) -> list[dict]:
         results = bench_reads(tmp, data, available, repeat, threads)
         results += bench_writes(tmp, data, available, repeat, threads)
         results += bench_b2nd(tmp, data, repeat, threads)
+        results += bench_xarray(tmp, available, repeat, threads)
     return results
 
 
