@@ -98,6 +98,8 @@ class Pipeline:
             last = len(steps) - 1
             self.plugins = {last - k: run for k, run in self.plugins.items()}
         self.steps = tuple(steps) if encoding else tuple(reversed(steps))
+        # (the steps as the C block loop takes them, made once, not per decode)
+        self.int_steps = [(int(fid), int(meta)) for fid, meta in self.steps]
         self.has_delta = any(fid == Filter.DELTA for fid, _ in steps)
 
     @classmethod
