@@ -357,9 +357,18 @@ def _nthreads() -> int:
 
 _local = threading.local()
 
+# A thread keeps its buffer between reads only from this size on, where a fresh one costs its
+# pages' faults and zeroing at every read; smaller ones are made per read. What the threads
+# hold (the loop's, zarr's pool's and the kernels' pool's) is then only large chunks': small
+# reads no longer leave a buffer in each thread that ever made one.
+_KEPT_BYTES = 1 << 20
+
 
 def _tmp(nbytes: int) -> np.ndarray:
-    """This thread's buffer of a decoded chunk (kept for the next read)."""
+    """A buffer of ``nbytes`` bytes at least for this thread's read: its kept one from
+    :data:`_KEPT_BYTES` on, grown as needed."""
+    if nbytes < _KEPT_BYTES:
+        return np.empty(nbytes, np.uint8)
     buf = getattr(_local, "tmp", None)
     if buf is None or len(buf) < nbytes:
         buf = _local.tmp = np.empty(nbytes, np.uint8)
