@@ -519,6 +519,11 @@ def test_fewer_large_chunks_than_threads_share_their_blocks(tmp_path, store, mon
             for key in (np.s_[:300], np.s_[300:], np.s_[10:200, 5:700], np.s_[299:301, :],
                         np.s_[:], np.s_[100:500, 999:]):  # fmt: skip
                 np.testing.assert_array_equal(again[key], expected[key], err_msg=str(key))
+            # Orthogonal and vectorized keys, out of order: zarr's output selections are
+            # index arrays there, and the chunk is placed through them.
+            rows, cols = [200, 3, 50], [9, 2, 700]
+            np.testing.assert_array_equal(again.oindex[rows, cols], expected[np.ix_(rows, cols)])
+            np.testing.assert_array_equal(again.vindex[rows, cols], expected[rows, cols])
     assert max(shared) == min(2, native.cpu_count())
 
 

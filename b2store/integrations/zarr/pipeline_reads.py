@@ -249,23 +249,24 @@ class Reader:
 
     def _place_large(self, info: tuple, buf: Any, arr: np.ndarray) -> bool:
         """One large chunk decoded by threads sharing its blocks, straight into ``arr``
-        where its box is all of it and lies there in C order; False where the kernels do
-        not take it (the general decoder then says why)."""
+        where its box is all of it and lies there in C order, else placed from a decoded
+        copy as zarr places it; False where the kernels do not take it (the general decoder
+        then says why)."""
         _getter, spec, csel, osel, _complete = info
         shape = tuple(spec.shape)
         nbytes = self.dtype.itemsize * int(np.prod(shape, dtype=np.int64))
         src = np.frombuffer(buf, np.uint8)
-        region = arr[osel]
         box = _box(csel, osel, shape, arr)
-        whole = (
-            box is not None and not any(box[: len(shape)]) and box[len(shape) : -1] == list(shape)
-        )
-        if whole and region.flags.c_contiguous and region.shape == shape:
-            return native.quick_decode(src, region, _nthreads(), nbytes) is not None
+        if box is not None and not any(box[: len(shape)]) and box[len(shape) : -1] == list(shape):
+            region = arr[osel]  # (plain slices: a view of the output)
+            if region.flags.c_contiguous and region.shape == shape:
+                return native.quick_decode(src, region, _nthreads(), nbytes) is not None
         decoded = native.quick_decode(src, None, _nthreads(), nbytes)
         if decoded is None or decoded.nbytes != nbytes:
             return False
-        region[...] = decoded.view(self.dtype).reshape(shape)[csel]
+        # Through arr's own indexing: an orthogonal key's output selection may be index
+        # arrays, where arr[osel] would be a copy.
+        arr[osel] = decoded.view(self.dtype).reshape(shape)[csel]
         return True
 
     def read_fetched(self, batch: list, chunks: list, arr: np.ndarray, drop_axes: tuple):
