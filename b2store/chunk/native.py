@@ -378,8 +378,6 @@ def walk(decoder, split: bool, only=None, ends=None) -> bool:
     return True
 
 
-
-
 def decode(decoder, blocks, dest: np.ndarray, dest_base: int, first=None, nthreads=1) -> bool:
     """Decode ``blocks`` of a walked chunk into ``dest`` (the decoded chunk from byte
     ``dest_base`` on); False if any failed (the Python path then says why)."""
