@@ -261,7 +261,7 @@ class B2ndArray(ArrayWrites, OnSChunk):
             key = (key,)
         if len(key) > len(dims):
             return None  # other keys, and their errors, are the general path's
-        nchunk, nblocks, spans, kept = 0, 1, [], []
+        nchunk, nblocks, spans, kept, box = 0, 1, [], [], ([], [])
         for d, (n, c, b, grid) in enumerate(dims):
             k = key[d] if d < len(key) else _ALL
             if type(k) is int:
@@ -279,6 +279,8 @@ class B2ndArray(ArrayWrites, OnSChunk):
             first = lo // c
             if (hi - 1) // c != first:
                 return None
+            box[0].append(lo)
+            box[1].append(hi)
             nchunk = nchunk * grid + first
             lo, hi = lo - first * c, hi - first * c
             nblocks *= (hi - 1) // b - lo // b + 1
@@ -292,11 +294,21 @@ class B2ndArray(ArrayWrites, OnSChunk):
             # its output where its blocks are whole rows, not into a buffer then copied out
             # (8 MB chunks: 15% less CPU).
             return None
+        dtype = self.dtype
+        if read_chunks.available() and self.ndim:
+            # A local frame's chunk: its blocks read, decoded and copied out in one compiled
+            # call (a third of the time of the Python below, which does the rest).
+            st = self.schunk.committed()
+            out = np.empty([hi - lo for lo, hi in zip(*box)], dtype)
+            # (the state read from must be of the metalayer the key was checked against)
+            if stored_meta(st.header) == self._meta_raw and read_chunks.read_small(
+                self.schunk, st, *box, self.shape, chunks, blocks, out, chunk_bytes
+            ):
+                return out.reshape(-1)[0] if not kept else out.reshape(kept)
         numbers = blocks_touched([(lo, hi) for lo, hi, _ in spans], chunks, blocks)
         buf = np.empty(chunk_bytes, np.uint8)
         if self.schunk.decode_blocks(nchunk, numbers, buf, blocksize=block_bytes) is None:
             return None  # Blosc blocks that are not the array's blocks: decoded whole
-        dtype = self.dtype
         if nblocks == 1:
             at = numbers[0] * block_bytes
             block = buf[at : at + block_bytes].view(dtype).reshape(blocks)

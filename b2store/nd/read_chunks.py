@@ -42,6 +42,7 @@ __all__ = [
     "read_part",
     "read_parts",
     "read_runs",
+    "read_small",
     "straight_box",
 ]
 
@@ -289,6 +290,32 @@ def read_box(
     finally:
         os.close(fd)
     return np.sort(left[: shared[1]])
+
+
+def read_small(
+    schunk: SChunk, state: State, lo, hi, shape, chunkshape, blockshape, out, chunk_bytes: int
+) -> bool:  # fmt: skip
+    """Items ``[lo, hi)`` of the array (a box inside one chunk, a few of its blocks) into
+    ``out``: the chunk's header, block starts and those blocks read from the frame's file,
+    decoded and copied out in one compiled call (:func:`read_box`'s, for one chunk: the
+    Python around a one-element read was a third of its time). False where that is not the
+    way, ``out`` then not all written: the frame is not a local file, or the chunk is not of
+    the kind the call takes (special, DELTA, other blocks than the array's, damaged); the
+    caller reads it the general way, which decodes it or names what is wrong."""
+    found = schunk.file_index(state)
+    if found is None:
+        return False
+    fd, offsets, stored, base = found
+    try:
+        room = _room(schunk.widest_stored(state))
+        left = np.empty(1, np.int64)
+        return not _read_chunks.read_box(
+            fd, np.ascontiguousarray(offsets, np.int64), stored, base, lo, hi, shape,
+            chunkshape, blockshape, out, room, np.empty(chunk_bytes, np.uint8),
+            native._scratch(), left,
+        )  # fmt: skip
+    finally:
+        os.close(fd)
 
 
 def _together(work, scratch: np.ndarray, threads: int) -> None:

@@ -85,7 +85,18 @@ def reads(monkeypatch):
             counts["indices"].append(number)
         return read_box(schunk, state, lo, hi, shape, chunks, blocks, *args)
 
+    read_small = read_chunks.read_small
+
+    def counting_small(schunk, state, lo, hi, shape, chunks, blocks, *args):  # in one chunk, in C
+        done = read_small(schunk, state, lo, hi, shape, chunks, blocks, *args)
+        if done:  # (else the read goes on through decode_blocks, counted there)
+            for number, _, _ in box_chunks(lo, hi, shape, chunks, blocks):
+                counts["chunks"] += 1
+                counts["indices"].append(number)
+        return done
+
     monkeypatch.setattr(read_chunks, "read_box", counting_box)
+    monkeypatch.setattr(read_chunks, "read_small", counting_small)
     monkeypatch.setattr(SChunk, "file_positions", counting_positions)
     monkeypatch.setattr(SChunk, "get_chunk", counting_chunk)
     monkeypatch.setattr(SChunk, "get_chunk_blocks", counting_blocks)

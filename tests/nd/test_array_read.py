@@ -1,6 +1,8 @@
 """Reading b2nd arrays: every corpus array bit-exact, numpy basic indexing on arrays
 python-blosc2 writes, and reads that decode only the blocks a selection touches."""
 
+import os
+
 import numpy as np
 import pytest
 from helpers import box_chunks, case_id, corpus_cases, corpus_dir
@@ -240,25 +242,49 @@ def test_one_element_decodes_one_block(tmp_path, monkeypatch):
     assert counter.whole == 2  # whole chunks are decoded in one go
 
 
+def _kernel_read_bytes() -> int:
+    """The bytes the kernel counts this process as having read (``rchar``): every read and
+    pread, from Python or from compiled code."""
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
 @pytest.mark.parametrize("contiguous", [True, False], ids=["cframe", "sframe"])
-def test_one_element_reads_a_small_part_of_the_chunk(tmp_path, monkeypatch, contiguous):
+def test_one_element_reads_a_small_part_of_the_chunk(tmp_path, monkeypatch, contiguous, compiled):
     from b2store.frame import sources
 
+    if compiled and not read_chunks.available():
+        pytest.skip("the compiled reader is not built here")
+    if compiled and not os.path.exists("/proc/self/io"):
+        pytest.skip("the compiled reader's bytes are counted by the kernel: Linux's /proc")
     data = np.random.default_rng(2).normal(size=(400, 300))
     arr = b2store.open(write(tmp_path, data, (200, 300), (20, 30), contiguous=contiguous))
     chunk_size = len(arr.schunk.get_chunk(0))
-    read = {"bytes": 0}
-    plain = sources.FileSource.read
+    read = {"bytes": 0, "small": []}
+    plain, small = sources.FileSource.read, read_chunks.read_small
 
     def counting(self, offset, size):
         read["bytes"] += size
         return plain(self, offset, size)
 
-    # Every byte read from a local file, frame or chunk file, goes through FileSource.read.
+    def spied(*args):
+        read["small"].append(small(*args))
+        return read["small"][-1]
+
+    # Every byte Python reads from a local file, frame or chunk file, goes through
+    # FileSource.read; the compiled reader's are counted by the kernel.
     monkeypatch.setattr(sources.FileSource, "read", counting)
+    monkeypatch.setattr(read_chunks, "read_small", spied)
+    if not compiled:
+        monkeypatch.setattr(read_chunks, "available", lambda: False)
+    before = _kernel_read_bytes() if compiled else 0
     assert arr[321, 123] == data[321, 123]
-    # The header, the block starts and two blocks (block 0 and the one asked for).
-    assert 0 < read["bytes"] < chunk_size / 20
+    got = _kernel_read_bytes() - before if compiled else read["bytes"]
+    # The header, the block starts and the block asked for (block 0 too for Python's).
+    assert 0 < got < chunk_size / 20
+    # A local frame's read is the compiled call's; a directory's is Python's.
+    assert read["small"] == ([True] if compiled and contiguous else [False] if compiled else [])
 
 
 def test_delta_chunks_decode_block_zero_first(tmp_path, monkeypatch):
