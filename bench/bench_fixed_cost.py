@@ -13,7 +13,8 @@ In one process, interleaved round by round (order rotated), medians in microseco
   sizes and Zstd levels, so only python-blosc2 writes the same bytes);
 * ``small``: one element and a slab ``[k, 40:60]`` of an open ``.b2nd`` array, in the layout
   python-blosc2 picks by default (Zstd level 1) for a 4096x8192 float32, a 1000x1000
-  float64 and a 100x200x300 float32, against python-blosc2's array;
+  float64 and a 100x200x300 float32, and a 3000x3000 uint8 of noise (stored raw), against
+  python-blosc2's array;
 * the Python calls one b2store call makes (``sys.setprofile``), where it matters.
 
 Ratios are b2store's speed over the other's (> 1: b2store is faster). One thread throughout.
@@ -54,6 +55,8 @@ CODECS = {
     "zlib": blosc2.Codec.ZLIB,
 }
 SHAPES = [((4096, 8192), np.float32), ((1000, 1000), np.float64), ((100, 200, 300), np.float32)]
+# Data that does not compress: python-blosc2 stores its chunks raw (no block starts).
+NOISE = ((3000, 3000), np.uint8)
 
 
 def medians(funcs: dict, repeat: int) -> dict[str, float]:
@@ -173,9 +176,13 @@ def numcodecs_rows(repeat: int) -> list[dict]:
 
 def small_rows(repeat: int, tmp: str) -> list[dict]:
     rows = []
-    for shape, dtype in SHAPES:
+    for shape, dtype in [*SHAPES, NOISE]:
         path = os.path.join(tmp, "x".join(map(str, shape)) + ".b2nd")
-        blosc2.asarray(walk(shape, dtype), urlpath=path, mode="w", cparams={"clevel": 1})
+        if (shape, dtype) == NOISE:
+            data = np.random.default_rng(38).integers(0, 256, shape, dtype)
+        else:
+            data = walk(shape, dtype)
+        blosc2.asarray(data, urlpath=path, mode="w", cparams={"clevel": 1})
         theirs, ours = blosc2.open(path), b2store.open(path)
         k = tuple(n // 3 for n in shape)
         slab = (k[0], slice(40, 60))
@@ -186,7 +193,8 @@ def small_rows(repeat: int, tmp: str) -> list[dict]:
             rows.append(
                 {
                     "case": f"{what} of {shape} {np.dtype(dtype).name} "
-                    f"(chunks {theirs.chunks}, blocks {theirs.blocks})",
+                    f"(chunks {theirs.chunks}, blocks {theirs.blocks}"
+                    f"{', noise: stored raw' if (shape, dtype) == NOISE else ''})",
                     "us": t,
                     "ratio": t["blosc2"] / t["b2store"],
                     "calls": python_calls(mine),

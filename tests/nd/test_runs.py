@@ -5,6 +5,9 @@ way."""
 
 from __future__ import annotations
 
+import math
+import os
+
 import numpy as np
 import pytest
 from helpers import box_chunks, other_blosc_blocks
@@ -232,6 +235,75 @@ def test_a_damaged_chunk_in_a_run_is_reported_by_name(tmp_path):
         arr[:]
     # The chunks around it read.
     np.testing.assert_array_equal(arr[:20], data[:20])
+
+
+def _kernel_read_bytes() -> int:
+    """The bytes the kernel counts this process as having read (Linux's ``rchar``)."""
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
+
+
+@pytest.mark.parametrize(
+    "shape,chunks,blocks",
+    [
+        ((90, 80), (30, 80), (5, 80)),  # blocks of whole rows: boxes read straight into out
+        ((90, 80), (30, 40), (7, 9)),  # padded blocks, cut along both dimensions
+        ((12, 30, 20), (4, 30, 20), (1, 10, 20)),
+    ],
+)
+def test_chunks_stored_raw_are_read_in_part_in_c(tmp_path, shape, chunks, blocks):
+    # Data that does not compress is stored raw (no block starts): each block lies at its
+    # place after the header, so a small read reads that block alone, in C.
+    from b2store.chunk.decoder import chunk_info
+
+    data = np.random.default_rng(7).integers(0, 2**32, shape, dtype="<u4")
+    # (clevel 0: stored raw whatever the data, padded blocks' zeros too)
+    arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=chunks, blocks=blocks, clevel=0)
+    assert all(chunk_info(arr.schunk.get_chunk(i)).memcpyed for i in range(arr.schunk.nchunks))
+    done = []
+    small = read_chunks.read_small
+
+    def spied(*args):
+        done.append(small(*args))
+        return done[-1]
+
+    rng = np.random.default_rng(8)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(read_chunks, "read_small", spied)
+        for _ in range(30):
+            at = tuple(int(rng.integers(0, n)) for n in shape)
+            assert arr[at] == data[at]
+            lo = [int(rng.integers(0, n)) for n in shape]
+            key = tuple(slice(a, a + int(rng.integers(1, 9))) for a in lo)
+            np.testing.assert_array_equal(arr[key], data[key])
+        assert done and all(done)
+    np.testing.assert_array_equal(arr[5:40], data[5:40])  # boxes over chunks
+    np.testing.assert_array_equal(arr[:], data)
+    if os.path.exists("/proc/self/io"):
+        at = (shape[0] - 1, *(n // 2 for n in shape[1:]))
+        before = _kernel_read_bytes()
+        assert arr[at] == data[at]
+        chunk_bytes = math.prod(chunks) * 4
+        assert _kernel_read_bytes() - before < chunk_bytes / 2
+
+
+def test_a_raw_chunk_whose_header_lies_is_read_by_python_which_names_it(tmp_path):
+    # A raw chunk's cbytes that is not its items and header: the C read leaves the chunk,
+    # and the Python path says what is wrong, as it would have without the C read.
+    data = np.random.default_rng(9).integers(0, 2**32, (60, 60), dtype="<u4")
+    path = tmp_path / "a.b2nd"
+    arr = b2store.asarray(data, path, chunks=(20, 60), blocks=(5, 60))
+    _name, at, cbytes = arr.schunk.chunk_span(1)
+    arr.close()
+    raw = bytearray(path.read_bytes())
+    raw[at + 12 : at + 16] = (cbytes - 4).to_bytes(4, "little")
+    path.write_bytes(bytes(raw))
+    arr = b2store.open(path)
+    for key in [(25, 3), (slice(21, 23), slice(0, 60)), slice(20, 40), slice(None)]:
+        with pytest.raises(FormatError, match="cbytes"):
+            arr[key]
+    np.testing.assert_array_equal(arr[:20], data[:20])
+    np.testing.assert_array_equal(arr[40:], data[40:])
 
 
 def test_chunks_that_share_their_bytes(tmp_path, runs_done):
@@ -803,14 +875,15 @@ def test_read_parts_checks_its_arguments_first(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "kind", ["common", "delta", "raw"], ids=["common", "delta-then-runs", "raw-then-runs"]
+    "kind", ["common", "delta", "raw"], ids=["common", "delta-then-runs", "raw"]
 )
 def test_chunks_alone_in_the_frame_are_read_in_c_or_else_as_runs(
     tmp_path, runs_done, parts_done, kind
 ):
     # A column of a 2-d array: no two of its chunks are neighbours in the frame, so each
-    # would be a run of its own; read_parts reads them whole from the file instead. The
-    # chunks it does not take (DELTA, stored raw) are then read as runs, one each.
+    # would be a run of its own; read_parts reads them whole from the file instead (those
+    # stored raw too: their blocks lie at known places). The chunks it does not take (DELTA)
+    # are then read as runs, one each.
     rng = np.random.default_rng(7)
     noise = rng.integers(0, 256, (90, 60, 8), dtype=np.uint8).view("<u8")[..., 0]
     data = noise if kind == "raw" else _smooth((90, 60))  # (noise is stored raw)
@@ -820,7 +893,7 @@ def test_chunks_alone_in_the_frame_are_read_in_c_or_else_as_runs(
     np.testing.assert_array_equal(arr[key], data[key])
     assert all(b2store.chunk_info(arr.schunk.get_chunk(i)).memcpyed == (kind == "raw")
                for i in range(0, 27, 3))  # fmt: skip
-    if kind == "common":
+    if kind != "delta":
         assert parts_done == [2] * 9 and sum(runs_done) == 0
     else:
         assert parts_done == [0] * 9 and sum(runs_done) == 9
@@ -871,10 +944,14 @@ def test_chunks_read_box_leaves_are_read_the_other_ways(tmp_path, box_reads, kin
     if kind == "special":
         data[:20, :35] = 0  # chunk 0: all zeros, no bytes stored
     elif kind == "delta":
+        # (values that compress in blocks of 280 bytes: the smooth ones are stored raw with
+        # DELTA, which a raw chunk lists but does not apply)
+        data = (np.arange(60 * 70) % 4).reshape(60, 70).astype("<f8")
         cparams = {"filters": ["shuffle", "delta"], "filters_meta": [0, 0]}
     else:
         data[:20, :35] = rng.integers(0, 256, (20, 35, 8), dtype=np.uint8).view("<f8")[..., 0]
     arr = b2store.asarray(data, tmp_path / "a.b2nd", chunks=(20, 35), blocks=(5, 7), **cparams)
+    assert b2store.chunk_info(arr.schunk.get_chunk(0)).memcpyed == (kind == "raw")
     for key in [(slice(18, 23), slice(30, 41)), (slice(0, 40), slice(0, 70))]:
         box_reads.clear()
         np.testing.assert_array_equal(arr[key], data[key])
@@ -883,6 +960,8 @@ def test_chunks_read_box_leaves_are_read_the_other_ways(tmp_path, box_reads, kin
                                                  (60, 70), (20, 35), (5, 7))]  # fmt: skip
         if kind == "delta":
             assert left == expected  # none taken: DELTA needs block 0
+        elif kind == "raw":
+            assert not left and sorted(placed) == sorted(expected)  # its blocks read in place
         else:
             assert 0 in left and 0 not in placed and len(placed) == len(expected) - 1
 
