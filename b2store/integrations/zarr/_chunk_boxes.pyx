@@ -108,3 +108,104 @@ def box(csel, osel, tuple cshape, out):
     """One chunk's :func:`groups` box (``[*lo, *hi, offset]``), or None where its
     selections are not plain."""
     return _box(csel, osel, cshape, out.shape, out.strides)
+
+
+def b2nd_box(list batch, out, str prefix):
+    """The basic key of the box of a ``B2ndStore`` array whose read fills ``out`` exactly
+    with what zarr's ``batch`` of chunks (keys under ``prefix``, ``c/`` included) would
+    place there; None when the batch is not one box. :func:`b2nd_reads.box_of`'s loop over
+    the chunks, compiled (323 us of Python for 128 chunks)."""
+    cdef Py_ssize_t nb = len(batch), ndim, d, j, k, c, start, stop, step, length
+    cdef Py_ssize_t first, n, last, size = 1, filled = 0, volume, plen = len(prefix)
+    cdef Py_ssize_t ostart, ostop, ostep, origin
+    cdef tuple oshape = out.shape
+    cdef list firsts, steps, places, spans, key
+    if nb == 0:
+        return None
+    chunks = tuple(batch[0][1].shape)
+    ndim = len(chunks)
+    # Per axis: the first item read, the step (None: an integer), over all chunks.
+    firsts = [None] * ndim
+    steps = [None] * ndim
+    places = []
+    seen = set()
+    for k in range(nb):
+        info = batch[k]
+        getter, spec, csel, osel = info[0], info[1], info[2], info[3]
+        path = getter.path
+        if path in seen:
+            return None
+        seen.add(path)
+        if not path.startswith(prefix) or tuple(spec.shape) != chunks:
+            return None
+        try:
+            coords = [int(p) for p in path[plen:].split("/")]
+            origins = [<Py_ssize_t>coords[d] * <Py_ssize_t>chunks[d] for d in range(len(coords))
+                       if d < ndim]
+        except (ValueError, OverflowError):
+            return None
+        if len(coords) != ndim or type(csel) is not tuple or len(<tuple>csel) != ndim:
+            return None
+        if type(osel) is not tuple:
+            return None
+        spans = []
+        for d in range(ndim):
+            sel = (<tuple>csel)[d]
+            c = chunks[d]
+            origin = origins[d]
+            if type(sel) is slice:
+                PySlice_GetIndicesEx(sel, c, &start, &stop, &step, &length)
+                if step < 1 or stop <= start:
+                    return None
+                first = origin + start
+                n = length
+                this_step = step
+            elif isinstance(sel, _INTEGERS) and 0 <= sel < c:
+                first = origin + <Py_ssize_t>sel
+                n = 1
+                this_step = None
+            else:
+                return None
+            if steps[d] is None and firsts[d] is None:
+                steps[d] = this_step
+            elif steps[d] != this_step:
+                return None
+            if firsts[d] is None or first < <Py_ssize_t>firsts[d]:
+                firsts[d] = first
+            spans.append((first, n))
+        places.append((spans, osel))
+    key = []
+    for d in range(ndim):
+        last = max([sp[d][0] + (sp[d][1] - 1) * (steps[d] or 1) for sp, _ in places])
+        if steps[d] is None:
+            if last != <Py_ssize_t>firsts[d]:
+                return None
+            key.append(firsts[d])
+        else:
+            key.append(slice(firsts[d], last + 1, steps[d]))
+            size *= (last - <Py_ssize_t>firsts[d]) // <Py_ssize_t>steps[d] + 1
+    if size != out.size:
+        return None
+    # Each chunk's place in the output must be where the box puts its items, and the
+    # places must fill the output: then the box's read is the batch's, item for item.
+    for spans, osel in places:
+        j, volume = 0, 1
+        for d in range(ndim):
+            if steps[d] is None:
+                continue
+            first, n = spans[d]
+            step = steps[d]
+            if j >= len(<tuple>osel) or type((<tuple>osel)[j]) is not slice:
+                return None
+            PySlice_GetIndicesEx((<tuple>osel)[j], oshape[j], &ostart, &ostop, &ostep, &length)
+            if (ostep != 1 or ostart != (first - <Py_ssize_t>firsts[d]) // step
+                    or ostop - ostart != n or (first - <Py_ssize_t>firsts[d]) % step):
+                return None
+            volume *= n
+            j += 1
+        if j != len(<tuple>osel) or j != len(oshape):
+            return None
+        filled += volume
+    if filled != out.size:
+        return None
+    return tuple(key)

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from . import _chunk_boxes
+
 __all__ = ["box_of", "read_box"]
 
 
@@ -32,85 +34,17 @@ def _node_prefix(store: Any, path: str) -> str | None:
 
 def box_of(store: Any, batch: list, out: np.ndarray) -> tuple[str, tuple] | None:
     """``(node, key)``: the array and the basic key whose read fills ``out`` exactly with
-    what zarr's ``batch`` of chunks would place there; None when the batch is not one box."""
-    if not batch or store._writer is not None or len({b[0].path for b in batch}) != len(batch):
+    what zarr's ``batch`` of chunks would place there; None when the batch is not one box
+    (the chunks' own checks in compiled code: ``_chunk_boxes.b2nd_box``)."""
+    if not batch or store._writer is not None:
         return None
     prefix = _node_prefix(store, batch[0][0].path)
     if prefix is None:
         return None
-    chunks = tuple(batch[0][1].shape)
-    ndim = len(chunks)
-    # Per axis: the first and last item read, the step (None: an integer), over all chunks.
-    firsts: list[int | None] = [None] * ndim
-    steps: list[int | None] = [None] * ndim
-    places = []
-    for getter, spec, csel, osel, _complete in batch:
-        path = getter.path
-        if not path.startswith(prefix) or tuple(spec.shape) != chunks:
-            return None
-        try:
-            coords = [int(p) for p in path[len(prefix) :].split("/")]
-        except ValueError:
-            return None
-        if len(coords) != ndim or type(csel) is not tuple or len(csel) != ndim:
-            return None
-        if type(osel) is not tuple:
-            return None
-        spans = []
-        for d, (sel, c) in enumerate(zip(csel, chunks, strict=True)):
-            origin = coords[d] * c
-            if isinstance(sel, slice):
-                start, stop, step = sel.indices(c)
-                if step < 1 or stop <= start:
-                    return None
-                first = origin + start
-                n = len(range(start, stop, step))
-            elif isinstance(sel, (int, np.integer)):
-                first, step, n = origin + int(sel), None, 1
-            else:
-                return None
-            if steps[d] is None and firsts[d] is None:
-                steps[d] = step
-            elif steps[d] != step:
-                return None
-            firsts[d] = first if firsts[d] is None else min(firsts[d], first)
-            spans.append((first, n))
-        places.append((spans, osel))
-    key, size, dims = [], 1, range(ndim)
-    lasts = [max(sp[d][0] + (sp[d][1] - 1) * (steps[d] or 1) for sp, _ in places) for d in dims]
-    for d in range(ndim):
-        if steps[d] is None:
-            if lasts[d] != firsts[d]:
-                return None
-            key.append(firsts[d])
-        else:
-            key.append(slice(firsts[d], lasts[d] + 1, steps[d]))
-            size *= (lasts[d] - firsts[d]) // steps[d] + 1
-    if size != out.size:
+    key = _chunk_boxes.b2nd_box(batch, out, prefix)
+    if key is None:
         return None
-    # Each chunk's place in the output must be where the box puts its items, and the
-    # places must fill the output: then the box's read is the batch's, item for item.
-    filled = 0
-    for spans, osel in places:
-        j, volume = 0, 1
-        for d, (first, n) in enumerate(spans):
-            if steps[d] is None:
-                continue
-            if j >= len(osel) or not isinstance(osel[j], slice):
-                return None
-            start, stop, ostep = osel[j].indices(out.shape[j])
-            if ostep != 1 or start != (first - firsts[d]) // steps[d] or stop - start != n:
-                return None
-            if (first - firsts[d]) % steps[d]:
-                return None
-            volume *= n
-            j += 1
-        if j != len(osel) or j != out.ndim:
-            return None
-        filled += volume
-    if filled != out.size:
-        return None
-    return prefix[: -len("c/")].rstrip("/"), tuple(key)
+    return prefix[: -len("c/")].rstrip("/"), key
 
 
 def read_box(store: Any, node: str, key: tuple, out: np.ndarray) -> bool:
