@@ -730,8 +730,12 @@ def test_a_chunk_of_other_blosc_blocks_that_does_not_decode_names_both(tmp_path)
 
 
 def _open_fds() -> int:
-    import os
+    """The descriptors this process has open, once the garbage of earlier tests is
+    collected: an object of theirs finalized during a test closes one (a count that fell
+    by one failed a run), which says nothing of what the test's reads keep."""
+    import gc
 
+    gc.collect()
     return len(os.listdir("/proc/self/fd"))
 
 
@@ -781,7 +785,7 @@ def test_read_parts_closes_the_descriptors_it_takes(tmp_path):
     before = _open_fds()
     for _ in range(50):
         np.testing.assert_array_equal(arr[key], data[key])
-    assert _open_fds() == before
+    assert _open_fds() <= before  # (none kept: other threads may close theirs)
     arr.close()
     with pytest.raises(Exception, match="closed"):
         arr[key]
@@ -1003,7 +1007,7 @@ def test_a_box_of_a_frame_cut_short_under_a_reader_is_reported(tmp_path, box_rea
     assert box_reads[0] == ([3], [5])
     before = _open_fds()
     np.testing.assert_array_equal(arr[0:20, 0:35], data[0:20, 0:35])  # chunk 0: still there
-    assert _open_fds() == before
+    assert _open_fds() <= before  # (none kept: other threads may close theirs)
 
 
 def test_read_box_checks_its_arguments_first(tmp_path):
