@@ -225,7 +225,86 @@ def test_concurrent_writers_of_separate_chunks(tmp_path, written):
             t.join()
         np.testing.assert_array_equal(arr[:], expected)
     assert len(written) == 4 * 3 * 8
-    assert not [n for _r, _d, files in os.walk(tmp_path) for n in files if "partial" in n]
+    assert sorted(stored(tmp_path)) == sorted(
+        ["zarr.json"] + [os.path.join("c", str(i), str(j)) for i in range(8) for j in range(4)]
+    )  # (and no temporary left)
+
+
+def test_the_fill_test_is_zarrs(tmp_path, written):
+    # Chunks that start with the fill and end otherwise, hold -0.0 under a fill of 0.0, NaNs
+    # under a NaN fill: kept or deleted as zarr's pipeline keeps or deletes them.
+    for fill in (0.0, np.nan, 3.0):
+        found = []
+        for which in (DEFAULT, OURS):
+            where = tmp_path / f"{fill}-{which.rsplit('.', 1)[-1]}"
+            with zarr.config.set({"codec_pipeline.path": which}):
+                arr = zarr.create_array(
+                    where, shape=(40, 32), chunks=(10, 16), dtype="f4", fill_value=fill,
+                    compressors=BloscCodec(cname="lz4"),
+                )  # fmt: skip
+                value = np.full((40, 32), fill, "f4")
+                value[9, 15] = 1  # chunk (0, 0): the fill but for its last item
+                value[10:20, :16] = -0.0  # chunk (1, 0)
+                value[10:20, 16:] = np.float32(np.nan)  # chunk (1, 1)
+                value[20:30, 16:] = -np.float32(np.nan)  # chunk (2, 1): another NaN
+                value[30:, :16] = fill  # chunk (3, 0)
+                value[31, 0] = 0.0  # chunk (3, 0) with a 0.0 or a +0.0 below the fill
+                arr[:] = value
+                np.testing.assert_array_equal(arr[:], value)
+            found.append(stored(where))
+        assert found[0] == found[1], fill
+        assert os.path.join("c", "0", "0") in found[1]
+    assert written
+
+
+def test_a_link_in_a_chunks_place_is_replaced_not_written_through(tmp_path, written):
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"not a chunk")
+    for which in (DEFAULT, OURS):
+        where = tmp_path / which.rsplit(".", 1)[-1]
+        with zarr.config.set({"codec_pipeline.path": which}):
+            arr = zarr.create_array(
+                where, shape=(20, 32), chunks=(10, 16), dtype="f4", compressors=BloscCodec()
+            )
+            (where / "c" / "0").mkdir(parents=True)
+            os.symlink(outside, where / "c" / "0" / "1")
+            arr[:] = values((20, 32))
+            np.testing.assert_array_equal(arr[:], values((20, 32)))
+        assert not os.path.islink(where / "c" / "0" / "1")
+        assert outside.read_bytes() == b"not a chunk"
+    assert written
+
+
+def test_a_failed_file_write_leaves_no_temporary(tmp_path, written):
+    # A directory where a chunk's file goes: the rename fails, as with zarr's pipeline.
+    for which in (DEFAULT, OURS):
+        where = tmp_path / which.rsplit(".", 1)[-1]
+        with zarr.config.set({"codec_pipeline.path": which}):
+            arr = zarr.create_array(
+                where, shape=(20, 32), chunks=(10, 16), dtype="f4", compressors=BloscCodec()
+            )
+            (where / "c" / "1" / "0" / "x").mkdir(parents=True)
+            with pytest.raises(OSError):
+                arr[:] = values((20, 32))
+        assert os.listdir(where / "c" / "1" / "0") == ["x"]
+        names = [n for _r, _d, files in os.walk(where) for n in files]
+        assert all(n == "zarr.json" or n.isdigit() for n in names), names
+    assert written
+
+
+def test_a_read_only_store_is_refused_as_zarr_refuses_it(tmp_path, written):
+    messages = []
+    for which in (DEFAULT, OURS):
+        where = tmp_path / which.rsplit(".", 1)[-1]
+        zarr.create_array(where, shape=(20, 32), chunks=(10, 16), dtype="f4",
+                          compressors=BloscCodec())  # fmt: skip
+        with zarr.config.set({"codec_pipeline.path": which}):
+            arr = zarr.open_array(zarr.storage.LocalStore(where, read_only=True))
+            with pytest.raises(ValueError) as caught:
+                arr[:] = 1
+            messages.append(str(caught.value))
+        assert not (where / "c").exists()
+    assert messages[0] == messages[1]
 
 
 def test_arrays_it_does_not_serve_are_written_by_zarr(tmp_path, written):
