@@ -70,9 +70,7 @@ def make_dataset(shape) -> xr.Dataset:
 def disk_bytes(path: str) -> int:
     if os.path.isfile(path):
         return os.path.getsize(path)
-    return sum(
-        os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files
-    )
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
 
 
 def main() -> None:

@@ -369,7 +369,7 @@ def _netcdf_engine(dst: str) -> str:
         return engine
     raise InputError(
         f"{dst}: writing netCDF needs h5netcdf or netCDF4, and neither is installed; install "
-        "b2store's netcdf extra (pip install \"b2store[netcdf]\", which brings h5netcdf), or "
+        'b2store\'s netcdf extra (pip install "b2store[netcdf]", which brings h5netcdf), or '
         "convert to .b2d, .b2z or .zarr instead"
     )
 

@@ -80,7 +80,6 @@ class _NoSidecarRead:
         return False
 
 
-
 def _special_kind(offset: int) -> int:
     # A special offset has its top bit set and the special value in the top byte's low bits.
     return (offset >> 56) & 0x7F

@@ -5,7 +5,6 @@ raw chunks (version-4 chunks of 2021, variable-length blocks, dictionaries, byte
 trunc_prec, special chunks ...), so the chunk decoder meets every chunk the corpus holds.
 """
 
-
 import numpy as np
 import pytest
 from helpers import case_id, corpus_cases, corpus_dir

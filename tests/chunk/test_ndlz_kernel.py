@@ -17,6 +17,7 @@ BLOCKSHAPES = [(32, 18), (10, 7), (64, 64), (100, 33), (16, 16), (8, 40)]
 
 # --- helpers ---------------------------------------------------------------------------------
 
+
 def cell_kinds(stream, cell):
     """Count the cell kinds of a stream by walking its tokens (checks the layout too)."""
     bs0, bs1 = struct.unpack_from("<ii", stream, 1)
@@ -61,7 +62,7 @@ def sample(kind, shape, rng, dtype=np.uint8):
         return ((y // 5) * 3 + x // 7).astype(dtype)
     if kind == "two values":
         return rng.integers(0, 2, shape).astype(dtype)
-    if kind == "rows":      # rows repeat with a few flipped bits: row and cell matches
+    if kind == "rows":  # rows repeat with a few flipped bits: row and cell matches
         base = rng.integers(0, 3, (shape[0], 1)) * np.ones((1, shape[1]), np.int64)
         return (base ^ (rng.random(shape) < 0.03)).astype(dtype)
     if kind == "columns":
@@ -92,10 +93,15 @@ def decode(stream, blockshape, cell):
 
 # --- the hash --------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "data, seed, expected",
-    [(b"", 0, 0x02CC5D05), (b"a", 0, 0x550D7456), (b"abc", 0, 0x32D153FF),
-     (b"Nobody inspects the spammish repetition", 0, 0xE2293B2F)],
+    [
+        (b"", 0, 0x02CC5D05),
+        (b"a", 0, 0x550D7456),
+        (b"abc", 0, 0x32D153FF),
+        (b"Nobody inspects the spammish repetition", 0, 0xE2293B2F),
+    ],
 )
 def test_xxh32_known_values(data, seed, expected):
     assert _ndlz.xxh32(data, seed) == expected
@@ -103,10 +109,12 @@ def test_xxh32_known_values(data, seed, expected):
 
 # --- round trips and give-ups (no oracle) ------------------------------------------------------
 
+
 @pytest.mark.parametrize("cell", [4, 8])
 @pytest.mark.parametrize("blockshape", BLOCKSHAPES + [(3, 100), (200, 9), (256, 256)])
 @pytest.mark.parametrize(
-    "kind", ["smooth", "steps", "two values", "rows", "tiles", "constant", "zeros"])
+    "kind", ["smooth", "steps", "two values", "rows", "tiles", "constant", "zeros"]
+)
 def test_round_trip(cell, blockshape, kind):
     block = sample(kind, blockshape, np.random.default_rng(7))
     stream = encode(block, blockshape, cell)
@@ -164,7 +172,7 @@ def test_parameters_are_checked_before_work():
     with pytest.raises(ValueError, match=">= 1"):
         _ndlz.compress(src, dst, (0, 64), 4, 1, 5)
     with pytest.raises(ValueError, match="split"):
-        _ndlz.compress(src, dst, (4, 8), 4, 2, 5)     # 64 bytes for a 4x8 stream
+        _ndlz.compress(src, dst, (4, 8), 4, 2, 5)  # 64 bytes for a 4x8 stream
     with pytest.raises(ValueError, match="dst must hold"):
         _ndlz.decompress(b"\x02" + bytes(8), dst, (4, 8), 4, 1)
     with pytest.raises(ValueError, match="at least 9"):
@@ -177,6 +185,7 @@ def test_parameters_are_checked_before_work():
 
 # --- hostile streams (no oracle) ---------------------------------------------------------------
 
+
 def header(bs0, bs1, ndim=2):
     return struct.pack("<Bii", ndim, bs0, bs1)
 
@@ -185,12 +194,18 @@ def header(bs0, bs1, ndim=2):
 def test_bad_headers_are_refused(cell):
     dst = np.zeros(64, np.uint8)
     literal = b"\x00" + bytes(64)
-    for stream in [b"", header(8, 8)[:8], header(8, 8, ndim=3) + literal,
-                   header(-8, -8) + literal, header(4, 16) + literal,   # same size, other shape
-                   header(16, 4)[:9], header(1 << 30, 1 << 30) + literal]:
+    for stream in [
+        b"",
+        header(8, 8)[:8],
+        header(8, 8, ndim=3) + literal,
+        header(-8, -8) + literal,
+        header(4, 16) + literal,  # same size, other shape
+        header(16, 4)[:9],
+        header(1 << 30, 1 << 30) + literal,
+    ]:
         r = _ndlz.decompress(stream, dst, (8, 8), cell, 1)
         if stream.startswith(header(4, 16)) and cell == 4:
-            continue    # c-blosc2 decodes by the stream's shape: checked below
+            continue  # c-blosc2 decodes by the stream's shape: checked below
         assert r == -1, stream[:9]
     # The shape in the stream wins, as in c-blosc2, when it covers exactly len(dst) bytes.
     r = _ndlz.decompress(header(4, 16) + b"\x40\x05" * 4, dst, (8, 8), 4, 1)
@@ -200,23 +215,23 @@ def test_bad_headers_are_refused(cell):
 @pytest.mark.parametrize(
     "cell, body",
     [
-        (4, b"\xc0\x00\x00"),                      # cell copy of the token itself: too short
-        (4, b"\xc0\xff\xff"),                      # cell copy from before the stream
-        (4, b"\xe8\x00\x00" + bytes(4)),           # triple at base + 3 - 3: the token, 12 > 7 bytes
-        (4, b"\xe8\xf0\xff" + bytes(4)),           # triple from 13 bytes before the stream start
-        (4, b"\x88\x00\x01" + bytes(8)),           # pair from before the stream
-        (4, b"\x88\xfe\xff" + bytes(7)),           # pair offset wrapping to 1: one byte short
-        (4, b"\x28\xfb\xff\xfb\xff"),              # two pairs, offsets wrapping to 0
-        (4, b"\x28\x00\x10\x00\x00"),              # two pairs from before the stream
-        (4, b"\x01" + bytes(16)),                  # no such token
+        (4, b"\xc0\x00\x00"),  # cell copy of the token itself: too short
+        (4, b"\xc0\xff\xff"),  # cell copy from before the stream
+        (4, b"\xe8\x00\x00" + bytes(4)),  # triple at base + 3 - 3: the token, 12 > 7 bytes
+        (4, b"\xe8\xf0\xff" + bytes(4)),  # triple from 13 bytes before the stream start
+        (4, b"\x88\x00\x01" + bytes(8)),  # pair from before the stream
+        (4, b"\x88\xfe\xff" + bytes(7)),  # pair offset wrapping to 1: one byte short
+        (4, b"\x28\xfb\xff\xfb\xff"),  # two pairs, offsets wrapping to 0
+        (4, b"\x28\x00\x10\x00\x00"),  # two pairs from before the stream
+        (4, b"\x01" + bytes(16)),  # no such token
         (4, b"\xc1" + bytes(16)),
-        (4, b"\x40"),                              # uniform cell without its byte
-        (4, b"\x00" + bytes(15)),                  # literal cut short
-        (8, b"\xae\x00\x00" + bytes(40)),          # triple starting at row 6
-        (8, b"\x8f\x00\x00" + bytes(48)),          # pair starting at row 7
-        (8, b"\xa8\xff\xff" + bytes(40)),          # triple from before the stream
-        (8, b"\x88\x00\x00" + bytes(47)),          # pair with a literal row cut short
-        (8, b"\xe0" + bytes(64)),                  # a 4x4 token in an 8x8 stream
+        (4, b"\x40"),  # uniform cell without its byte
+        (4, b"\x00" + bytes(15)),  # literal cut short
+        (8, b"\xae\x00\x00" + bytes(40)),  # triple starting at row 6
+        (8, b"\x8f\x00\x00" + bytes(48)),  # pair starting at row 7
+        (8, b"\xa8\xff\xff" + bytes(40)),  # triple from before the stream
+        (8, b"\x88\x00\x00" + bytes(47)),  # pair with a literal row cut short
+        (8, b"\xe0" + bytes(64)),  # a 4x4 token in an 8x8 stream
         (8, b"\x00" + bytes(63)),
     ],
 )
@@ -244,8 +259,10 @@ def test_mutated_streams_never_escape(cell):
     """Thousands of damaged streams: each decodes fully or returns -1."""
     rng = np.random.default_rng(cell)
     blockshape = (33, 46)
-    streams = [encode(sample(kind, blockshape, rng), blockshape, cell)
-               for kind in ("rows", "two values", "tiles", "steps")]
+    streams = [
+        encode(sample(kind, blockshape, rng), blockshape, cell)
+        for kind in ("rows", "two values", "tiles", "steps")
+    ]
     streams = [s for s in streams if s is not None]
     assert streams
     n = blockshape[0] * blockshape[1]
@@ -261,12 +278,13 @@ def test_mutated_streams_never_escape(cell):
         assert r in (-1, n)
         outcomes.add(r)
     assert outcomes == {-1, n}
-    for _ in range(500):    # random bodies behind a valid header
+    for _ in range(500):  # random bodies behind a valid header
         body = rng.integers(0, 256, int(rng.integers(0, 200)), dtype=np.uint8).tobytes()
         assert decode(header(*blockshape) + body, blockshape, cell)[0] in (-1, n)
 
 
 # --- against python-blosc2 ---------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def blosc2():
@@ -276,29 +294,34 @@ def blosc2():
 def ndlz_array(blosc2, x, blocks, cell, shuffle=False, chunks=None):
     ts = x.dtype.itemsize
     cparams = dict(
-        codec=blosc2.Codec.NDLZ, codec_meta=cell, clevel=5, nthreads=1,
-        filters=[blosc2.Filter.SHUFFLE if shuffle else blosc2.Filter.NOFILTER], filters_meta=[0],
+        codec=blosc2.Codec.NDLZ,
+        codec_meta=cell,
+        clevel=5,
+        nthreads=1,
+        filters=[blosc2.Filter.SHUFFLE if shuffle else blosc2.Filter.NOFILTER],
+        filters_meta=[0],
         # c-blosc2's NDLZ codes one byte per item: wider items need a stream per byte.
         splitmode=blosc2.SplitMode.ALWAYS_SPLIT if ts > 1 else blosc2.SplitMode.NEVER_SPLIT,
     )
-    return blosc2.asarray(x, chunks=chunks or blocks, blocks=blocks, cparams=cparams,
-                          dparams=dict(nthreads=1))
+    return blosc2.asarray(
+        x, chunks=chunks or blocks, blocks=blocks, cparams=cparams, dparams=dict(nthreads=1)
+    )
 
 
 def chunk_streams(chunk):
     """(block, stream position, csize, payload) of every stream of a regular chunk."""
     flags, ts = chunk[2], chunk[3]
     nbytes, bsize, _ = struct.unpack_from("<iii", chunk, 4)
-    assert flags & 0x05 == 0x05            # extended header
+    assert flags & 0x05 == 0x05  # extended header
     if flags & 0x02 or (chunk[31] >> 4) & 7:
-        return []                          # memcpyed or special: the codec is not involved
+        return []  # memcpyed or special: the codec is not involved
     nstreams = 1 if flags & 0x10 else ts
     found = []
     for j in range(-(-nbytes // bsize)):
         (pos,) = struct.unpack_from("<i", chunk, 32 + 4 * j)
         for _ in range(nstreams):
             (cs,) = struct.unpack_from("<i", chunk, pos)
-            found.append((j, pos, cs, bytes(chunk[pos + 4: pos + 4 + max(cs, 0)])))
+            found.append((j, pos, cs, bytes(chunk[pos + 4 : pos + 4 + max(cs, 0)])))
             pos += 4 + (cs if cs > 0 else 1 if cs < 0 else 0)
     return found
 
@@ -315,13 +338,13 @@ def compare_with_oracle(blosc2, x, blocks, cell, shuffle=False, chunks=None):
         plain = np.frombuffer(arr.schunk.decompress_chunk(i), np.uint8)
         streams = chunk_streams(chunk)
         for k, (j, pos, cs, payload) in enumerate(streams):
-            block = plain[j * bsize: (j + 1) * bsize]
+            block = plain[j * bsize : (j + 1) * bsize]
             if shuffle and ts > 1:
                 block = np.ascontiguousarray(block.reshape(-1, ts).T).reshape(-1)
             s = k % ts if ts > 1 else 0
-            stream = np.ascontiguousarray(block[s * neblock: (s + 1) * neblock])
+            stream = np.ascontiguousarray(block[s * neblock : (s + 1) * neblock])
             if cs <= 0:
-                counts["run"] += 1        # c-blosc2 codes runs itself, never calling NDLZ
+                counts["run"] += 1  # c-blosc2 codes runs itself, never calling NDLZ
                 continue
             # c-blosc2's capacity: the stream size, less when the chunk (nbytes + 32) is short.
             capacity = min(neblock, nbytes + 32 - (pos + 4))
@@ -342,10 +365,18 @@ def compare_with_oracle(blosc2, x, blocks, cell, shuffle=False, chunks=None):
 
 @pytest.mark.parametrize("cell", [4, 8])
 @pytest.mark.parametrize("blocks", BLOCKSHAPES)
-@pytest.mark.parametrize("dtype, shuffle", [(np.uint8, False), (np.uint16, False),
-                                            (np.uint16, True), (np.float32, True),
-                                            (np.int32, False), (np.float64, True),
-                                            (np.int64, False)])
+@pytest.mark.parametrize(
+    "dtype, shuffle",
+    [
+        (np.uint8, False),
+        (np.uint16, False),
+        (np.uint16, True),
+        (np.float32, True),
+        (np.int32, False),
+        (np.float64, True),
+        (np.int64, False),
+    ],
+)
 @pytest.mark.parametrize("kind", ["random", "smooth", "steps", "two values", "constant", "zeros"])
 def test_streams_are_c_blosc2s(blosc2, cell, blocks, dtype, shuffle, kind):
     """A chunk of 2x3 blocks: the kind under test in the first row of blocks (in the first
@@ -354,8 +385,8 @@ def test_streams_are_c_blosc2s(blosc2, cell, blocks, dtype, shuffle, kind):
     rng = np.random.default_rng(hash((cell, blocks, kind)) % 2**32)
     shape = (2 * blocks[0], 3 * blocks[1])
     x = np.zeros(shape, dtype)
-    x[blocks[0] - 1:: blocks[0], :: blocks[1]] = 1         # in cut cells if there are any
-    x[blocks[0] - 1:: blocks[0], blocks[1] - 1:: blocks[1]] = 2
+    x[blocks[0] - 1 :: blocks[0], :: blocks[1]] = 1  # in cut cells if there are any
+    x[blocks[0] - 1 :: blocks[0], blocks[1] - 1 :: blocks[1]] = 2
     width = blocks[1] * (3 if blocks[0] * blocks[1] >= 256 else 1)
     x[: blocks[0], :width] = sample(kind, (blocks[0], width), rng, dtype)
     if kind == "smooth" and np.dtype(dtype).kind == "f":
@@ -400,8 +431,13 @@ def far_match_block(rng, fillers, kind):
     first = rng.integers(0, 256, (4, 4))
     target = rng.integers(0, 256, (4, 4))
     target[: 3 if kind == "triple" else 2] = first[: 3 if kind == "triple" else 2]
-    cells = ([first] + [rng.integers(0, 256, (4, 4)) for _ in range(3853)]
-             + [np.full((4, 4), 5)] * fillers + [target] + [np.full((4, 4), 6)] * 400)
+    cells = (
+        [first]
+        + [rng.integers(0, 256, (4, 4)) for _ in range(3853)]
+        + [np.full((4, 4), 5)] * fillers
+        + [target]
+        + [np.full((4, 4), 6)] * 400
+    )
     return np.concatenate(cells, axis=1).astype(np.uint8)
 
 
@@ -434,7 +470,7 @@ def test_damaged_streams_decode_as_c_blosc2_decodes(blosc2, cell):
     chunk = bytes(arr.schunk.get_chunk(0))
     streams = chunk_streams(chunk)
     assert len(streams) == 2 and all(0 < cs < x.size // 2 for _, _, cs, _ in streams)
-    _, pos, _, payload = streams[1]             # the last stream: it can change length
+    _, pos, _, payload = streams[1]  # the last stream: it can change length
     neblock = blocks[0] * blocks[1]
     agreed = {"fail": 0, "same bytes": 0}
     for trial in range(1500):

@@ -172,9 +172,7 @@ def child(path: str, kind: str, start: int) -> None:
         while True:
             k += 1
             data = np.full((30, 20), k, "<i4")
-            a = b2store.asarray(
-                data, path, chunks=(10, 10), contiguous=kind == "asarray", mode="w"
-            )
+            a = b2store.asarray(data, path, chunks=(10, 10), contiguous=kind == "asarray", mode="w")
             a.close()
             print(k, flush=True)
     if kind == "to_b2nd":

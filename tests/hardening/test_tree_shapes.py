@@ -160,9 +160,7 @@ def test_opening_a_tree_costs_time_linear_in_its_members(tmp_path, layout):
     assert large < 3 * small + 1e-4, (small, large)
 
 
-def test_a_tree_past_the_consolidated_size_opens_without_reading_every_array(
-    tmp_path, monkeypatch
-):
+def test_a_tree_past_the_consolidated_size_opens_without_reading_every_array(tmp_path, monkeypatch):
     from b2store.integrations.zarr import nodes
 
     path = make_zip(tmp_path / "t.b2z", [f"g/a{i}.b2nd" for i in range(20)])

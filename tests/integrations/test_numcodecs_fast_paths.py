@@ -146,9 +146,7 @@ def test_one_call_encode_writes_what_the_general_path_writes(monkeypatch, kind, 
     data = _ENCODE_DATA[kind](n)
     codec = Blosc2(**settings)
     fast = [codec.encode(data) for _ in range(2)]
-    monkeypatch.setattr(
-        "b2store.integrations.numcodecs.codec.quick_encode", lambda *a: None
-    )
+    monkeypatch.setattr("b2store.integrations.numcodecs.codec.quick_encode", lambda *a: None)
     general = Blosc2(**settings).encode(data)
     assert fast[0] == fast[1] == general
     back = np.frombuffer(codec.decode(fast[0]), data.dtype)

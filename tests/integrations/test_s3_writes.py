@@ -699,9 +699,7 @@ def test_a_frame_of_the_other_layout_under_the_same_name_is_replaced(s3):
     options = s3.storage_options
     first, second, third = (np.full((6, 8), k, "f4") for k in (1, 2, 3))
     b2store.asarray(first, url, chunks=(2, 8), storage_options=options)  # one object
-    b2store.asarray(
-        second, url, contiguous=False, chunks=(2, 8), storage_options=options, mode="w"
-    )
+    b2store.asarray(second, url, contiguous=False, chunks=(2, 8), storage_options=options, mode="w")
     assert "x.b2nd" not in [o["Key"] for o in s3.client().list_objects_v2(Bucket=bucket)
                             .get("Contents", [])]  # fmt: skip
     np.testing.assert_array_equal(b2store.open(url, storage_options=options)[...], second)

@@ -104,14 +104,12 @@ def test_nothing_to_write_into_names_the_way_out(tmp_path):
     ):
         to_b2nd(_days(0, 3), path, mode="r+")
     with _raises(
-        f"{path}: nothing to write a region into; write the Dataset first (mode='w-', the "
-        "default)",
+        f"{path}: nothing to write a region into; write the Dataset first (mode='w-', the default)",
         FileNotFoundError,
     ):
         to_b2nd(_days(0, 3), path, mode="a", region={"time": slice(0, 3)})
     with _raises(
-        "storage_options are for a URL path (s3://...), not a local path: drop them for "
-        f"{path}"
+        f"storage_options are for a URL path (s3://...), not a local path: drop them for {path}"
     ):
         to_b2nd(_days(0, 3), path, storage_options={"anon": True})
     with _raises(

@@ -103,17 +103,23 @@ def test_a_b2nd_array_without_blockshape_reads_on_a_machine_with_other_caches(
     rng = np.random.default_rng(7)
     data = rng.standard_normal((16, 96, 200)).astype("f4")
     monkeypatch.setattr(shapes, "_detected_cache_sizes", lambda: writer)
-    written = shapes.default_chunks_blocks(data.shape, 4, chunks=data.shape, **B2ndCodec(
-        **coding).coding())[1]
+    written = shapes.default_chunks_blocks(
+        data.shape, 4, chunks=data.shape, **B2ndCodec(**coding).coding()
+    )[1]
     monkeypatch.setattr(shapes, "_detected_cache_sizes", lambda: reader)
-    read_with = shapes.default_chunks_blocks(data.shape, 4, chunks=data.shape, **B2ndCodec(
-        **coding).coding())[1]
+    read_with = shapes.default_chunks_blocks(
+        data.shape, 4, chunks=data.shape, **B2ndCodec(**coding).coding()
+    )[1]
     assert written != read_with  # the two machines disagree: the case this test is about
 
     monkeypatch.setattr(shapes, "_detected_cache_sizes", lambda: writer)
     z = zarr.create_array(
-        LocalStore(tmp_path / "a.zarr"), shape=data.shape, chunks=data.shape, dtype="f4",
-        serializer=B2ndCodec(**coding), compressors=None,
+        LocalStore(tmp_path / "a.zarr"),
+        shape=data.shape,
+        chunks=data.shape,
+        dtype="f4",
+        serializer=B2ndCodec(**coding),
+        compressors=None,
     )
     z[:] = data
     expected = z[:]
@@ -123,4 +129,3 @@ def test_a_b2nd_array_without_blockshape_reads_on_a_machine_with_other_caches(
     np.testing.assert_array_equal(again[3, 10:20, 5:9], expected[3, 10:20, 5:9])
     if not coding.get("cname", "").startswith("zfp"):
         np.testing.assert_array_equal(expected, data)
-

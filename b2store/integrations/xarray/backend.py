@@ -320,8 +320,6 @@ class B2ndBackendEntrypoint(BackendEntrypoint):
         return datatree_from_dict_with_io_cleanup(groups)
 
 
-
-
 def _what_to_open(filename_or_obj, limits, variable_name) -> tuple[str, bool, str]:
     """The path an opener was given, whether it is in xarray-blosc2's layout, and whether
     it is a "frame" or a "tree"; the options checked first, before anything is opened."""

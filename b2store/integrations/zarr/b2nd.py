@@ -193,8 +193,10 @@ class B2ndCodec(ArrayBytesCodecPartialDecodeMixin, ArrayBytesCodec):
         nbytes = self._nbytes(chunk_spec, dtype, blocks)
         if header.nbytes != nbytes:
             raise FormatError(
-                "b2nd chunk nbytes", f"{nbytes} (chunk {chunk_spec.shape}, blocks {blocks})",
-                header.nbytes, 4,
+                "b2nd chunk nbytes",
+                f"{nbytes} (chunk {chunk_spec.shape}, blocks {blocks})",
+                header.nbytes,
+                4,
             )
         buf = np.empty(nbytes, np.uint8)
         decode_chunk(src, out=buf, blockshape=blocks)
