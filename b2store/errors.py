@@ -49,6 +49,11 @@ class FormatError(B2StoreError, ValueError):
         Byte offset of the field in the buffer being read, if it has one.
     """
 
+    # Set where the error is in a chunk's own bytes (and which of its blocks), so that a
+    # reader that knows which chunk of a frame it read can say so (chunk.decoder.in_chunk).
+    of_chunk = False
+    block: int | None = None
+
     def __init__(self, field: str, expected: str, found: object, offset: int | None = None):
         self.field = field
         self.expected = expected

@@ -65,18 +65,22 @@ def _in_stream(exc: FormatError, j: int, s: int | None, pos: int) -> FormatError
     offset = pos + (exc.offset or 0)
     named = FormatError(f"{exc.field} of {where}", exc.expected, exc.found, offset)
     named.block = j
+    named.of_chunk = True
     return named
 
 
 def in_chunk(exc: FormatError, label: str) -> FormatError:
-    """A stream's error naming its chunk too (``label``: "chunk 7"); any other as it is.
+    """An error in a chunk's own bytes (its header, its layout, a stream: ``of_chunk``)
+    naming the chunk too (``label``: "chunk 7"); any other as it is.
 
-    The chunk decoder knows the block a bad stream is in, not which chunk of a frame it
-    decodes: the callers that know say it."""
-    if getattr(exc, "block", None) is None or exc.field.endswith(label):
+    The chunk decoder knows the field and the block, not which chunk of a frame it decodes:
+    the callers that know say it. Errors of the frame around the chunk (its index, an
+    array's metalayer) already say what they are about."""
+    if not exc.of_chunk or exc.field.endswith(label):
         return exc
     named = FormatError(f"{exc.field} of {label}", exc.expected, exc.found, exc.offset)
     named.block = exc.block
+    named.of_chunk = True
     return named
 
 
@@ -232,19 +236,23 @@ class ChunkDecoder:
         self.src = src[: header.cbytes]
         self._bytes = memoryview(self.src)
         self.special = header.special
-        if self.special:
-            self._check_special()
-        elif header.memcpyed or header.nbytes == 0:
-            if header.memcpyed and header.cbytes != header.nbytes + header.header_size:
-                raise FormatError(
-                    "cbytes",
-                    f"nbytes + {header.header_size} = "
-                    f"{header.nbytes + header.header_size} for a memcpyed chunk",
-                    header.cbytes,
-                    12,
-                )
-        else:
-            self._read_layout()
+        try:
+            if self.special:
+                self._check_special()
+            elif header.memcpyed or header.nbytes == 0:
+                if header.memcpyed and header.cbytes != header.nbytes + header.header_size:
+                    raise FormatError(
+                        "cbytes",
+                        f"nbytes + {header.header_size} = "
+                        f"{header.nbytes + header.header_size} for a memcpyed chunk",
+                        header.cbytes,
+                        12,
+                    )
+            else:
+                self._read_layout()
+        except FormatError as exc:
+            exc.of_chunk = True  # (the frame's reader names the chunk: in_chunk)
+            raise
 
     # --- layout -------------------------------------------------------------------------------
 

@@ -112,14 +112,17 @@ class ChunkHeader:
         only its first bytes (default: ``len(buf)``); ``cbytes`` must not exceed it.
         """
         mv = memoryview(buf).cast("B")
-        if len(mv) >= EXTENDED_HEADER_LENGTH:
-            # Headers are immutable, and parsing one (with its derived fields) costs more
-            # than a small read: a chunk read again (another open of the file, a zarr
-            # chunk decoded twice) reuses it. The key holds every byte a header can span.
-            return _parsed(
-                mv[:EXTENDED_HEADER_LENGTH].tobytes(), len(mv) if available is None else available
-            )
-        return cls._parse(mv, available)
+        try:
+            if len(mv) >= EXTENDED_HEADER_LENGTH:
+                # Headers are immutable, and parsing one (with its derived fields) costs more
+                # than a small read: a chunk read again (another open of the file, a zarr
+                # chunk decoded twice) reuses it. The key holds every byte a header can span.
+                key = mv[:EXTENDED_HEADER_LENGTH].tobytes()
+                return _parsed(key, len(mv) if available is None else available)
+            return cls._parse(mv, available)
+        except FormatError as exc:
+            exc.of_chunk = True  # (the frame's reader names the chunk: decoder.in_chunk)
+            raise
 
     @classmethod
     def _parse(cls, mv, available: int | None) -> ChunkHeader:

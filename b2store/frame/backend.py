@@ -94,7 +94,9 @@ class Backend:
             data = head = read(0, MIN_HEADER_LENGTH)
         cbytes = int.from_bytes(head[12:16], "little", signed=True)
         if cbytes < MIN_HEADER_LENGTH or (limit is not None and cbytes > limit):
-            raise FormatError("chunk cbytes", f"a chunk inside its storage ({limit})", cbytes, 12)
+            error = FormatError("chunk cbytes", f"a chunk inside its storage ({limit})", cbytes, 12)
+            error.of_chunk = True  # (its reader names the chunk: chunk.decoder.in_chunk)
+            raise error
         return data[:cbytes] if len(data) >= cbytes else read(0, cbytes)
 
     # --- writing ---------------------------------------------------------------------------

@@ -50,7 +50,9 @@ def whole_chunk(data: bytes, name: str, field: str = "chunk file") -> bytes:
         raise FormatError(field, "a whole chunk", f"{len(data)} bytes", 0)
     cbytes = int.from_bytes(data[12:16], "little", signed=True)
     if not MIN_HEADER_LENGTH <= cbytes <= len(data):
-        raise FormatError("chunk cbytes", f"at most the {len(data)} bytes of {name}", cbytes, 12)
+        error = FormatError("chunk cbytes", f"at most the {len(data)} bytes of {name}", cbytes, 12)
+        error.of_chunk = True  # (its reader names the chunk: chunk.decoder.in_chunk)
+        raise error
     return data[:cbytes]
 
 

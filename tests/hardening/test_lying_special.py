@@ -25,6 +25,8 @@ from b2store.errors import FormatError
 
 SPECIALS = [SpecialValue.ZERO, SpecialValue.NAN, SpecialValue.VALUE, SpecialValue.UNINIT]
 LIE = r"cbytes at offset 12: expected (exactly the 32-byte header|the 32-byte header plus one)"
+# A frame's reader names the chunk: chunk 1, say (c/0/1 through B2ndStore).
+IN_FRAME = LIE.replace("cbytes ", r"cbytes of chunk [0-9c/]+ ")
 
 
 def lie(chunk: bytes, special: SpecialValue) -> bytes:
@@ -160,11 +162,11 @@ def _frame_with_lies(tmp_path, seed: int):
 def test_frames_refuse_lying_flags(tmp_path, seed):
     path, _ = _frame_with_lies(tmp_path, seed)
     with b2store.open(path) as arr:
-        with pytest.raises(FormatError, match=LIE):
+        with pytest.raises(FormatError, match=IN_FRAME):
             arr[...]
-        with pytest.raises(FormatError, match=LIE):
+        with pytest.raises(FormatError, match=IN_FRAME):
             arr[3, 4]  # the small-read path: one block of one chunk
-        with pytest.raises(FormatError, match=LIE):
+        with pytest.raises(FormatError, match=IN_FRAME):
             arr.schunk.decompress_chunk(1)
 
 
@@ -174,11 +176,11 @@ def test_zarr_and_xarray_refuse_lying_flags(tmp_path):
     from b2store.integrations.zarr.store import B2ndStore
 
     path, _ = _frame_with_lies(tmp_path, 4)
-    with pytest.raises(FormatError, match=LIE):
+    with pytest.raises(FormatError, match=IN_FRAME):
         zarr.open_array(B2ndStore(path), mode="r")[...]
-    with pytest.raises(FormatError, match=LIE):
+    with pytest.raises(FormatError, match=IN_FRAME):
         zarr.open_array(B2ndStore(path), mode="r")[2, 3]
-    with pytest.raises(FormatError, match=LIE):
+    with pytest.raises(FormatError, match=IN_FRAME):
         xr.open_dataset(path, engine="b2nd").load()
 
 

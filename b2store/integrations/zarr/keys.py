@@ -126,7 +126,10 @@ class StoreKeys(StoreNodes):
             if schunk.decode_blocks(n, blocks, out, blocksize=blocksize) is not None:
                 return True
         chunk = schunk.get_chunk(n)
-        found = ChunkHeader.from_bytes(chunk).nbytes
+        try:
+            found = ChunkHeader.from_bytes(chunk).nbytes
+        except FormatError as exc:
+            raise in_chunk(exc, f"chunk {key}") from None
         if found != out.nbytes:
             # The frame's chunksize fits the array but this chunk's header does not: the
             # chunk lies, as b2store.open reports it (not a wrong-sized `out`).
