@@ -222,3 +222,37 @@ def test_partial_reads_read_a_chunks_prefix_once_per_state(tmp_path, monkeypatch
     assert b2store.decode_chunk(got).view("<i4")[:4096].tolist() == data[:4096].tolist()
     assert first > 1
     s.close()
+
+
+@pytest.mark.parametrize(
+    "damage, field",
+    [
+        (lambda size: size - 300, r"csize of stream \d+ of block \d+ of chunk {n} at offset"),
+        (lambda size: size + 70000, r"cbytes of chunk {n} at offset 12"),
+    ],
+    ids=["a stream past the chunk's end", "cbytes past the frame"],
+)
+def test_an_error_in_a_chunks_bytes_names_the_chunk(tmp_path, damage, field):
+    import struct
+
+    import b2store
+
+    zarr = pytest.importorskip("zarr")
+    from b2store.integrations.zarr.store import B2ndStore
+
+    data = np.arange(100_000, dtype="f8").reshape(100, 1000)
+    path = tmp_path / "a.b2nd"
+    b2store.asarray(data, urlpath=str(path), chunks=(20, 1000), blocks=(5, 1000))
+    raw = bytearray(path.read_bytes())
+    with b2store.open(path) as arr:
+        chunk = bytes(arr.schunk.get_chunk(2))
+    at = raw.find(chunk)
+    struct.pack_into("<i", raw, at + 12, damage(len(chunk)))  # the chunk's cbytes
+    path.write_bytes(bytes(raw))
+    with b2store.open(path) as arr:
+        for read in (lambda: arr[:], lambda: arr[40:60], lambda: arr.schunk.decompress_chunk(2)):
+            with pytest.raises(FormatError, match=field.format(n=2)):
+                read()
+        np.testing.assert_array_equal(arr[:40], data[:40])  # the other chunks read
+    with pytest.raises(FormatError, match=field.format(n="(c/2/0|2)")):  # (key or number)
+        zarr.open_array(B2ndStore(path), mode="r")[:]
