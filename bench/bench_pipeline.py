@@ -12,7 +12,8 @@ one-thread reads took 35 ms of CPU in 29 ms), ``FusedCodecPipeline`` in a pool s
 ``codec_pipeline.max_workers`` (set too), b2store's reads ``threading.max_workers`` at each
 read, and zarrs decodes in rayon's global pool, which ``threading.max_workers`` does not
 bound (at 1 it still ran on both cores: 4.9 ms of CPU in 2.9 ms) and which
-``RAYON_NUM_THREADS`` sizes, set here to the same count. Medians over interleaved rounds in
+``RAYON_NUM_THREADS`` sizes, set here to the same count (as ``B2STORE_NTHREADS``, for
+``b2store.open``'s own reads in the ``b2nd`` rows). Medians over interleaved rounds in
 each process (and each pipeline's CPU time), ratios against zarrs, ``fused`` and zarr.
 ``floor`` is a pipeline that reads nothing (its ``read`` returns at once): what zarr itself
 spends on a read around any pipeline, which bounds every pipeline's ratio against zarr's.
@@ -332,7 +333,9 @@ def in_process(threads: int, repeat: int) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "rows.json")
         cmd = [sys.executable, __file__, "--threads", str(threads), "--repeat", str(repeat)]
-        env = {**os.environ, "RAYON_NUM_THREADS": str(threads)}
+        # zarrs' rayon pool and b2store's own reads (``b2store.open``, the b2nd rows) held to
+        # the thread count too: neither reads zarr's threading.max_workers.
+        env = {**os.environ, "RAYON_NUM_THREADS": str(threads), "B2STORE_NTHREADS": str(threads)}
         subprocess.run([*cmd, "--json", out], env=env, check=True)
         with open(out) as f:
             return json.load(f)["results"]

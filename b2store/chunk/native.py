@@ -17,6 +17,7 @@ split a chunk's blocks, taking the next block from a shared counter.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -266,8 +267,12 @@ _cpus: dict = {"value": None}
 
 
 def default_nthreads() -> int:
-    """Threads a whole-array read decodes with: ``set_nthreads``, else ``B2STORE_NTHREADS``
-    (as the process found it first), else the number of cores (as python-blosc2 does)."""
+    """Threads a whole-array read decodes with: the calling thread's :func:`threads_of_call`,
+    else ``set_nthreads``, else ``B2STORE_NTHREADS`` (as the process found it first), else the
+    number of cores (as python-blosc2 does)."""
+    capped = getattr(_call, "nthreads", None)
+    if capped is not None:
+        return capped
     if _nthreads["value"] is not None:
         return _nthreads["value"]
     if _nthreads["env"] is None:
@@ -282,6 +287,22 @@ def set_nthreads(n: int | None) -> None:
     if n is not None and int(n) < 1:
         raise ValueError(f"nthreads must be at least 1, not {n}")
     _nthreads["value"] = None if n is None else int(n)
+
+
+_call = threading.local()  # (threads_of_call's count, for the thread that set it)
+
+
+@contextlib.contextmanager
+def threads_of_call(n: int):
+    """The reads this thread makes inside the block decode with ``n`` threads (a Zarr
+    codec pipeline's read of a ``B2ndStore`` array, held to zarr's ``threading.max_workers``),
+    whatever ``set_nthreads`` says for the others."""
+    before = getattr(_call, "nthreads", None)
+    _call.nthreads = max(1, int(n))
+    try:
+        yield
+    finally:
+        _call.nthreads = before
 
 
 _local = threading.local()

@@ -42,9 +42,9 @@ def boxes(monkeypatch):
     seen = []
     real = pipeline_module.read_box
 
-    def spy(store, node, key, out):
+    def spy(store, node, key, out, nthreads):
         seen.append(key)
-        return real(store, node, key, out)
+        return real(store, node, key, out, nthreads)
 
     monkeypatch.setattr(pipeline_module, "read_box", spy)
     return seen
@@ -193,3 +193,50 @@ def test_batches_that_are_not_one_box_are_refused():
     arrays = (Getter("c/0/1"), Spec, (np.arange(3), whole[1]), (slice(0, 10), slice(10, 20)), True)
     for batch in ([left, swapped], [left, twice], [left, gap], [left, arrays], [left]):
         assert b2nd_reads.box_of(Store(), batch, out) is None
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_box_is_decoded_in_zarrs_threads(tmp_path, monkeypatch, boxes, workers):
+    # zarr's threading.max_workers holds a B2ndStore read to its threads, as it holds the
+    # pipeline's reads of other arrays; b2store's own setting is for b2store's reads.
+    from b2store.chunk import native
+
+    data = values(shape=(400, 300))
+    path = tmp_path / "a.b2nd"
+    b2store.asarray(data, urlpath=str(path), chunks=(100, 300), blocks=(10, 300))
+    asked = []
+    real = native.default_nthreads
+    monkeypatch.setattr(native, "default_nthreads", lambda: asked.append(real()) or asked[-1])
+    native.set_nthreads(3)
+    try:
+        arr = open_with(path, OURS)
+        with zarr.config.set({"threading.max_workers": workers}):
+            np.testing.assert_array_equal(arr[:], data)
+        assert boxes and asked and set(asked) == {workers}
+        asked.clear()
+        with b2store.open(path) as own:
+            np.testing.assert_array_equal(own[:], data)
+        assert asked and set(asked) == {3}
+    finally:
+        native.set_nthreads(None)
+
+
+def test_threads_of_call_hold_only_the_calling_thread():
+    import threading
+
+    from b2store.chunk import native
+
+    native.set_nthreads(3)
+    try:
+        seen = {}
+        with native.threads_of_call(1):
+            t = threading.Thread(target=lambda: seen.setdefault("other", native.default_nthreads()))
+            t.start()
+            t.join()
+            with native.threads_of_call(2):
+                seen["inner"] = native.default_nthreads()
+            seen["outer"] = native.default_nthreads()
+        seen["after"] = native.default_nthreads()
+        assert seen == {"other": 3, "inner": 2, "outer": 1, "after": 3}
+    finally:
+        native.set_nthreads(None)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ...chunk import native
 from . import _chunk_boxes
 
 __all__ = ["box_of", "read_box"]
@@ -47,11 +48,13 @@ def box_of(store: Any, batch: list, out: np.ndarray) -> tuple[str, tuple] | None
     return prefix[: -len("c/")].rstrip("/"), key
 
 
-def read_box(store: Any, node: str, key: tuple, out: np.ndarray) -> bool:
-    """The box ``key`` of the store's array ``node`` read into ``out``; False when the
-    array is not the one zarr described (another dtype)."""
+def read_box(store: Any, node: str, key: tuple, out: np.ndarray, nthreads: int) -> bool:
+    """The box ``key`` of the store's array ``node`` read into ``out`` in ``nthreads``
+    threads; False when the array is not the one zarr described (another dtype)."""
     arr = store._array(node)
     if arr.dtype != out.dtype or arr.ndim != len(key):
         return False
-    arr.read_into(key, out)
+    # As many threads as the pipeline's reads of other arrays: zarr's threading.max_workers.
+    with native.threads_of_call(nthreads):
+        arr.read_into(key, out)
     return True

@@ -41,7 +41,7 @@ from zarr.core.metadata import ArrayV2Metadata, ArrayV3Metadata
 from zarr.registry import register_pipeline
 
 from .b2nd_reads import box_of, read_box
-from .pipeline_reads import PRESENT, Reader, read_file
+from .pipeline_reads import PRESENT, Reader, read_file, zarr_threads
 from .pipeline_writes import Writer, chunk_encoder
 from .store import B2ndStore
 
@@ -278,7 +278,7 @@ class B2storeCodecPipeline(CodecPipeline):
         box = None
         if batch and getattr(batch[0][1].config, "read_missing_chunks", True):
             box = box_of(store, batch, arr)
-        if box is None or not await asyncio.to_thread(read_box, store, *box, arr):
+        if box is None or not await asyncio.to_thread(read_box, store, *box, arr, zarr_threads()):
             return await self.inner.read(batch, out, drop_axes)
         return tuple({"status": PRESENT} for _ in batch)
 

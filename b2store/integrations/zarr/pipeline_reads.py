@@ -35,7 +35,7 @@ from ...errors import FormatError
 from ...nd import _plain_chunks
 from . import _chunk_boxes
 
-__all__ = ["PRESENT", "SMALL_READ", "Reader", "read_file"]
+__all__ = ["PRESENT", "SMALL_READ", "Reader", "read_file", "zarr_threads"]
 
 
 def _fill(spec: Any) -> Any:
@@ -166,7 +166,7 @@ class Reader:
 
     def _few_large(self, batch: list, drop_axes: tuple) -> bool:
         """Fewer chunks than threads, each large enough for threads to share its blocks."""
-        if drop_axes or not batch or len(batch) >= _nthreads():
+        if drop_axes or not batch or len(batch) >= zarr_threads():
             return False
         shape = batch[0][1].shape
         return self.dtype.itemsize * int(np.prod(shape)) >= 2 * native.THREAD_BYTES
@@ -199,8 +199,8 @@ class Reader:
         if box is not None and not any(box[: len(shape)]) and box[len(shape) : -1] == list(shape):
             region = arr[osel]  # (plain slices: a view of the output)
             if region.flags.c_contiguous and region.shape == shape:
-                return native.quick_decode(src, region, _nthreads(), nbytes) is not None
-        decoded = native.quick_decode(src, None, _nthreads(), nbytes)
+                return native.quick_decode(src, region, zarr_threads(), nbytes) is not None
+        decoded = native.quick_decode(src, None, zarr_threads(), nbytes)
         if decoded is None or decoded.nbytes != nbytes:
             return False
         # Through arr's own indexing: an orthogonal key's output selection may be index
@@ -265,7 +265,7 @@ class Reader:
                 status,
             )
 
-        nthreads = min(_nthreads(), n)
+        nthreads = min(zarr_threads(), n)
         jobs = [native.executor(nthreads - 1).submit(run) for _ in range(nthreads - 1)]
         run()
         for job in jobs:
@@ -289,8 +289,9 @@ class Reader:
         arr[osel] = chunk
 
 
-def _nthreads() -> int:
-    """Threads a read decodes with: zarr's ``threading.max_workers``, else the CPUs."""
+def zarr_threads() -> int:
+    """Threads a read decodes (and a write encodes) with: zarr's ``threading.max_workers``,
+    else the CPUs."""
     n = config.get("threading.max_workers", None)
     return max(1, int(n)) if n else native.cpu_count()
 

@@ -42,6 +42,7 @@ from ... import _files
 from ...chunk import native
 from ...chunk.decoder import decode_chunk
 from ...errors import FormatError
+from .pipeline_reads import zarr_threads
 
 __all__ = ["Writer", "chunk_encoder"]
 
@@ -152,7 +153,7 @@ class Writer:
                             state["error"] = exc
                     return
 
-        nthreads = min(_nthreads(), len(batch))
+        nthreads = min(zarr_threads(), len(batch))
         jobs = [_WRITES.get(nthreads - 1).submit(run) for _ in range(nthreads - 1)]
         run()
         for job in jobs:
@@ -217,9 +218,3 @@ class Writer:
 # (native.executor) and wait for them: run from that pool's threads, writes could hold every
 # one of them waiting for work queued behind themselves.
 _WRITES = native.ThreadPool("b2store-writes")
-
-
-def _nthreads() -> int:
-    """Threads a write encodes with: zarr's ``threading.max_workers``, else the CPUs."""
-    n = config.get("threading.max_workers", None)
-    return max(1, int(n)) if n else native.cpu_count()
