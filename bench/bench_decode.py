@@ -13,7 +13,7 @@ same run, it times:
 * plus ``b2store.decode_chunk(chunk, out=preallocated)`` for both chunks (JSON only).
 
 Every result is checked once against the input bytes before timing. The contenders are
-interleaved round by round (one call each per round, order rotated every round), so machine
+interleaved round by round (one call each per round, in a new order every round), so machine
 noise hits all of them alike. Reported figures are the MEDIAN throughput over the rounds in
 GB/s (1e9 bytes) of uncompressed data, and the ratios b2store / C library (> 1: b2store is
 faster). The cratio column is the Blosc2 chunk's (the Blosc1 one is in the JSON).

@@ -2,7 +2,7 @@
 
 What it measures
 ----------------
-In one process, interleaved round by round (order rotated), medians in microseconds:
+In one process, interleaved round by round (a new order each round), medians in microseconds:
 
 * ``decode``: ``b2store.decode_chunk`` against ``blosc2.decompress2`` on a 128 kB float32
   chunk (a random walk, shuffle, clevel 5) of every codec (LZ4, BloscLZ, Zstd, zlib), and on a
@@ -42,7 +42,7 @@ import blosc2
 import numcodecs
 import numcodecs.blosc
 import numpy as np
-from _common import parse_args
+from _common import parse_args, round_orders
 from _common import versions as common_versions
 
 import b2store
@@ -60,12 +60,11 @@ NOISE = ((3000, 3000), np.uint8)
 
 
 def medians(funcs: dict, repeat: int) -> dict[str, float]:
-    """Median microseconds per contender; one call each per round, order rotated."""
+    """Median microseconds per contender; one call each per round, in a new order each round."""
     names = list(funcs)
     times: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(repeat):
-        k = r % len(names)
-        for name in names[k:] + names[:k]:
+    for order in round_orders(names, repeat):
+        for name in order:
             f = funcs[name]
             t0 = time.perf_counter()
             f()

@@ -47,7 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import zarr
-from _common import parse_args
+from _common import parse_args, round_orders
 from zarr.codecs import BloscCodec
 from zarr.registry import register_pipeline
 
@@ -89,15 +89,14 @@ CPU: dict[str, float] = {}  # the last timed case's median CPU seconds per funct
 
 
 def timed(funcs: dict, repeat: int) -> tuple[dict[str, float], dict[str, float]]:
-    """Median and best wall seconds per function, the order rotated each round (the best
+    """Median and best wall seconds per function, in a new order each round (the best
     is the figure least disturbed by other work on a shared machine); the median CPU
     seconds of the process (every thread's) in ``CPU``."""
     times: dict[str, list[float]] = {n: [] for n in funcs}
     cpu: dict[str, list[float]] = {n: [] for n in funcs}
     names = list(funcs)
-    for r in range(repeat):
-        k = r % len(names)
-        for name in names[k:] + names[:k]:
+    for order in round_orders(names, repeat):
+        for name in order:
             c0, t0 = time.process_time(), time.perf_counter()
             funcs[name]()
             times[name].append(time.perf_counter() - t0)

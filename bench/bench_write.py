@@ -13,7 +13,7 @@ fixed seed; 3 x 136 x 360 x 360 x 4 B = 211 MB, about 200 MiB, or a sixteenth of
 * ``xarray_blosc2.save_dataset(ds, "x")`` (left out when xarray-blosc2 is not installed),
   python-blosc2's defaults (no fsync).
 
-Each round writes each tool once into a fresh path (order rotated each round); the figure is
+Each round writes each tool once into a fresh path (a new order each round); the figure is
 the median seconds, the ratio the other tool's seconds over b2store's (> 1: b2store is
 faster), and the bytes each wrote (all files under its path). Also timed: ``to_b2nd`` with
 ``B2STORE_SYNC=none``, the same policy as the other two, to show what the fsyncs cost.
@@ -36,7 +36,7 @@ import time
 
 import numpy as np
 import xarray as xr
-from _common import parse_args
+from _common import parse_args, round_orders
 from _common import versions as common_versions
 
 import b2store
@@ -106,9 +106,8 @@ def main() -> None:
     times: dict[str, list[float]] = {n: [] for n in names}
     sizes: dict[str, int] = {}
     try:
-        for r in range(repeat):
-            k = r % len(names)
-            for name in names[k:] + names[:k]:
+        for r, order in enumerate(round_orders(names, repeat)):
+            for name in order:
                 suffix, call = contenders[name]
                 p = os.path.join(tmp, f"w{r}_{names.index(name)}{suffix}")
                 t0 = time.perf_counter()

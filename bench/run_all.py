@@ -23,8 +23,8 @@ last round's file and to a new file (removed, and the page cache synced, outside
 and the peak resident memory a whole read adds beyond its output (in a fresh process; Linux).
 
 Every figure is a MEDIAN over rounds in which the contenders alternate (one call each per
-round, order rotated); ratios are speed b2store / other (> 1: b2store is faster). No figure
-is asserted anywhere: this prints what the machine does.
+round, in a new order each round); ratios are speed b2store / other (> 1: b2store is
+faster). No figure is asserted anywhere: this prints what the machine does.
 
 How to run
 ----------
