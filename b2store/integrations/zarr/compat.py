@@ -26,3 +26,12 @@ def chunk_spec(meta):
         config=config,
         prototype=prototype,
     )
+
+
+def check_local_store_writable(store) -> None:
+    """What a zarr ``LocalStore``'s ``set_sync`` checks before each file it writes, for a
+    writer that writes the files itself: the store opened (its root made unless read-only)
+    and writable (zarr's own ``ValueError`` if not). zarr 3.1.6 to 3.4 call these
+    ``_ensure_open_sync`` and ``_check_writable``."""
+    store._ensure_open_sync()
+    store._check_writable()

@@ -42,6 +42,7 @@ from ... import _files
 from ...chunk import native
 from ...chunk.decoder import decode_chunk
 from ...errors import FormatError
+from .compat import check_local_store_writable
 from .pipeline_reads import zarr_threads
 
 __all__ = ["Writer", "chunk_encoder"]
@@ -134,9 +135,7 @@ class Writer:
         state = {"next": 0, "error": None}
         dirs: set[str] = set()  # the chunk directories this write has made or found
         if self.local is not None and batch:
-            # What the store's set_sync checks before each file, once.
-            self.local._ensure_open_sync()
-            self.local._check_writable()
+            check_local_store_writable(self.local)  # (set_sync's checks, once per write)
 
         def run() -> None:
             while True:
