@@ -35,10 +35,10 @@ from ...errors import FormatError
 from ...nd import _plain_chunks
 from . import _chunk_boxes
 
-__all__ = ["PRESENT", "SMALL_READ", "Reader", "read_file", "zarr_threads"]
+__all__ = ["PRESENT", "SMALL_READ", "Reader", "fill_value", "read_file", "zarr_threads"]
 
 
-def _fill(spec: Any) -> Any:
+def fill_value(spec: Any) -> Any:
     """The value of a missing chunk's items (zarr's ``fill_value_or_default``)."""
     fill = spec.fill_value
     if fill is None:  # Zarr v2 allowed a null fill value
@@ -146,13 +146,13 @@ class Reader:
         for i, info in enumerate(batch):
             _getter, spec, _csel, osel, _complete = info
             if status[i] == _MISSING:
-                arr[osel] = _fill(spec)
+                arr[osel] = fill_value(spec)
                 results.append({"status": ABSENT})
                 continue
             if status[i] != _PLACED:
                 buf = read_file(os.path.join(root, info[0].path))
                 if buf is None:
-                    arr[osel] = _fill(spec)
+                    arr[osel] = fill_value(spec)
                     results.append({"status": ABSENT})
                     continue
                 self._place_one(info, buf, arr, drop_axes)
@@ -180,7 +180,7 @@ class Reader:
         for info in batch:
             buf = next(bufs)
             if buf is None:
-                arr[info[3]] = _fill(info[1])
+                arr[info[3]] = fill_value(info[1])
                 results.append({"status": ABSENT})
                 continue
             if not self._place_large(info, buf, arr):
@@ -232,7 +232,7 @@ class Reader:
         for i, info in enumerate(batch):
             buf = chunks[i]
             if buf is None:
-                arr[info[3]] = _fill(info[1])
+                arr[info[3]] = fill_value(info[1])
                 results.append({"status": ABSENT})
                 continue
             if status[i] != _PLACED:

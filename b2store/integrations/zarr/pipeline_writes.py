@@ -43,7 +43,7 @@ from ...chunk import native
 from ...chunk.decoder import decode_chunk
 from ...errors import FormatError
 from .compat import check_local_store_writable
-from .pipeline_reads import zarr_threads
+from .pipeline_reads import fill_value, zarr_threads
 
 __all__ = ["Writer", "chunk_encoder"]
 
@@ -70,15 +70,10 @@ def chunk_encoder(codecs: list, dtype: np.dtype) -> Callable[[np.ndarray, Any], 
     return encode
 
 
-def _fill(spec: Any) -> Any:
-    fill = spec.fill_value
-    return spec.dtype.default_scalar() if fill is None else fill  # (zarr's default)
-
-
 def _all_fill(chunk: np.ndarray, spec: Any) -> bool:
     """Whether ``chunk`` holds only the fill value, by zarr's own test (its ``all_equal``);
     a chunk whose first item differs from the fill is answered without it."""
-    fill = _fill(spec)
+    fill = fill_value(spec)
     if chunk.size and chunk.dtype.kind in "biufc":
         first = chunk.flat[0]
         # Any all_equal zarr has (numeric, NaN equal to NaN, or bit for bit) says no here.
@@ -202,7 +197,7 @@ class Writer:
     def _decoded(self, existing: Any, shape: tuple, spec: Any) -> np.ndarray:
         """A chunk written in part: its stored items (a copy of its own), else the fill."""
         if existing is None:
-            return np.full(shape, _fill(spec), self.dtype)
+            return np.full(shape, fill_value(spec), self.dtype)
         # One thread per chunk: the chunks are the write's threads' work already.
         decoded = decode_chunk(np.frombuffer(existing, np.uint8), nthreads=1)
         expected = self.dtype.itemsize * int(np.prod(shape, dtype=np.int64))
