@@ -266,3 +266,21 @@ def blosc2_file_with_chunk(path, n: int, chunk) -> None:
     arr = blosc2.open(str(path), mode="a")
     arr.schunk.update_chunk(n, bytes(chunk))
     del arr
+
+
+def far_match_block(seed: int, fillers: int, rows: int = 3) -> np.ndarray:
+    """One row of 4x4 uint8 cells for NDLZ: a literal cell, 3853 random literal cells,
+    ``fillers`` uniform cells, then a cell repeating ``rows`` rows of the first, 65 531..65 534
+    stream bytes after it (the offsets c-blosc2's NDLZ decoder wraps)."""
+    rng = np.random.default_rng(seed)
+    first = rng.integers(0, 256, (4, 4))
+    target = rng.integers(0, 256, (4, 4))
+    target[:rows] = first[:rows]
+    cells = (
+        [first]
+        + [rng.integers(0, 256, (4, 4)) for _ in range(3853)]
+        + [np.full((4, 4), 5)] * fillers
+        + [target]
+        + [np.full((4, 4), 6)] * 400
+    )
+    return np.concatenate(cells, axis=1).astype(np.uint8)

@@ -9,6 +9,7 @@ import struct
 
 import numpy as np
 import pytest
+from helpers import far_match_block
 
 from b2store.chunk import _ndlz
 
@@ -425,22 +426,6 @@ def test_every_token_kind_is_c_blosc2s(blosc2, cell):
     assert expected <= set(kinds), kinds
 
 
-def far_match_block(rng, fillers, kind):
-    """One row of 4x4 cells: a literal cell, 3853 random literal cells, ``fillers`` uniform
-    cells, then a cell repeating rows of the first, 65 531..65 534 stream bytes after it."""
-    first = rng.integers(0, 256, (4, 4))
-    target = rng.integers(0, 256, (4, 4))
-    target[: 3 if kind == "triple" else 2] = first[: 3 if kind == "triple" else 2]
-    cells = (
-        [first]
-        + [rng.integers(0, 256, (4, 4)) for _ in range(3853)]
-        + [np.full((4, 4), 5)] * fillers
-        + [target]
-        + [np.full((4, 4), 6)] * 400
-    )
-    return np.concatenate(cells, axis=1).astype(np.uint8)
-
-
 def test_far_row_matches_decode_as_c_blosc2_decodes(blosc2):
     """c-blosc2 adds 3 to a 4x4 row match's u16 offset in 16 bits: offsets of 65 533 and
     more wrap and point after the token. Its encoder writes such offsets; its decoder then
@@ -448,7 +433,7 @@ def test_far_row_matches_decode_as_c_blosc2_decodes(blosc2):
     wrapped = 0
     for kind in ("triple", "pair"):
         for fillers in range(6, 11):
-            x = far_match_block(np.random.default_rng(fillers), fillers, kind)
+            x = far_match_block(fillers, fillers, 3 if kind == "triple" else 2)
             arr = ndlz_array(blosc2, x, x.shape, 4)
             ((_, _, cs, payload),) = chunk_streams(arr.schunk.get_chunk(0))
             assert encode(x, x.shape, 4) == payload

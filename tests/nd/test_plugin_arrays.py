@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 import pytest
+from helpers import far_match_block
 
 import b2store
 
@@ -171,27 +172,10 @@ def test_a_plugin_chunk_read_through_zarr_and_xarray(tmp_path):
         assert np.array_equal(ds[name].values, want)
 
 
-def _far_match_block(seed: int, fillers: int) -> np.ndarray:
-    """A row of 4x4 cells whose last cell repeats three rows of the first, about 65,533
-    stream bytes after it: the match c-blosc2's decoder misplaces (its offset wraps)."""
-    rng = np.random.default_rng(seed)
-    first = rng.integers(0, 256, (4, 4))
-    target = rng.integers(0, 256, (4, 4))
-    target[:3] = first[:3]
-    cells = (
-        [first]
-        + [rng.integers(0, 256, (4, 4)) for _ in range(3853)]
-        + [np.full((4, 4), 5)] * fillers
-        + [target]
-        + [np.full((4, 4), 6)] * 400
-    )
-    return np.concatenate(cells, axis=1).astype(np.uint8)
-
-
 def test_ndlz_never_writes_a_stream_python_blosc2_misreads(tmp_path):
     misread_by_theirs = 0
     for fillers in range(6, 11):
-        x = _far_match_block(fillers, fillers)
+        x = far_match_block(fillers, fillers)
         theirs = blosc2.asarray(x, chunks=x.shape, blocks=x.shape, cparams={
             "codec": Codec.NDLZ, "codec_meta": 4, "filters": [Filter.NOFILTER]})  # fmt: skip
         misread_by_theirs += not np.array_equal(theirs[...], x)
